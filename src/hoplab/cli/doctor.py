@@ -1,0 +1,191 @@
+"""`hoplab doctor`: what this machine can build, and how each impairment will be made."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from hoplab.errors import HoplabError
+from hoplab.lab.caps import (
+    FEATURE_NAMES,
+    QDISC_NAMES,
+    TOOL_NAMES,
+    TOOL_PACKAGES,
+    WIRE_EMULATOR_AVAILABLE,
+    Capabilities,
+    probe,
+)
+
+QDISC_USES: dict[str, str] = {
+    "netem": "delay / jitter / loss",
+    "htb": "rate (default shaper)",
+    "tbf": "rate with qdisc = \"tbf\"",
+    "pfifo": "qdisc = \"fifo\", queue limit in packets",
+    "bfifo": "qdisc = \"fifo\", queue limit in bytes",
+    "fq_codel": "qdisc = \"fq_codel\"",
+    "cake": "qdisc = \"cake\"",
+    "sfq": "qdisc = \"sfq\"",
+    "codel": "qdisc = \"codel\"",
+    "fq": "qdisc = \"fq\"",
+    "prio": "qdisc = \"prio\"",
+    "ingress": "ingress filters / policing",
+    "clsact": "tc filters on ingress and egress",
+}
+
+FEATURE_USES: dict[str, str] = {
+    "veth": "every link",
+    "bridge": "shared segments",
+    "vxlan": "overlay tunnels",
+    "tun": "userspace WireGuard (wireguard-go)",
+    "wireguard_kernel": "WireGuard links and tunnels (kernel module)",
+    "nftables": "node firewall rules",
+    "nat": "node nat (masquerade)",
+    "conntrack": "stateful rules, NAT",
+    "iptables": "iptables rules in node setup commands",
+    "perf": "CPU profiles of runs",
+}
+
+ESSENTIAL_TOOLS = ("ip", "tc", "iperf3")
+ESSENTIAL_FEATURES = ("veth",)
+ESSENTIAL_QDISCS = ("htb",)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("doctor", help="show what this machine can build",
+                       description="Probe the kernel and tools and show what labs can use.")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--refresh", action="store_true",
+                   help="probe again instead of using the cached result")
+    p.set_defaults(func=run)
+
+
+def install_hint(tool: str) -> str:
+    return f"apt-get install --no-install-recommends {TOOL_PACKAGES.get(tool, tool)}"
+
+
+def _impairments(caps: Capabilities) -> dict[str, dict[str, Any]]:
+    if caps.has_qdisc("netem"):
+        netem: dict[str, Any] = {"mechanism": "netem", "note": None}
+    elif WIRE_EMULATOR_AVAILABLE:
+        netem = {"mechanism": "wire", "note": "kernel lacks sch_netem; userspace wire emulator"}
+    else:
+        netem = {"mechanism": None,
+                 "note": "unavailable: kernel lacks sch_netem (userspace wire emulator: planned)"}
+    rate: dict[str, Any] = (
+        {"mechanism": "htb", "note": None} if caps.has_qdisc("htb")
+        else {"mechanism": None, "note": "unavailable: kernel lacks sch_htb"})
+    fifo = [q for q in ("pfifo", "bfifo") if caps.has_qdisc(q)]
+    queue: dict[str, Any] = (
+        {"mechanism": "/".join(fifo), "note": None} if fifo
+        else {"mechanism": None, "note": "unavailable: kernel lacks sch_fifo"})
+    return {"delay_jitter_loss": netem, "rate": rate, "queue_limit": queue}
+
+
+def _feature_note(name: str, caps: Capabilities) -> str | None:
+    """Why a feature is missing, when the cause is a tool rather than the kernel."""
+    if caps.has_feature(name):
+        return None
+    tool = {"nftables": "nft", "nat": "nft", "conntrack": "nft", "perf": "perf"}.get(name)
+    if tool is not None and not caps.has_tool(tool):
+        return f"{tool} missing — {install_hint(tool)}"
+    if name == "iptables" and shutil.which("iptables") is None:
+        return "iptables missing — apt-get install --no-install-recommends iptables"
+    return None
+
+
+def _missing_essentials(caps: Capabilities) -> list[str]:
+    return ([t for t in ESSENTIAL_TOOLS if not caps.has_tool(t)]
+            + [f for f in ESSENTIAL_FEATURES if not caps.has_feature(f)]
+            + [q for q in ESSENTIAL_QDISCS if not caps.has_qdisc(q)])
+
+
+def report(caps: Capabilities) -> dict[str, Any]:
+    """The doctor report as plain data; the keys are stable."""
+    missing = _missing_essentials(caps)
+    return {
+        "kernel": caps.kernel,
+        "qdiscs": {q: {"available": caps.has_qdisc(q), "used_for": QDISC_USES[q]}
+                   for q in QDISC_NAMES},
+        "features": {f: {"available": caps.has_feature(f), "used_for": FEATURE_USES[f],
+                         "note": _feature_note(f, caps)}
+                     for f in FEATURE_NAMES},
+        "tools": {t: {"version": caps.tools.get(t), "package": TOOL_PACKAGES[t],
+                      "install": None if caps.has_tool(t) else install_hint(t)}
+                  for t in TOOL_NAMES},
+        "wireguard": caps.wireguard_mode(),
+        "impairments": _impairments(caps),
+        "essentials": {"ok": not missing, "missing": missing},
+        "probe_s": caps.probe_s,
+    }
+
+
+def _yes(ok: bool) -> str:
+    return "[green]yes[/]" if ok else "[red]no[/]"
+
+
+def _print(rep: dict[str, Any], console: Console) -> None:
+    console.print(f"[bold]kernel[/] {rep['kernel']}  (probe took {rep['probe_s'] * 1000:.0f} ms)")
+
+    for title, key in (("qdisc", "qdiscs"), ("feature", "features")):
+        t = Table(title=f"{title}s", title_justify="left")
+        t.add_column(title)
+        t.add_column("available")
+        t.add_column("used for")
+        for name, row in rep[key].items():
+            note = row.get("note")
+            t.add_row(name, _yes(row["available"]) + (f" ({note})" if note else ""),
+                      row["used_for"])
+        console.print(t)
+
+    t = Table(title="tools", title_justify="left")
+    t.add_column("tool")
+    t.add_column("version")
+    for name, row in rep["tools"].items():
+        shown = row["version"] or f"[red]missing[/] — {row['install']}"
+        t.add_row(name, shown)
+    console.print(t)
+
+    wg = {"kernel": "kernel", "userspace": "userspace (wireguard-go)"}.get(rep["wireguard"] or "",
+                                                                        "[red]unavailable[/]")
+    console.print(f"[bold]WireGuard[/] {wg}")
+
+    t = Table(title="impairments", title_justify="left")
+    t.add_column("impairment")
+    t.add_column("mechanism")
+    labels = {"delay_jitter_loss": "delay / jitter / loss", "rate": "rate",
+              "queue_limit": "queue limit"}
+    for key, row in rep["impairments"].items():
+        t.add_row(labels[key], row["mechanism"] or f"[red]{row['note']}[/]")
+    console.print(t)
+
+    ess = rep["essentials"]
+    if ess["ok"]:
+        console.print("[green]essentials present[/] (ip, tc, veth, htb, iperf3)")
+    else:
+        console.print(f"[red]missing essentials:[/] {', '.join(ess['missing'])}")
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console()
+    err = Console(stderr=True)
+    if os.geteuid() != 0:
+        err.print("hoplab doctor needs root: it probes the kernel inside a network namespace. "
+                  "Run it as root, e.g. sudo hoplab doctor", markup=False)
+        return 2
+    try:
+        caps = probe(refresh=bool(getattr(args, "refresh", False)))
+    except HoplabError as e:
+        err.print(f"hoplab doctor: {e}", markup=False)
+        return e.exit_code
+    rep = report(caps)
+    if getattr(args, "json", False):
+        print(json.dumps(rep, indent=2))
+    else:
+        _print(rep, console)
+    return 0 if rep["essentials"]["ok"] else 1

@@ -1,0 +1,153 @@
+"""`hoplab lab up|status|exec|down`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from hoplab.errors import UsageError
+from hoplab.lab import build, netns
+from hoplab.lab.state import find
+from hoplab.lab.status import status_all
+from hoplab.spec import load_lab
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("lab", help="build, inspect and remove labs")
+    lsub = p.add_subparsers(dest="lab_command", metavar="ACTION", required=True)
+
+    up = lsub.add_parser("up", help="build the lab described by a TOML file")
+    up.add_argument("file")
+    up.add_argument("--name", help="lab name (default: the file's name key)")
+    up.add_argument("--json", action="store_true", help="machine-readable output")
+    up.set_defaults(func=run_up, needs_root=True)
+
+    st = lsub.add_parser("status", help="labs that are up, their nodes and links")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=run_status, needs_root=True)
+
+    ex = lsub.add_parser("exec", help="run a command inside a node")
+    ex.add_argument("lab")
+    ex.add_argument("node")
+    ex.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]")
+    ex.set_defaults(func=run_exec, needs_root=True)
+
+    dn = lsub.add_parser("down", help="take a lab down")
+    dn.add_argument("lab")
+    dn.set_defaults(func=run_down, needs_root=True)
+
+
+def _addr_cell(addrs: list[str]) -> str:
+    return "\n".join(addrs)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    lab = load_lab(args.file, name=args.name)
+    console = Console(stderr=args.json)
+    with console.status(f"building lab {lab.name}") as spinner:
+        result = build.up(lab, progress=lambda s: spinner.update(f"building lab {lab.name}: {s}"))
+    summary = result.state.summary
+    if args.json:
+        print(json.dumps({"name": lab.name, "seconds": round(result.seconds, 4),
+                          "steps": result.steps, **summary}, indent=1))
+        return 0
+    if len(summary["nodes"]) <= 60:
+        table = Table(title=f"lab {lab.name}")
+        table.add_column("node")
+        table.add_column("role")
+        table.add_column("interface")
+        table.add_column("peer")
+        table.add_column("addresses")
+        for name, info in summary["nodes"].items():
+            role = "router" if info["forward"] else "host"
+            if info["nat"]:
+                role += f", NAT out {info['nat']}"
+            for k, iface in enumerate(info["interfaces"]):
+                table.add_row(name if k == 0 else "", role if k == 0 else "", iface["name"],
+                              iface["peer"], _addr_cell(iface["addresses"]))
+        console.print(table)
+    console.print(f"lab [bold]{lab.name}[/] is up: {len(summary['nodes'])} nodes, "
+                  f"{len(summary['links'])} links, built in {result.seconds:.2f} s")
+    console.print(f"try: hoplab lab exec {lab.name} NODE -- ping -c1 OTHER; "
+                  f"hoplab lab down {lab.name}")
+    return 0
+
+
+def _fmt_rate(d: dict[str, Any]) -> str:
+    parts = []
+    if "rate_bps" in d:
+        parts.append(f"{d['rate_bps'] / 1e6:g}Mbit")
+    if "delay_s" in d:
+        parts.append(f"{d['delay_s'] * 1e3:g}ms")
+    if "loss_pct" in d:
+        parts.append(f"{d['loss_pct']:g}% loss")
+    return " ".join(parts) or "-"
+
+
+def run_status(args: argparse.Namespace) -> int:
+    labs = status_all()
+    if args.json:
+        print(json.dumps(labs, indent=1))
+        return 0
+    console = Console()
+    if not labs:
+        console.print("no labs are up")
+        return 0
+    for lab in labs:
+        console.print(f"[bold]{lab['name']}[/] ({lab['status']}) from {lab['source']}: "
+                      f"{len(lab['nodes'])} nodes, {len(lab['links'])} links, "
+                      f"{len(lab['processes'])} processes")
+        table = Table()
+        for col in ("link", "between", "a->b", "b->a", "state"):
+            table.add_column(col)
+        nodes = lab["nodes"]
+        for link in lab["links"][:200]:
+            a, b = link["between"]
+            states = []
+            for n in (a, b):
+                for iface in nodes[n]["interfaces"]:
+                    if iface["link"] == link["index"] and iface["kind"] == "veth":
+                        states.append(nodes[n]["link_state"].get(iface["name"], "missing"))
+            state = "up" if all(s == "up" for s in states) else "/".join(states)
+            wg = " (wireguard)" if link["wireguard"] else ""
+            table.add_row(str(link["index"]), f"{a} <-> {b}{wg}", _fmt_rate(link["forward"]),
+                          _fmt_rate(link["reverse"]), state)
+        console.print(table)
+        for problem in lab["problems"]:
+            console.print(f"[red]problem:[/] {problem}")
+    return 0
+
+
+def run_exec(args: argparse.Namespace) -> int:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError("lab exec: give a command after --")
+    state = find(args.lab)
+    if state is None:
+        raise UsageError(f"no lab named {args.lab!r} is up (see hoplab lab status)")
+    node = state.summary.get("nodes", {}).get(args.node)
+    if node is None:
+        names = ", ".join(state.summary.get("nodes", {}))
+        raise UsageError(f"lab {args.lab} has no node {args.node!r} (nodes: {names})")
+    if not netns.exists(node["netns"]):
+        raise UsageError(f"node {args.node} of lab {args.lab} is gone; run hoplab clean")
+    sys.stdout.flush()
+    env = dict(os.environ, HOPLAB_LAB=args.lab, HOPLAB_NODE=args.node)
+    argv = netns.exec_argv(node["netns"], cmd)
+    os.execvpe(argv[0], argv, env)
+
+
+def run_down(args: argparse.Namespace) -> int:
+    warnings = build.down(args.lab)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"lab {args.lab} is down")
+    return 0

@@ -1,0 +1,44 @@
+"""The `hoplab` command: parse arguments, dispatch, turn errors into exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from hoplab import __version__
+from hoplab.cli import clean, doctor, lab
+from hoplab.errors import HoplabError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hoplab", description="A performance lab for routers, meshes and network paths.")
+    parser.add_argument("--version", action="version", version=f"hoplab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    doctor.register(sub)
+    lab.register(sub)
+    clean.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "needs_root", False) and os.geteuid() != 0:
+        print("hoplab: error: this command needs root (network namespaces)", file=sys.stderr)
+        return 2
+    try:
+        code: int = args.func(args)
+    except HoplabError as exc:
+        print(f"hoplab: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("hoplab: interrupted; what was being built has been removed", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

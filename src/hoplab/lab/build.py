@@ -1,0 +1,369 @@
+"""Bring a planned lab up in network namespaces, and take it down again.
+
+Order matters for speed and for safety: the state record is written before
+anything exists; namespaces are created in one `ip -batch`; sysctls that
+new interfaces inherit (no IPv6 DAD) are set before the veths arrive in a
+second root `ip -batch`; then each namespace is configured by one `ip -batch`
+and one `tc -batch` run from a thread that has entered it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hoplab.errors import CapabilityError, LabError, UsageError
+from hoplab.lab import netns, wireguard
+from hoplab.lab.caps import Capabilities, probe, requirements_problems
+from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab
+from hoplab.lab.shaping import tc_lines
+from hoplab.lab.state import ETC_NETNS, LabState, find, stop_process
+from hoplab.lab.summary import summarize
+from hoplab.spec.model import Lab
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class UpResult:
+    state: LabState
+    plan: Plan
+    seconds: float
+    steps: dict[str, float] = field(default_factory=dict)
+
+
+def _base_sysctls(node: NodePlan) -> list[tuple[str, str]]:
+    fwd = "1" if node.forward else "0"
+    return [
+        # Interfaces created later inherit "default"; without this every IPv6
+        # address would sit tentative for a second of duplicate detection.
+        ("net.ipv6.conf.default.accept_dad", "0"),
+        ("net.ipv6.conf.all.accept_dad", "0"),
+        ("net.ipv6.conf.default.accept_ra", "0"),
+        ("net.ipv4.ip_forward", fwd),
+        ("net.ipv6.conf.all.forwarding", fwd),
+    ]
+
+
+def _veth_lines(plan: Plan) -> list[str]:
+    ends: dict[int, list[tuple[NodePlan, Iface]]] = {}
+    for node in plan.nodes:
+        for i in node.ifaces:
+            if i.kind == "veth" and i.link is not None:
+                ends.setdefault(i.link, []).append((node, i))
+    lines = []
+    for index in sorted(ends):
+        (na, ia), (nb, ib) = ends[index]
+        mtu = f" mtu {ia.mtu}" if ia.mtu else ""
+        lines.append(f"link add {ia.name} netns {na.netns}{mtu} type veth "
+                     f"peer name {ib.name} netns {nb.netns}{mtu}")
+    return lines
+
+
+def _ip_lines(node: NodePlan, kinds: tuple[str, ...]) -> list[str]:
+    lines = ["link set lo up"] if "veth" in kinds else []
+    devs = {i.name for i in node.ifaces if i.kind in kinds}
+    for i in node.ifaces:
+        if i.kind not in kinds:
+            continue
+        if i.kind == "veth":
+            lines.append(f"link set {i.name} up")
+        for a in i.addrs:
+            flag = " nodad" if a.version == 6 else ""
+            lines.append(f"addr add {a.with_prefixlen} dev {i.name}{flag}")
+    for r in node.routes:
+        if r.dev in devs:
+            lines.append(f"route add {r.dst} via {r.gateway} dev {r.dev} proto static")
+    return lines
+
+
+def _configure_veths(lab: Lab, node: NodePlan) -> None:
+    what = f"node {node.name}"
+    netns.ip_batch(_ip_lines(node, ("veth",)), what)
+    tc: list[str] = []
+    for i in node.ifaces:
+        if i.kind == "veth":
+            tc += tc_lines(i.name, i.egress)
+    netns.tc_batch(tc, what)
+    spec = lab.node(node.name)
+    if spec.offloads:
+        for i in node.ifaces:
+            if i.kind != "veth":
+                continue
+            argv = ["ethtool", "-K", i.name]
+            for feat, on in spec.offloads:
+                argv += [feat, "on" if on else "off"]
+            _check(subprocess.run(argv, capture_output=True, text=True, check=False),
+                   f"{what}: offloads on {i.name}")
+    if spec.sysctls:
+        netns.write_sysctls(spec.sysctls)
+    if spec.nat is not None:
+        out = resolve_iface(node, spec.nat.out)
+        assert out is not None
+        rules = nat_ruleset(out)
+        _check(subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True,
+                              check=False), f"{what}: NAT")
+
+
+def nat_ruleset(out_if: str) -> str:
+    chain = ("chain postrouting { type nat hook postrouting priority srcnat; "
+             f'policy accept; oifname "{out_if}" masquerade; }}')
+    return "\n".join(f"table {fam} hoplab_nat {{ {chain} }}" for fam in ("ip", "ip6")) + "\n"
+
+
+def resolve_iface(node: NodePlan, ref: str) -> str | None:
+    """An interface reference is an interface name or a neighbour node's name."""
+    for i in node.ifaces:
+        if i.name == ref:
+            return i.name
+    for i in node.ifaces:
+        if i.kind == "veth" and i.peer == ref:
+            return i.name
+    return None
+
+
+def _check(proc: subprocess.CompletedProcess[str], what: str) -> None:
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise LabError(f"{what}: exit {proc.returncode}: {' '.join(tail)}")
+
+
+def validate(plan: Plan) -> None:
+    """Checks that need the plan; all before anything is built."""
+    for node in plan.nodes:
+        spec = plan.lab.node(node.name)
+        if spec.nat is not None and resolve_iface(node, spec.nat.out) is None:
+            names = ", ".join(i.name for i in node.ifaces) or "none"
+            raise UsageError(f"{plan.lab.source}: nodes.{node.name}.nat.out: "
+                             f"{spec.nat.out!r} is neither an interface of {node.name} "
+                             f"({names}) nor a neighbour")
+
+
+def preflight(lab: Lab, caps: Capabilities | None = None) -> Plan:
+    caps = caps or probe()
+    problems = requirements_problems(lab, caps)
+    if problems:
+        raise CapabilityError(f"{lab.source}: this machine cannot build lab {lab.name!r}:\n  "
+                              + "\n  ".join(problems))
+    plan = plan_lab(lab)
+    validate(plan)
+    return plan
+
+
+def up(lab: Lab, *, caps: Capabilities | None = None,
+       progress: Progress | None = None) -> UpResult:
+    t0 = time.monotonic()
+    caps = caps or probe()
+    plan = preflight(lab, caps)
+    old = find(lab.name)
+    if old is not None and any(netns.exists(n) for n in old.namespaces):
+        raise UsageError(f"lab {lab.name!r} is already up; take it down first: "
+                         f"hoplab lab down {lab.name}")
+    taken = [n.netns for n in plan.nodes if netns.exists(n.netns)]
+    if taken:
+        raise UsageError(f"namespace {taken[0]} already exists; run hoplab clean")
+    src = Path(lab.source)
+    state = LabState(name=lab.name, source=str(src.resolve()) if src.exists() else lab.source,
+                     namespaces=[n.netns for n in plan.nodes])
+    state.save()
+    result = UpResult(state, plan, 0.0)
+    say = progress or (lambda _msg: None)
+
+    def step(name: str, start: float) -> float:
+        now = time.monotonic()
+        result.steps[name] = now - start
+        return now
+
+    try:
+        t = time.monotonic()
+        say("namespaces")
+        netns.ip_batch([f"netns add {n.netns}" for n in plan.nodes], "creating namespaces")
+        by_ns = {n.netns: n for n in plan.nodes}
+        netns.in_each(list(by_ns), lambda ns: netns.write_sysctls(_base_sysctls(by_ns[ns])))
+        t = step("namespaces", t)
+        say("links")
+        netns.ip_batch(_veth_lines(plan), "creating links")
+        netns.in_each(list(by_ns), lambda ns: _configure_veths(lab, by_ns[ns]))
+        t = step("links", t)
+        if plan.wireguard:
+            say("wireguard")
+            _start_wireguard(plan, state, caps)
+            wg_nodes = [n.netns for n in plan.nodes
+                        if any(i.kind.startswith("wg") for i in n.ifaces)]
+            netns.in_each(wg_nodes, lambda ns: netns.ip_batch(
+                _ip_lines(by_ns[ns], ("wg-hop", "wg-tunnel")), f"node {by_ns[ns].name}"))
+            _warm_tunnels(plan)
+            t = step("wireguard", t)
+        _write_hosts(plan, state)
+        _run_commands(plan, "setup")
+        t = step("hosts+setup", t)
+        state.status = "up"
+        state.summary = summarize(plan)
+        state.save()
+    except BaseException:
+        teardown(state, run_hooks=False)
+        raise
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
+    mode = caps.wireguard_mode()
+    if mode is None:
+        raise CapabilityError("WireGuard needs the kernel module or wireguard-go over TUN")
+    keys = {(e.node, e.ifname): wireguard.generate_keypair() for e in plan.wireguard}
+    ifaces = []
+    for e in plan.wireguard:
+        peer_key = keys[(e.peer, e.peer_ifname)]
+        ifaces.append(wireguard.WgInterface(
+            netns=plan.node(e.node).netns, ifname=e.ifname, keys=keys[(e.node, e.ifname)],
+            listen_port=e.listen_port,
+            peers=(wireguard.WgPeer(peer_key.public_hex, e.endpoint, e.allowed, None),),
+            rundir=state.rundir / "wg" / e.node))
+
+    def record(iface: wireguard.WgInterface, pid: int) -> None:
+        node = iface.netns.removeprefix(f"hoplab-{plan.lab.name}-")
+        state.add_process(pid, ["wireguard-go", "-f", iface.ifname], node,
+                          f"wireguard-go {iface.ifname}")
+
+    wireguard.start_many(ifaces, mode, on_started=record)
+
+
+def _warm_tunnels(plan: Plan) -> None:
+    """Complete every handshake now, hops before end-to-end tunnels (which ride on
+    them), so the first packets of a measurement never wait for one."""
+    for kind in ("wg-hop", "wg-tunnel"):
+        jobs: dict[str, list[str]] = {}
+        for node in plan.nodes:
+            for i in node.ifaces:
+                if i.kind == kind and node.name < i.peer:
+                    peer = plan.node(i.peer)
+                    far = next(x for x in peer.ifaces if x.kind == kind and x.peer == node.name
+                               and x.link == i.link and x.tunnel == i.tunnel)
+                    jobs.setdefault(node.netns, []).append(str(far.addrs[0].ip))
+        netns.in_each(list(jobs), lambda ns: _ping_all(ns, jobs[ns]))
+
+
+def _ping_all(ns: str, addrs: list[str]) -> None:
+    for addr in addrs:
+        proc = subprocess.run(["ping", "-c1", "-W3", "-q", addr], capture_output=True,
+                              text=True, check=False)
+        if proc.returncode != 0:
+            raise LabError(f"WireGuard tunnel from {ns} to {addr} does not carry traffic")
+
+
+def _write_hosts(plan: Plan, state: LabState) -> None:
+    state.rundir.mkdir(parents=True, exist_ok=True)
+    hosts = state.rundir / "hosts"
+    hosts.write_text(hosts_file(plan))
+    for node in plan.nodes:
+        d = ETC_NETNS / node.netns
+        d.mkdir(parents=True, exist_ok=True)
+        link = d / "hosts"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        # `ip netns exec` bind-mounts this over /etc/hosts; the bind follows the link.
+        link.symlink_to(hosts)
+
+
+def _run_commands(plan: Plan, which: str) -> None:
+    cwd = Path(plan.lab.source).parent if plan.lab.source.endswith(".toml") else None
+    for node in plan.nodes:
+        spec = plan.lab.node(node.name)
+        cmds = spec.setup if which == "setup" else spec.teardown
+        for argv in cmds:
+            env = dict(os.environ, HOPLAB_LAB=plan.lab.name, HOPLAB_NODE=node.name)
+            with netns.entered(node.netns):
+                try:
+                    proc = subprocess.run(list(argv), capture_output=True, text=True,
+                                          check=False, cwd=cwd, env=env, timeout=300)
+                except FileNotFoundError:
+                    raise LabError(f"node {node.name}: {which} command not found: "
+                                   f"{argv[0]}") from None
+            _check(proc, f"node {node.name}: {which} {' '.join(argv)}")
+
+
+def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
+    """Remove everything the record lists. Returns warnings; never stops half way."""
+    warnings: list[str] = []
+    live = [n for n in state.namespaces if netns.exists(n)]
+    if run_hooks:
+        for node, argv in _recorded_teardown(state):
+            ns = state.summary["nodes"][node]["netns"]
+            if ns not in live:
+                continue
+            with netns.entered(ns):
+                try:
+                    done = subprocess.run(argv, capture_output=True, text=True, check=False,
+                                          timeout=120)
+                    _check(done, f"node {node}: teardown {' '.join(argv)}")
+                except (OSError, subprocess.SubprocessError, LabError) as exc:
+                    warnings.append(str(exc))
+    for proc in state.processes:
+        stop_process(proc)
+    for ns, pids in processes_in(live).items():
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                warnings.append(f"killed pid {pid}, left running inside {ns}")
+            except ProcessLookupError:
+                pass
+    if live:
+        try:
+            netns.ip_batch([f"netns del {n}" for n in live], f"removing lab {state.name}")
+        except LabError as exc:
+            warnings.append(str(exc))
+            for n in live:
+                subprocess.run(["ip", "netns", "del", n], capture_output=True, check=False)
+    for ns in state.namespaces:
+        shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
+    shutil.rmtree(state.rundir, ignore_errors=True)
+    state.path.unlink(missing_ok=True)
+    return warnings
+
+
+def _recorded_teardown(state: LabState) -> list[tuple[str, list[str]]]:
+    out = []
+    for node, info in state.summary.get("nodes", {}).items():
+        for argv in info.get("teardown", []):
+            out.append((node, list(argv)))
+    return out
+
+
+def processes_in(namespaces: list[str]) -> dict[str, list[int]]:
+    """PIDs living in each namespace (matched by the namespace's inode)."""
+    inodes: dict[tuple[int, int], str] = {}
+    for ns in namespaces:
+        try:
+            st = os.stat(netns.NETNS_DIR / ns)
+        except OSError:
+            continue
+        inodes[(st.st_dev, st.st_ino)] = ns
+    found: dict[str, list[int]] = {}
+    if not inodes:
+        return found
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            st = os.stat(entry / "ns" / "net")
+        except OSError:
+            continue
+        ns_name = inodes.get((st.st_dev, st.st_ino))
+        if ns_name is not None:
+            found.setdefault(ns_name, []).append(int(entry.name))
+    return found
+
+
+def down(name: str) -> list[str]:
+    state = find(name)
+    if state is None:
+        raise UsageError(f"no lab named {name!r} is up (see hoplab lab status)")
+    return teardown(state)

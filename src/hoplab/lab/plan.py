@@ -1,0 +1,430 @@
+"""Address and route planning: a pure function from a Lab to what each node gets.
+
+Routes are shortest paths (fewest hops; ties go to the lower link index). To
+keep a 1000-node chain cheap, each node's routes are aggregated: the next hop
+that serves most destinations gets one route per address pool, and the other
+destinations are collapsed into the fewest prefixes. Links are numbered in
+file order, so along a chain every side of a router is one contiguous block.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import deque
+from dataclasses import dataclass, field
+from ipaddress import (
+    IPv4Address,
+    IPv4Interface,
+    IPv4Network,
+    IPv6Address,
+    IPv6Interface,
+    IPv6Network,
+)
+
+from hoplab.errors import SpecError
+from hoplab.spec.model import Direction, Lab, Link, Tunnel
+
+IPNetwork = IPv4Network | IPv6Network
+IPInterface = IPv4Interface | IPv6Interface
+
+
+@dataclass(frozen=True)
+class Iface:
+    """One interface of a node."""
+
+    name: str
+    kind: str  # "veth" | "wg-hop" | "wg-tunnel"
+    link: int | None  # link index, None for end-to-end tunnels
+    peer: str  # the node on the other end
+    addrs: tuple[IPInterface, ...]
+    egress: Direction = field(default_factory=Direction)
+    mtu: int | None = None
+    tunnel: str | None = None  # tunnel name for wg-tunnel
+
+
+@dataclass(frozen=True)
+class Route:
+    dst: IPNetwork
+    gateway: str  # address of the next hop
+    dev: str
+
+
+@dataclass(frozen=True)
+class WgEnd:
+    """One end of a WireGuard pair: interface `ifname` on `node`, reaching `peer`."""
+
+    node: str
+    ifname: str
+    peer: str
+    peer_ifname: str
+    endpoint: str  # peer's underlay address
+    listen_port: int
+    allowed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    name: str
+    netns: str
+    forward: bool
+    ifaces: tuple[Iface, ...]
+    routes: tuple[Route, ...]
+    primary4: IPv4Address | None
+    primary6: IPv6Address | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    lab: Lab
+    nodes: tuple[NodePlan, ...]
+    wireguard: tuple[WgEnd, ...]
+    hosts: tuple[tuple[str, str], ...]  # (address, name)
+
+    def node(self, name: str) -> NodePlan:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+
+WG_BASE_PORT = 51820
+
+
+def netns_name(lab: str, node: str) -> str:
+    return f"hoplab-{lab}-{node}"
+
+
+def _subnets(pool: IPNetwork, new_prefix: int, count: int, taken: set[IPNetwork],
+             key: str, source: str) -> list[IPNetwork]:
+    """The first `count` subnets of `pool` that overlap nothing in `taken`."""
+    if pool.prefixlen > new_prefix:
+        raise SpecError(f"pool {pool} is smaller than one /{new_prefix} subnet",
+                        file=source, key=key)
+    out: list[IPNetwork] = []
+    if count == 0:
+        return out
+    for net in pool.subnets(new_prefix=new_prefix):
+        if any(net.overlaps(t) for t in taken):
+            continue
+        out.append(net)
+        if len(out) == count:
+            return out
+    raise SpecError(f"address pool {pool} is too small for {count} links", file=source, key=key)
+
+
+def _pair(net: IPNetwork) -> tuple[IPInterface, IPInterface]:
+    hosts = net.hosts()
+    a, b = next(hosts), next(hosts)
+    return (ipaddress.ip_interface(f"{a}/{net.prefixlen}"),
+            ipaddress.ip_interface(f"{b}/{net.prefixlen}"))
+
+
+@dataclass
+class _Edge:
+    """A routed adjacency: from `node`, out of `dev`, to `peer` via `gateways`."""
+
+    link: int
+    node: str
+    peer: str
+    dev: str
+    gw4: str | None
+    gw6: str | None
+
+
+def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
+                                        dict[int, tuple[IPInterface, ...]],
+                                        dict[int, tuple[IPInterface, ...]],
+                                        dict[int, tuple[IPInterface, ...]]]:
+    """Underlay addresses (a side, b side) and per-hop overlay addresses per link."""
+    ad = lab.addressing
+    src = lab.source
+    explicit: set[IPNetwork] = set()
+    for link in lab.links:
+        for net in (link.subnet4, link.subnet6):
+            if net is not None:
+                explicit.add(net)
+        for addr in (link.addr_a4, link.addr_b4, link.addr_a6, link.addr_b6):
+            if addr is not None:
+                explicit.add(addr.network)
+    need4 = [lk for lk in lab.links if lk.subnet4 is None and lk.addr_a4 is None]
+    need6 = [lk for lk in lab.links if lk.subnet6 is None and lk.addr_a6 is None]
+    auto4 = iter(_subnets(ad.pool4, 30, len(need4), explicit, "addressing.pool4", src))
+    auto6 = iter(_subnets(ad.pool6, 64, len(need6) if ad.ipv6 else 0, explicit,
+                          "addressing.pool6", src))
+    hops = [lk for lk in lab.links if lk.wireguard]
+    over4 = iter(_subnets(ad.tunnel_pool4, 30, len(hops), explicit,
+                          "addressing.tunnel_pool4", src))
+    over6 = iter(_subnets(ad.tunnel_pool6, 64, len(hops) if ad.ipv6 else 0, explicit,
+                          "addressing.tunnel_pool6", src))
+    a_side: dict[int, tuple[IPInterface, ...]] = {}
+    b_side: dict[int, tuple[IPInterface, ...]] = {}
+    oa: dict[int, tuple[IPInterface, ...]] = {}
+    ob: dict[int, tuple[IPInterface, ...]] = {}
+    for link in lab.links:
+        v4 = _family_pair(link.addr_a4, link.addr_b4, link.subnet4, auto4, link, "subnet4")
+        pairs = [v4]
+        if ad.ipv6 or link.subnet6 or link.addr_a6:
+            pairs.append(_family_pair(link.addr_a6, link.addr_b6, link.subnet6, auto6, link,
+                                      "subnet6"))
+        a_side[link.index] = tuple(p[0] for p in pairs)
+        b_side[link.index] = tuple(p[1] for p in pairs)
+        if link.wireguard:
+            o = [_pair(next(over4))]
+            if ad.ipv6:
+                o.append(_pair(next(over6)))
+            oa[link.index] = tuple(p[0] for p in o)
+            ob[link.index] = tuple(p[1] for p in o)
+    return a_side, b_side, oa, ob
+
+
+def _family_pair(a: IPInterface | None, b: IPInterface | None, subnet: IPNetwork | None,
+                 auto: object, link: Link, key: str) -> tuple[IPInterface, IPInterface]:
+    if a is not None and b is not None:
+        return a, b
+    if subnet is not None:
+        if subnet.num_addresses < 4 and subnet.prefixlen not in (31, 127):
+            raise SpecError(f"subnet {subnet} has no room for two hosts",
+                            file="<lab>", key=f"links[{link.index}].{key}")
+        return _pair(subnet)
+    return _pair(next(auto))  # type: ignore[call-overload]
+
+
+def _bfs(start: int, adj: list[list[tuple[int, _Edge]]]) -> tuple[list[int], list[_Edge | None]]:
+    """Hop distance (-1: unreachable) and first edge from `start` to every node."""
+    dist = [-1] * len(adj)
+    first: list[_Edge | None] = [None] * len(adj)
+    dist[start] = 0
+    queue: deque[int] = deque([start])
+    while queue:
+        cur = queue.popleft()
+        for peer, edge in adj[cur]:
+            if dist[peer] >= 0:
+                continue
+            dist[peer] = dist[cur] + 1
+            first[peer] = first[cur] or edge
+            queue.append(peer)
+    return dist, first
+
+
+@dataclass(frozen=True)
+class _Subnets:
+    """Every routed subnet, with what aggregation needs precomputed once."""
+
+    nets: list[IPNetwork]
+    pool: list[IPNetwork | None]
+    span: list[tuple[int, int, int]]  # (version, first address as int, size)
+
+
+def _aggregate(groups: dict[int, list[int]], sub: _Subnets) -> list[tuple[int, IPNetwork]]:
+    """(group, prefix) routes: the largest group gets whole pools, the others the
+    fewest prefixes that cover exactly their subnets."""
+    if not groups:
+        return []
+    biggest = max(groups, key=lambda k: (len(groups[k]), -k))
+    out: list[tuple[int, IPNetwork]] = []
+    for gid, idx in sorted(groups.items()):
+        if gid == biggest:
+            used = {p for p in (sub.pool[i] for i in idx) if p is not None}
+            out.extend((gid, p) for p in sorted(used, key=_net_key))
+            idx = [i for i in idx if sub.pool[i] is None]
+        out.extend((gid, n) for n in _collapse([sub.span[i] for i in idx]))
+    return out
+
+
+def _collapse(spans: list[tuple[int, int, int]]) -> list[IPNetwork]:
+    """Merge runs of adjacent subnets with integer arithmetic: linear after
+    sorting, where ipaddress.collapse_addresses is too slow for big labs."""
+    out: list[IPNetwork] = []
+    runs: list[list[int]] = []
+    for version, start, size in sorted(spans):
+        if runs and runs[-1][0] == version and start <= runs[-1][2]:
+            runs[-1][2] = max(runs[-1][2], start + size)
+        else:
+            runs.append([version, start, start + size])
+    for version, lo, hi in runs:
+        cls = IPv4Address if version == 4 else IPv6Address
+        out.extend(ipaddress.summarize_address_range(cls(lo), cls(hi - 1)))
+    return out
+
+
+def _net_key(n: IPNetwork) -> tuple[int, int, int]:
+    return (n.version, int(n.network_address), n.prefixlen)
+
+
+def plan_lab(lab: Lab) -> Plan:
+    a_side, b_side, oa, ob = _link_addresses(lab)
+    names = lab.node_names()
+    ifaces: dict[str, list[Iface]] = {n: [] for n in names}
+    adj: dict[str, list[_Edge]] = {n: [] for n in names}
+    subnet_owner: list[tuple[IPNetwork, str, str]] = []  # (subnet, node a, node b)
+    wg: list[WgEnd] = []
+    counter = {n: 0 for n in names}
+    for link in lab.links:
+        ia, ib = counter[link.a], counter[link.b]
+        counter[link.a] += 1
+        counter[link.b] += 1
+        na, nb = f"eth{ia}", f"eth{ib}"
+        ifaces[link.a].append(Iface(na, "veth", link.index, link.b, a_side[link.index],
+                                    link.forward, link.mtu))
+        ifaces[link.b].append(Iface(nb, "veth", link.index, link.a, b_side[link.index],
+                                    link.reverse, link.mtu))
+        for x in a_side[link.index]:
+            subnet_owner.append((x.network, link.a, link.b))
+        if link.wireguard:
+            wa, wb = f"wg{ia}", f"wg{ib}"
+            ifaces[link.a].append(Iface(wa, "wg-hop", link.index, link.b, oa[link.index]))
+            ifaces[link.b].append(Iface(wb, "wg-hop", link.index, link.a, ob[link.index]))
+            for x in oa[link.index]:
+                subnet_owner.append((x.network, link.a, link.b))
+            port = WG_BASE_PORT + link.index
+            ua, ub = a_side[link.index][0].ip, b_side[link.index][0].ip
+            every = ("0.0.0.0/0", "::/0")
+            wg.append(WgEnd(link.a, wa, link.b, wb, f"{ub}:{port}", port, every))
+            wg.append(WgEnd(link.b, wb, link.a, wa, f"{ua}:{port}", port, every))
+            routed_a, routed_b, dev_a, dev_b = oa[link.index], ob[link.index], wa, wb
+        else:
+            routed_a, routed_b, dev_a, dev_b = a_side[link.index], b_side[link.index], na, nb
+        adj[link.a].append(_Edge(link.index, link.a, link.b, dev_a, *_gws(routed_b)))
+        adj[link.b].append(_Edge(link.index, link.b, link.a, dev_b, *_gws(routed_a)))
+
+    prim4, prim6 = _primaries(ifaces)
+    tunnel_ends = _tunnels(lab, ifaces, counter, prim4, prim6, wg)
+    pools: list[IPNetwork] = [lab.addressing.pool4, lab.addressing.tunnel_pool4]
+    if lab.addressing.ipv6:
+        pools += [lab.addressing.pool6, lab.addressing.tunnel_pool6]
+    routes = _routes(names, adj, subnet_owner, pools)
+    nodes: list[NodePlan] = []
+    for node in lab.nodes:
+        n = node.name
+        forward = node.forward if node.forward is not None else len(adj[n]) >= 2
+        nodes.append(NodePlan(n, netns_name(lab.name, n), forward,
+                              tuple(ifaces[n]) + tunnel_ends.get(n, ()), routes[n],
+                              prim4.get(n), prim6.get(n)))
+    hosts = _hosts(lab, nodes, tunnel_ends)
+    return Plan(lab, tuple(nodes), tuple(wg), hosts)
+
+
+def _routes(names: tuple[str, ...], adj: dict[str, list[_Edge]],
+            owners: list[tuple[IPNetwork, str, str]], pools: list[IPNetwork]
+            ) -> dict[str, tuple[Route, ...]]:
+    """Shortest-path routes of every node to every subnet it is not attached to."""
+    pos = {n: k for k, n in enumerate(names)}
+    graph = [[(pos[e.peer], e) for e in adj[n]] for n in names]
+    sub = _Subnets(
+        nets=[o[0] for o in owners],
+        pool=[next((p for p in pools if p.version == net.version
+                    and net.subnet_of(p)), None)  # type: ignore[arg-type]
+              for net, _, _ in owners],
+        span=[(net.version, int(net.network_address), net.num_addresses)
+              for net, _, _ in owners],
+    )
+    ends = [(pos[x], pos[y], net.version) for net, x, y in owners]
+    out: dict[str, tuple[Route, ...]] = {}
+    for me, name in enumerate(names):
+        dist, first = _bfs(me, graph)
+        groups: dict[int, list[int]] = {}
+        edges: dict[int, _Edge] = {}
+        for i, (x, y, version) in enumerate(ends):
+            if me in (x, y):
+                continue
+            dx, dy = dist[x], dist[y]
+            if dx < 0 and dy < 0:
+                continue
+            far = y if dx < 0 or (0 <= dy < dx) else x
+            edge = first[far]
+            if edge is None or (edge.gw4 if version == 4 else edge.gw6) is None:
+                continue
+            # The first hop is one of this node's own edges: its link names it.
+            edges[edge.link] = edge
+            groups.setdefault(edge.link, []).append(i)
+        routes = []
+        for gid, prefix in _aggregate(groups, sub):
+            e = edges[gid]
+            gw = e.gw4 if prefix.version == 4 else e.gw6
+            assert gw is not None
+            routes.append(Route(prefix, gw, e.dev))
+        out[name] = tuple(routes)
+    return out
+
+
+def _gws(addrs: tuple[IPInterface, ...]) -> tuple[str | None, str | None]:
+    g4 = next((str(a.ip) for a in addrs if a.version == 4), None)
+    g6 = next((str(a.ip) for a in addrs if a.version == 6), None)
+    return g4, g6
+
+
+def _primaries(ifaces: dict[str, list[Iface]]
+               ) -> tuple[dict[str, IPv4Address], dict[str, IPv6Address]]:
+    p4: dict[str, IPv4Address] = {}
+    p6: dict[str, IPv6Address] = {}
+    for n, lst in ifaces.items():
+        for i in lst:
+            if i.kind != "veth":
+                continue
+            for a in i.addrs:
+                if isinstance(a, IPv4Interface):
+                    p4.setdefault(n, a.ip)
+                else:
+                    p6.setdefault(n, a.ip)
+    return p4, p6
+
+
+def _tunnels(lab: Lab, ifaces: dict[str, list[Iface]], counter: dict[str, int],
+             p4: dict[str, IPv4Address], p6: dict[str, IPv6Address],
+             wg: list[WgEnd]) -> dict[str, tuple[Iface, ...]]:
+    """End-to-end tunnels: a WireGuard pair whose endpoints are the nodes' primaries."""
+    out: dict[str, list[Iface]] = {}
+    ad = lab.addressing
+    taken: set[IPNetwork] = {x.network for lst in ifaces.values() for i in lst
+                             for x in i.addrs}
+    for t in lab.tunnels:
+        pa4, pb4 = _tunnel_pair(t, t.subnet4, ad.tunnel_pool4, 30, taken, lab.source)
+        addrs_a: list[IPInterface] = [pa4]
+        addrs_b: list[IPInterface] = [pb4]
+        if ad.ipv6:
+            pa6, pb6 = _tunnel_pair(t, t.subnet6, ad.tunnel_pool6, 64, taken, lab.source)
+            addrs_a.append(pa6)
+            addrs_b.append(pb6)
+        ifname = f"wg-{t.name}"
+        port = WG_BASE_PORT + len(lab.links) + lab.tunnels.index(t)
+        if t.b not in p4 or t.a not in p4:
+            raise SpecError(f"tunnel {t.name!r} joins a node without links", file=lab.source,
+                            key=f"tunnels.{t.name}")
+        allowed_a = tuple(str(x.network) for x in addrs_b)
+        wg.append(WgEnd(t.a, ifname, t.b, ifname, f"{p4[t.b]}:{port}", port, allowed_a))
+        wg.append(WgEnd(t.b, ifname, t.a, ifname, f"{p4[t.a]}:{port}", port, allowed_a))
+        out.setdefault(t.a, []).append(Iface(ifname, "wg-tunnel", None, t.b, tuple(addrs_a),
+                                             tunnel=t.name))
+        out.setdefault(t.b, []).append(Iface(ifname, "wg-tunnel", None, t.a, tuple(addrs_b),
+                                             tunnel=t.name))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _tunnel_pair(t: Tunnel, subnet: IPNetwork | None, pool: IPNetwork, plen: int,
+                 taken: set[IPNetwork], source: str) -> tuple[IPInterface, IPInterface]:
+    net = subnet if subnet is not None else _subnets(pool, plen, 1, taken,
+                                                     f"tunnels.{t.name}", source)[0]
+    taken.add(net)
+    return _pair(net)
+
+
+def _hosts(lab: Lab, nodes: list[NodePlan], tunnels: dict[str, tuple[Iface, ...]]
+           ) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for n in nodes:
+        # "NAME-v4" and "NAME-v6" pick a family where a tool would otherwise choose.
+        if n.primary4 is not None:
+            out.append((str(n.primary4), f"{n.name} {n.name}-v4"))
+        if n.primary6 is not None:
+            out.append((str(n.primary6), f"{n.name} {n.name}-v6"))
+    for node, lst in tunnels.items():
+        for i in lst:
+            for a in i.addrs:
+                out.append((str(a.ip), f"{node}.{i.tunnel}"))
+    return tuple(out)
+
+
+def hosts_file(plan: Plan) -> str:
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    lines += [f"{addr}\t{name}" for addr, name in plan.hosts]
+    return "\n".join(lines) + "\n"

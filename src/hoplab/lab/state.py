@@ -1,0 +1,136 @@
+"""What hoplab created, written down before it is created.
+
+Each lab has a JSON record under /run/hoplab/labs. The record lists the
+namespaces first (so a SIGKILL half way still leaves a complete list) and each
+process with its kernel start time, so that a reused PID is never killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hoplab.errors import LabError
+
+RUN_DIR = Path(os.environ.get("HOPLAB_RUN_DIR", "/run/hoplab"))
+LABS_DIR = RUN_DIR / "labs"
+ETC_NETNS = Path("/etc/netns")
+STATE_VERSION = 1
+
+
+@dataclass
+class Proc:
+    pid: int
+    start: int  # /proc/PID/stat field 22: start time in clock ticks since boot
+    argv: list[str]
+    node: str
+    role: str
+
+    def alive(self) -> bool:
+        return proc_start_time(self.pid) == self.start
+
+
+@dataclass
+class LabState:
+    name: str
+    source: str
+    status: str = "building"  # building | up | failed
+    created: float = field(default_factory=time.time)
+    owner_pid: int = field(default_factory=os.getpid)
+    namespaces: list[str] = field(default_factory=list)
+    processes: list[Proc] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    version: int = STATE_VERSION
+
+    @property
+    def rundir(self) -> Path:
+        return LABS_DIR / self.name
+
+    @property
+    def path(self) -> Path:
+        return LABS_DIR / f"{self.name}.json"
+
+    def save(self) -> None:
+        LABS_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        os.replace(tmp, self.path)
+
+    def add_process(self, pid: int, argv: list[str], node: str, role: str) -> None:
+        start = proc_start_time(pid)
+        if start is None:
+            raise LabError(f"{role} on {node} (pid {pid}) exited at once")
+        self.processes.append(Proc(pid, start, argv, node, role))
+        self.save()
+
+    @classmethod
+    def load(cls, path: Path) -> LabState:
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise LabError(f"{path}: unreadable lab state: {exc}") from None
+        procs = [Proc(**p) for p in raw.pop("processes", [])]
+        return cls(**raw, processes=procs)
+
+
+def all_states() -> list[LabState]:
+    if not LABS_DIR.is_dir():
+        return []
+    out = []
+    for p in sorted(LABS_DIR.glob("*.json")):
+        try:
+            out.append(LabState.load(p))
+        except LabError:
+            continue
+    return out
+
+
+def find(name: str) -> LabState | None:
+    path = LABS_DIR / f"{name}.json"
+    return LabState.load(path) if path.exists() else None
+
+
+def proc_start_time(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses; fields follow the last ')'.
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def stop_process(proc: Proc, grace: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL, only if the PID still is the process we started."""
+    if not proc.alive():
+        return
+    try:
+        os.kill(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            _reap(proc.pid)
+            return
+        time.sleep(0.02)
+    if proc.alive():
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _reap(proc.pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

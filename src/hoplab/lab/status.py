@@ -1,0 +1,57 @@
+"""What is up right now: labs from their records, checked against the kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyroute2 import IPRoute
+
+from hoplab.lab import netns
+from hoplab.lab.state import LabState, all_states
+
+
+def _links_state(ns: str) -> dict[str, str]:
+    with netns.entered(ns), IPRoute() as ipr:
+        out = {}
+        for msg in ipr.get_links():
+            name = msg.get_attr("IFLA_IFNAME")
+            if name != "lo":
+                out[name] = str(msg.get_attr("IFLA_OPERSTATE")).lower()
+        return out
+
+
+def lab_status(state: LabState, *, links: bool = True) -> dict[str, Any]:
+    nodes = state.summary.get("nodes", {})
+    out_nodes: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, info in nodes.items():
+        ns = info["netns"]
+        present = netns.exists(ns)
+        ifstate = _links_state(ns) if present and links else {}
+        if not present:
+            problems.append(f"namespace {ns} is missing")
+        for iface in info["interfaces"]:
+            st = ifstate.get(iface["name"], "missing" if present else "-")
+            iface = dict(iface)
+            if links and present and st not in ("up", "unknown"):
+                problems.append(f"{name}/{iface['name']} is {st}")
+        out_nodes[name] = {**info, "present": present, "link_state": ifstate}
+    procs = [{"pid": p.pid, "node": p.node, "role": p.role, "alive": p.alive()}
+             for p in state.processes]
+    problems += [f"{p['role']} on {p['node']} (pid {p['pid']}) is not running"
+                 for p in procs if not p["alive"]]
+    return {
+        "name": state.name,
+        "source": state.source,
+        "status": state.status if not problems or state.status != "up" else "degraded",
+        "created": state.created,
+        "nodes": out_nodes,
+        "links": state.summary.get("links", []),
+        "tunnels": state.summary.get("tunnels", []),
+        "processes": procs,
+        "problems": problems,
+    }
+
+
+def status_all() -> list[dict[str, Any]]:
+    return [lab_status(s) for s in all_states()]

@@ -1,0 +1,53 @@
+"""A plan as plain JSON data, kept in the lab's state record for `lab status`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hoplab.lab.plan import Plan
+from hoplab.spec.model import Direction
+
+
+def _direction(d: Direction) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if d.rate_bps is not None:
+        out["rate_bps"] = d.rate_bps
+    if d.delay_s is not None:
+        out["delay_s"] = d.delay_s
+    if d.jitter_s is not None:
+        out["jitter_s"] = d.jitter_s
+    if d.loss_pct is not None:
+        out["loss_pct"] = d.loss_pct
+    if d.qdisc is not None:
+        out["qdisc"] = d.qdisc
+    if d.queue is not None:
+        out["queue"] = {"packets": d.queue.packets, "bytes": d.queue.bytes}
+    return out
+
+
+def summarize(plan: Plan) -> dict[str, Any]:
+    lab = plan.lab
+    nodes: dict[str, Any] = {}
+    for n in plan.nodes:
+        spec = lab.node(n.name)
+        nodes[n.name] = {
+            "netns": n.netns,
+            "forward": n.forward,
+            "ipv4": str(n.primary4) if n.primary4 else None,
+            "ipv6": str(n.primary6) if n.primary6 else None,
+            "interfaces": [
+                {"name": i.name, "kind": i.kind, "peer": i.peer, "link": i.link,
+                 "addresses": [a.with_prefixlen for a in i.addrs]}
+                for i in n.ifaces
+            ],
+            "routes": len(n.routes),
+            "nat": spec.nat.out if spec.nat else None,
+            "teardown": [list(c) for c in spec.teardown],
+        }
+    links = [
+        {"index": lk.index, "between": [lk.a, lk.b], "wireguard": lk.wireguard,
+         "forward": _direction(lk.forward), "reverse": _direction(lk.reverse)}
+        for lk in lab.links
+    ]
+    tunnels = [{"name": t.name, "between": [t.a, t.b]} for t in lab.tunnels]
+    return {"nodes": nodes, "links": links, "tunnels": tunnels}

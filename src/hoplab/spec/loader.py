@@ -1,0 +1,461 @@
+"""Read a lab file: TOML in, a validated frozen Lab out, or exactly one SpecError.
+
+Validation stops at the first problem, and every message names the file, the
+line (found by hoplab.spec.locate, since tomllib keeps none) and the key path
+written as in the docs, e.g. ``links[2].rate`` or ``nodes.r1.nat.out``.
+The format is described in docs/lab-format.md.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from difflib import get_close_matches
+from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
+from pathlib import Path as FsPath
+from typing import NoReturn, TypeVar
+
+from hoplab.errors import SpecError
+from hoplab.spec import generate as gen
+from hoplab.spec.locate import Locator, Path, split_syntax_error
+from hoplab.spec.model import (
+    EMULATORS,
+    QDISCS,
+    Addressing,
+    Direction,
+    Lab,
+    Link,
+    Nat,
+    Node,
+    QueueLimit,
+    Tunnel,
+)
+from hoplab.spec.units import (
+    choice,
+    kind,
+    network,
+    parse_bool,
+    parse_command,
+    parse_interface,
+    parse_mtu,
+    parse_percent,
+    parse_queue,
+    parse_rate,
+    parse_str,
+    parse_time,
+)
+
+T = TypeVar("T")
+N = TypeVar("N", IPv4Network, IPv6Network)
+Net = IPv4Network | IPv6Network
+Iface = IPv4Interface | IPv6Interface
+
+_TOP_KEYS = ("name", "nodes", "links", "generate", "link_defaults", "tunnels", "addressing")
+_NODE_KEYS = ("forward", "sysctls", "offloads", "nat", "setup", "teardown")
+_LINK_OPTION_KEYS = ("rate", "delay", "jitter", "loss", "queue", "qdisc", "emulator",
+                     "wireguard", "mtu", "forward", "reverse")
+_LINK_KEYS = ("between", *_LINK_OPTION_KEYS, "subnet4", "subnet6", "addresses")
+_TUNNEL_KEYS = ("name", "between", "type", "subnet4", "subnet6")
+_ADDRESSING_KEYS = ("pool4", "pool6", "tunnel_pool4", "tunnel_pool6", "ipv6")
+# Feature names as `ethtool -K` spells them; others are too driver-specific for veths.
+OFFLOADS = ("gro", "gso", "tso", "lro", "sg", "rx", "tx", "rxvlan", "txvlan", "ntuple", "rxhash")
+
+_LAB_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
+_NODE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,30}")
+_TUNNEL_NAME = re.compile(r"[a-z0-9]{1,8}")
+_SYSCTL = re.compile(r"[a-z0-9_-]+(?:[./][a-z0-9_-]+)*")
+_IFNAME = re.compile(r"[^\s/:]{1,15}")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_DUP_NODE = re.compile(r"Cannot declare \('nodes', '([^']*)'\) twice")
+
+
+def key_name(path: Sequence[str | int]) -> str:
+    """("links", 2, "rate") -> "links[2].rate"; keys that need quotes in TOML get them."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        text = part if _BARE_KEY.fullmatch(part) else '"' + part.replace('"', '\\"') + '"'
+        out += f".{text}" if out else text
+    return out
+
+
+_DIRECTION_FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
+    "rate": ("rate_bps", parse_rate),
+    "delay": ("delay_s", parse_time),
+    "jitter": ("jitter_s", parse_time),
+    "loss": ("loss_pct", parse_percent),
+    "queue": ("queue", parse_queue),
+    "qdisc": ("qdisc", choice(QDISCS)),
+}
+_LINK_FIELDS: dict[str, Callable[[object], object]] = {
+    "emulator": choice(EMULATORS), "wireguard": parse_bool, "mtu": parse_mtu,
+}
+
+# A parsed value and where it was written, so a later cross-check can point at it.
+_Layer = dict[str, tuple[object, Path]]
+
+
+def _pick(layer: _Layer, key: str, kind: type[T]) -> T | None:
+    if key not in layer:
+        return None
+    value = layer[key][0]
+    assert isinstance(value, kind)
+    return value
+
+
+@dataclass
+class _Options:
+    """Link options from [link_defaults] or one [[links]] entry, already parsed."""
+
+    base: _Layer = field(default_factory=dict)
+    forward: _Layer = field(default_factory=dict)
+    reverse: _Layer = field(default_factory=dict)
+    link: _Layer = field(default_factory=dict)
+
+
+class _Ctx:
+    def __init__(self, text: str, source: str) -> None:
+        self.text = text
+        self.source = source
+        self._locator: Locator | None = None
+
+    def fail(self, path: Path, message: str) -> NoReturn:
+        if self._locator is None:
+            self._locator = Locator(self.text)
+        raise SpecError(message, file=self.source, key=key_name(path) or None,
+                        line=self._locator.line(path))
+
+    def conv(self, path: Path, parse: Callable[[object], T], value: object) -> T:
+        try:
+            return parse(value)
+        except ValueError as e:
+            self.fail(path, str(e))
+
+    def table(self, value: object, path: Path, allowed: Sequence[str] | None) -> dict[str, object]:
+        if not isinstance(value, dict):
+            self.fail(path, f"expected a table, got {kind(value)}")
+        for key in value:
+            if allowed is not None and key not in allowed:
+                hint = get_close_matches(key, allowed, n=1)
+                did = f" (did you mean '{hint[0]}'?)" if hint else ""
+                self.fail((*path, key), f"unknown key{did}; allowed keys: {', '.join(allowed)}")
+        return value
+
+    def array(self, value: object, path: Path) -> list[object]:
+        if not isinstance(value, list):
+            self.fail(path, f"expected an array, got {kind(value)}")
+        return value
+
+    def pair(self, value: object, path: Path, nodes: Collection[str]) -> tuple[str, str]:
+        if not (isinstance(value, list) and len(value) == 2
+                and all(isinstance(v, str) for v in value)):
+            self.fail(path, f'expected two node names like ["r1", "r2"], got {kind(value)}')
+        a, b = str(value[0]), str(value[1])
+        if a == b:
+            self.fail(path, f"needs two different nodes, got '{a}' twice")
+        for name in (a, b):
+            if name not in nodes:
+                hint = get_close_matches(name, list(nodes), n=1)
+                did = f" (did you mean '{hint[0]}'?)" if hint else ""
+                self.fail(path, f"unknown node '{name}'{did}")
+        return a, b
+
+
+def _options(ctx: _Ctx, table: dict[str, object], path: Path) -> _Options:
+    opts = _Options()
+    for key, value in table.items():
+        where = (*path, key)
+        if key in _DIRECTION_FIELDS:
+            name, parse = _DIRECTION_FIELDS[key]
+            opts.base[name] = (ctx.conv(where, parse, value), where)
+        elif key in _LINK_FIELDS:
+            opts.link[key] = (ctx.conv(where, _LINK_FIELDS[key], value), where)
+        elif key in ("forward", "reverse"):
+            layer = opts.forward if key == "forward" else opts.reverse
+            for sub, sub_value in ctx.table(value, where, tuple(_DIRECTION_FIELDS)).items():
+                name, parse = _DIRECTION_FIELDS[sub]
+                layer[name] = (ctx.conv((*where, sub), parse, sub_value), (*where, sub))
+    return opts
+
+
+def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
+    merged: _Layer = {}
+    for layer in layers:
+        merged.update(layer)
+    if "jitter_s" in merged and "delay_s" not in merged:
+        ctx.fail(merged["jitter_s"][1], f"jitter needs a delay on the same direction ({label}); "
+                                        f'add e.g. delay = "20ms"')
+    return Direction(rate_bps=_pick(merged, "rate_bps", int),
+                     delay_s=_pick(merged, "delay_s", float),
+                     jitter_s=_pick(merged, "jitter_s", float),
+                     loss_pct=_pick(merged, "loss_pct", float),
+                     queue=_pick(merged, "queue", QueueLimit),
+                     qdisc=_pick(merged, "qdisc", str))
+
+
+def _link(ctx: _Ctx, index: int, ends: tuple[str, str], defaults: _Options,
+          own: _Options) -> Link:
+    a, b = ends
+    # Explicit link keys beat every default, even a per-direction one.
+    forward = _direction(ctx, (defaults.base, defaults.forward, own.base, own.forward),
+                         f"forward, {a} -> {b}")
+    reverse = _direction(ctx, (defaults.base, defaults.reverse, own.base, own.reverse),
+                         f"reverse, {b} -> {a}")
+    opts = {**defaults.link, **own.link}
+    return Link(index=index, a=a, b=b, forward=forward, reverse=reverse,
+                emulator=_pick(opts, "emulator", str) or "auto",
+                wireguard=bool(_pick(opts, "wireguard", bool)), mtu=_pick(opts, "mtu", int))
+
+
+def _addresses(ctx: _Ctx, value: object, path: Path, subnets: dict[int, Net | None],
+               ipv6: bool) -> list[tuple[Iface, Iface]]:
+    """The (side a, side b) interface pair of each address family listed."""
+    by_family: dict[int, list[tuple[Iface, Path]]] = {4: [], 6: []}
+    for k, item in enumerate(ctx.array(value, path)):
+        iface = ctx.conv((*path, k), parse_interface, item)
+        if iface.version == 6 and not ipv6:
+            ctx.fail((*path, k), "IPv6 is disabled in [addressing] (ipv6 = false)")
+        by_family[iface.version].append((iface, (*path, k)))
+    out: list[tuple[Iface, Iface]] = []
+    for version, pair in by_family.items():
+        if not pair:
+            continue
+        if len(pair) != 2:
+            ctx.fail(path, f"list exactly two IPv{version} addresses (side a, then side b), "
+                           f"got {len(pair)}")
+        (x, _), (y, where_y) = pair
+        if x.network != y.network or x.ip == y.ip:
+            ctx.fail(where_y, f"{y} must be a different address in the same subnet as {x}")
+        for iface, where in pair:
+            net = iface.network
+            if version == 4 and net.prefixlen <= 30 and iface.ip in (net.network_address,
+                                                                      net.broadcast_address):
+                ctx.fail(where, f"{iface.ip} is the network or broadcast address of {net}")
+        subnet = subnets[version]
+        if subnet is not None and x.network != subnet:
+            ctx.fail(pair[0][1], f"{x} is not in subnet{version} = {subnet}")
+        out.append((x, y))
+    return out
+
+
+def _explicit_link(ctx: _Ctx, raw: object, path: Path, index: int, nodes: Collection[str],
+                   defaults: _Options, ipv6: bool) -> Link:
+    table = ctx.table(raw, path, _LINK_KEYS)
+    if "between" not in table:
+        ctx.fail(path, 'missing required key "between" (the two nodes this link joins)')
+    ends = ctx.pair(table["between"], (*path, "between"), nodes)
+    own = _options(ctx, table, path)
+    subnet4, subnet6 = _subnets(ctx, table, path, ipv6)
+    link = replace(_link(ctx, index, ends, defaults, own), subnet4=subnet4, subnet6=subnet6)
+    if "addresses" in table:
+        subnets: dict[int, Net | None] = {4: subnet4, 6: subnet6}
+        for x, y in _addresses(ctx, table["addresses"], (*path, "addresses"), subnets, ipv6):
+            if isinstance(x, IPv4Interface) and isinstance(y, IPv4Interface):
+                link = replace(link, addr_a4=x, addr_b4=y)
+            elif isinstance(x, IPv6Interface) and isinstance(y, IPv6Interface):
+                link = replace(link, addr_a6=x, addr_b6=y)
+    return link
+
+
+def _subnets(ctx: _Ctx, table: dict[str, object], path: Path,
+             ipv6: bool) -> tuple[IPv4Network | None, IPv6Network | None]:
+    subnet4 = subnet6 = None
+    if "subnet4" in table:
+        subnet4 = ctx.conv((*path, "subnet4"), network(IPv4Network), table["subnet4"])
+    if "subnet6" in table:
+        if not ipv6:
+            ctx.fail((*path, "subnet6"), "IPv6 is disabled in [addressing] (ipv6 = false)")
+        subnet6 = ctx.conv((*path, "subnet6"), network(IPv6Network), table["subnet6"])
+    return subnet4, subnet6
+
+
+def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
+    if not _NODE_NAME.fullmatch(name):
+        ctx.fail(path, f"invalid node name '{name}': use a letter, then up to 30 letters, "
+                       f"digits, '_' or '-'")
+    table = ctx.table(raw, path, _NODE_KEYS)
+    forward = None
+    if "forward" in table:
+        forward = ctx.conv((*path, "forward"), parse_bool, table["forward"])
+    sysctls: list[tuple[str, str]] = []
+    for key, value in ctx.table(table.get("sysctls", {}), (*path, "sysctls"), None).items():
+        where = (*path, "sysctls", key)
+        if not _SYSCTL.fullmatch(key):
+            ctx.fail(where, "not a sysctl name; write it dotted, e.g. net.ipv4.ip_forward")
+        if isinstance(value, bool):  # sysctl files want 1/0, not true/false
+            sysctls.append((key, "1" if value else "0"))
+        elif isinstance(value, int | str):
+            sysctls.append((key, str(value)))
+        else:
+            ctx.fail(where, f"a sysctl value is a string, integer or boolean, got {kind(value)}")
+    offloads = tuple(
+        (key, ctx.conv((*path, "offloads", key), parse_bool, value))
+        for key, value in ctx.table(table.get("offloads", {}), (*path, "offloads"),
+                                    OFFLOADS).items()
+    )
+    nat = None
+    if "nat" in table:
+        nat_table = ctx.table(table["nat"], (*path, "nat"), ("out",))
+        if "out" not in nat_table:
+            ctx.fail((*path, "nat"), 'missing required key "out" (an interface or neighbour node)')
+        nat = Nat(out=ctx.conv((*path, "nat", "out"), parse_str, nat_table["out"]))
+    commands = {
+        key: tuple(ctx.conv((*path, key, k), parse_command, item)
+                   for k, item in enumerate(ctx.array(table.get(key, []), (*path, key))))
+        for key in ("setup", "teardown")
+    }
+    return Node(name=name, forward=forward, sysctls=tuple(sysctls), offloads=offloads, nat=nat,
+                setup=commands["setup"], teardown=commands["teardown"])
+
+
+def _check_nat(ctx: _Ctx, nodes: Sequence[Node], links: Sequence[Link]) -> None:
+    names = {n.name for n in nodes}
+    for node in nodes:
+        if node.nat is None:
+            continue
+        out, where = node.nat.out, ("nodes", node.name, "nat", "out")
+        neighbours = {k.b if k.a == node.name else k.a for k in links if node.name in (k.a, k.b)}
+        if out in names and out not in neighbours:
+            ctx.fail(where, f"node '{out}' is not a neighbour of '{node.name}'")
+        if out not in names and not _IFNAME.fullmatch(out):
+            ctx.fail(where, f"'{out}' is neither a node nor a valid interface name")
+
+
+def _generate(ctx: _Ctx, raw: object) -> gen.Topology:
+    table = ctx.table(raw, ("generate",), gen.GENERATORS)
+    if isinstance(table.get("mesh"), dict):
+        ctx.table(table["mesh"], ("generate", "mesh"), gen.MESH_KEYS)
+    try:
+        return gen.from_table(table)
+    except gen.GenerateError as e:
+        ctx.fail(("generate", *e.where), str(e))
+
+
+def _addressing(ctx: _Ctx, raw: object) -> Addressing:
+    path: Path = ("addressing",)
+    table = ctx.table(raw, path, _ADDRESSING_KEYS)
+    default = Addressing()
+
+    def pool(key: str, cls: type[N], fallback: N) -> N:
+        return ctx.conv((*path, key), network(cls), table[key]) if key in table else fallback
+
+    got = replace(
+        default,
+        pool4=pool("pool4", IPv4Network, default.pool4),
+        pool6=pool("pool6", IPv6Network, default.pool6),
+        tunnel_pool4=pool("tunnel_pool4", IPv4Network, default.tunnel_pool4),
+        tunnel_pool6=pool("tunnel_pool6", IPv6Network, default.tunnel_pool6),
+    )
+    if "ipv6" in table:
+        got = replace(got, ipv6=ctx.conv((*path, "ipv6"), parse_bool, table["ipv6"]))
+    for plain, tunnel in ((got.pool4, got.tunnel_pool4), (got.pool6, got.tunnel_pool6)):
+        if plain.overlaps(tunnel):
+            key = "tunnel_pool" if f"tunnel_pool{plain.version}" in table else "pool"
+            ctx.fail((*path, f"{key}{plain.version}"),
+                     f"{plain} and {tunnel} overlap; link and tunnel addresses must not collide")
+    return got
+
+
+def _tunnels(ctx: _Ctx, raw: object, nodes: Collection[str], links: Sequence[Link],
+             ipv6: bool) -> tuple[Tunnel, ...]:
+    adjacency: dict[str, set[str]] = {n: set() for n in nodes}
+    for link in links:
+        adjacency[link.a].add(link.b)
+        adjacency[link.b].add(link.a)
+    tunnels: list[Tunnel] = []
+    for i, item in enumerate(ctx.array(raw, ("tunnels",))):
+        path: Path = ("tunnels", i)
+        table = ctx.table(item, path, _TUNNEL_KEYS)
+        name = ctx.conv((*path, "name"), parse_str, table.get("name", f"wg{i}"))
+        if not _TUNNEL_NAME.fullmatch(name):
+            ctx.fail((*path, "name"), f"'{name}' is not 1 to 8 lowercase letters or digits")
+        if any(t.name == name for t in tunnels):
+            ctx.fail((*path, "name"), f"a tunnel named '{name}' is already defined")
+        ctx.conv((*path, "type"), choice(("wireguard",)), table.get("type", "wireguard"))
+        if "between" not in table:
+            ctx.fail(path, 'missing required key "between" (the two tunnel ends)')
+        a, b = ctx.pair(table["between"], (*path, "between"), nodes)
+        reached, todo = {a}, [a]
+        while todo:
+            for nxt in adjacency[todo.pop()] - reached:
+                reached.add(nxt)
+                todo.append(nxt)
+        if b not in reached:
+            ctx.fail((*path, "between"), f"no path of links joins '{a}' and '{b}'")
+        subnet4, subnet6 = _subnets(ctx, table, path, ipv6)
+        tunnels.append(Tunnel(name=name, a=a, b=b, subnet4=subnet4, subnet6=subnet6))
+    return tuple(tunnels)
+
+
+def _lab_name(ctx: _Ctx, raw: object, override: str | None) -> str:
+    def parse(value: object) -> str:
+        if not _LAB_NAME.fullmatch(parse_str(value)):
+            raise ValueError(f"invalid lab name {value!r}: use up to 20 of a-z, 0-9, '_' and "
+                             f"'-', starting with a letter or digit")
+        return str(value)
+
+    from_file = ctx.conv(("name",), parse, raw) if raw is not None else None
+    if override is not None:
+        try:
+            return parse(override)
+        except ValueError as e:
+            raise SpecError(f"{e} (given instead of the file's name)", file=ctx.source,
+                            key="name") from None
+    if from_file is None:
+        ctx.fail(("name",), 'missing required key: add e.g. name = "mylab" at the top')
+    return from_file
+
+
+def _build(ctx: _Ctx, data: dict[str, object], name: str | None) -> Lab:
+    top = ctx.table(data, (), _TOP_KEYS)
+    lab_name = _lab_name(ctx, top.get("name"), name)
+    addressing = _addressing(ctx, top.get("addressing", {}))
+    topo = _generate(ctx, top["generate"]) if "generate" in top else gen.Topology((), ())
+    explicit = {
+        node_name: _node(ctx, node_name, raw, ("nodes", node_name))
+        for node_name, raw in ctx.table(top.get("nodes", {}), ("nodes",), None).items()
+    }
+    # Generated nodes keep their generated order; [nodes.X] of one of them only sets options.
+    order = list(topo.nodes) + [n for n in explicit if n not in set(topo.nodes)]
+    nodes = tuple(explicit.get(n, Node(name=n)) for n in order)
+    if not nodes:
+        ctx.fail(("nodes",), "a lab needs at least one node: add [nodes.NAME] or [generate]")
+    defaults_path: Path = ("link_defaults",)
+    defaults = _options(ctx, ctx.table(top.get("link_defaults", {}), defaults_path,
+                                       _LINK_OPTION_KEYS), defaults_path)
+    links = [_link(ctx, i, ends, defaults, _Options()) for i, ends in enumerate(topo.links)]
+    for i, raw in enumerate(ctx.array(top.get("links", []), ("links",))):
+        links.append(_explicit_link(ctx, raw, ("links", i), len(links), order, defaults,
+                                    addressing.ipv6))
+    _check_nat(ctx, nodes, links)
+    tunnels = _tunnels(ctx, top.get("tunnels", []), order, links, addressing.ipv6)
+    return Lab(name=lab_name, nodes=nodes, links=tuple(links), tunnels=tunnels,
+               addressing=addressing, source=ctx.source)
+
+
+def load_lab_text(text: str, source: str, name: str | None = None) -> Lab:
+    """Parse and validate lab TOML `text`; `source` names it in messages and Lab.source."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        message, line = split_syntax_error(str(e), text)
+        dup = _DUP_NODE.match(message)
+        if dup is not None:
+            raise SpecError(f"duplicate node '{dup.group(1)}': [nodes.{dup.group(1)}] "
+                            f"is already declared above", file=source,
+                            key=key_name(("nodes", dup.group(1))), line=line) from None
+        raise SpecError(f"TOML syntax error: {message}", file=source, line=line) from None
+    return _build(_Ctx(text, source), data, name)
+
+
+def load_lab(path: str | FsPath, name: str | None = None) -> Lab:
+    """Read and validate the lab file at `path`; `name` replaces the file's name."""
+    try:
+        text = FsPath(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"cannot read the lab file: {e}", file=str(path)) from None
+    return load_lab_text(text, str(path), name)
