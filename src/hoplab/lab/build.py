@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from hoplab.errors import CapabilityError, LabError, UsageError
@@ -247,11 +248,11 @@ def _warm_tunnels(plan: Plan) -> None:
                     far = next(x for x in peer.ifaces if x.kind == kind and x.peer == node.name
                                and x.link == i.link and x.tunnel == i.tunnel)
                     jobs.setdefault(node.netns, []).append(str(far.addrs[0].ip))
-        netns.in_each(list(jobs), lambda ns: _ping_all(ns, jobs[ns]))
+        netns.in_each(list(jobs), partial(_ping_from, jobs))
 
 
-def _ping_all(ns: str, addrs: list[str]) -> None:
-    for addr in addrs:
+def _ping_from(jobs: dict[str, list[str]], ns: str) -> None:
+    for addr in jobs[ns]:
         proc = subprocess.run(["ping", "-c1", "-W3", "-q", addr], capture_output=True,
                               text=True, check=False)
         if proc.returncode != 0:

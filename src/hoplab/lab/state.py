@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import time
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,15 +123,12 @@ def stop_process(proc: Proc, grace: float = 2.0) -> None:
             return
         time.sleep(0.02)
     if proc.alive():
-        try:
+        with suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     _reap(proc.pid)
 
 
 def _reap(pid: int) -> None:
-    try:
+    # Only our own children can be reaped; a record from a crashed run is not.
+    with suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
