@@ -13,8 +13,10 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -181,37 +183,73 @@ def up(lab: Lab, *, caps: Capabilities | None = None,
         result.steps[name] = now - start
         return now
 
-    try:
-        t = time.monotonic()
-        say("namespaces")
-        netns.ip_batch([f"netns add {n.netns}" for n in plan.nodes], "creating namespaces")
-        by_ns = {n.netns: n for n in plan.nodes}
-        netns.in_each(list(by_ns), lambda ns: netns.write_sysctls(_base_sysctls(by_ns[ns])))
-        t = step("namespaces", t)
-        say("links")
-        netns.ip_batch(_veth_lines(plan), "creating links")
-        netns.in_each(list(by_ns), lambda ns: _configure_veths(lab, by_ns[ns]))
-        t = step("links", t)
-        if plan.wireguard:
-            say("wireguard")
-            _start_wireguard(plan, state, caps)
-            wg_nodes = [n.netns for n in plan.nodes
-                        if any(i.kind.startswith("wg") for i in n.ifaces)]
-            netns.in_each(wg_nodes, lambda ns: netns.ip_batch(
-                _ip_lines(by_ns[ns], ("wg-hop", "wg-tunnel")), f"node {by_ns[ns].name}"))
-            _warm_tunnels(plan)
-            t = step("wireguard", t)
-        _write_hosts(plan, state)
-        _run_commands(plan, "setup")
-        t = step("hosts+setup", t)
-        state.status = "up"
-        state.summary = summarize(plan)
-        state.save()
-    except BaseException:
-        teardown(state, run_hooks=False)
-        raise
+    with _terminate_as_interrupt():
+        try:
+            t = time.monotonic()
+            say("namespaces")
+            netns.ip_batch([f"netns add {n.netns}" for n in plan.nodes], "creating namespaces")
+            by_ns = {n.netns: n for n in plan.nodes}
+            netns.in_each(list(by_ns), lambda ns: netns.write_sysctls(_base_sysctls(by_ns[ns])))
+            t = step("namespaces", t)
+            say("links")
+            netns.ip_batch(_veth_lines(plan), "creating links")
+            netns.in_each(list(by_ns), lambda ns: _configure_veths(lab, by_ns[ns]))
+            t = step("links", t)
+            if plan.wireguard:
+                say("wireguard")
+                _start_wireguard(plan, state, caps)
+                wg_nodes = [n.netns for n in plan.nodes
+                            if any(i.kind.startswith("wg") for i in n.ifaces)]
+                netns.in_each(wg_nodes, lambda ns: netns.ip_batch(
+                    _ip_lines(by_ns[ns], ("wg-hop", "wg-tunnel")), f"node {by_ns[ns].name}"))
+                _warm_tunnels(plan)
+                t = step("wireguard", t)
+            _write_hosts(plan, state)
+            _run_commands(plan, "setup")
+            t = step("hosts+setup", t)
+            state.status = "up"
+            state.summary = summarize(plan)
+            state.save()
+        except BaseException:
+            with _shielded():
+                teardown(state, run_hooks=False)
+            raise
     result.seconds = time.monotonic() - t0
     return result
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """Let `kill` (SIGTERM, SIGHUP) unwind like Ctrl-C, so the build is removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    sigs = (signal.SIGTERM, signal.SIGHUP)
+    old = {sig: signal.signal(sig, interrupt) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def _shielded() -> Iterator[None]:
+    """A second Ctrl-C must not abandon a half-done teardown."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
