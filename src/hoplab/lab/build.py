@@ -274,9 +274,37 @@ def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
     wireguard.start_many(ifaces, mode, on_started=record)
 
 
+def _udp_ports() -> set[int]:
+    """Bound UDP ports of the namespace this thread is in."""
+    ports = set()
+    for table in ("udp", "udp6"):
+        try:
+            lines = Path(f"/proc/thread-self/net/{table}").read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            ports.add(int(line.split()[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _wait_listening(jobs: dict[str, set[int]], ns: str) -> None:
+    deadline = time.monotonic() + 5.0
+    while not jobs[ns] <= _udp_ports():
+        if time.monotonic() > deadline:
+            missing = sorted(jobs[ns] - _udp_ports())
+            raise LabError(f"WireGuard in {ns} is not listening on UDP {missing}")
+        time.sleep(0.01)
+
+
 def _warm_tunnels(plan: Plan) -> None:
     """Complete every handshake now, hops before end-to-end tunnels (which ride on
     them), so the first packets of a measurement never wait for one."""
+    # wireguard-go binds its UDP socket only when it sees the link-up event; a
+    # handshake sent to a peer that has not yet bound is lost for 5 s.
+    ports: dict[str, set[int]] = {}
+    for e in plan.wireguard:
+        ports.setdefault(plan.node(e.node).netns, set()).add(e.listen_port)
+    netns.in_each(list(ports), partial(_wait_listening, ports))
     for kind in ("wg-hop", "wg-tunnel"):
         jobs: dict[str, list[str]] = {}
         for node in plan.nodes:
@@ -291,7 +319,8 @@ def _warm_tunnels(plan: Plan) -> None:
 
 def _ping_from(jobs: dict[str, list[str]], ns: str) -> None:
     for addr in jobs[ns]:
-        proc = subprocess.run(["ping", "-c1", "-W3", "-q", addr], capture_output=True,
+        # A lost first handshake is retried by WireGuard after 5 s: allow one.
+        proc = subprocess.run(["ping", "-c1", "-W7", "-q", addr], capture_output=True,
                               text=True, check=False)
         if proc.returncode != 0:
             raise LabError(f"WireGuard tunnel from {ns} to {addr} does not carry traffic")

@@ -1,0 +1,86 @@
+"""The lab state record: saved before things exist, and safe against PID reuse."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hoplab.lab import state as state_mod
+from hoplab.lab.netns import _batch_error
+from hoplab.lab.state import LabState, Proc, proc_start_time, stop_process
+
+
+@pytest.fixture
+def labs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "labs"
+    monkeypatch.setattr(state_mod, "LABS_DIR", d)
+    return d
+
+
+def test_state_round_trips_through_its_file(labs_dir: Path) -> None:
+    st = LabState(name="x", source="/tmp/x.toml", namespaces=["hoplab-x-a", "hoplab-x-b"])
+    st.save()
+    assert (labs_dir / "x.json").exists()
+    back = state_mod.find("x")
+    assert back is not None
+    assert back.namespaces == ["hoplab-x-a", "hoplab-x-b"]
+    assert back.status == "building"
+    assert [s.name for s in state_mod.all_states()] == ["x"]
+
+
+def test_unreadable_state_is_skipped_not_fatal(labs_dir: Path) -> None:
+    labs_dir.mkdir(parents=True)
+    (labs_dir / "broken.json").write_text("{not json")
+    LabState(name="ok", source="s").save()
+    assert [s.name for s in state_mod.all_states()] == ["ok"]
+
+
+def test_a_started_process_is_recorded_with_its_start_time(labs_dir: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        st = LabState(name="p", source="s")
+        st.add_process(child.pid, ["sleep"], "r1", "sleeper")
+        rec = state_mod.find("p")
+        assert rec is not None
+        assert rec.processes[0].pid == child.pid
+        assert rec.processes[0].start == proc_start_time(child.pid)
+        assert rec.processes[0].alive()
+        stop_process(rec.processes[0])
+        assert child.wait(timeout=5) is not None
+        assert not rec.processes[0].alive()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_reused_pid_is_never_signalled() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        start = proc_start_time(child.pid)
+        assert start is not None
+        # The record says the PID started at another time: a different process.
+        stale = Proc(pid=child.pid, start=start - 1, argv=["x"], node="n", role="r")
+        assert not stale.alive()
+        stop_process(stale)
+        assert child.poll() is None, "a process hoplab did not start was killed"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_recording_a_process_that_already_exited_fails(labs_dir: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    st = LabState(name="q", source="s")
+    with pytest.raises(Exception, match="exited at once"):
+        st.add_process(child.pid, ["x"], "n", "quick")
+
+
+def test_batch_errors_name_the_failing_command() -> None:
+    lines = ["link set lo up", "addr add 10.0.0.1/30 dev eth9"]
+    msg = _batch_error('Cannot find device "eth9"\nCommand failed -:2\n', lines)
+    assert "addr add 10.0.0.1/30 dev eth9" in msg
+    assert 'Cannot find device "eth9"' in msg
