@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from ipaddress import (
     IPv4Address,
@@ -22,7 +23,7 @@ from ipaddress import (
 )
 
 from hoplab.errors import SpecError
-from hoplab.spec.model import Direction, Lab, Link, Tunnel
+from hoplab.spec.model import Direction, Lab, Tunnel
 
 IPNetwork = IPv4Network | IPv6Network
 IPInterface = IPv4Interface | IPv6Interface
@@ -140,12 +141,17 @@ def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
     src = lab.source
     explicit: set[IPNetwork] = set()
     for link in lab.links:
-        for net in (link.subnet4, link.subnet6):
-            if net is not None:
-                explicit.add(net)
-        for addr in (link.addr_a4, link.addr_b4, link.addr_a6, link.addr_b6):
-            if addr is not None:
-                explicit.add(addr.network)
+        mine = {net for net in (link.subnet4, link.subnet6) if net is not None}
+        mine |= {a.network for a in (link.addr_a4, link.addr_a6) if a is not None}
+        for net in mine:
+            # Two links on one subnet would put one address on two nodes.
+            clash = next((o for o in explicit if o.version == net.version
+                          and o.overlaps(net)), None)
+            if clash is not None:
+                raise SpecError(f"subnet {net} overlaps {clash} of an earlier link",
+                                file=src, key=f"links[{link.index}]")
+        explicit |= mine
+        explicit |= {a.network for a in (link.addr_b4, link.addr_b6) if a is not None}
     need4 = [lk for lk in lab.links if lk.subnet4 is None and lk.addr_a4 is None]
     need6 = [lk for lk in lab.links if lk.subnet6 is None and lk.addr_a6 is None]
     auto4 = iter(_subnets(ad.pool4, 30, len(need4), explicit, "addressing.pool4", src))
@@ -161,11 +167,10 @@ def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
     oa: dict[int, tuple[IPInterface, ...]] = {}
     ob: dict[int, tuple[IPInterface, ...]] = {}
     for link in lab.links:
-        v4 = _family_pair(link.addr_a4, link.addr_b4, link.subnet4, auto4, link, "subnet4")
+        v4 = _family_pair(link.addr_a4, link.addr_b4, link.subnet4, auto4)
         pairs = [v4]
         if ad.ipv6 or link.subnet6 or link.addr_a6:
-            pairs.append(_family_pair(link.addr_a6, link.addr_b6, link.subnet6, auto6, link,
-                                      "subnet6"))
+            pairs.append(_family_pair(link.addr_a6, link.addr_b6, link.subnet6, auto6))
         a_side[link.index] = tuple(p[0] for p in pairs)
         b_side[link.index] = tuple(p[1] for p in pairs)
         if link.wireguard:
@@ -178,15 +183,12 @@ def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
 
 
 def _family_pair(a: IPInterface | None, b: IPInterface | None, subnet: IPNetwork | None,
-                 auto: object, link: Link, key: str) -> tuple[IPInterface, IPInterface]:
+                 auto: Iterator[IPNetwork]) -> tuple[IPInterface, IPInterface]:
     if a is not None and b is not None:
         return a, b
-    if subnet is not None:
-        if subnet.num_addresses < 4 and subnet.prefixlen not in (31, 127):
-            raise SpecError(f"subnet {subnet} has no room for two hosts",
-                            file="<lab>", key=f"links[{link.index}].{key}")
+    if subnet is not None:  # the loader checked it has room for two hosts
         return _pair(subnet)
-    return _pair(next(auto))  # type: ignore[call-overload]
+    return _pair(next(auto))
 
 
 def _bfs(start: int, adj: list[list[tuple[int, _Edge]]]) -> tuple[list[int], list[_Edge | None]]:
