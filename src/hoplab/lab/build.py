@@ -41,9 +41,17 @@ class UpResult:
     steps: dict[str, float] = field(default_factory=dict)
 
 
-def _base_sysctls(node: NodePlan) -> list[tuple[str, str]]:
+# Linux starts packets with TTL 64: a reply across more hops than that dies
+# on its way back, so deeper labs start theirs at the maximum.
+DEFAULT_TTL = 64
+
+
+def _base_sysctls(node: NodePlan, diameter: int) -> list[tuple[str, str]]:
     fwd = "1" if node.forward else "0"
+    deep = [("net.ipv4.ip_default_ttl", "255"), ("net.ipv6.conf.default.hop_limit", "255"),
+            ("net.ipv6.conf.all.hop_limit", "255")] if diameter >= DEFAULT_TTL else []
     return [
+        *deep,
         # Interfaces created later inherit "default"; without this every IPv6
         # address would sit tentative for a second of duplicate detection.
         ("net.ipv6.conf.default.accept_dad", "0"),
@@ -115,9 +123,15 @@ def _configure_veths(lab: Lab, node: NodePlan) -> None:
 
 
 def nat_ruleset(out_if: str) -> str:
-    chain = ("chain postrouting { type nat hook postrouting priority srcnat; "
-             f'policy accept; oifname "{out_if}" masquerade; }}')
-    return "\n".join(f"table {fam} hoplab_nat {{ {chain} }}" for fam in ("ip", "ip6")) + "\n"
+    tables = []
+    for fam in ("ip", "ip6"):
+        tables.append(f"table {fam} hoplab_nat {{\n"
+                      "  chain postrouting {\n"
+                      "    type nat hook postrouting priority srcnat; policy accept;\n"
+                      f'    oifname "{out_if}" masquerade\n'
+                      "  }\n"
+                      "}\n")
+    return "".join(tables)
 
 
 def resolve_iface(node: NodePlan, ref: str) -> str | None:
@@ -189,7 +203,8 @@ def up(lab: Lab, *, caps: Capabilities | None = None,
             say("namespaces")
             netns.ip_batch([f"netns add {n.netns}" for n in plan.nodes], "creating namespaces")
             by_ns = {n.netns: n for n in plan.nodes}
-            netns.in_each(list(by_ns), lambda ns: netns.write_sysctls(_base_sysctls(by_ns[ns])))
+            netns.in_each(list(by_ns), lambda ns: netns.write_sysctls(
+                _base_sysctls(by_ns[ns], plan.diameter)))
             t = step("namespaces", t)
             say("links")
             netns.ip_batch(_veth_lines(plan), "creating links")

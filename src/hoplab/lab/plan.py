@@ -9,9 +9,10 @@ file order, so along a chain every side of a router is one contiguous block.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from ipaddress import (
     IPv4Address,
@@ -80,6 +81,7 @@ class Plan:
     nodes: tuple[NodePlan, ...]
     wireguard: tuple[WgEnd, ...]
     hosts: tuple[tuple[str, str], ...]  # (address, name)
+    diameter: int = 0  # the most hops between two nodes
 
     def node(self, name: str) -> NodePlan:
         for n in self.nodes:
@@ -233,7 +235,7 @@ def _aggregate(groups: dict[int, list[int]], sub: _Subnets) -> list[tuple[int, I
     return out
 
 
-def _collapse(spans: list[tuple[int, int, int]]) -> list[IPNetwork]:
+def _collapse(spans: Sequence[tuple[int, int, int]]) -> list[IPNetwork]:
     """Merge runs of adjacent subnets with integer arithmetic: linear after
     sorting, where ipaddress.collapse_addresses is too slow for big labs."""
     out: list[IPNetwork] = []
@@ -280,9 +282,9 @@ def plan_lab(lab: Lab) -> Plan:
                 subnet_owner.append((x.network, link.a, link.b))
             port = WG_BASE_PORT + link.index
             ua, ub = a_side[link.index][0].ip, b_side[link.index][0].ip
-            every = ("0.0.0.0/0", "::/0")
-            wg.append(WgEnd(link.a, wa, link.b, wb, f"{ub}:{port}", port, every))
-            wg.append(WgEnd(link.b, wb, link.a, wa, f"{ua}:{port}", port, every))
+            # allowed IPs are filled in once the lab's address space is known.
+            wg.append(WgEnd(link.a, wa, link.b, wb, f"{ub}:{port}", port, ()))
+            wg.append(WgEnd(link.b, wb, link.a, wa, f"{ua}:{port}", port, ()))
             routed_a, routed_b, dev_a, dev_b = oa[link.index], ob[link.index], wa, wb
         else:
             routed_a, routed_b, dev_a, dev_b = a_side[link.index], b_side[link.index], na, nb
@@ -294,7 +296,14 @@ def plan_lab(lab: Lab) -> Plan:
     pools: list[IPNetwork] = [lab.addressing.pool4, lab.addressing.tunnel_pool4]
     if lab.addressing.ipv6:
         pools += [lab.addressing.pool6, lab.addressing.tunnel_pool6]
-    routes = _routes(names, adj, subnet_owner, pools)
+    routes, diameter = _routes(names, adj, subnet_owner, pools)
+    # A hop tunnel carries any lab unicast address but no multicast: with ::/0 the
+    # kernel's own MLD reports at link-up would start a handshake from both ends
+    # at once, and a collision costs WireGuard a 5 s retry.
+    space = tuple(str(n) for n in _collapse(
+        [(p.version, int(p.network_address), p.num_addresses) for p in pools]
+        + [(n.version, int(n.network_address), n.num_addresses) for n, _, _ in subnet_owner]))
+    wg = [dataclasses.replace(e, allowed=space) if not e.allowed else e for e in wg]
     nodes: list[NodePlan] = []
     for node in lab.nodes:
         n = node.name
@@ -303,12 +312,12 @@ def plan_lab(lab: Lab) -> Plan:
                               tuple(ifaces[n]) + tunnel_ends.get(n, ()), routes[n],
                               prim4.get(n), prim6.get(n)))
     hosts = _hosts(lab, nodes, tunnel_ends)
-    return Plan(lab, tuple(nodes), tuple(wg), hosts)
+    return Plan(lab, tuple(nodes), tuple(wg), hosts, diameter)
 
 
 def _routes(names: tuple[str, ...], adj: dict[str, list[_Edge]],
             owners: list[tuple[IPNetwork, str, str]], pools: list[IPNetwork]
-            ) -> dict[str, tuple[Route, ...]]:
+            ) -> tuple[dict[str, tuple[Route, ...]], int]:
     """Shortest-path routes of every node to every subnet it is not attached to."""
     pos = {n: k for k, n in enumerate(names)}
     graph = [[(pos[e.peer], e) for e in adj[n]] for n in names]
@@ -322,8 +331,10 @@ def _routes(names: tuple[str, ...], adj: dict[str, list[_Edge]],
     )
     ends = [(pos[x], pos[y], net.version) for net, x, y in owners]
     out: dict[str, tuple[Route, ...]] = {}
+    diameter = 0
     for me, name in enumerate(names):
         dist, first = _bfs(me, graph)
+        diameter = max(diameter, *dist)
         groups: dict[int, list[int]] = {}
         edges: dict[int, _Edge] = {}
         for i, (x, y, version) in enumerate(ends):
@@ -346,7 +357,7 @@ def _routes(names: tuple[str, ...], adj: dict[str, list[_Edge]],
             assert gw is not None
             routes.append(Route(prefix, gw, e.dev))
         out[name] = tuple(routes)
-    return out
+    return out, diameter
 
 
 def _gws(addrs: tuple[IPInterface, ...]) -> tuple[str | None, str | None]:

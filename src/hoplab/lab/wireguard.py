@@ -396,7 +396,7 @@ def _spawn(iface: WgInterface) -> subprocess.Popen[bytes]:
             # Foreground, and (in every wireguard-go version) skips the banner
             # that older versions also turned into a refusal to run on Linux.
             "WG_PROCESS_FOREGROUND": "1",
-            "LOG_LEVEL": "error",
+            "LOG_LEVEL": os.environ.get("HOPLAB_WG_LOG", "error"),
         }
         argv = ["ip", "netns", "exec", iface.netns,
                 sys.executable, "-I", "-S", "-c", _PRIVATE_RUN_HELPER, str(iface.rundir),
