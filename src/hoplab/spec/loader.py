@@ -325,6 +325,22 @@ def _check_nat(ctx: _Ctx, nodes: Sequence[Node], links: Sequence[Link]) -> None:
             ctx.fail(where, f"'{out}' is neither a node nor a valid interface name")
 
 
+def _check_overlaps(ctx: _Ctx, links: Sequence[Link], generated: int) -> None:
+    """Two links on one subnet would put one address on two nodes."""
+    seen: list[tuple[Net, int]] = []
+    for link in links[generated:]:
+        for key, net in (("subnet4", link.subnet4 or (link.addr_a4 and link.addr_a4.network)),
+                         ("subnet6", link.subnet6 or (link.addr_a6 and link.addr_a6.network))):
+            if not net:
+                continue
+            for other, index in seen:
+                if other.version == net.version and other.overlaps(net):
+                    given = key if getattr(link, key) is not None else "addresses"
+                    ctx.fail(("links", link.index - generated, given),
+                             f"{net} overlaps {other} of links[{index}]")
+            seen.append((net, link.index - generated))
+
+
 def _generate(ctx: _Ctx, raw: object) -> gen.Topology:
     table = ctx.table(raw, ("generate",), gen.GENERATORS)
     if isinstance(table.get("mesh"), dict):
@@ -432,6 +448,7 @@ def _build(ctx: _Ctx, data: dict[str, object], name: str | None) -> Lab:
         links.append(_explicit_link(ctx, raw, ("links", i), len(links), order, defaults,
                                     addressing.ipv6))
     _check_nat(ctx, nodes, links)
+    _check_overlaps(ctx, links, len(topo.links))
     tunnels = _tunnels(ctx, top.get("tunnels", []), order, links, addressing.ipv6)
     return Lab(name=lab_name, nodes=nodes, links=tuple(links), tunnels=tunnels,
                addressing=addressing, source=ctx.source)
