@@ -433,3 +433,15 @@ def test_point_to_point_subnets() -> None:
     assert got.links[0].subnet4 == IPv4Network("10.9.0.0/31")
     assert got.links[0].subnet6 == IPv6Network("fd00::/127")
     assert got.links[0].addr_a4 == IPv4Interface("10.9.0.0/31")
+
+
+def test_overlapping_explicit_subnets_name_the_later_link_and_its_line() -> None:
+    text = (
+        'name = "o"\n[nodes.a]\n[nodes.b]\n[nodes.c]\n'
+        '[[links]]\nbetween = ["a", "b"]\nsubnet4 = "10.9.0.0/30"\n'
+        '[[links]]\nbetween = ["b", "c"]\naddresses = ["10.9.0.1/29", "10.9.0.2/29"]\n'
+    )
+    with pytest.raises(SpecError) as err:
+        load_lab_text(text, "o.toml")
+    assert str(err.value) == ("o.toml:10: links[1].addresses: 10.9.0.0/29 overlaps "
+                              "10.9.0.0/30 of links[0]")
