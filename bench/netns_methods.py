@@ -162,7 +162,7 @@ def timed(n: int, job: Callable[[int], None], threads: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=200, help="namespaces per measurement (even)")
-    p.add_argument("--rounds", type=int, default=3, help="repetitions; the median is shown")
+    p.add_argument("--rounds", type=int, default=5, help="repetitions; the median is shown")
     p.add_argument("--threads", type=int, default=netns.workers(),
                    help="pool size for the parallel column (default: hoplab's, %(default)s)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

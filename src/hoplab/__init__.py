@@ -1,10 +1,6 @@
 """hoplab: a performance lab for routers, meshes and network paths."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("hoplab")
-except PackageNotFoundError:  # running from a source tree without install
-    __version__ = "0.0.0"
+# Kept literal (pyproject reads it) so start-up does not pay for importlib.metadata.
+__version__ = "0.1.0"
 
 __all__ = ["__version__"]

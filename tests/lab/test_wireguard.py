@@ -16,6 +16,7 @@ import pytest
 
 from hoplab.errors import LabError
 from hoplab.lab import wireguard as wg
+from hoplab.lab.wireguard.kernel import _parse_wg_dump
 
 NS_PREFIX = "hoplab-test-wg-"
 SHARED_SOCK = Path("/var/run/wireguard/wg0.sock")
@@ -165,7 +166,7 @@ def test_parse_wg_dump() -> None:
     dump = (f"{ka.private_b64()}\t{ka.public_b64()}\t51820\toff\n"
             f"{kb.public_b64()}\t(none)\t10.250.0.2:51821\t10.251.0.2/32\t1700000000"
             "\t1234\t5678\toff\n")
-    assert wg._parse_wg_dump(dump) == {kb.public_hex: {
+    assert _parse_wg_dump(dump) == {kb.public_hex: {
         "rx_bytes": 1234, "tx_bytes": 5678, "last_handshake_time_sec": 1700000000,
         "endpoint": "10.250.0.2:51821"}}
 

@@ -10,15 +10,15 @@ import pytest
 
 from hoplab.cli import doctor
 from hoplab.lab import caps as caps_mod
+from hoplab.lab import requirements as requirements_mod
 from hoplab.lab.caps import (
     FEATURE_NAMES,
     QDISC_NAMES,
     TOOL_NAMES,
     TOOL_PACKAGES,
     Capabilities,
-    impairment_backend,
-    requirements_problems,
 )
+from hoplab.lab.requirements import impairment_backend, requirements_problems
 from hoplab.spec.model import Direction, Lab, Link, Nat, Node, QueueLimit, Tunnel
 
 
@@ -125,7 +125,7 @@ def test_impairment_backend() -> None:
 
 def test_impairment_backend_auto_falls_back_to_wire_once_available(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(caps_mod, "WIRE_EMULATOR_AVAILABLE", True)
+    monkeypatch.setattr(requirements_mod, "WIRE_EMULATOR_AVAILABLE", True)
     no_netem = make_caps(qdiscs=NO_NETEM)
     assert impairment_backend(link(forward=DELAY), no_netem) == "wire"
     assert impairment_backend(link(forward=DELAY, emulator="netem"), no_netem) == "netem"

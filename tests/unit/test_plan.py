@@ -633,3 +633,12 @@ def test_a_1000_node_chain_needs_few_routes_per_node() -> None:
             at, hops = nxt[0], hops + 1
             assert hops < 1000
         assert at == net.owner[dst]
+
+
+def test_a_grid_keeps_its_rows_together_in_few_routes() -> None:
+    # Without the tie-break toward the previous subnet's next hop this grid needed
+    # 518 routes on its busiest node (299,492 in all).
+    plan = plan_lab(generated("grid = [25, 40]"))
+    assert max(len(n.routes) for n in plan.nodes) <= 120
+    assert sum(len(n.routes) for n in plan.nodes) <= 80_000
+    assert_all_reach_all(plan_lab(generated("grid = [6, 7]")))

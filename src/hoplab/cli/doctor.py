@@ -17,10 +17,10 @@ from hoplab.lab.caps import (
     QDISC_NAMES,
     TOOL_NAMES,
     TOOL_PACKAGES,
-    WIRE_EMULATOR_AVAILABLE,
     Capabilities,
     probe,
 )
+from hoplab.lab.requirements import WIRE_EMULATOR_AVAILABLE
 
 QDISC_USES: dict[str, str] = {
     "netem": "delay / jitter / loss",

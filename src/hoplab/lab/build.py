@@ -10,7 +10,6 @@ and one `tc -batch` run from a thread that has entered it.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -23,11 +22,13 @@ from pathlib import Path
 
 from hoplab.errors import CapabilityError, LabError, UsageError
 from hoplab.lab import netns, wireguard
-from hoplab.lab.caps import Capabilities, probe, requirements_problems
+from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab
+from hoplab.lab.requirements import requirements_problems
 from hoplab.lab.shaping import tc_lines
-from hoplab.lab.state import ETC_NETNS, LabState, find, stop_process
+from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
+from hoplab.lab.teardown import check_done, teardown
 from hoplab.spec.model import Lab
 
 Progress = Callable[[str], None]
@@ -110,7 +111,7 @@ def _configure_veths(lab: Lab, node: NodePlan) -> None:
             argv = ["ethtool", "-K", i.name]
             for feat, on in spec.offloads:
                 argv += [feat, "on" if on else "off"]
-            _check(subprocess.run(argv, capture_output=True, text=True, check=False),
+            check_done(subprocess.run(argv, capture_output=True, text=True, check=False),
                    f"{what}: offloads on {i.name}")
     if spec.sysctls:
         netns.write_sysctls(spec.sysctls)
@@ -118,7 +119,7 @@ def _configure_veths(lab: Lab, node: NodePlan) -> None:
         out = resolve_iface(node, spec.nat.out)
         assert out is not None
         rules = nat_ruleset(out)
-        _check(subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True,
+        check_done(subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True,
                               check=False), f"{what}: NAT")
 
 
@@ -143,12 +144,6 @@ def resolve_iface(node: NodePlan, ref: str) -> str | None:
         if i.kind == "veth" and i.peer == ref:
             return i.name
     return None
-
-
-def _check(proc: subprocess.CompletedProcess[str], what: str) -> None:
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise LabError(f"{what}: exit {proc.returncode}: {' '.join(tail)}")
 
 
 def validate(plan: Plan) -> None:
@@ -369,80 +364,7 @@ def _run_commands(plan: Plan, which: str) -> None:
                 except FileNotFoundError:
                     raise LabError(f"node {node.name}: {which} command not found: "
                                    f"{argv[0]}") from None
-            _check(proc, f"node {node.name}: {which} {' '.join(argv)}")
-
-
-def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
-    """Remove everything the record lists. Returns warnings; never stops half way."""
-    warnings: list[str] = []
-    live = [n for n in state.namespaces if netns.exists(n)]
-    if run_hooks:
-        for node, argv in _recorded_teardown(state):
-            ns = state.summary["nodes"][node]["netns"]
-            if ns not in live:
-                continue
-            with netns.entered(ns):
-                try:
-                    done = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                          timeout=120)
-                    _check(done, f"node {node}: teardown {' '.join(argv)}")
-                except (OSError, subprocess.SubprocessError, LabError) as exc:
-                    warnings.append(str(exc))
-    for proc in state.processes:
-        stop_process(proc)
-    for ns, pids in processes_in(live).items():
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                warnings.append(f"killed pid {pid}, left running inside {ns}")
-            except ProcessLookupError:
-                pass
-    if live:
-        try:
-            netns.ip_batch([f"netns del {n}" for n in live], f"removing lab {state.name}")
-        except LabError as exc:
-            warnings.append(str(exc))
-            for n in live:
-                subprocess.run(["ip", "netns", "del", n], capture_output=True, check=False)
-    for ns in state.namespaces:
-        shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
-    shutil.rmtree(state.rundir, ignore_errors=True)
-    state.path.unlink(missing_ok=True)
-    return warnings
-
-
-def _recorded_teardown(state: LabState) -> list[tuple[str, list[str]]]:
-    out = []
-    for node, info in state.summary.get("nodes", {}).items():
-        for argv in info.get("teardown", []):
-            out.append((node, list(argv)))
-    return out
-
-
-def processes_in(namespaces: list[str]) -> dict[str, list[int]]:
-    """PIDs living in each namespace (matched by the namespace's inode)."""
-    inodes: dict[tuple[int, int], str] = {}
-    for ns in namespaces:
-        try:
-            st = os.stat(netns.NETNS_DIR / ns)
-        except OSError:
-            continue
-        inodes[(st.st_dev, st.st_ino)] = ns
-    found: dict[str, list[int]] = {}
-    if not inodes:
-        return found
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            st = os.stat(entry / "ns" / "net")
-        except OSError:
-            continue
-        ns_name = inodes.get((st.st_dev, st.st_ino))
-        if ns_name is not None:
-            found.setdefault(ns_name, []).append(int(entry.name))
-    return found
+            check_done(proc, f"node {node.name}: {which} {' '.join(argv)}")
 
 
 def down(name: str) -> list[str]:

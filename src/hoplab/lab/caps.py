@@ -1,8 +1,8 @@
 """What this machine can build: kernel qdiscs and features, and userspace tools.
 
 `probe()` finds out by really trying, inside a throw-away network namespace,
-and caches the answer per kernel and boot. `requirements_problems()` compares
-a lab with the answer and says, in words, everything that stands in the way.
+and caches the answer per kernel and boot. Whether a given lab can be built
+with the answer is for `hoplab.lab.requirements`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hoplab.errors import CapabilityError, LabError
-from hoplab.spec.model import Direction, Lab, Link
 
 QDISC_NAMES = ("netem", "htb", "tbf", "pfifo", "bfifo", "fq_codel", "cake", "sfq", "codel",
                "fq", "prio", "ingress", "clsact")
@@ -356,134 +355,3 @@ def probe(refresh: bool = False, cache_path: Path = CACHE_PATH) -> Capabilities:
     caps = _probe_fresh()
     _write_cache(cache_path, key, caps)
     return caps
-
-
-# --------------------------------------------------------------------------- requirements
-
-# Whether the userspace link emulator exists yet. A later issue flips this.
-WIRE_EMULATOR_AVAILABLE = False
-
-_QDISC_MODULE = {"pfifo": "sch_fifo", "bfifo": "sch_fifo"}
-
-
-def _module(qdisc: str) -> str:
-    return _QDISC_MODULE.get(qdisc, f"sch_{qdisc}")
-
-
-def _install_hint(tool: str) -> str:
-    return f"apt-get install --no-install-recommends {TOOL_PACKAGES.get(tool, tool)}"
-
-
-def impairment_backend(link: Link, caps: Capabilities) -> str:
-    """How a link's impairments will be built: "netem", "tc", "none" or "wire".
-
-    "netem": delay/jitter/loss with the netem qdisc (plus tc for rate);
-    "tc": only rate/queue/qdisc, no netem needed; "none": a plain link;
-    "wire": the userspace link emulator.
-    """
-    if link.emulator == "wire":
-        return "wire"
-    directions = (link.forward, link.reverse)
-    if any(d.needs_netem() for d in directions):
-        if (link.emulator == "auto" and not caps.has_qdisc("netem")
-                and WIRE_EMULATOR_AVAILABLE):
-            return "wire"
-        return "netem"
-    if any(not d.is_plain() for d in directions):
-        return "tc"
-    return "none"
-
-
-def _fifo_kinds(d: Direction) -> tuple[str, ...]:
-    if d.queue is not None and d.queue.bytes is not None:
-        return ("bfifo",)
-    if d.queue is not None and d.queue.packets is not None:
-        return ("pfifo",)
-    return ("pfifo", "bfifo")
-
-
-def _direction_problems(label: str, d: Direction, caps: Capabilities) -> list[str]:
-    out: list[str] = []
-    if d.qdisc is not None:
-        kinds = _fifo_kinds(d) if d.qdisc == "fifo" else (d.qdisc,)
-        if not any(caps.has_qdisc(k) for k in kinds):
-            names = " or ".join(kinds)
-            out.append(f"{label}: qdisc = \"{d.qdisc}\" needs the {names} qdisc "
-                       f"({_module(kinds[0])}), which this kernel lacks")
-    if d.rate_bps is not None:
-        shaper = "tbf" if d.qdisc == "tbf" else "htb"
-        if d.qdisc != shaper and not caps.has_qdisc(shaper):
-            out.append(f"{label}: rate limiting needs the {shaper} qdisc ({_module(shaper)}), "
-                       "which this kernel lacks")
-    return out
-
-
-def _link_problems(link: Link, caps: Capabilities) -> list[str]:
-    label = link.label
-    out: list[str] = []
-    backend = impairment_backend(link, caps)
-    if backend == "wire":
-        out.append(f"{label}: emulator = \"wire\": "
-                   "the userspace wire emulator is not implemented yet")
-    elif backend == "netem" and not caps.has_qdisc("netem"):
-        if link.emulator == "netem":
-            out.append(f"{label}: emulator = \"netem\": delay/jitter/loss need the netem "
-                       "qdisc (sch_netem), which this kernel lacks")
-        else:
-            out.append(f"{label}: delay/jitter/loss need the netem qdisc (sch_netem), which "
-                       "this kernel lacks; the userspace link emulator (emulator = \"wire\") "
-                       "is not available yet")
-    for d in (link.forward, link.reverse):
-        out.extend(_direction_problems(label, d, caps))
-    if link.wireguard:
-        out.extend(_wireguard_problems(f"{label}: wireguard = true", caps))
-    return out
-
-
-def _wireguard_problems(what: str, caps: Capabilities) -> list[str]:
-    if caps.wireguard_mode() is not None:
-        return []
-    if caps.has_feature("tun"):
-        why = ("the kernel has no wireguard module and wireguard-go is missing "
-               f"({_install_hint('wireguard-go')})")
-    elif caps.has_tool("wireguard-go"):
-        why = "the kernel has no wireguard module and /dev/net/tun is not usable for wireguard-go"
-    else:
-        why = ("the kernel has no wireguard module, /dev/net/tun is not usable and "
-               "wireguard-go is missing")
-    return [f"{what} needs WireGuard: {why}"]
-
-
-def _node_problems(lab: Lab, caps: Capabilities) -> list[str]:
-    out: list[str] = []
-    for node in lab.nodes:
-        label = f"node {node.name}"
-        if node.nat is not None and not caps.has_feature("nat"):
-            if not caps.has_tool("nft"):
-                why = f"the nft tool is missing ({_install_hint('nft')})"
-            else:
-                why = "this kernel cannot create an nftables nat table with masquerade (nft_nat)"
-            out.append(f"{label}: nat needs nftables NAT: {why}")
-        if node.offloads and not caps.has_tool("ethtool"):
-            out.append(f"{label}: offloads need ethtool, which is missing "
-                       f"({_install_hint('ethtool')})")
-    return out
-
-
-def _base_problems(caps: Capabilities) -> list[str]:
-    out = [f"every lab needs the {t} tool, which is missing ({_install_hint(t)})"
-           for t in ("ip", "tc") if not caps.has_tool(t)]
-    if not caps.has_feature("veth"):
-        out.append("every lab needs veth pairs, which this kernel lacks (veth module)")
-    return out
-
-
-def requirements_problems(lab: Lab, caps: Capabilities) -> list[str]:
-    """Every reason `lab` cannot be built with `caps`, one sentence each; [] if it can."""
-    problems = _base_problems(caps)
-    for link in lab.links:
-        problems.extend(_link_problems(link, caps))
-    for i, t in enumerate(lab.tunnels):
-        problems.extend(_wireguard_problems(f"tunnels[{i}] ({t.name}: {t.a} <-> {t.b})", caps))
-    problems.extend(_node_problems(lab, caps))
-    return list(dict.fromkeys(problems))  # drop repeats, keep order

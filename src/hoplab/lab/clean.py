@@ -13,8 +13,8 @@ import signal
 import subprocess
 
 from hoplab.lab import netns
-from hoplab.lab.build import processes_in, teardown
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, all_states
+from hoplab.lab.teardown import processes_in, teardown
 
 
 def clean() -> list[str]:

@@ -193,20 +193,29 @@ def _family_pair(a: IPInterface | None, b: IPInterface | None, subnet: IPNetwork
     return _pair(next(auto))
 
 
-def _bfs(start: int, adj: list[list[tuple[int, _Edge]]]) -> tuple[list[int], list[_Edge | None]]:
-    """Hop distance (-1: unreachable) and first edge from `start` to every node."""
+def _bfs(start: int, adj: list[list[tuple[int, _Edge]]]) -> tuple[list[int], list[int]]:
+    """Hop distance (-1: unreachable) to every node, and the set of `start`'s
+    edges (bit k = adj[start][k]) that begin a shortest path to it."""
     dist = [-1] * len(adj)
-    first: list[_Edge | None] = [None] * len(adj)
+    first = [0] * len(adj)
     dist[start] = 0
-    queue: deque[int] = deque([start])
+    for k, (peer, _) in enumerate(adj[start]):
+        if dist[peer] < 0:
+            dist[peer] = 1
+        if dist[peer] == 1:
+            first[peer] |= 1 << k
+    queue: deque[int] = deque(peer for peer, _ in adj[start] if first[peer])
     while queue:
         cur = queue.popleft()
-        for peer, edge in adj[cur]:
-            if dist[peer] >= 0:
-                continue
-            dist[peer] = dist[cur] + 1
-            first[peer] = first[cur] or edge
-            queue.append(peer)
+        # Every parent of `cur` sits one level up and was expanded before it,
+        # so first[cur] is complete here.
+        for peer, _ in adj[cur]:
+            if dist[peer] < 0:
+                dist[peer] = dist[cur] + 1
+                first[peer] = first[cur]
+                queue.append(peer)
+            elif dist[peer] == dist[cur] + 1:
+                first[peer] |= first[cur]
     return dist, first
 
 
@@ -214,8 +223,8 @@ def _bfs(start: int, adj: list[list[tuple[int, _Edge]]]) -> tuple[list[int], lis
 class _Subnets:
     """Every routed subnet, with what aggregation needs precomputed once."""
 
-    nets: list[IPNetwork]
-    pool: list[IPNetwork | None]
+    pools: list[IPNetwork]
+    pool: list[int]  # index into pools, -1 when the subnet lies outside them
     span: list[tuple[int, int, int]]  # (version, first address as int, size)
 
 
@@ -228,9 +237,9 @@ def _aggregate(groups: dict[int, list[int]], sub: _Subnets) -> list[tuple[int, I
     out: list[tuple[int, IPNetwork]] = []
     for gid, idx in sorted(groups.items()):
         if gid == biggest:
-            used = {p for p in (sub.pool[i] for i in idx) if p is not None}
-            out.extend((gid, p) for p in sorted(used, key=_net_key))
-            idx = [i for i in idx if sub.pool[i] is None]
+            used = {sub.pool[i] for i in idx} - {-1}
+            out.extend((gid, sub.pools[p]) for p in sorted(used))
+            idx = [i for i in idx if sub.pool[i] < 0]
         out.extend((gid, n) for n in _collapse([sub.span[i] for i in idx]))
     return out
 
@@ -246,8 +255,15 @@ def _collapse(spans: Sequence[tuple[int, int, int]]) -> list[IPNetwork]:
         else:
             runs.append([version, start, start + size])
     for version, lo, hi in runs:
-        cls = IPv4Address if version == 4 else IPv6Address
-        out.extend(ipaddress.summarize_address_range(cls(lo), cls(hi - 1)))
+        bits = 32 if version == 4 else 128
+        cls = IPv4Network if version == 4 else IPv6Network
+        while lo < hi:
+            # The largest aligned block that starts at lo and ends within the run.
+            size = lo & -lo if lo else 1 << bits
+            while size > hi - lo:
+                size >>= 1
+            out.append(cls((lo, bits - size.bit_length() + 1)))
+            lo += size
     return out
 
 
@@ -322,9 +338,9 @@ def _routes(names: tuple[str, ...], adj: dict[str, list[_Edge]],
     pos = {n: k for k, n in enumerate(names)}
     graph = [[(pos[e.peer], e) for e in adj[n]] for n in names]
     sub = _Subnets(
-        nets=[o[0] for o in owners],
-        pool=[next((p for p in pools if p.version == net.version
-                    and net.subnet_of(p)), None)  # type: ignore[arg-type]
+        pools=pools,
+        pool=[next((k for k, p in enumerate(pools) if p.version == net.version
+                    and net.subnet_of(p)), -1)  # type: ignore[arg-type]
               for net, _, _ in owners],
         span=[(net.version, int(net.network_address), net.num_addresses)
               for net, _, _ in owners],
@@ -335,21 +351,31 @@ def _routes(names: tuple[str, ...], adj: dict[str, list[_Edge]],
     for me, name in enumerate(names):
         dist, first = _bfs(me, graph)
         diameter = max(diameter, *dist)
+        mine = [e for _, e in graph[me]]
+        family = {4: sum(1 << k for k, e in enumerate(mine) if e.gw4 is not None),
+                  6: sum(1 << k for k, e in enumerate(mine) if e.gw6 is not None)}
         groups: dict[int, list[int]] = {}
-        edges: dict[int, _Edge] = {}
+        # Where several first hops are equally short, keep the one the previous
+        # subnet took: subnets are numbered along the topology, so long runs with
+        # one next hop collapse into few prefixes (a grid's rows, for one).
+        prev = {4: 0, 6: 0}
         for i, (x, y, version) in enumerate(ends):
             if me in (x, y):
                 continue
             dx, dy = dist[x], dist[y]
             if dx < 0 and dy < 0:
                 continue
-            far = y if dx < 0 or (0 <= dy < dx) else x
-            edge = first[far]
-            if edge is None or (edge.gw4 if version == 4 else edge.gw6) is None:
+            if dx == dy:
+                options = first[x] | first[y]
+            else:
+                options = first[y] if dx < 0 or (0 <= dy < dx) else first[x]
+            options &= family[version]
+            if not options:
                 continue
-            # The first hop is one of this node's own edges: its link names it.
-            edges[edge.link] = edge
-            groups.setdefault(edge.link, []).append(i)
+            pick = prev[version] if prev[version] & options else options & -options
+            prev[version] = pick
+            groups.setdefault(pick.bit_length() - 1, []).append(i)
+        edges = dict(enumerate(mine))
         routes = []
         for gid, prefix in _aggregate(groups, sub):
             e = edges[gid]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyroute2 import IPRoute
-
 from hoplab.lab import netns
 from hoplab.lab.state import LabState, all_states
 
 
 def _links_state(ns: str) -> dict[str, str]:
+    # Imported here: pyroute2 costs ~0.1 s to import, which every other command
+    # would pay at start-up for nothing.
+    from pyroute2 import IPRoute
+
     with netns.entered(ns), IPRoute() as ipr:
         out = {}
         for msg in ipr.get_links():

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
 
 # Queue disciplines a link may ask for. The lab engine decides, per kernel,
-# whether each can be built (see hoplab.lab.caps).
+# whether each can be built (see hoplab.lab.requirements).
 QDISCS = ("fifo", "htb", "tbf", "netem", "fq_codel", "cake", "sfq", "codel", "fq", "prio")
 
 EMULATORS = ("auto", "netem", "wire")

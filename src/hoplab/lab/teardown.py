@@ -1,0 +1,96 @@
+"""Taking a lab down: teardown commands, its processes, its namespaces, its files.
+
+Never stops half way: every step runs even when an earlier one failed, and
+what went wrong comes back as warnings.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from hoplab.errors import LabError
+from hoplab.lab import netns
+from hoplab.lab.state import ETC_NETNS, LabState, stop_process
+
+
+def check_done(proc: subprocess.CompletedProcess[str], what: str) -> None:
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise LabError(f"{what}: exit {proc.returncode}: {' '.join(tail)}")
+
+
+def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
+    """Remove everything the record lists. Returns warnings; never stops half way."""
+    warnings: list[str] = []
+    live = [n for n in state.namespaces if netns.exists(n)]
+    if run_hooks:
+        for node, argv in _recorded_teardown(state):
+            ns = state.summary["nodes"][node]["netns"]
+            if ns not in live:
+                continue
+            with netns.entered(ns):
+                try:
+                    done = subprocess.run(argv, capture_output=True, text=True, check=False,
+                                          timeout=120)
+                    check_done(done, f"node {node}: teardown {' '.join(argv)}")
+                except (OSError, subprocess.SubprocessError, LabError) as exc:
+                    warnings.append(str(exc))
+    for proc in state.processes:
+        stop_process(proc)
+    for ns, pids in processes_in(live).items():
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                warnings.append(f"killed pid {pid}, left running inside {ns}")
+            except ProcessLookupError:
+                pass
+    if live:
+        try:
+            netns.ip_batch([f"netns del {n}" for n in live], f"removing lab {state.name}")
+        except LabError as exc:
+            warnings.append(str(exc))
+            for n in live:
+                subprocess.run(["ip", "netns", "del", n], capture_output=True, check=False)
+    for ns in state.namespaces:
+        shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
+    shutil.rmtree(state.rundir, ignore_errors=True)
+    state.path.unlink(missing_ok=True)
+    return warnings
+
+
+def _recorded_teardown(state: LabState) -> list[tuple[str, list[str]]]:
+    out = []
+    for node, info in state.summary.get("nodes", {}).items():
+        for argv in info.get("teardown", []):
+            out.append((node, list(argv)))
+    return out
+
+
+def processes_in(namespaces: list[str]) -> dict[str, list[int]]:
+    """PIDs living in each namespace (matched by the namespace's inode)."""
+    inodes: dict[tuple[int, int], str] = {}
+    for ns in namespaces:
+        try:
+            st = os.stat(netns.NETNS_DIR / ns)
+        except OSError:
+            continue
+        inodes[(st.st_dev, st.st_ino)] = ns
+    found: dict[str, list[int]] = {}
+    if not inodes:
+        return found
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            st = os.stat(entry / "ns" / "net")
+        except OSError:
+            continue
+        ns_name = inodes.get((st.st_dev, st.st_ino))
+        if ns_name is not None:
+            found.setdefault(ns_name, []).append(int(entry.name))
+    return found
