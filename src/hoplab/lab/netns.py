@@ -1,11 +1,13 @@
 """Network namespace primitives.
 
-Measured on the 2-core target machine, per namespace, for a handful of
-`ip` commands: `ip -n NS -batch` 6.1 ms (it also unshares a mount namespace
-and remounts /sys), pyroute2 IPRoute opened inside the namespace 3.3 ms,
-and setns() of the calling thread followed by a plain `ip -batch` child
-1.8 ms. hoplab therefore enters a namespace with setns() in a worker thread
-and runs one batch per tool there; the child inherits the thread's namespace.
+Configuring a namespace (lo up, a veth up, an address, a route), measured by
+bench/netns_methods.py on the 2-core target, ms per namespace, one at a time /
+with a pool of 4 threads: `ip -n NS -batch -` 3.5 / 1.8 (it also unshares a
+mount namespace and remounts /sys), pyroute2 IPRoute opened inside the
+namespace 2.7 / 4.5 (it does not scale across threads), and setns() of the
+calling thread followed by a plain `ip -batch -` child 2.2 / 1.2. hoplab
+therefore enters a namespace with setns() in a worker thread and runs one batch
+per tool there; the child inherits the thread's namespace.
 """
 
 from __future__ import annotations
