@@ -1,0 +1,105 @@
+"""Node and link options against the real kernel: sysctls, offloads, setup and
+teardown commands, queue limits, TBF, and queue disciplines the kernel lacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hoplab_labtools import LabUp, hoplab, iperf3, lab_namespaces, mbit_received
+
+from hoplab.lab.caps import probe
+
+pytestmark = pytest.mark.root
+
+TWO_HOSTS = '[nodes.a]\n[nodes.r]\n[nodes.b]\n'
+
+
+def test_node_sysctls_are_set_inside_that_node_only(lab_up: LabUp) -> None:
+    up = lab_up(
+        '[nodes.a]\n[nodes.r]\n'
+        'sysctls = { "net.ipv4.tcp_congestion_control" = "reno", '
+        '"net.ipv4.conf.eth0.rp_filter" = 2 }\n[nodes.b]\n'
+        '[[links]]\nbetween = ["a", "r"]\n[[links]]\nbetween = ["r", "b"]\n')
+    got = up.run("r", "sysctl", "-n", "net.ipv4.tcp_congestion_control",
+                 "net.ipv4.conf.eth0.rp_filter")
+    assert got.stdout.split() == ["reno", "2"]
+    other = up.run("a", "sysctl", "-n", "net.ipv4.tcp_congestion_control")
+    assert other.stdout.strip() != "reno"
+    # The router forwards, the hosts do not.
+    assert up.run("r", "sysctl", "-n", "net.ipv4.ip_forward").stdout.strip() == "1"
+    assert up.run("a", "sysctl", "-n", "net.ipv4.ip_forward").stdout.strip() == "0"
+
+
+def test_offloads_are_switched_on_every_interface_of_the_node(lab_up: LabUp) -> None:
+    # veth starts with GRO off and TSO on: flip both, to see each request land.
+    up = lab_up('[nodes.a]\n[nodes.r]\noffloads = { gro = true, tso = false }\n[nodes.b]\n'
+                '[[links]]\nbetween = ["a", "r"]\n[[links]]\nbetween = ["r", "b"]\n')
+    for dev in ("eth0", "eth1"):
+        feats = up.run("r", "ethtool", "-k", dev).stdout
+        assert "generic-receive-offload: on" in feats
+        assert "tcp-segmentation-offload: off" in feats
+    untouched = up.run("a", "ethtool", "-k", "eth0").stdout
+    assert "generic-receive-offload: off" in untouched
+    assert "tcp-segmentation-offload: on" in untouched
+
+
+def test_setup_runs_inside_the_node_and_teardown_at_down(tmp_path: Path,
+                                                          lab_name: str) -> None:
+    mark = tmp_path / "marks"
+    mark.mkdir()
+    file = tmp_path / "hooks.toml"
+    file.write_text(
+        '[nodes.a]\n[nodes.b]\n'
+        f'setup = [["sh", "-c", "ip -o addr show eth0 > {mark}/setup-$HOPLAB_NODE"]]\n'
+        f'teardown = [["touch", "{mark}/teardown"]]\n'
+        '[[links]]\nbetween = ["a", "b"]\n')
+    assert hoplab("lab", "up", str(file), "--name", lab_name).returncode == 0
+    # The command saw b's own interface, so it ran inside b.
+    assert "eth0" in (mark / "setup-b").read_text()
+    assert not (mark / "teardown").exists()
+    assert hoplab("lab", "down", lab_name).returncode == 0
+    assert (mark / "teardown").exists()
+
+
+def test_a_failing_setup_command_removes_the_lab(tmp_path: Path, lab_name: str) -> None:
+    file = tmp_path / "fail.toml"
+    file.write_text('[nodes.a]\n[nodes.b]\nsetup = [["sh", "-c", "echo broken >&2; exit 3"]]\n'
+                    '[[links]]\nbetween = ["a", "b"]\n')
+    proc = hoplab("lab", "up", str(file), "--name", lab_name)
+    assert proc.returncode == 1
+    assert "node b: setup" in proc.stderr and "broken" in proc.stderr
+    assert lab_namespaces(lab_name) == set()
+
+
+def test_a_byte_queue_limit_becomes_a_bfifo(lab_up: LabUp) -> None:
+    up = lab_up('[nodes.a]\n[nodes.b]\n[[links]]\nbetween = ["a", "b"]\n'
+                'rate = "10mbit"\nqueue = "30kb"\nreverse = { queue = 20 }\n')
+    fwd = up.run("a", "tc", "qdisc", "show", "dev", "eth0").stdout
+    rev = up.run("b", "tc", "qdisc", "show", "dev", "eth0").stdout
+    assert "bfifo" in fwd and "limit 30000b" in fwd
+    assert "pfifo" in rev and "limit 20p" in rev
+
+
+def test_tbf_shapes_to_its_rate(lab_up: LabUp) -> None:
+    up = lab_up(TWO_HOSTS + '[[links]]\nbetween = ["a", "r"]\n'
+                '[[links]]\nbetween = ["r", "b"]\nrate = "20mbit"\nqdisc = "tbf"\n')
+    assert "tbf" in up.run("r", "tc", "qdisc", "show", "dev", "eth1").stdout
+    got = mbit_received(iperf3(up.ns("b"), up.ns("a"), "b-v4"))
+    assert 17.0 <= got <= 20.0, got
+
+
+@pytest.mark.parametrize("qdisc", ["fq_codel", "cake", "sfq"])
+def test_a_qdisc_the_kernel_lacks_is_refused_before_building(qdisc: str, tmp_path: Path,
+                                                             lab_name: str) -> None:
+    file = tmp_path / "q.toml"
+    file.write_text(TWO_HOSTS + '[[links]]\nbetween = ["a", "r"]\n'
+                    f'[[links]]\nbetween = ["r", "b"]\nrate = "20mbit"\nqdisc = "{qdisc}"\n')
+    proc = hoplab("lab", "up", str(file), "--name", lab_name)
+    if probe().qdiscs.get(qdisc):
+        assert proc.returncode == 0, proc.stderr
+        assert hoplab("lab", "down", lab_name).returncode == 0
+        return
+    assert proc.returncode == 2
+    assert "links[1] (r <-> b)" in proc.stderr and qdisc in proc.stderr
+    assert lab_namespaces(lab_name) == set()
