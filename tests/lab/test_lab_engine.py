@@ -567,3 +567,19 @@ def test_clean_is_idempotent_and_spares_foreign_namespaces(lab_name: str) -> Non
         assert keep in namespaces()
     finally:
         subprocess.run(["ip", "netns", "del", keep], check=False)
+
+
+def test_clean_removes_an_unreadable_lab_record(no_foreign_labs: None, lab_name: str) -> None:
+    LABS_DIR.mkdir(parents=True, exist_ok=True)
+    record = LABS_DIR / f"{lab_name}.json"
+    record.write_text('{"name": "trunc')  # a record cut off by a crash mid-write
+    blocked = hoplab("lab", "up", str(EXAMPLES / "chain.toml"), "--name", lab_name)
+    assert blocked.returncode != 0 and "unreadable lab state" in blocked.stderr
+    assert lab_namespaces(lab_name) == set()
+    cleaned = hoplab("clean")
+    assert cleaned.returncode == 0
+    assert f"removed unreadable lab record {lab_name}.json" in cleaned.stdout
+    assert not record.exists()
+    up = hoplab("lab", "up", str(EXAMPLES / "chain.toml"), "--name", lab_name)
+    assert up.returncode == 0, up.stderr
+    assert hoplab("lab", "down", lab_name).returncode == 0

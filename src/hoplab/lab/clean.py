@@ -7,14 +7,11 @@ inside those namespaces, and their /etc/netns entries.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
 
 from hoplab.lab import netns
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, all_states
-from hoplab.lab.teardown import processes_in, teardown
+from hoplab.lab.teardown import delete_namespaces, kill_leftovers, teardown
 
 
 def clean() -> list[str]:
@@ -25,24 +22,22 @@ def clean() -> list[str]:
             done.append(f"{state.name}: {warning}")
         done.append(f"lab {state.name}: removed ({len(state.namespaces)} namespaces)")
     orphans = netns.listed("hoplab-")
-    for ns, pids in processes_in(orphans).items():
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                done.append(f"killed pid {pid} inside {ns}")
-            except ProcessLookupError:
-                pass
+    done += kill_leftovers(orphans)
+    done += delete_namespaces(orphans)
     if orphans:
-        subprocess.run(["ip", "-force", "-batch", "-"],
-                       input="".join(f"netns del {n}\n" for n in orphans),
-                       capture_output=True, text=True, check=False)
         done.append(f"removed {len(orphans)} leftover namespaces")
     if ETC_NETNS.is_dir():
         for d in ETC_NETNS.iterdir():
             if d.name.startswith("hoplab-"):
                 shutil.rmtree(d, ignore_errors=True)
     if LABS_DIR.is_dir():
+        # Every readable record was torn down above; what is left is debris:
+        # run directories, half-written or unreadable records.
         for d in LABS_DIR.iterdir():
-            if d.is_dir() or d.suffix == ".tmp":
-                shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink()
+            if d.is_dir():
+                shutil.rmtree(d, ignore_errors=True)
+            else:
+                d.unlink(missing_ok=True)
+                if d.suffix == ".json":
+                    done.append(f"removed unreadable lab record {d.name}")
     return done

@@ -74,7 +74,8 @@ class LabState:
         try:
             raw = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
-            raise LabError(f"{path}: unreadable lab state: {exc}") from None
+            raise LabError(f"{path}: unreadable lab state ({exc}); "
+                           "hoplab clean removes it") from None
         procs = [Proc(**p) for p in raw.pop("processes", [])]
         return cls(**raw, processes=procs)
 

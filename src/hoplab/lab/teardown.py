@@ -41,20 +41,8 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
                     warnings.append(str(exc))
     for proc in state.processes:
         stop_process(proc)
-    for ns, pids in processes_in(live).items():
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                warnings.append(f"killed pid {pid}, left running inside {ns}")
-            except ProcessLookupError:
-                pass
-    if live:
-        try:
-            netns.ip_batch([f"netns del {n}" for n in live], f"removing lab {state.name}")
-        except LabError as exc:
-            warnings.append(str(exc))
-            for n in live:
-                subprocess.run(["ip", "netns", "del", n], capture_output=True, check=False)
+    warnings += kill_leftovers(live)
+    warnings += delete_namespaces(live)
     for ns in state.namespaces:
         shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
     shutil.rmtree(state.rundir, ignore_errors=True)
@@ -68,6 +56,29 @@ def _recorded_teardown(state: LabState) -> list[tuple[str, list[str]]]:
         for argv in info.get("teardown", []):
             out.append((node, list(argv)))
     return out
+
+
+def kill_leftovers(namespaces: list[str]) -> list[str]:
+    """SIGKILL whatever still lives inside these namespaces (hoplab owns them)."""
+    killed = []
+    for ns, pids in processes_in(namespaces).items():
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(f"killed pid {pid}, left running inside {ns}")
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+def delete_namespaces(namespaces: list[str]) -> list[str]:
+    """Delete them all in one batch that goes on past a failure; say which failed."""
+    if not namespaces:
+        return []
+    subprocess.run(["ip", "-force", "-batch", "-"],
+                   input="".join(f"netns del {n}\n" for n in namespaces),
+                   capture_output=True, text=True, check=False)
+    return [f"namespace {n} could not be deleted" for n in namespaces if netns.exists(n)]
 
 
 def processes_in(namespaces: list[str]) -> dict[str, list[int]]:
