@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.errors import LabError
 from hoplab.lab import state as state_mod
 from hoplab.lab.netns import _batch_error
 from hoplab.lab.state import LabState, Proc, proc_start_time, stop_process
@@ -84,3 +85,11 @@ def test_batch_errors_name_the_failing_command() -> None:
     msg = _batch_error('Cannot find device "eth9"\nCommand failed -:2\n', lines)
     assert "addr add 10.0.0.1/30 dev eth9" in msg
     assert 'Cannot find device "eth9"' in msg
+
+
+@pytest.mark.parametrize("text", ['{"name": "trunc', '{"name": "x", "bogus": 1}', "[1, 2]"])
+def test_a_damaged_record_is_one_clear_error(labs_dir: Path, text: str) -> None:
+    labs_dir.mkdir(parents=True)
+    (labs_dir / "x.json").write_text(text)
+    with pytest.raises(LabError, match=r"unreadable lab state .*hoplab clean removes it"):
+        state_mod.find("x")

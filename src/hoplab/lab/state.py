@@ -73,11 +73,12 @@ class LabState:
     def load(cls, path: Path) -> LabState:
         try:
             raw = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+            procs = [Proc(**p) for p in raw.pop("processes", [])]
+            return cls(**raw, processes=procs)
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            # A record cut short by a crash, or written by another hoplab version.
             raise LabError(f"{path}: unreadable lab state ({exc}); "
                            "hoplab clean removes it") from None
-        procs = [Proc(**p) for p in raw.pop("processes", [])]
-        return cls(**raw, processes=procs)
 
 
 def all_states() -> list[LabState]:
