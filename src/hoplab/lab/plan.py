@@ -9,7 +9,6 @@ file order, so along a chain every side of a router is one contiguous block.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -267,8 +266,14 @@ def _collapse(spans: Sequence[tuple[int, int, int]]) -> list[IPNetwork]:
     return out
 
 
-def _net_key(n: IPNetwork) -> tuple[int, int, int]:
-    return (n.version, int(n.network_address), n.prefixlen)
+def _unicast_space(pools: list[IPNetwork], addrs: list[tuple[IPInterface, ...]]
+                   ) -> tuple[str, ...]:
+    """Every lab unicast address, as few prefixes. A hop tunnel allows these but no
+    multicast: with ::/0 the kernel's own MLD reports at link-up would start a
+    handshake from both ends at once, and that collision costs WireGuard a 5 s retry."""
+    nets = list(pools) + [a.network for group in addrs for a in group]
+    return tuple(str(n) for n in _collapse(
+        [(n.version, int(n.network_address), n.num_addresses) for n in nets]))
 
 
 def plan_lab(lab: Lab) -> Plan:
@@ -279,6 +284,10 @@ def plan_lab(lab: Lab) -> Plan:
     subnet_owner: list[tuple[IPNetwork, str, str]] = []  # (subnet, node a, node b)
     wg: list[WgEnd] = []
     counter = {n: 0 for n in names}
+    pools: list[IPNetwork] = [lab.addressing.pool4, lab.addressing.tunnel_pool4]
+    if lab.addressing.ipv6:
+        pools += [lab.addressing.pool6, lab.addressing.tunnel_pool6]
+    space = _unicast_space(pools, [*a_side.values(), *oa.values()])
     for link in lab.links:
         ia, ib = counter[link.a], counter[link.b]
         counter[link.a] += 1
@@ -298,9 +307,8 @@ def plan_lab(lab: Lab) -> Plan:
                 subnet_owner.append((x.network, link.a, link.b))
             port = WG_BASE_PORT + link.index
             ua, ub = a_side[link.index][0].ip, b_side[link.index][0].ip
-            # allowed IPs are filled in once the lab's address space is known.
-            wg.append(WgEnd(link.a, wa, link.b, wb, f"{ub}:{port}", port, ()))
-            wg.append(WgEnd(link.b, wb, link.a, wa, f"{ua}:{port}", port, ()))
+            wg.append(WgEnd(link.a, wa, link.b, wb, f"{ub}:{port}", port, space))
+            wg.append(WgEnd(link.b, wb, link.a, wa, f"{ua}:{port}", port, space))
             routed_a, routed_b, dev_a, dev_b = oa[link.index], ob[link.index], wa, wb
         else:
             routed_a, routed_b, dev_a, dev_b = a_side[link.index], b_side[link.index], na, nb
@@ -308,18 +316,8 @@ def plan_lab(lab: Lab) -> Plan:
         adj[link.b].append(_Edge(link.index, link.b, link.a, dev_b, *_gws(routed_a)))
 
     prim4, prim6 = _primaries(ifaces)
-    tunnel_ends = _tunnels(lab, ifaces, counter, prim4, prim6, wg)
-    pools: list[IPNetwork] = [lab.addressing.pool4, lab.addressing.tunnel_pool4]
-    if lab.addressing.ipv6:
-        pools += [lab.addressing.pool6, lab.addressing.tunnel_pool6]
+    tunnel_ends = _tunnels(lab, ifaces, prim4, prim6, wg)
     routes, diameter = _routes(names, adj, subnet_owner, pools)
-    # A hop tunnel carries any lab unicast address but no multicast: with ::/0 the
-    # kernel's own MLD reports at link-up would start a handshake from both ends
-    # at once, and a collision costs WireGuard a 5 s retry.
-    space = tuple(str(n) for n in _collapse(
-        [(p.version, int(p.network_address), p.num_addresses) for p in pools]
-        + [(n.version, int(n.network_address), n.num_addresses) for n, _, _ in subnet_owner]))
-    wg = [dataclasses.replace(e, allowed=space) if not e.allowed else e for e in wg]
     nodes: list[NodePlan] = []
     for node in lab.nodes:
         n = node.name
@@ -408,7 +406,7 @@ def _primaries(ifaces: dict[str, list[Iface]]
     return p4, p6
 
 
-def _tunnels(lab: Lab, ifaces: dict[str, list[Iface]], counter: dict[str, int],
+def _tunnels(lab: Lab, ifaces: dict[str, list[Iface]],
              p4: dict[str, IPv4Address], p6: dict[str, IPv6Address],
              wg: list[WgEnd]) -> dict[str, tuple[Iface, ...]]:
     """End-to-end tunnels: a WireGuard pair whose endpoints are the nodes' primaries."""
