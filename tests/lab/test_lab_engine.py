@@ -505,22 +505,30 @@ def wait_half_built(proc: subprocess.Popen[str], name: str, wireguard: bool) -> 
 CHAIN_150 = "[generate]\nchain = 150\n"
 
 
-@pytest.mark.parametrize("kind", ["chain150", "wireguard"])
-@pytest.mark.usefixtures("no_foreign_labs")
-def test_sigkill_half_way_then_clean(kind: str, tmp_path: Path, lab_name: str) -> None:
+def interrupt_half_way(kind: str, tmp_path: Path, lab_name: str,
+                       sig: signal.Signals) -> tuple[subprocess.Popen[str], str]:
+    """Start `hoplab lab up` of a chain or a WireGuard lab, send `sig` once it is
+    half built, and return the finished process and its stderr."""
     file = tmp_path / "lab.toml"
     if kind == "chain150":
         file.write_text(CHAIN_150)
     else:
         file.write_text((EXAMPLES / "wireguard-hops.toml").read_text())
-    before = snapshot()
     proc = start_up(file, lab_name)
     try:
         wait_half_built(proc, lab_name, wireguard=kind == "wireguard")
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
     finally:
         stop(proc)
+    return proc, err
+
+
+@pytest.mark.parametrize("kind", ["chain150", "wireguard"])
+@pytest.mark.usefixtures("no_foreign_labs")
+def test_sigkill_half_way_then_clean(kind: str, tmp_path: Path, lab_name: str) -> None:
+    before = snapshot()
+    proc, _ = interrupt_half_way(kind, tmp_path, lab_name, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     assert lab_namespaces(lab_name)  # killed half way: things are left
     cleaned = hoplab("clean")
@@ -531,19 +539,8 @@ def test_sigkill_half_way_then_clean(kind: str, tmp_path: Path, lab_name: str) -
 
 @pytest.mark.parametrize("kind", ["chain150", "wireguard"])
 def test_ctrl_c_half_way_leaves_nothing(kind: str, tmp_path: Path, lab_name: str) -> None:
-    file = tmp_path / "lab.toml"
-    if kind == "chain150":
-        file.write_text(CHAIN_150)
-    else:
-        file.write_text((EXAMPLES / "wireguard-hops.toml").read_text())
     before = snapshot()
-    proc = start_up(file, lab_name)
-    try:
-        wait_half_built(proc, lab_name, wireguard=kind == "wireguard")
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        stop(proc)
+    proc, err = interrupt_half_way(kind, tmp_path, lab_name, signal.SIGINT)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err, err
     assert_back_to(before, lab_name)  # without any `hoplab clean`
