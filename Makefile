@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := iperf3 irtt fping iputils-ping iproute2 nftables ethtool \
-	wireguard-tools wireguard-go linux-perf
-APT_TOOLS := iperf3 irtt fping ping ip tc nft ethtool wg wireguard-go perf
+	wireguard-tools wireguard-go linux-perf postgresql
+APT_TOOLS := iperf3 irtt fping ping ip tc nft ethtool wg wireguard-go perf \
+	$(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) postgresql-initdb)
 
 .PHONY: all setup system venv demo test lint typecheck unit lab-tests bench clean distclean
 

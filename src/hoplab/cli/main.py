@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from hoplab import __version__
-from hoplab.cli import clean, doctor, lab
+from hoplab.cli import clean, doctor, lab, run, runs
 from hoplab.errors import HoplabError
 
 
@@ -19,6 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     doctor.register(sub)
     lab.register(sub)
+    run.register(sub)
+    runs.register(sub)
     clean.register(sub)
     return parser
 

@@ -118,6 +118,8 @@ class _Options:
 
 
 class _Ctx:
+    """Where a file's values came from, to turn a bad value into one SpecError."""
+
     def __init__(self, text: str, source: str) -> None:
         self.text = text
         self.source = source
@@ -469,6 +471,14 @@ def load_lab_text(text: str, source: str, name: str | None = None) -> Lab:
     return _build(_Ctx(text, source), data, name)
 
 
+def load_lab_data(data: dict[str, object], text: str, source: str,
+                  name: str | None = None) -> Lab:
+    """Validate an already parsed (and possibly modified) lab table. `text` is the file it
+    came from, used to find lines for messages; keys added later have the line of their
+    nearest enclosing table."""
+    return _build(_Ctx(text, source), data, name)
+
+
 def load_lab(path: str | FsPath, name: str | None = None) -> Lab:
     """Read and validate the lab file at `path`; `name` replaces the file's name."""
     try:
@@ -476,3 +486,7 @@ def load_lab(path: str | FsPath, name: str | None = None) -> Lab:
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"cannot read the lab file: {e}", file=str(path)) from None
     return load_lab_text(text, str(path), name)
+
+
+# The experiment loader reports its errors the same way.
+SpecContext = _Ctx

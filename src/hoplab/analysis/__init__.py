@@ -1,0 +1,1 @@
+"""Judging measurements: statistics, grades and fairness. Never starts a process."""

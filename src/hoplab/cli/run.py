@@ -1,0 +1,146 @@
+"""`hoplab run EXPERIMENT.toml`: run every variant x test x repetition and store each run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from hoplab.render.summary import summary_rows, summary_table
+from hoplab.run.experiment import ExperimentRunner, Job
+from hoplab.run.experiment import Progress as RunProgress
+from hoplab.run.record import RunRecord
+from hoplab.spec.experiment import Experiment, Test, Variant
+from hoplab.spec.experiment_loader import load_experiment
+from hoplab.store import open_store
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run an experiment and store its runs",
+                       description="Run every variant x test x repetition of an experiment "
+                                   "file in a seeded random order; each run is stored as it "
+                                   "ends.")
+    p.add_argument("experiment", help="experiment file (see docs/experiment-format.md)")
+    p.add_argument("--db", help="store: a SQLite path (default ./hoplab.db) or a "
+                                "postgresql:// URL")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a key: a matrix key (hops=2), a test option "
+                        "(duration=5s, tests.NAME.flows=2), repeat, seed, labels.NAME")
+    p.add_argument("--repeat", type=int, help="repetitions of each variant x test")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.add_argument("--lab-name", help="name of the lab built for the runs (default: random)")
+    p.set_defaults(func=run, needs_root=True)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP end a run as Ctrl-C does: the current run is stored as
+    interrupted and the lab comes down."""
+    def handler(_sig: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _expected_seconds(exp: Experiment) -> float:
+    return sum(t.duration_s + 2.0 for v in exp.variants for t in v.tests) * exp.repeat
+
+
+def _progress(exp: Experiment, bar: Progress | None, console: Console
+              ) -> tuple[RunProgress, list[float]]:
+    done = [0.0]
+    total = exp.runs()
+    task = bar.add_task("starting", total=_expected_seconds(exp)) if bar else None
+
+    def start_run(order: int, job: Job, variant: Variant, test: Test) -> None:
+        if bar is not None and task is not None:
+            bar.update(task, description=f"run {order + 1}/{total}: {test.name} "
+                                         f"{variant.label()} rep {job.repetition}")
+
+    def tick(t: float) -> None:
+        if bar is not None and task is not None:
+            bar.update(task, completed=done[0] + t)
+
+    def end_run(rec: RunRecord) -> None:
+        done[0] += rec.duration_s + 2.0
+        if bar is not None and task is not None:
+            bar.update(task, completed=done[0])
+        if rec.status != "ok":
+            console.print(f"[yellow]run {rec.id} ({rec.test} {rec.variant}) {rec.status}: "
+                          f"{rec.error}[/]")
+
+    def note(message: str) -> None:
+        if bar is not None and message.startswith("warning"):
+            console.print(message)
+
+    return RunProgress(start_run, tick, end_run, note), done
+
+
+def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupted: bool
+          ) -> dict[str, Any]:
+    return {
+        "experiment": exp.name, "experiment_id": runner.experiment_id, "seed": exp.seed,
+        "store": store_desc, "interrupted": interrupted,
+        "runs": [{"id": r.id, "test": r.test, "kind": r.kind, "variant": r.variant,
+                  "repetition": r.repetition, "status": r.status, "error": r.error,
+                  "metrics": {m.name: m.value for m in r.metrics
+                              if m.flow is None and m.node is None and m.key is None},
+                  "grade": r.metadata.get("grade")}
+                 for r in runner.records],
+        "summary": summary_rows(runner.records),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    exp = load_experiment(args.experiment, args.sets, repeat=args.repeat)
+    console = Console(stderr=args.json)
+    with open_store(args.db) as store:
+        interactive = not args.json and console.is_terminal
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                       TimeRemainingColumn(), console=console, transient=True) \
+            if interactive else None
+        progress, _ = _progress(exp, bar, console)
+        runner = ExperimentRunner(exp, store, progress, lab_name=args.lab_name)
+        if not args.json:
+            console.print(f"experiment [bold]{exp.name}[/]: {len(exp.variants)} variant(s) x "
+                          f"tests x {exp.repeat} repetition(s) = {exp.runs()} runs, seed "
+                          f"{exp.seed}, store {store.describe()}")
+        interrupted = False
+        try:
+            with _sigterm_as_interrupt():
+                if bar is not None:
+                    with bar:
+                        runner.run()
+                else:
+                    runner.run()
+        except KeyboardInterrupt:
+            interrupted = True
+        if args.json:
+            json.dump(_json(exp, runner, store.describe(), interrupted), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            console.print(summary_table(runner.records, title=f"{exp.name}: median over "
+                                                              f"repetitions"))
+            ids = [r.id for r in runner.records if r.id is not None]
+            if ids:
+                console.print(f"stored runs {min(ids)}-{max(ids)} in {store.describe()} "
+                              f"(experiment id {runner.experiment_id}); see hoplab runs, "
+                              f"hoplab show ID")
+    if interrupted:
+        print(f"hoplab: interrupted; {sum(r.status != 'interrupted' for r in runner.records)} "
+              f"finished runs kept, the lab is down", file=sys.stderr)
+        return 130
+    return 1 if any(r.status != "ok" for r in runner.records) else 0

@@ -1,0 +1,120 @@
+"""`hoplab runs` lists stored runs; `hoplab show RUN_ID` prints one of them."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from typing import Any
+
+from rich.console import Console
+
+from hoplab.errors import UsageError
+from hoplab.render.headline import HEADLINE, LABELS
+from hoplab.render.run_view import run_view
+from hoplab.render.units import value
+from hoplab.store import open_store
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("runs", help="list stored runs",
+                       description="List stored runs, newest last. --filter KEY=VALUE "
+                                   "matches a column (experiment, test, kind, status, "
+                                   "experiment_id), a label or a variant value.")
+    p.add_argument("--db", help="store: a SQLite path (default ./hoplab.db) or a "
+                                "postgresql:// URL")
+    p.add_argument("--filter", dest="filters", action="append", default=[],
+                   metavar="KEY=VALUE")
+    p.add_argument("--limit", type=int, help="only the last N matching runs")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_list)
+    s = sub.add_parser("show", help="show one stored run",
+                       description="Show a stored run: metadata, figures per flow, router "
+                                   "CPU, interfaces and qdiscs, and its series.")
+    s.add_argument("run_id", type=int)
+    s.add_argument("--db", help="store: a SQLite path (default ./hoplab.db) or a "
+                                "postgresql:// URL")
+    s.add_argument("--json", action="store_true",
+                   help="the run as JSON (series as point counts unless --series)")
+    s.add_argument("--series", action="store_true", help="with --json: every series point")
+    s.set_defaults(func=run_show)
+
+
+def _filters(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--filter {item!r}: expected KEY=VALUE, e.g. --filter hops=2")
+        out[key.strip()] = val.strip()
+    return out
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    with open_store(args.db) as store:
+        runs = store.list_runs(_filters(args.filters), limit=args.limit)
+        desc = store.describe()
+    if args.json:
+        json.dump([dataclasses.asdict(r) for r in runs], sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    console = Console()
+    if not runs:
+        console.print(f"no runs in {desc}" + (" match" if args.filters else ""))
+        return 0
+    table = Table(title=f"runs in {desc}", title_justify="left")
+    for col in ("id", "started", "experiment", "test", "variant", "rep", "status", "figures"):
+        table.add_column(col, justify="right" if col in ("id", "rep") else "left")
+    for r in runs:
+        names = HEADLINE.get(r.kind, ())[:3]
+        figures = ", ".join(f"{LABELS.get(n, n)} {value(r.metrics[n], _unit(n))}"
+                            for n in names if n in r.metrics)
+        variant = " ".join(f"{k}={v}" for k, v in r.variant.items()) or "-"
+        status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
+        table.add_row(str(r.id), _when(r.started_at), r.experiment, r.test, variant,
+                      str(r.repetition), status, figures)
+    console.print(table)
+    return 0
+
+
+def _unit(name: str) -> str:
+    if name.startswith(("goodput", "throughput", "sent_rate")):
+        return "bit/s"
+    if name in ("loss",):
+        return "%"
+    if name in ("retransmits", "out_of_order"):
+        return "count"
+    if name == "jain_index":
+        return "index"
+    return "ms"
+
+
+def _as_json(rec: Any, with_points: bool) -> dict[str, Any]:
+    data = dataclasses.asdict(rec)
+    data.pop("raw", None)
+    if not with_points:
+        data["series"] = [{k: v for k, v in s.items() if k not in ("t", "v")} | {"n": len(s["t"])}
+                          for s in data["series"]]
+    data["raw_outputs"] = [{"name": r.name, "size": len(r.data), "media_type": r.media_type}
+                           for r in rec.raw]
+    return data
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with open_store(args.db) as store:
+        rec = store.get_run(args.run_id, series=True, raw=True)
+        desc = store.describe()
+    if args.json:
+        json.dump(_as_json(rec, args.series), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    Console().print(run_view(rec, desc))
+    return 0

@@ -1,0 +1,1 @@
+"""Turning stored runs into something a person reads: terminal tables, plots, reports."""

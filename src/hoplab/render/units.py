@@ -1,0 +1,31 @@
+"""Figures as people read them: 94.5 Mbit/s, 0.231 ms, 1.2 %."""
+
+from __future__ import annotations
+
+import math
+
+
+def rate(bps: float) -> str:
+    if math.isnan(bps):
+        return "-"
+    for div, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if abs(bps) >= div:
+            return f"{bps / div:.3g} {unit}" if abs(bps) / div < 100 else \
+                f"{bps / div:.0f} {unit}"
+    return f"{bps:.0f} bit/s"
+
+
+def value(v: float, unit: str) -> str:
+    if math.isnan(v):
+        return "-"
+    if unit == "bit/s":
+        return rate(v)
+    if unit == "ms":
+        return f"{v:.3f} ms" if abs(v) < 10 else f"{v:.1f} ms"
+    if unit == "%":
+        return f"{v:.2f} %" if abs(v) < 10 else f"{v:.1f} %"
+    if unit in ("count", "bytes", "packets"):
+        return f"{v:.0f}" if unit == "count" else f"{v:.0f} {unit}"
+    if unit == "index":
+        return f"{v:.3f}"
+    return f"{v:.4g} {unit}"

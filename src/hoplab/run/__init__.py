@@ -1,0 +1,1 @@
+"""Running experiments: the matrix, the orchestrator and what a run keeps."""

@@ -1,0 +1,167 @@
+"""Run one test on a lab that is up: servers, samplers, clients on one clock, then figures.
+
+Order: every server is started and listening before clock zero; the samplers
+take their first sample at clock zero; each client starts at its flow's
+offset. Whatever happens (a tool fails, Ctrl-C), every process started here
+is stopped before this returns or raises.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hoplab.errors import HoplabError
+from hoplab.lab.plan import Plan
+from hoplab.run.figures import test_figures
+from hoplab.run.flows import Outcome, client_argv, server_for
+from hoplab.run.outcome import collect
+from hoplab.run.procs import Proc, ProcessGroup, wait_listening
+from hoplab.run.record import Metric, RawOutput, Series
+from hoplab.samplers import Samplers, Target, sampler_metrics
+from hoplab.spec.experiment import Flow, Test
+from hoplab.spec.model import Lab
+
+# How long past its planned end a client may run before it is stopped as hung.
+GRACE_S = 15.0
+BYTES_LIMIT_S = 600.0
+
+
+@dataclass
+class TestResult:
+    started_at: float
+    duration_s: float = 0.0
+    series: list[Series] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
+    raw: list[RawOutput] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def path_nodes(lab: Lab, src: str, dst: str) -> list[str]:
+    """The nodes on a shortest path from src to dst, ends included."""
+    adj: dict[str, list[str]] = {n: [] for n in lab.node_names()}
+    for lk in lab.links:
+        adj[lk.a].append(lk.b)
+        adj[lk.b].append(lk.a)
+    prev: dict[str, str | None] = {src: None}
+    queue = deque([src])
+    while queue:
+        cur = queue.popleft()
+        for nxt in adj[cur]:
+            if nxt not in prev:
+                prev[nxt] = cur
+                queue.append(nxt)
+    if dst not in prev:
+        return [src, dst]
+    path = [dst]
+    while (p := prev[path[-1]]) is not None:
+        path.append(p)
+    return path[::-1]
+
+
+def sampler_targets(test: Test, plan: Plan) -> list[Target]:
+    kinds = frozenset(test.samplers.kinds) - {"cpu"}
+    if not kinds:
+        return []
+    if test.samplers.nodes is not None:
+        chosen = list(test.samplers.nodes)
+        ends: list[str] = []
+    else:
+        on_path = path_nodes(plan.lab, test.src, test.dst)
+        chosen = on_path[1:-1]
+        # Retransmits happen at the senders: the ends keep a TCP counter.
+        ends = [test.src, test.dst] if "tcp" in kinds else []
+    targets = [Target(n, plan.node(n).netns, kinds) for n in chosen]
+    targets += [Target(n, plan.node(n).netns, frozenset({"tcp"})) for n in ends
+                if n not in chosen]
+    return targets
+
+
+def _deadline(flow: Flow, t0: float) -> float:
+    if flow.duration_s is None:
+        return t0 + flow.start_s + BYTES_LIMIT_S
+    return t0 + flow.start_s + flow.duration_s + GRACE_S + 0.1 * flow.duration_s
+
+
+def _start_servers(test: Test, plan: Plan, group: ProcessGroup) -> None:
+    waits: dict[tuple[str, str], tuple[set[int], list[Proc]]] = {}
+    for i, flow in enumerate(test.flows):
+        server = server_for(flow, i, plan)
+        if server is None:
+            continue
+        ns = plan.node(server.node).netns
+        proc = group.start(f"server {flow.name}", ns, server.argv)
+        ports, procs = waits.setdefault((ns, server.proto), (set(), []))
+        ports.add(server.port)
+        procs.append(proc)
+    for (ns, proto), (ports, procs) in waits.items():
+        wait_listening(ns, proto, ports, procs)
+
+
+def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
+                 tick: Callable[[float], None]) -> tuple[list[tuple[Flow, Proc]], list[str]]:
+    pending = sorted(enumerate(test.flows), key=lambda x: x[1].start_s)
+    started: list[tuple[Flow, Proc]] = []
+    errors: list[str] = []
+    while pending or any(p.popen.poll() is None for _, p in started):
+        now = time.time()
+        while pending and t0 + pending[0][1].start_s <= now:
+            i, flow = pending.pop(0)
+            ns = plan.node(flow.src).netns
+            started.append((flow, group.start(f"client {flow.name}", ns,
+                                              client_argv(flow, i, plan))))
+        for flow, proc in started:
+            if proc.popen.poll() is None and time.time() > _deadline(flow, t0):
+                errors.append(f"flow {flow.name}: {proc.argv[0]} did not finish in time; "
+                              f"stopped")
+                group.stop(proc)
+        tick(now - t0)
+        time.sleep(0.05)
+    return started, errors
+
+
+def run_test(test: Test, plan: Plan, workdir: Path,
+             tick: Callable[[float], None] = lambda _t: None) -> TestResult:
+    group = ProcessGroup(workdir)
+    samplers: Samplers | None = None
+    try:
+        _start_servers(test, plan, group)
+        t0 = time.time()
+        result = TestResult(started_at=t0)
+        samplers = Samplers(sampler_targets(test, plan), cpu="cpu" in test.samplers.kinds,
+                            clock_zero=t0, interval_s=test.samplers.interval_s)
+        samplers.start()
+        started, errors = _run_clients(test, plan, group, t0, tick)
+        result.duration_s = time.time() - t0
+        result.series += samplers.stop()
+        result.errors += [f"sampler: {e}" for e in samplers.errors]
+    finally:
+        if samplers is not None:
+            samplers.stop()
+        group.stop_all()
+    window = (test.load.start_s, test.load.end_s or result.duration_s)
+    outcomes: list[Outcome] = [collect(f, p, t0, window) for f, p in started]
+    result.errors = errors + [o.error for o in outcomes if o.error] + result.errors
+    for o in outcomes:
+        result.series += o.series
+        result.metrics += o.metrics
+        result.raw += o.raw
+    series, metrics, notes = test_figures(test, outcomes, max(test.duration_s,
+                                                                 result.duration_s))
+    result.series += series
+    result.metrics += metrics
+    result.notes.update(notes)
+    result.metrics += sampler_metrics(result.series, window=window)
+    return result
+
+
+def failed_flows(errors: Sequence[str]) -> str | None:
+    return "; ".join(errors) if errors else None
+
+
+class TestFailed(HoplabError):
+    """A test could not start (a server did not come up): no figures to keep."""

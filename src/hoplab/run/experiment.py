@@ -1,0 +1,219 @@
+"""Run a whole experiment: variants x tests x repetitions, in a seeded random order.
+
+Each run is written to the store the moment it ends, so Ctrl-C (or a crash) in
+repetition 7 keeps runs 1 to 6; the run that was interrupted is stored too,
+marked "interrupted", with what stopped it. A variant's lab is built when the
+next run needs it and taken down when the next run needs another one; nothing
+is left up when this returns or raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from hoplab.errors import CapabilityError, HoplabError
+from hoplab.lab import build, netns
+from hoplab.lab.build import UpResult
+from hoplab.lab.caps import Capabilities, probe
+from hoplab.lab.plan import Plan
+from hoplab.lab.summary import summarize
+from hoplab.run.execute import TestResult, run_test
+from hoplab.run.metadata import host_metadata, node_settings
+from hoplab.run.record import MEASUREMENT_VERSION, RunRecord
+from hoplab.spec.experiment import Experiment, Test, Variant
+
+# Debian packages that provide the tools each flow kind runs.
+_TOOLS = {"tcp": ("iperf3", "iperf3"), "udp": ("iperf3", "iperf3"),
+          "ping": ("ping", "iputils-ping"), "probe": ("irtt", "irtt")}
+
+
+class RunSink(Protocol):
+    def save_run(self, run: RunRecord) -> int: ...
+
+
+@dataclass(frozen=True)
+class Job:
+    variant: int
+    test: int
+    repetition: int
+
+
+@dataclass
+class Progress:
+    """Callbacks for a front end; all optional."""
+
+    start_run: Callable[[int, Job, Variant, Test], None] = lambda _n, _j, _v, _t: None
+    tick: Callable[[float], None] = lambda _t: None
+    end_run: Callable[[RunRecord], None] = lambda _r: None
+    note: Callable[[str], None] = lambda _m: None
+
+
+def schedule(exp: Experiment) -> list[Job]:
+    jobs = [Job(v, t, r + 1) for v, variant in enumerate(exp.variants)
+            for t in range(len(variant.tests)) for r in range(exp.repeat)]
+    if exp.shuffle:
+        random.Random(exp.seed).shuffle(jobs)
+    return jobs
+
+
+def check_machine(exp: Experiment, caps: Capabilities) -> None:
+    """Refuse before anything runs: a missing tool, or a variant's lab this kernel
+    cannot build."""
+    kinds = {f.kind for v in exp.variants for t in v.tests for f in t.flows}
+    for k in sorted(kinds):
+        tool, package = _TOOLS[k]
+        if shutil.which(tool) is None:
+            raise CapabilityError(f"{exp.source}: {k} flows need {tool}, which is not "
+                                  f"installed: apt-get install {package} (or make setup)")
+    if shutil.which("ss") is None:
+        raise CapabilityError("ss is missing: apt-get install iproute2")
+    for v in exp.variants:
+        try:
+            build.preflight(v.lab, caps)
+        except CapabilityError as e:
+            raise CapabilityError(f"{e} (variant {v.label()})") from None
+
+
+_PLACEHOLDER = re.compile(r"\{(iface|addr|addr6):([A-Za-z0-9_-]+)\}")
+
+
+def expand(arg: str, node: str, plan: Plan) -> str:
+    """{iface:PEER}: node's interface towards PEER; {addr:NODE} / {addr6:NODE}: NODE's
+    address, so a setup script needs no knowledge of the planner's choices."""
+    def sub(m: re.Match[str]) -> str:
+        what, name = m.group(1), m.group(2)
+        try:
+            if what == "iface":
+                return next(i.name for i in plan.node(node).ifaces if i.peer == name)
+            addr = plan.node(name).primary4 if what == "addr" else plan.node(name).primary6
+        except (KeyError, StopIteration):
+            addr = None
+        if addr is None:
+            raise HoplabError(f"setup.{node}: {m.group(0)} does not name a "
+                              f"{'neighbour' if what == 'iface' else 'node with an address'}")
+        return str(addr)
+    return _PLACEHOLDER.sub(sub, arg)
+
+
+def _run_setup(variant: Variant, up: UpResult, cwd: Path) -> None:
+    for node, raw_argv in variant.setup:
+        argv = [expand(a, node, up.plan) for a in raw_argv]
+        with netns.entered(up.plan.node(node).netns):
+            try:
+                proc = subprocess.run(list(argv), capture_output=True, text=True, cwd=cwd,
+                                      check=False, timeout=120)
+            except FileNotFoundError:
+                raise HoplabError(f"setup.{node}: command not found: {argv[0]}") from None
+        if proc.returncode != 0:
+            msg = " ".join((proc.stderr or proc.stdout).split())[:300]
+            raise HoplabError(f"setup.{node}: {' '.join(argv)} exited {proc.returncode}: "
+                              f"{msg}")
+
+
+class ExperimentRunner:
+    def __init__(self, exp: Experiment, sink: RunSink, progress: Progress | None = None,
+                 caps: Capabilities | None = None, lab_name: str | None = None) -> None:
+        self.exp = exp
+        self.sink = sink
+        self.progress = progress or Progress()
+        self.caps = caps or probe()
+        self.experiment_id = secrets.token_hex(6)
+        self.lab_name = lab_name or "x" + secrets.token_hex(4)
+        self.records: list[RunRecord] = []
+        self._up: tuple[int, UpResult, dict[str, Any]] | None = None
+        self._host = host_metadata(self.caps)
+
+    def _lab_for(self, index: int) -> tuple[UpResult, dict[str, Any]]:
+        if self._up is not None and self._up[0] == index:
+            return self._up[1], self._up[2]
+        self._down()
+        variant = self.exp.variants[index]
+        lab = dataclasses.replace(variant.lab, name=self.lab_name)
+        self.progress.note(f"building the lab for {variant.label()}")
+        up = build.up(lab, caps=self.caps)
+        self._up = (index, up, {})
+        _run_setup(variant, up, Path(self.exp.source).resolve().parent)
+        self._up = (index, up, node_settings(up.plan))
+        return up, self._up[2]
+
+    def _down(self) -> None:
+        if self._up is not None:
+            self._up = None
+            for warning in build.down(self.lab_name):
+                self.progress.note(f"warning: {warning}")
+
+    def _record(self, job: Job, order: int, test: Test, started: float) -> RunRecord:
+        variant = self.exp.variants[job.variant]
+        return RunRecord(
+            experiment=self.exp.name, test=test.name, kind=test.kind,
+            repetition=job.repetition, variant=dict(variant.values),
+            labels=dict(self.exp.labels), started_at=started, seed=self.exp.seed,
+            order=order, experiment_id=self.experiment_id,
+            measurement_version=MEASUREMENT_VERSION,
+            metadata={**self._host, "experiment_file": self.exp.source,
+                      "lab_file": self.exp.lab_source,
+                      "test": {"options": test.options,
+                               "flows": [dataclasses.asdict(f) for f in test.flows],
+                               "phases": [dataclasses.asdict(p) for p in test.phases],
+                               "samplers": dataclasses.asdict(test.samplers)},
+                      "matrix": {k: list(v) for k, v in self.exp.matrix.items()}})
+
+    def _one(self, order: int, job: Job, workdir: Path) -> RunRecord:
+        variant = self.exp.variants[job.variant]
+        test = variant.tests[job.test]
+        self.progress.start_run(order, job, variant, test)
+        rec = self._record(job, order, test, time.time())
+        try:
+            up, settings = self._lab_for(job.variant)
+            rec.metadata["lab"] = summarize(up.plan)
+            rec.metadata["nodes"] = settings
+            result: TestResult = run_test(test, up.plan, workdir, self.progress.tick)
+        except KeyboardInterrupt:
+            rec.status, rec.error = "interrupted", "interrupted by the user (Ctrl-C)"
+            rec.duration_s = time.time() - rec.started_at
+            self._save(rec)
+            raise
+        except HoplabError as e:
+            rec.status, rec.error = "failed", str(e)
+            rec.duration_s = time.time() - rec.started_at
+            self._down()
+            return self._save(rec)
+        rec.started_at, rec.duration_s = result.started_at, result.duration_s
+        rec.metrics, rec.series, rec.raw = result.metrics, result.series, result.raw
+        rec.metadata.update(result.notes)
+        if result.errors:
+            rec.status, rec.error = "failed", "; ".join(result.errors)
+        return self._save(rec)
+
+    def _save(self, rec: RunRecord) -> RunRecord:
+        self.sink.save_run(rec)
+        self.records.append(rec)
+        self.progress.end_run(rec)
+        return rec
+
+    def run(self) -> list[RunRecord]:
+        check_machine(self.exp, self.caps)
+        jobs = schedule(self.exp)
+        workdir = Path(tempfile.mkdtemp(prefix="hoplab-run-"))
+        try:
+            for order, job in enumerate(jobs):
+                if order and self.exp.pause_s:
+                    time.sleep(self.exp.pause_s)
+                self._one(order, job, workdir)
+        finally:
+            try:
+                self._down()
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+        return self.records

@@ -1,0 +1,133 @@
+"""Whole-test figures from the flows' outcomes: totals, latency under load, fairness.
+
+Summed throughput is the per-flow series added on one 0.2 s grid. Latency
+under load (rrul) pools every ping and probe RTT by phase: the median of the
+load phase against the median of the idle phases. Per-host fairness compares
+what each sending host got while every host was sending.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from hoplab.analysis.stats import binned_sum, bufferbloat_grade, jain_index, median, percentile
+from hoplab.run.flows import REPORT_STEP_S, Outcome
+from hoplab.run.outcome import in_window, latency_metrics, rate_metrics
+from hoplab.run.record import Metric, Series
+from hoplab.spec.experiment import Test
+
+
+def _bulk_series(outcomes: Sequence[Outcome], key: str | None = None) -> list[Series]:
+    return [s for o in outcomes if o.flow.bulk for s in o.series
+            if s.name == "throughput" and (key is None or s.key in (key, None))]
+
+
+def _totals(test: Test, outcomes: Sequence[Outcome], end: float
+            ) -> tuple[list[Series], list[Metric]]:
+    series: list[Series] = []
+    metrics: list[Metric] = []
+    bulk = [o for o in outcomes if o.flow.bulk and o.bulk is not None]
+    if not bulk:
+        return series, metrics
+    window = (test.load.start_s, test.load.end_s)
+    groups: dict[str | None, list[Outcome]] = {None: bulk}
+    if test.kind == "rrul" or any(o.flow.direction != "up" for o in bulk):
+        for d in ("up", "down"):
+            groups[d] = [o for o in bulk if o.flow.direction == d]
+    for key, group in groups.items():
+        if not group:
+            continue
+        flows_series = [s for o in group for s in o.series if s.name == "throughput"]
+        t, v = binned_sum([(s.t, s.v) for s in flows_series], REPORT_STEP_S, end)
+        series.append(Series("throughput", "bit/s", t, v, key=key))
+        suffix = "" if key is None else f"_{key}"
+        rates = in_window(t, v, window)
+        metrics += [Metric(m.name + suffix, m.value, m.unit) for m in rate_metrics(rates, None)]
+        goodput = math.fsum(o.metric_value("goodput") for o in group)
+        metrics.append(Metric("goodput" + suffix, goodput, "bit/s"))
+        if key is None:
+            metrics.append(Metric("sent_rate", math.fsum(o.metric_value("sent_rate")
+                                                         for o in group), "bit/s"))
+            retrans = [o.bulk.retransmits for o in group if o.bulk and o.bulk.retransmits
+                       is not None]
+            if retrans:
+                metrics.append(Metric("retransmits", float(sum(retrans)), "count"))
+            udp = [o.bulk for o in group if o.flow.kind == "udp" and o.bulk]
+            lost = sum(r.lost_packets or 0 for r in udp)
+            packets = sum(r.packets or 0 for r in udp)
+            if packets:
+                metrics.append(Metric("loss", 100 * lost / packets, "%"))
+    return series, metrics
+
+
+def _latency(test: Test, outcomes: Sequence[Outcome]) -> tuple[list[Metric], dict[str, str]]:
+    probes = [o for o in outcomes if o.flow.kind in ("ping", "probe")]
+    if not probes:
+        return [], {}
+    pooled = [v for o in probes for v in o.rtt_ms]
+    metrics = latency_metrics(pooled, None) if test.kind != "custom" or len(probes) == 1 else []
+    sent = sum(o.metric_value("packets") for o in probes)
+    if sent and test.kind in ("ping", "probe", "rrul"):
+        lost = math.fsum(o.metric_value("loss") * o.metric_value("packets") / 100
+                         for o in probes)
+        metrics.append(Metric("loss", 100 * lost / sent, "%"))
+    notes: dict[str, str] = {}
+    if test.kind == "rrul":
+        idle: list[float] = []
+        load: list[float] = []
+        for o in probes:
+            for t, v in zip(o.rtt_t, o.rtt_ms, strict=True):
+                phase = next((p.name for p in test.phases if p.start_s <= t < p.end_s), None)
+                if phase == "load":
+                    load.append(v)
+                elif phase is not None:
+                    idle.append(v)
+        if idle and load:
+            increase = median(load) - median(idle)
+            metrics += [Metric("latency_idle", median(idle), "ms"),
+                        Metric("latency_load", median(load), "ms"),
+                        Metric("latency_load_p95", percentile(load, 95), "ms"),
+                        Metric("latency_increase", increase, "ms")]
+            notes["grade"] = bufferbloat_grade(increase)
+    return metrics, notes
+
+
+def _fairness(test: Test, outcomes: Sequence[Outcome]) -> list[Metric]:
+    bulk = [o for o in outcomes if o.flow.bulk and o.bulk is not None and o.flow.duration_s]
+    hosts = sorted({o.flow.sender for o in bulk})
+    if len(hosts) < 2:
+        return []
+    # The window where every host has a flow running: outside it, one host alone is not
+    # unfairness.
+    starts = {h: min(o.flow.start_s for o in bulk if o.flow.sender == h) for h in hosts}
+    ends = {h: max(o.flow.end_s or 0.0 for o in bulk if o.flow.sender == h) for h in hosts}
+    lo, hi = max(starts.values()), min(ends.values())
+    if hi - lo < REPORT_STEP_S * 2:
+        return []
+    rates = {}
+    for h in hosts:
+        # A host's rate is the sum of its flows' mean rates over the shared window (the
+        # first 0.5 s left out: slow start is not a share).
+        rates[h] = math.fsum(
+            _mean(in_window(s.t, s.v, (lo + 0.5, hi)))
+            for o in bulk if o.flow.sender == h for s in o.series if s.name == "throughput")
+    total = math.fsum(rates.values())
+    out = [Metric("jain_index", jain_index(list(rates.values())), "index")]
+    out += [Metric("host_rate", rates[h], "bit/s", node=h) for h in hosts]
+    if total > 0:
+        out += [Metric("host_share", 100 * rates[h] / total, "%", node=h) for h in hosts]
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def test_figures(test: Test, outcomes: Sequence[Outcome], end: float
+                 ) -> tuple[list[Series], list[Metric], dict[str, str]]:
+    series, metrics = _totals(test, outcomes, end)
+    lat, notes = _latency(test, outcomes)
+    metrics += lat
+    metrics += _fairness(test, outcomes)
+    return series, metrics, notes

@@ -1,0 +1,154 @@
+"""A finished flow's output -> series and per-flow metrics, on the run's clock.
+
+Alignment: iperf3 reports intervals from its own test start; the orchestrator
+records the Unix time just before it started the client, and interval ends are
+shifted by that offset (the connection set-up, a few ms on a lab, is the only
+error). ping -D and irtt report Unix times per packet, shifted by clock zero.
+Latencies are kept in milliseconds, rates in bit/s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from hoplab.analysis.stats import mean, mean_abs_diff, percentile
+from hoplab.errors import HoplabError
+from hoplab.run.flows import Outcome
+from hoplab.run.procs import Proc
+from hoplab.run.record import Metric, RawOutput, Series
+from hoplab.spec.experiment import Flow
+from hoplab.tools import iperf3, irtt, ping
+
+
+def latency_metrics(values_ms: Sequence[float], flow: str | None) -> list[Metric]:
+    if not values_ms:
+        return []
+    out = [Metric(f"rtt_{name}", percentile(values_ms, q), "ms", flow=flow)
+           for name, q in (("min", 0), ("median", 50), ("p95", 95), ("p99", 99), ("max", 100))]
+    out.append(Metric("rtt_mean", mean(values_ms), "ms", flow=flow))
+    jitter = mean_abs_diff(values_ms)
+    if not math.isnan(jitter):
+        out.append(Metric("jitter", jitter, "ms", flow=flow))
+    return out
+
+
+def rate_metrics(values: Sequence[float], flow: str | None) -> list[Metric]:
+    if not values:
+        return []
+    return [Metric("throughput_mean", mean(values), "bit/s", flow=flow),
+            *[Metric(f"throughput_{n}", percentile(values, q), "bit/s", flow=flow)
+              for n, q in (("median", 50), ("p5", 5), ("p95", 95))]]
+
+
+def in_window(t: Sequence[float], v: Sequence[float], window: tuple[float, float]
+              ) -> list[float]:
+    lo, hi = window
+    return [x for s, x in zip(t, v, strict=True) if lo - 1e-9 <= s <= hi + 1e-9]
+
+
+def _bulk(out: Outcome, text: str, offset: float, window: tuple[float, float]) -> None:
+    f = out.flow
+    res = iperf3.parse(text)
+    out.bulk = res
+    if res.error:
+        out.error = f"flow {f.name}: iperf3: {res.error}"
+    directions = {"up": False, "down": True} if f.direction == "bidir" else \
+        {f.direction: f.direction == "down"}
+    for key, reverse_side in directions.items():
+        streams = [s for s in res.streams if (s.sender != reverse_side) or not res.bidir]
+        per_t: dict[float, float] = {}
+        for s in streams:
+            for iv in s.intervals:
+                per_t[round(iv.end, 3)] = per_t.get(round(iv.end, 3), 0.0) + iv.bits_per_second
+        times = sorted(per_t)
+        t = [offset + x for x in times]
+        v = [per_t[x] for x in times]
+        skey = key if f.direction == "bidir" else None
+        out.series.append(Series("throughput", "bit/s", t, v, flow=f.name, key=skey))
+        if skey is None:
+            out.metrics += rate_metrics(in_window(t, v, window), f.name)
+    if f.direction == "bidir":
+        out.metrics.append(Metric("goodput_reverse", res.reverse_received_bps or 0.0,
+                                  "bit/s", flow=f.name))
+    out.metrics += [Metric("goodput", res.received_bps, "bit/s", flow=f.name),
+                    Metric("sent_rate", res.sent_bps, "bit/s", flow=f.name),
+                    Metric("bytes_received", float(res.received_bytes), "bytes", flow=f.name)]
+    if res.retransmits is not None:
+        out.metrics.append(Metric("retransmits", float(res.retransmits), "count", flow=f.name))
+    if f.kind == "udp":
+        for name, value, unit in (("loss", res.lost_percent, "%"),
+                                  ("jitter", None if res.jitter_s is None else
+                                   res.jitter_s * 1000, "ms"),
+                                  ("out_of_order", res.out_of_order, "count"),
+                                  ("lost_packets", res.lost_packets, "count"),
+                                  ("packets", res.packets, "count")):
+            if value is not None:
+                out.metrics.append(Metric(name, float(value), unit, flow=f.name))
+
+
+def _ping(out: Outcome, text: str, t0: float) -> None:
+    res = ping.parse(text)
+    answered = [r for r in res.replies if r.rtt_s is not None]
+    out.rtt_t = [r.t_unix - t0 for r in answered]
+    out.rtt_ms = [(r.rtt_s or 0.0) * 1000 for r in answered]
+    lost = [r.t_unix - t0 for r in res.replies if r.rtt_s is None]
+    out.series.append(Series("rtt", "ms", out.rtt_t, out.rtt_ms, flow=out.flow.name))
+    if lost:
+        out.series.append(Series("lost", "count", lost, [1.0] * len(lost), flow=out.flow.name))
+    out.metrics += latency_metrics(out.rtt_ms, out.flow.name)
+    out.metrics += [Metric("loss", res.loss_pct, "%", flow=out.flow.name),
+                    Metric("packets", float(res.sent), "count", flow=out.flow.name)]
+    if res.sent == 0:
+        out.error = f"flow {out.flow.name}: ping sent nothing"
+
+
+def _probe(out: Outcome, text: str, t0: float) -> None:
+    res = irtt.parse(text)
+    name = out.flow.name
+    answered = [s for s in res.samples if s.rtt_s is not None]
+    out.rtt_t = [s.t_unix - t0 for s in answered]
+    out.rtt_ms = [(s.rtt_s or 0.0) * 1000 for s in answered]
+    out.series.append(Series("rtt", "ms", out.rtt_t, out.rtt_ms, flow=name))
+    for attr, key in (("send_delay_s", "owd_up"), ("receive_delay_s", "owd_down"),
+                      ("ipdv_s", "ipdv")):
+        pts = [(s.t_unix - t0, getattr(s, attr) * 1000) for s in answered
+               if getattr(s, attr) is not None]
+        if pts:
+            out.series.append(Series(key, "ms", [p[0] for p in pts], [p[1] for p in pts],
+                                     flow=name))
+            values = [p[1] for p in pts]
+            if key == "ipdv":
+                out.metrics.append(Metric("ipdv_mean", mean([abs(x) for x in values]), "ms",
+                                          flow=name))
+            else:
+                out.metrics.append(Metric(f"{key}_median", percentile(values, 50), "ms",
+                                          flow=name))
+    out.metrics += latency_metrics(out.rtt_ms, name)
+    out.metrics += [Metric("loss", res.loss_pct, "%", flow=name),
+                    Metric("packets", float(res.packets_sent), "count", flow=name)]
+    for attr, metric in (("upstream_loss_pct", "loss_up"), ("downstream_loss_pct", "loss_down")):
+        value = getattr(res, attr)
+        if value is not None:
+            out.metrics.append(Metric(metric, value, "%", flow=name))
+
+
+def collect(flow: Flow, proc: Proc, t0: float, window: tuple[float, float]) -> Outcome:
+    out = Outcome(flow)
+    data = proc.output()
+    media = "text/plain" if flow.kind == "ping" else "application/json"
+    out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]}", data, media))
+    stderr = proc.errors()
+    if stderr:
+        out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]} stderr", stderr.encode()))
+    try:
+        text = data.decode("utf-8", errors="replace")
+        if flow.bulk:
+            _bulk(out, text, proc.started - t0, window)
+        elif flow.kind == "probe":
+            _probe(out, text, t0)
+        else:
+            _ping(out, text, t0)
+    except HoplabError as e:
+        out.error = f"flow {flow.name}: {e}" + (f" ({stderr})" if stderr else "")
+    return out

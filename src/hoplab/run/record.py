@@ -1,0 +1,92 @@
+"""What one run keeps: the shared currency between orchestration, store and analysis.
+
+A run is one execution of one test on one variant, in one repetition. It is
+written to the store as soon as it ends (finished, failed or interrupted), so
+an experiment stopped part way keeps every run before the stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# Bumped whenever a change in how hoplab measures would make old and new
+# figures not comparable (tool options, metric definitions, clock alignment).
+MEASUREMENT_VERSION = 1
+
+Status = Literal["ok", "failed", "interrupted"]
+
+
+@dataclass
+class Series:
+    """One time series on the run's clock: t is seconds since the run started.
+
+    name: what is measured, e.g. "throughput", "rtt", "cpu.softirq", "iface.tx_bytes".
+    node: the node it was read on (or None); flow: the flow it belongs to (or None);
+    key: anything else that tells series of one name apart (a core, an interface,
+    a qdisc handle, a direction), or None.
+    """
+
+    name: str
+    unit: str
+    t: list[float]
+    v: list[float]
+    node: str | None = None
+    flow: str | None = None
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.t) != len(self.v):
+            raise ValueError(f"series {self.name}: {len(self.t)} times but {len(self.v)} values")
+
+
+@dataclass
+class Metric:
+    """One summary figure. `flow` is None for whole-run figures."""
+
+    name: str
+    value: float
+    unit: str
+    flow: str | None = None
+    node: str | None = None
+    key: str | None = None
+
+
+@dataclass
+class RawOutput:
+    """A tool's output exactly as it printed it; the store keeps it compressed."""
+
+    name: str
+    data: bytes
+    # e.g. "application/json" for iperf3 -J and irtt -o, "text/plain" for ping.
+    media_type: str = "text/plain"
+
+
+@dataclass
+class RunRecord:
+    experiment: str                 # the experiment's name (file stem unless given)
+    test: str                       # the test's name in the experiment
+    kind: str                       # tcp, udp, ping, probe, rrul, custom
+    repetition: int                 # 1-based
+    variant: dict[str, Any]         # matrix values of this run, e.g. {"hops": 2}
+    labels: dict[str, str]          # user labels (device, firmware, commit, ...)
+    started_at: float               # Unix time (s) at the run's clock zero
+    duration_s: float = 0.0
+    status: Status = "ok"
+    error: str | None = None
+    seed: int | None = None         # the experiment's shuffle seed
+    order: int | None = None        # position of this run in the shuffled order (0-based)
+    experiment_id: str | None = None  # groups the runs of one `hoplab run` invocation
+    measurement_version: int = MEASUREMENT_VERSION
+    metadata: dict[str, Any] = field(default_factory=dict)
+    metrics: list[Metric] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    raw: list[RawOutput] = field(default_factory=list)
+    id: int | None = None           # set by the store
+
+    def metric(self, name: str, flow: str | None = None, node: str | None = None,
+               key: str | None = None) -> float | None:
+        for m in self.metrics:
+            if (m.name, m.flow, m.node, m.key) == (name, flow, node, key):
+                return m.value
+        return None

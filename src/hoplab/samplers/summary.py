@@ -1,0 +1,103 @@
+"""Summary figures of sampled series over a window (the load phase of a run).
+
+Cumulative counters (iface.*, qdisc.drops/overlimits/requeues/sent_*, tcp.*)
+give their increase over the window, interface counters also a mean rate
+(iface.rx_bps/tx_bps in bit/s, iface.rx_pps/tx_pps in packets/s); qdisc
+backlogs give their maximum (qdisc.backlog_bytes_max, qdisc.backlog_packets_max);
+CPU shares give their mean over the window, each sample weighted by the length
+of the interval it covers.
+
+A sample belongs to the window when window[0] <= t <= window[1]. Deltas and
+rates are taken between the first and the last sample inside the window, so
+they cover slightly less than the window (at most one interval at each end)
+but never count anything outside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+from hoplab.run.record import Metric, Series
+
+_GAUGES = frozenset({"qdisc.backlog_bytes", "qdisc.backlog_packets"})
+_RATES = {"iface.rx_bytes": ("iface.rx_bps", 8.0, "bit/s"),
+          "iface.tx_bytes": ("iface.tx_bps", 8.0, "bit/s"),
+          "iface.rx_packets": ("iface.rx_pps", 1.0, "packets/s"),
+          "iface.tx_packets": ("iface.tx_pps", 1.0, "packets/s")}
+
+
+def _inside(series: Series, window: tuple[float, float] | None) -> list[int]:
+    if window is None:
+        return list(range(len(series.t)))
+    lo, hi = window
+    return [i for i, t in enumerate(series.t) if lo <= t <= hi]
+
+
+def _increase(prev: float, cur: float) -> float:
+    """How much a counter rose from prev to cur.
+
+    A counter that went down either wrapped or was reset. It is taken as a wrap
+    of a 32-bit (or, above 2**32, a 64-bit) counter when that implies a rise of
+    at most a quarter of the counter's range; otherwise as a reset to zero (an
+    interface or qdisc deleted and created again): the rise is then cur, what
+    was counted since the reset, and whatever was counted between the previous
+    sample and the reset is lost, so the delta errs low, never high.
+    """
+    if cur >= prev:
+        return cur - prev
+    modulus = float(2**32) if prev < 2**32 else float(2**64)
+    wrapped = modulus - prev + cur
+    return wrapped if wrapped <= modulus / 4 else cur
+
+
+def counter_delta(series: Series, window: tuple[float, float] | None = None) -> float:
+    """Increase of a cumulative counter over the window (0.0 with fewer than two
+    samples in it); wraps and resets are treated as described in _increase."""
+    idx = _inside(series, window)
+    return sum(_increase(series.v[a], series.v[b]) for a, b in pairwise(idx))
+
+
+def _weighted_mean(series: Series, idx: list[int]) -> float:
+    """Mean of interval shares; sample i covers (t[i-1], t[i]]. The very first sample
+    of a series has no predecessor and is weighted like the interval after it."""
+    t = series.t
+    total = weights = 0.0
+    for i in idx:
+        if i > 0:
+            w = t[i] - t[i - 1]
+        elif len(t) > 1:
+            w = t[1] - t[0]
+        else:
+            w = 1.0
+        w = max(w, 0.0)
+        total += series.v[i] * w
+        weights += w
+    return total / weights if weights > 0 else sum(series.v[i] for i in idx) / len(idx)
+
+
+def sampler_metrics(series: Sequence[Series], *,
+                    window: tuple[float, float] | None = None) -> list[Metric]:
+    """Summary metrics of sampler series; series without samples in the window are
+    left out, counters also when they have only one sample there."""
+    out: list[Metric] = []
+    for s in series:
+        idx = _inside(s, window)
+        if not idx:
+            continue
+
+        def metric(name: str, value: float, unit: str, s: Series = s) -> None:
+            out.append(Metric(name, value, unit, flow=s.flow, node=s.node, key=s.key))
+
+        if s.name.startswith("cpu."):
+            metric(s.name, _weighted_mean(s, idx), s.unit)
+        elif s.name in _GAUGES:
+            metric(f"{s.name}_max", max(s.v[i] for i in idx), s.unit)
+        elif len(idx) >= 2:
+            delta = counter_delta(s, window)
+            metric(s.name, delta, s.unit)
+            rate = _RATES.get(s.name)
+            span = s.t[idx[-1]] - s.t[idx[0]]
+            if rate is not None and span > 0:
+                metric(rate[0], delta * rate[1] / span, rate[2])
+    return out

@@ -1,0 +1,128 @@
+"""The validated experiment: a lab, tests made of flows, a matrix of variants, repetitions.
+
+Every test kind (tcp, udp, ping, probe, rrul, custom) is expanded by the loader
+into the same thing: a list of flows, each between two nodes with a start
+offset and a duration, plus named phases. The orchestrator only knows flows.
+Units are normalised as in the lab model: bit/s, seconds, bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hoplab.spec.model import Lab
+
+TEST_KINDS = ("tcp", "udp", "ping", "probe", "rrul", "custom")
+FLOW_KINDS = ("tcp", "udp", "ping", "probe")
+DIRECTIONS = ("up", "down", "bidir")
+SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp")
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One traffic source between two nodes. `src` runs the client; for tcp and udp,
+    `direction` says who sends: up is src -> dst, down is dst -> src (iperf3 -R)."""
+
+    name: str
+    kind: str
+    src: str
+    dst: str
+    start_s: float = 0.0
+    duration_s: float | None = None
+    bytes: int | None = None
+    direction: str = "up"
+    rate_bps: int | None = None
+    length: int | None = None
+    cport: int | None = None
+    affinity: str | None = None
+    congestion: str | None = None
+    tos: int | None = None
+    interval_s: float | None = None
+    size: int | None = None
+    family: int = 4
+
+    @property
+    def bulk(self) -> bool:
+        return self.kind in ("tcp", "udp")
+
+    @property
+    def end_s(self) -> float | None:
+        return None if self.duration_s is None else self.start_s + self.duration_s
+
+    @property
+    def sender(self) -> str:
+        """The node whose data this flow carries (for per-host fairness)."""
+        return self.dst if self.direction == "down" else self.src
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class Samplers:
+    """What to sample while a test runs. nodes None: the routers on the test's path."""
+
+    nodes: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] = SAMPLER_KINDS
+    interval_s: float = 0.1
+
+
+@dataclass(frozen=True)
+class Test:
+    name: str
+    kind: str
+    src: str
+    dst: str
+    flows: tuple[Flow, ...]
+    phases: tuple[Phase, ...]
+    samplers: Samplers = field(default_factory=Samplers)
+    # The options as resolved for this variant (after matrix overrides), for the record.
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        return max((p.end_s for p in self.phases), default=0.0)
+
+    @property
+    def load(self) -> Phase:
+        """The phase figures are summarised over: "load" if there is one, else all."""
+        for p in self.phases:
+            if p.name == "load":
+                return p
+        return Phase("all", 0.0, self.duration_s)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One point of the matrix: its values, and the lab and tests they produce."""
+
+    values: dict[str, Any]
+    lab: Lab
+    tests: tuple[Test, ...]
+    # Commands run in a node (cwd: the experiment's directory) after the lab is up.
+    setup: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.values.items()) or "(default)"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    source: str
+    lab_source: str
+    repeat: int
+    seed: int
+    shuffle: bool
+    labels: dict[str, str]
+    pause_s: float
+    variants: tuple[Variant, ...]
+    matrix: dict[str, tuple[Any, ...]]
+
+    def runs(self) -> int:
+        return self.repeat * sum(len(v.tests) for v in self.variants)

@@ -1,0 +1,126 @@
+"""Versioned schema: create a new store, or bring an old one up to SCHEMA_VERSION.
+
+Every upgrade runs in one transaction with the version check, under a lock
+(SQLite: BEGIN IMMEDIATE, see store.py; PostgreSQL: an advisory lock), so two
+processes opening the same old store at once migrate it once, and a failed
+step leaves the store as it was.
+
+Version history:
+  1  runs, metrics, series, raw_outputs, schema_version
+  2  runs.hoplab_version (filled from metadata["hoplab_version"]),
+     index runs(experiment, test)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from hoplab.errors import UsageError
+from hoplab.store.schema import SCHEMA_VERSION, TABLES, build
+
+# Execution option asking for a writing transaction: on SQLite it makes BEGIN
+# IMMEDIATE, which takes the write lock (waiting up to the busy timeout) before
+# reading, so a read-then-write transaction cannot fail half way on a lock.
+WRITE = "hoplab_write"
+
+# Arbitrary, fixed: the key of the PostgreSQL advisory lock that serialises migrations.
+_PG_LOCK_KEY = 0x686F706C6162
+
+
+def read_version(conn: sa.Connection) -> int | None:
+    """The store's schema version; None for a database without hoplab tables."""
+    inspector = sa.inspect(conn)
+    if not inspector.has_table("schema_version"):
+        if inspector.has_table("runs"):
+            raise UsageError("it has a runs table but no schema_version: not a hoplab store")
+        return None
+    table = build(1).schema_version
+    version = conn.execute(sa.select(sa.func.max(table.c.version))).scalar()
+    if version is None:
+        raise UsageError("its schema_version table is empty: not a hoplab store")
+    return int(version)
+
+
+def _stamp(conn: sa.Connection, version: int) -> None:
+    conn.execute(TABLES.schema_version.insert().values(version=version, applied_at=time.time()))
+
+
+def create(conn: sa.Connection, version: int = SCHEMA_VERSION) -> None:
+    """Create the tables of schema `version` in an empty database (tests create old ones)."""
+    build(version).metadata.create_all(conn)
+    _stamp(conn, version)
+
+
+def _v1_to_v2(conn: sa.Connection) -> None:
+    conn.execute(sa.text("ALTER TABLE runs ADD COLUMN hoplab_version VARCHAR"))
+    for index in TABLES.runs.indexes:
+        if index.name == "ix_runs_experiment_test":
+            index.create(conn)
+    v1_runs = build(1).runs
+    rows = conn.execute(sa.select(v1_runs.c.id, v1_runs.c["metadata"])).all()
+    updates = [{"run_id": run_id, "version": str(meta["hoplab_version"])}
+               for run_id, meta in rows
+               if isinstance(meta, dict) and meta.get("hoplab_version") is not None]
+    if updates:
+        runs = TABLES.runs
+        conn.execute(
+            runs.update().where(runs.c.id == sa.bindparam("run_id"))
+            .values(hoplab_version=sa.bindparam("version")),
+            updates,
+        )
+
+
+# MIGRATIONS[n] takes a store from version n to n + 1.
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _v1_to_v2}
+
+
+def _too_new(version: int) -> UsageError:
+    return UsageError(f"it was created by a newer hoplab (schema {version}); "
+                      f"this hoplab reads up to {SCHEMA_VERSION}")
+
+
+def migrate(engine: sa.Engine, *, lock: Callable[[sa.Connection], None]) -> int:
+    """Create or upgrade the store behind `engine`; return the schema version it had.
+
+    `lock` runs first in the writing transaction (the backend's way to make it
+    exclusive). UsageError if the store is newer than this code or not a hoplab store.
+    """
+    with engine.connect() as conn:
+        version = read_version(conn)
+        conn.rollback()
+    if version == SCHEMA_VERSION:
+        return version
+    if version is not None and version > SCHEMA_VERSION:
+        raise _too_new(version)
+    with engine.connect() as conn:
+        conn.execution_options(**{WRITE: True})
+        with conn.begin():
+            return _upgrade(conn, lock)
+
+
+def _upgrade(conn: sa.Connection, lock: Callable[[sa.Connection], None]) -> int:
+    lock(conn)
+    # Another process may have migrated while we waited for the lock.
+    version = read_version(conn)
+    if version is None:
+        create(conn)
+        return 0
+    if version > SCHEMA_VERSION:
+        raise _too_new(version)
+    start = version
+    while version < SCHEMA_VERSION:
+        MIGRATIONS[version](conn)
+        version += 1
+        _stamp(conn, version)
+    return start
+
+
+def no_lock(conn: sa.Connection) -> None:
+    """For SQLite, where the WRITE option's BEGIN IMMEDIATE is the lock."""
+
+
+def pg_lock(conn: sa.Connection) -> None:
+    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_LOCK_KEY)))

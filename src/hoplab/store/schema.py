@@ -1,0 +1,127 @@
+"""The store's tables: one SQLAlchemy Core definition for SQLite and PostgreSQL.
+
+`build(version)` gives the tables as they were at any schema version, so that
+migrations and their tests can create an old database with the old DDL
+instead of keeping hand-written SQL for each backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+# Raise with a new step in migrations.MIGRATIONS whenever the tables change.
+SCHEMA_VERSION = 2
+
+# Columns of `runs` that list_runs filters on in SQL; other keys are labels or variants.
+FILTER_COLUMNS = ("id", "experiment", "experiment_id", "test", "kind", "status")
+
+
+@dataclass(frozen=True)
+class Tables:
+    metadata: sa.MetaData
+    runs: sa.Table
+    metrics: sa.Table
+    series: sa.Table
+    raw_outputs: sa.Table
+    schema_version: sa.Table
+
+
+def _run_fk() -> sa.Column[int]:
+    # Children go with their run, so deleting a run never leaves orphans behind.
+    return sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"),
+                     primary_key=True)
+
+
+def _seq() -> sa.Column[int]:
+    # Position in the RunRecord's list: loading gives the lists back in saved order.
+    return sa.Column("seq", sa.Integer, primary_key=True)
+
+
+def _bytes(name: str) -> sa.Column[bytes]:
+    column: sa.Column[bytes] = sa.Column(name, sa.LargeBinary, nullable=False)
+    return column
+
+
+def _stored_as_is(table: sa.Table, conn: sa.Connection, **_kw: Any) -> None:
+    # The blobs are zlib streams already: spare PostgreSQL a second try (TOAST).
+    if conn.dialect.name == "postgresql":
+        for column in table.columns:
+            if isinstance(column.type, sa.LargeBinary):
+                conn.execute(sa.text(
+                    f"ALTER TABLE {table.name} ALTER COLUMN {column.name} SET STORAGE EXTERNAL"))
+
+
+def build(version: int = SCHEMA_VERSION) -> Tables:
+    """The tables at schema `version` (1 up to SCHEMA_VERSION)."""
+    if not 1 <= version <= SCHEMA_VERSION:
+        raise ValueError(f"no schema version {version}")
+    md = sa.MetaData()
+    run_columns: list[sa.Column[Any]] = [
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("experiment", sa.String, nullable=False),
+        sa.Column("experiment_id", sa.String, index=True),
+        sa.Column("test", sa.String, nullable=False),
+        sa.Column("kind", sa.String, nullable=False),
+        sa.Column("repetition", sa.Integer, nullable=False),
+        sa.Column("status", sa.String, nullable=False),
+        sa.Column("error", sa.Text),
+        # Double, not Float: PostgreSQL's REAL would round times and values to float32.
+        sa.Column("started_at", sa.Double, nullable=False),
+        sa.Column("duration_s", sa.Double, nullable=False),
+        sa.Column("seed", sa.BigInteger),
+        sa.Column("run_order", sa.Integer),
+        sa.Column("measurement_version", sa.Integer, nullable=False),
+        sa.Column("variant", sa.JSON, nullable=False),
+        sa.Column("labels", sa.JSON, nullable=False),
+        sa.Column("metadata", sa.JSON, nullable=False),
+    ]
+    if version >= 2:
+        run_columns.append(sa.Column("hoplab_version", sa.String))
+    runs = sa.Table("runs", md, *run_columns)
+    if version >= 2:
+        sa.Index("ix_runs_experiment_test", runs.c.experiment, runs.c.test)
+
+    # The (run_id, seq) primary keys also serve as the run_id indexes.
+    metrics = sa.Table(
+        "metrics", md, _run_fk(), _seq(),
+        sa.Column("name", sa.String, nullable=False, index=True),
+        sa.Column("flow", sa.String),
+        sa.Column("node", sa.String),
+        sa.Column("key", sa.String),
+        # Nullable because SQLite stores NaN as NULL; the store reads NULL back as NaN.
+        sa.Column("value", sa.Double),
+        sa.Column("unit", sa.String, nullable=False),
+    )
+    series = sa.Table(
+        "series", md, _run_fk(), _seq(),
+        sa.Column("name", sa.String, nullable=False),
+        sa.Column("unit", sa.String, nullable=False),
+        sa.Column("node", sa.String),
+        sa.Column("flow", sa.String),
+        sa.Column("key", sa.String),
+        sa.Column("n", sa.Integer, nullable=False),
+        _bytes("t"),
+        _bytes("v"),
+    )
+    raw_outputs = sa.Table(
+        "raw_outputs", md, _run_fk(), _seq(),
+        sa.Column("name", sa.String, nullable=False),
+        sa.Column("media_type", sa.String, nullable=False),
+        sa.Column("size", sa.BigInteger, nullable=False),
+        _bytes("data"),
+    )
+    # One row per version applied: the highest is the database's version.
+    schema_version = sa.Table(
+        "schema_version", md,
+        sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("applied_at", sa.Double, nullable=False),
+    )
+    sa.event.listen(series, "after_create", _stored_as_is)
+    sa.event.listen(raw_outputs, "after_create", _stored_as_is)
+    return Tables(md, runs, metrics, series, raw_outputs, schema_version)
+
+
+TABLES = build()

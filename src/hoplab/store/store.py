@@ -1,0 +1,303 @@
+"""The Store: save runs, load them back, list them. SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, NoReturn
+
+import sqlalchemy as sa
+
+from hoplab.errors import HoplabError, UsageError
+from hoplab.run.record import Metric, RawOutput, RunRecord, Series
+from hoplab.store import codec, migrations
+from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
+from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location
+
+_IN_CHUNK = 500             # run ids per IN (...) when reading headline metrics
+
+_RUNS, _METRICS, _SERIES, _RAW = TABLES.runs, TABLES.metrics, TABLES.series, TABLES.raw_outputs
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One line of list_runs: a run without its series, raw outputs and detailed metrics."""
+
+    id: int
+    experiment: str
+    experiment_id: str | None
+    test: str
+    kind: str
+    repetition: int
+    status: str
+    started_at: float
+    duration_s: float
+    variant: dict[str, Any]
+    labels: dict[str, str]
+    metrics: dict[str, float]   # whole-run metrics: flow, node and key all None
+
+
+def _reason(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    return hide_password(text.splitlines()[0] if text else type(exc).__name__)
+
+
+def _as_strings(value: Any) -> set[str]:
+    # Filters come from the command line as text: hops=2 matches 2, flag=true matches True.
+    if isinstance(value, str):
+        return {value}
+    try:
+        return {str(value), json.dumps(value)}
+    except (TypeError, ValueError):
+        return {str(value)}
+
+
+def _value(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+class Store:
+    """Runs in a SQLite file or a PostgreSQL database; open one with open_store()."""
+
+    def __init__(self, location: StoreLocation) -> None:
+        self.location = location
+        self._closed = False
+        self._engine = create_engine(location)
+        lock = migrations.no_lock if location.backend == "sqlite" else migrations.pg_lock
+        try:
+            # The schema version this store had before opening (0: created now).
+            self.migrated_from = migrations.migrate(self._engine, lock=lock)
+        except UsageError as exc:
+            self._engine.dispose()
+            raise UsageError(f"cannot open store {location}: {exc}") from None
+        except (sa.exc.SQLAlchemyError, OSError) as exc:
+            self._engine.dispose()
+            raise UsageError(f"cannot open store {location}: {_reason(exc)}") from None
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _fail(self, action: str, exc: BaseException) -> NoReturn:
+        raise HoplabError(f"store {self.location}: {action}: {_reason(exc)}") from exc
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[sa.Connection]:
+        if self._closed:
+            raise HoplabError(f"store {self.location} is closed")
+        try:
+            with self._engine.connect() as conn:
+                yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            self._fail(action, exc)
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[sa.Connection]:
+        with self._read(action) as conn:
+            conn.execution_options(**{migrations.WRITE: True})
+            with conn.begin():
+                yield conn
+
+    # -- public API -------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        return SCHEMA_VERSION
+
+    def describe(self) -> str:
+        """The store for messages: 'sqlite ./hoplab.db' or a URL without password."""
+        return self.location.description
+
+    def save_run(self, run: RunRecord) -> int:
+        """Save `run` in one transaction, committed on return; set and return run.id.
+
+        A run that already has an id (loaded from another store) is saved as a new run.
+        """
+        for s in run.series:
+            if len(s.t) != len(s.v):
+                raise ValueError(f"series {s.name}: {len(s.t)} times but {len(s.v)} values")
+        meta = run.metadata or {}
+        action = f"cannot save run {run.experiment}/{run.test}"
+        for name, value in (("variant", run.variant), ("labels", run.labels), ("metadata", meta)):
+            try:
+                # allow_nan=False: PostgreSQL's JSON refuses NaN, so SQLite must too.
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise HoplabError(f"store {self.location}: {action}: {name}: {exc}") from None
+        version = meta.get("hoplab_version")
+        row = {
+            "experiment": run.experiment, "experiment_id": run.experiment_id,
+            "test": run.test, "kind": run.kind, "repetition": run.repetition,
+            "status": run.status, "error": run.error, "started_at": run.started_at,
+            "duration_s": run.duration_s, "seed": run.seed, "run_order": run.order,
+            "measurement_version": run.measurement_version,
+            "hoplab_version": None if version is None else str(version),
+            "variant": run.variant, "labels": run.labels, "metadata": meta,
+        }
+        # Encode before the transaction: a SQLite write lock is held for the inserts only.
+        series = [
+            {"seq": i, "name": s.name, "unit": s.unit, "node": s.node, "flow": s.flow,
+             "key": s.key, "n": len(s.t), "t": codec.encode_floats(s.t),
+             "v": codec.encode_floats(s.v)}
+            for i, s in enumerate(run.series)
+        ]
+        raw = [
+            {"seq": i, "name": r.name, "media_type": r.media_type, "size": len(r.data),
+             "data": codec.compress_raw(r.data)}
+            for i, r in enumerate(run.raw)
+        ]
+        metrics = [
+            {"seq": i, "name": m.name, "flow": m.flow, "node": m.node, "key": m.key,
+             "value": m.value, "unit": m.unit}
+            for i, m in enumerate(run.metrics)
+        ]
+        with self._write(action) as conn:
+            key = conn.execute(_RUNS.insert().values(**row)).inserted_primary_key
+            assert key is not None
+            run_id = int(key[0])
+            for table, rows in ((_METRICS, metrics), (_SERIES, series), (_RAW, raw)):
+                if rows:
+                    conn.execute(table.insert(), [{"run_id": run_id, **r} for r in rows])
+        run.id = run_id
+        return run_id
+
+    def get_run(self, run_id: int, *, series: bool = True, raw: bool = False) -> RunRecord:
+        """The run saved as `run_id`; without series or raw outputs unless asked."""
+        with self._read(f"cannot read run {run_id}") as conn:
+            row = conn.execute(sa.select(_RUNS).where(_RUNS.c.id == run_id)).mappings().first()
+            if row is None:
+                raise UsageError(f"no run {run_id} in {self.describe()}")
+            metric_rows = conn.execute(
+                sa.select(_METRICS).where(_METRICS.c.run_id == run_id).order_by(_METRICS.c.seq)
+            ).mappings().all()
+            series_rows = conn.execute(
+                sa.select(_SERIES).where(_SERIES.c.run_id == run_id).order_by(_SERIES.c.seq)
+            ).mappings().all() if series else []
+            raw_rows = conn.execute(
+                sa.select(_RAW).where(_RAW.c.run_id == run_id).order_by(_RAW.c.seq)
+            ).mappings().all() if raw else []
+        return RunRecord(
+            experiment=row["experiment"], test=row["test"], kind=row["kind"],
+            repetition=row["repetition"], variant=row["variant"], labels=row["labels"],
+            started_at=row["started_at"], duration_s=row["duration_s"], status=row["status"],
+            error=row["error"], seed=row["seed"], order=row["run_order"],
+            experiment_id=row["experiment_id"],
+            measurement_version=row["measurement_version"], metadata=row["metadata"],
+            metrics=[Metric(name=m["name"], value=_value(m["value"]), unit=m["unit"],
+                            flow=m["flow"], node=m["node"], key=m["key"])
+                     for m in metric_rows],
+            series=[Series(name=s["name"], unit=s["unit"],
+                           t=codec.decode_floats(s["t"], s["n"]),
+                           v=codec.decode_floats(s["v"], s["n"]),
+                           node=s["node"], flow=s["flow"], key=s["key"])
+                    for s in series_rows],
+            raw=[RawOutput(name=r["name"], data=codec.decompress_raw(r["data"]),
+                           media_type=r["media_type"])
+                 for r in raw_rows],
+            id=row["id"],
+        )
+
+    def raw_output(self, run_id: int, name: str) -> bytes:
+        """The raw output `name` of run `run_id`, decompressed."""
+        with self._read(f"cannot read run {run_id}") as conn:
+            blob = conn.execute(
+                sa.select(_RAW.c.data)
+                .where(_RAW.c.run_id == run_id, _RAW.c.name == name)
+                .order_by(_RAW.c.seq).limit(1)
+            ).scalar()
+            if blob is None:
+                known = conn.execute(sa.select(_RUNS.c.id).where(_RUNS.c.id == run_id)).scalar()
+        if blob is None:
+            if known is None:
+                raise UsageError(f"no run {run_id} in {self.describe()}")
+            raise UsageError(f"run {run_id} in {self.describe()} has no raw output {name!r}")
+        return codec.decompress_raw(blob)
+
+    def list_runs(self, filters: Mapping[str, str] | None = None, *,
+                  limit: int | None = None) -> list[RunSummary]:
+        """Runs in id order, at most `limit`, matching every filter.
+
+        A filter key is a column (id, experiment, experiment_id, test, kind, status),
+        else a label or a variant key; values compare as text.
+        """
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit must be 0 or more, not {limit}")
+        stmt = sa.select(*(c for c in _RUNS.c if c.name not in ("metadata", "error"))
+                         ).order_by(_RUNS.c.id)
+        others: dict[str, str] = {}
+        for key, value in (filters or {}).items():
+            if key == "id":
+                if not str(value).strip().isdigit():
+                    return []
+                stmt = stmt.where(_RUNS.c.id == int(value))
+            elif key in FILTER_COLUMNS:
+                stmt = stmt.where(_RUNS.c[key] == str(value))
+            else:
+                others[key] = str(value)
+        if limit is not None and not others:
+            stmt = stmt.limit(limit)
+        with self._read("cannot list runs") as conn:
+            rows = [r for r in conn.execute(stmt).mappings() if self._matches(r, others)]
+            if limit is not None:
+                rows = rows[:limit]
+            headline = self._headline(conn, [r["id"] for r in rows])
+        return [
+            RunSummary(id=r["id"], experiment=r["experiment"], experiment_id=r["experiment_id"],
+                       test=r["test"], kind=r["kind"], repetition=r["repetition"],
+                       status=r["status"], started_at=r["started_at"],
+                       duration_s=r["duration_s"], variant=r["variant"], labels=r["labels"],
+                       metrics=headline.get(r["id"], {}))
+            for r in rows
+        ]
+
+    @staticmethod
+    def _matches(row: sa.RowMapping, filters: Mapping[str, str]) -> bool:
+        for key, value in filters.items():
+            found = [d[key] for d in (row["labels"], row["variant"])
+                     if isinstance(d, dict) and key in d]
+            if not any(value in _as_strings(f) for f in found):
+                return False
+        return True
+
+    @staticmethod
+    def _headline(conn: sa.Connection, ids: list[int]) -> dict[int, dict[str, float]]:
+        out: dict[int, dict[str, float]] = {}
+        for start in range(0, len(ids), _IN_CHUNK):
+            stmt = (sa.select(_METRICS.c.run_id, _METRICS.c.name, _METRICS.c.value)
+                    .where(_METRICS.c.run_id.in_(ids[start:start + _IN_CHUNK]),
+                           _METRICS.c.flow.is_(None), _METRICS.c.node.is_(None),
+                           _METRICS.c.key.is_(None))
+                    .order_by(_METRICS.c.run_id, _METRICS.c.seq))
+            for run_id, name, value in conn.execute(stmt):
+                # First one wins, as in RunRecord.metric().
+                out.setdefault(run_id, {}).setdefault(name, _value(value))
+        return out
+
+    def close(self) -> None:
+        """Close every connection; the store cannot be used afterwards."""
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Store {self.location}>"
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open (and create or migrate) a store.
+
+    None: SQLite ./hoplab.db; a path: SQLite there; sqlite:///PATH,
+    postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (or postgres://). UsageError
+    naming the store (never its password) if it cannot be opened.
+    """
+    return Store(parse_location(url))

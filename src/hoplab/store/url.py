@@ -1,0 +1,131 @@
+"""Where a store lives (a SQLite path or a database URL), how to name it, how to connect."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from hoplab.errors import UsageError
+from hoplab.store import migrations
+
+DEFAULT_PATH = "./hoplab.db"
+
+# How long a SQLite writer waits for another one before giving up: saving a run
+# takes milliseconds, so a long wait means something is stuck.
+BUSY_TIMEOUT_S = 30.0
+PG_CONNECT_TIMEOUT_S = 10
+
+Backend = Literal["sqlite", "postgresql"]
+
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    backend: Backend
+    url: sa.URL          # what SQLAlchemy connects to (may hold a password)
+    description: str     # what the user sees: never a password
+
+    def __str__(self) -> str:
+        return self.description
+
+
+def hide_password(text: str) -> str:
+    """`text` with the password of any URL in it replaced by ***."""
+    return _PASSWORD.sub(r"\1***@", text)
+
+
+def _sqlite(path: str) -> StoreLocation:
+    if path in ("", ":memory:"):
+        return StoreLocation("sqlite", sa.URL.create("sqlite"), "sqlite :memory:")
+    # Absolute, so that a pooled connection opened after a chdir finds the same file.
+    absolute = os.path.abspath(os.path.expanduser(path))
+    return StoreLocation("sqlite", sa.URL.create("sqlite", database=absolute), f"sqlite {path}")
+
+
+def parse_location(url: str | None) -> StoreLocation:
+    """None: ./hoplab.db; a path: SQLite there; else a sqlite:// or postgresql:// URL."""
+    if url is None:
+        return _sqlite(DEFAULT_PATH)
+    if "://" not in url:
+        return _sqlite(url)
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError) as exc:  # ValueError: a port not a number
+        raise UsageError(f"bad store URL {hide_password(url)}: {exc}") from None
+    scheme = parsed.drivername
+    if scheme == "sqlite":
+        return _sqlite(parsed.database or "")
+    if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+        if not parsed.database:
+            raise UsageError(f"bad store URL {hide_password(url)}: no database name")
+        user = f"{parsed.username}@" if parsed.username else ""
+        host = parsed.host or "localhost"
+        port = f":{parsed.port}" if parsed.port else ""
+        description = f"postgresql://{user}{host}{port}/{parsed.database}"
+        return StoreLocation("postgresql", parsed, description)
+    raise UsageError(
+        f"bad store URL {hide_password(url)}: unsupported scheme {scheme!r} "
+        "(use a file path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB)"
+    )
+
+
+def _enable_wal(cursor: Any) -> None:
+    # WAL: readers (hoplab show, a notebook) never block the experiment's writes.
+    # It persists in the file, so it is switched on once. The switch fails at
+    # once with "database is locked" while another connection opens the file
+    # (SQLite does not call the busy handler there), hence the retries.
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                return
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _sqlite_engine(location: StoreLocation) -> sa.Engine:
+    engine = sa.create_engine(location.url, connect_args={"timeout": BUSY_TIMEOUT_S})
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        # sqlite3's own transaction handling skips BEGIN before DDL, which would
+        # make migrations non-transactional: SQLAlchemy emits BEGIN itself below.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        _enable_wal(cursor)
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get(migrations.WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _pg_engine(location: StoreLocation) -> sa.Engine:
+    connect_args: dict[str, Any] = {}
+    if "connect_timeout" not in location.url.query:
+        # An unreachable host would otherwise hang for the TCP timeout (minutes).
+        connect_args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+    return sa.create_engine(location.url, connect_args=connect_args)
+
+
+def create_engine(location: StoreLocation) -> sa.Engine:
+    if location.backend == "sqlite":
+        return _sqlite_engine(location)
+    return _pg_engine(location)

@@ -1,0 +1,142 @@
+"""iputils ping (20221126) argv and a parser for its ``-D -n -O`` text output.
+
+``-O`` prints "no answer yet for icmp_seq=N" when probe N+1 is sent without a reply to N; a reply
+to N may still arrive later and then counts (once). "(DUP!)" replies are ignored. Sequence
+numbers are assumed not to wrap (65535 probes, over 3.6 h at 0.2 s).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+from hoplab.tools import ToolOutputError, check_family
+
+# iputils allows root any interval but users no less than 2 ms; -s < 16 drops the timing.
+MIN_SIZE = 16
+
+
+@dataclass(frozen=True)
+class Stream:
+    host: str
+    interval_s: float = 0.2
+    count: int | None = None
+    deadline_s: float | None = None
+    size: int = 56
+    tos: int | None = None
+    ipv6: bool = False
+
+
+def argv(s: Stream) -> list[str]:
+    """``ping -D -n -O`` with an explicit ``-4``/``-6``; TOS (traffic class for IPv6) via -Q."""
+    if s.interval_s <= 0 or s.size < MIN_SIZE:
+        raise ValueError(f"ping: interval_s must be > 0 and size >= {MIN_SIZE} ({s})")
+    if s.count is None and s.deadline_s is None:
+        raise ValueError("ping: give count or deadline_s, or ping never ends")
+    check_family("ping", s.host, s.ipv6)
+    out = ["ping", "-6" if s.ipv6 else "-4", "-D", "-n", "-O", "-i", f"{s.interval_s:g}",
+           "-s", str(s.size)]
+    if s.count is not None:
+        out += ["-c", str(s.count)]
+    if s.deadline_s is not None:
+        out += ["-w", f"{s.deadline_s:g}"]
+    if s.tos is not None:
+        out += ["-Q", f"0x{s.tos:02x}"]
+    return [*out, s.host]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One probe. ``t_unix`` is its send time: for an answered probe the ``-D`` stamp of the
+    reply minus the rtt; otherwise interpolated from its neighbours (``t_estimated``)."""
+
+    seq: int
+    t_unix: float
+    rtt_s: float | None
+    ttl: int | None
+    t_estimated: bool = False
+
+
+@dataclass(frozen=True)
+class Result:
+    host: str
+    replies: tuple[Reply, ...]
+    sent: int
+    received: int
+    loss_pct: float
+    rtt_min_s: float | None
+    rtt_avg_s: float | None
+    rtt_max_s: float | None
+    rtt_mdev_s: float | None
+    duplicates: int = 0
+
+
+_REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from \S+ icmp_seq=(\d+)(?: ttl=(\d+))?"
+                    r"(?: time=([\d.]+) ms)?(?P<dup> \(DUP!\))?")
+_NO_ANSWER = re.compile(r"^\[(\d+\.\d+)\] no answer yet for icmp_seq=(\d+)")
+_HEADER = re.compile(r"^--- (\S+) ping statistics ---$")
+_COUNTS = re.compile(r"^(\d+) packets transmitted, (\d+) received(?:, \+(\d+) duplicates)?"
+                     r".*?, ([\d.]+)% packet loss")
+_RTT = re.compile(r"^rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
+
+
+def _send_times(sent: int, anchors: dict[int, float], default_step: float) -> dict[int, float]:
+    known = sorted(anchors)
+    steps = [(anchors[b] - anchors[a]) / (b - a) for a, b in itertools.pairwise(known)]
+    step = sum(steps) / len(steps) if steps else default_step
+    out: dict[int, float] = {}
+    for seq in range(1, sent + 1):
+        lo = max((k for k in known if k <= seq), default=None)
+        hi = min((k for k in known if k >= seq), default=None)
+        if lo is not None and hi is not None and hi != lo:
+            out[seq] = anchors[lo] + (anchors[hi] - anchors[lo]) * (seq - lo) / (hi - lo)
+        elif lo is not None:
+            out[seq] = anchors[lo] + step * (seq - lo)
+        elif hi is not None:
+            out[seq] = anchors[hi] - step * (hi - seq)
+    return out
+
+
+def parse(text: str, *, interval_s: float = 1.0) -> Result:
+    """Parse one run. ``interval_s`` is only used to place lost probes when fewer than two send
+    times are known (1.0 s is ping's default). ``sent``/``received``/``loss_pct`` come from
+    the summary and are checked against the reply lines."""
+    answers: dict[int, tuple[float, float | None, int | None]] = {}
+    anchors: dict[int, float] = {}
+    host, counts, rtt = None, None, None
+    for line in text.splitlines():
+        if m := _REPLY.match(line):
+            seq = int(m[2])
+            if m["dup"] or seq in answers:
+                continue
+            rtt_s = None if m[4] is None else float(m[4]) / 1000
+            answers[seq] = (float(m[1]), rtt_s, None if m[3] is None else int(m[3]))
+            if rtt_s is not None:
+                anchors[seq] = float(m[1]) - rtt_s
+        elif m := _NO_ANSWER.match(line):
+            # printed as probe N+1 leaves: a send time for N+1 unless its reply gave a better one
+            anchors.setdefault(int(m[2]) + 1, float(m[1]))
+        elif m := _HEADER.match(line):
+            host = m[1]
+        elif m := _COUNTS.match(line):
+            counts = m
+        elif m := _RTT.match(line):
+            rtt = [float(x) / 1000 for x in m.groups()]
+    if host is None or counts is None:
+        raise ToolOutputError("ping: no statistics summary (output truncated or ping killed?)")
+    sent, received = int(counts[1]), int(counts[2])
+    if len(answers) != received or any(not 1 <= s <= sent for s in answers):
+        raise ToolOutputError(f"ping: summary says {received} of {sent} answered but the "
+                              f"reply lines answer icmp_seq {sorted(answers)}")
+    times = _send_times(sent, {k: v for k, v in anchors.items() if k <= sent}, interval_s)
+    replies = []
+    for seq in range(1, sent + 1):
+        stamp, rtt_s, ttl = answers.get(seq, (0.0, None, None))
+        exact = seq in anchors and rtt_s is not None
+        replies.append(Reply(seq, stamp - rtt_s if rtt_s is not None else times.get(seq, 0.0),
+                             rtt_s, ttl, t_estimated=not exact))
+    return Result(host=host, replies=tuple(replies), sent=sent, received=received,
+                  loss_pct=float(counts[4]), rtt_min_s=rtt[0] if rtt else None,
+                  rtt_avg_s=rtt[1] if rtt else None, rtt_max_s=rtt[2] if rtt else None,
+                  rtt_mdev_s=rtt[3] if rtt else None, duplicates=int(counts[3] or 0))

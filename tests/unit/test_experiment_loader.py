@@ -1,0 +1,224 @@
+"""The experiment format: matrix expansion, kinds expanded to flows, and one clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hoplab.errors import SpecError, UsageError
+from hoplab.spec.experiment_loader import load_experiment, parse_set
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+CHAIN = """
+name = "c"
+[nodes.client]
+[nodes.r1]
+[nodes.r2]
+[nodes.server]
+[[links]]
+between = ["client", "r1"]
+rate = "1gbit"
+[[links]]
+between = ["r1", "r2"]
+rate = "100mbit"
+[[links]]
+between = ["r2", "server"]
+"""
+
+
+def write(tmp_path: Path, body: str, lab: str = CHAIN) -> Path:
+    (tmp_path / "lab.toml").write_text(lab)
+    path = tmp_path / "exp.toml"
+    path.write_text('lab = "lab.toml"\n' + body)
+    return path
+
+
+def error(tmp_path: Path, body: str, *sets: str) -> SpecError:
+    with pytest.raises(SpecError) as exc:
+        load_experiment(write(tmp_path, body), sets)
+    return exc.value
+
+
+def test_quickstart_expands_to_three_chains_of_two_tests() -> None:
+    exp = load_experiment(EXAMPLES / "quickstart.toml")
+    assert exp.repeat == 3 and exp.runs() == 18
+    assert exp.labels == {"device": "veth", "firmware": "local"}
+    routers = [[n for n in v.lab.node_names() if n.startswith("r")] for v in exp.variants]
+    assert routers == [["r1"], ["r1", "r2"], ["r1", "r2", "r3", "r4"]]
+    hops4 = exp.variants[2]
+    # The inner links copy the chain's router-router link: 100 Mbit/s each.
+    inner = [lk for lk in hops4.lab.links if lk.a.startswith("r") and lk.b.startswith("r")]
+    assert [lk.forward.rate_bps for lk in inner] == [100_000_000] * 3
+    tcp, rrul = hops4.tests
+    assert [f.name for f in tcp.flows] == [f"tcp-up.{i}" for i in range(1, 5)]
+    assert tcp.duration_s == 10.0
+    assert [p.name for p in rrul.phases] == ["idle", "load", "idle-after"]
+    assert rrul.load.start_s == 5.0 and rrul.load.end_s == 25.0
+    kinds = sorted({(f.kind, f.direction) for f in rrul.flows})
+    assert kinds == [("ping", "up"), ("probe", "up"), ("tcp", "down"), ("tcp", "up")]
+
+
+def test_seed_is_recorded_and_fixed_by_the_file(tmp_path: Path) -> None:
+    body = 'seed = 42\n[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\nto = "server"\n'
+    assert load_experiment(write(tmp_path, body)).seed == 42
+
+
+def test_set_overrides_matrix_options_and_labels(tmp_path: Path) -> None:
+    body = """
+[matrix]
+hops = [1, 2, 3]
+[[tests]]
+name = "t"
+kind = "tcp"
+from = "client"
+to = "server"
+duration = "10s"
+"""
+    exp = load_experiment(write(tmp_path, body),
+                          ["hops=2", "duration=3s", "labels.fw=v2", "repeat=4"])
+    assert exp.matrix == {"hops": (2,)}
+    assert exp.repeat == 4 and exp.labels == {"fw": "v2"}
+    assert exp.variants[0].tests[0].flows[0].duration_s == 3.0
+
+
+def test_named_variants_set_lab_paths_and_setup(tmp_path: Path) -> None:
+    body = """
+[matrix.shape.slow]
+"lab.links.1.rate" = "10mbit"
+"setup.r1" = [["tc", "qdisc", "show"]]
+[matrix.shape.fast]
+[[tests]]
+name = "t"
+kind = "udp"
+from = "client"
+to = "server"
+"""
+    slow, fast = load_experiment(write(tmp_path, body)).variants
+    assert slow.values == {"shape": "slow"} and fast.values == {"shape": "fast"}
+    assert slow.lab.links[1].forward.rate_bps == 10_000_000
+    assert fast.lab.links[1].forward.rate_bps == 100_000_000
+    assert slow.setup == (("r1", ("tc", "qdisc", "show")),) and fast.setup == ()
+    assert slow.tests[0].flows[0].rate_bps == 1_000_000  # iperf3's UDP default
+
+
+def test_wireguard_goes_on_router_links_only(tmp_path: Path) -> None:
+    body = '[matrix]\nwireguard = [true]\n[[tests]]\nname = "t"\nkind = "tcp"\n' \
+           'from = "client"\nto = "server"\n'
+    lab = load_experiment(write(tmp_path, body)).variants[0].lab
+    assert [lk.wireguard for lk in lab.links] == [False, True, False]
+
+
+def test_tcp_ports_and_affinity_per_flow(tmp_path: Path) -> None:
+    body = """
+[[tests]]
+name = "t"
+kind = "tcp"
+from = "client"
+to = "server"
+flows = 3
+cport = 50001
+affinity = ["0,0", "1,1"]
+"""
+    flows = load_experiment(write(tmp_path, body)).variants[0].tests[0].flows
+    assert [f.cport for f in flows] == [50001, 50002, 50003]
+    assert [f.affinity for f in flows] == ["0,0", "1,1", "0,0"]
+
+
+def test_custom_composition_keeps_offsets_and_senders(tmp_path: Path) -> None:
+    body = """
+[[tests]]
+name = "mix"
+kind = "custom"
+duration = "6s"
+[[tests.flows]]
+kind = "tcp"
+from = "client"
+to = "server"
+flows = 2
+[[tests.flows]]
+name = "late"
+kind = "udp"
+from = "server"
+to = "client"
+start = "2s"
+duration = "3s"
+rate = "200kbit"
+length = 500
+"""
+    test = load_experiment(write(tmp_path, body)).variants[0].tests[0]
+    assert [f.name for f in test.flows] == ["mix.tcp1.1", "mix.tcp1.2", "mix.late"]
+    late = test.flows[2]
+    assert (late.start_s, late.end_s, late.rate_bps, late.length) == (2.0, 5.0, 200_000, 500)
+    assert [f.sender for f in test.flows] == ["client", "client", "server"]
+    assert test.duration_s == 6.0
+
+
+def test_ping_streams_each_with_tos(tmp_path: Path) -> None:
+    body = """
+[[tests]]
+name = "p"
+kind = "ping"
+from = "client"
+to = "server"
+streams = [{ tos = "0x10", name = "high" }, { tos = 0 }, { to = "r1", interval = "1s" }]
+"""
+    flows = load_experiment(write(tmp_path, body)).variants[0].tests[0].flows
+    assert [(f.name, f.tos, f.dst, f.interval_s) for f in flows] == [
+        ("p.high", 16, "server", 0.2), ("p.tos0x00", 0, "server", 0.2),
+        ("p.to-r1", None, "r1", 1.0)]
+
+
+@pytest.mark.parametrize(("body", "key", "words"), [
+    ('[[tests]]\nname = "t"\nkind = "tcpp"\nfrom = "client"\nto = "server"\n',
+     "tests[0].kind", "not one of"),
+    ('[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\nto = "server"\nflowz = 2\n',
+     "tests[0].flowz", "unknown key"),
+    ('[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\nto = "nowhere"\n',
+     "tests[0].to", "not in the lab"),
+    ('[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\nto = "server"\nduration = "5"\n',
+     "tests[0].duration", "unknown time unit"),
+    ('[[tests]]\nname = "t"\nkind = "udp"\nfrom = "client"\nto = "server"\nrate = "5mbps"\n',
+     "tests[0].rate", "bytes"),
+    ('[matrix]\nhopz = [1]\n[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\n'
+     'to = "server"\n', "matrix.hopz", "unknown matrix key"),
+    ('[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\nto = "server"\n'
+     'samplers = { kinds = ["gpu"] }\n', "tests[0].samplers.kinds[0]", "not one of"),
+])
+def test_bad_input_names_the_key_and_line(tmp_path: Path, body: str, key: str,
+                                          words: str) -> None:
+    err = error(tmp_path, body)
+    assert err.key == key
+    assert words in err.message
+    assert err.line is not None and err.file.endswith("exp.toml")
+
+
+def test_error_in_one_variant_names_it(tmp_path: Path) -> None:
+    body = '[matrix]\nhops = [2, 0]\n[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\n' \
+           'to = "server"\n'
+    err = error(tmp_path, body)
+    assert "hops must be at least 1" in err.message and "variant hops=0" in err.message
+
+
+def test_missing_lab_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "exp.toml"
+    path.write_text('lab = "nope.toml"\n[[tests]]\nname = "t"\nkind = "ping"\n')
+    with pytest.raises(SpecError) as exc:
+        load_experiment(path)
+    assert exc.value.file.endswith("nope.toml")
+
+
+def test_set_needs_key_and_value() -> None:
+    assert parse_set("duration=5s") == ("duration", "5s")
+    assert parse_set("hops=[1, 2]") == ("hops", [1, 2])
+    assert parse_set('labels.fw="a b"') == ("labels.fw", "a b")
+    with pytest.raises(UsageError, match="KEY=VALUE"):
+        parse_set("duration")
+
+
+@pytest.mark.parametrize("name", ["quickstart", "router-mode", "hop-sweep", "qos-under-load"])
+def test_examples_load(name: str) -> None:
+    exp = load_experiment(EXAMPLES / f"{name}.toml")
+    assert exp.runs() >= 3

@@ -1,0 +1,102 @@
+"""sampler_metrics and counter_delta on constructed series with known answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from hoplab.run.record import Metric, Series
+from hoplab.samplers.summary import counter_delta, sampler_metrics
+
+
+def ticks(n: int, step: float = 0.1, start: float = 0.0) -> list[float]:
+    return [round(start + i * step, 6) for i in range(n)]
+
+
+def by_name(metrics: list[Metric]) -> dict[tuple[str, str | None, str | None], float]:
+    return {(m.name, m.node, m.key): m.value for m in metrics}
+
+
+def test_rising_counter_rate() -> None:
+    # 1000 bytes every 0.1 s: 10 kB/s = 80 kbit/s.
+    s = Series("iface.tx_bytes", "bytes", ticks(21), [1000.0 * i for i in range(21)],
+               node="r1", key="eth1")
+    assert counter_delta(s) == pytest.approx(20000)
+    got = by_name(sampler_metrics([s]))
+    assert got[("iface.tx_bytes", "r1", "eth1")] == pytest.approx(20000)
+    assert got[("iface.tx_bps", "r1", "eth1")] == pytest.approx(80_000)
+
+
+def test_window_limits_the_delta() -> None:
+    s = Series("iface.rx_packets", "packets", ticks(21), [10.0 * i for i in range(21)],
+               node="r1", key="eth0")
+    # Samples at 0.5 .. 1.5 s: 11 samples, 10 intervals of 10 packets.
+    assert counter_delta(s, (0.5, 1.5)) == pytest.approx(100)
+    got = by_name(sampler_metrics([s], window=(0.5, 1.5)))
+    assert got[("iface.rx_pps", "r1", "eth0")] == pytest.approx(100)
+    assert counter_delta(s, (5.0, 6.0)) == 0.0
+    assert sampler_metrics([s], window=(5.0, 6.0)) == []
+
+
+def test_32_bit_wrap() -> None:
+    top = 2**32 - 500
+    s = Series("qdisc.drops", "packets", ticks(3), [top - 500, top, 700.0])
+    # 500, then 500 up to the wrap and 700 after it.
+    assert counter_delta(s) == pytest.approx(500 + 500 + 700)
+
+
+def test_64_bit_wrap() -> None:
+    # Series hold floats, exact near 2**64 only to 2**11; 2**20 below the top is exact.
+    s = Series("iface.tx_bytes", "bytes", ticks(2), [2.0**64 - 2**20, 1000.0])
+    assert counter_delta(s) == pytest.approx(2**20 + 1000)
+
+
+def test_reset_counts_from_zero() -> None:
+    # The interface was re-created between the 2nd and 3rd sample: what it counted
+    # before the reset and after the 2nd sample is lost, the 300 after it are kept.
+    s = Series("iface.tx_bytes", "bytes", ticks(4), [1_000_000.0, 1_000_500.0, 300.0, 800.0])
+    assert counter_delta(s) == pytest.approx(500 + 300 + 500)
+
+
+def test_single_sample_counter_is_left_out() -> None:
+    s = Series("tcp.retrans_segs", "segments", [1.0], [5.0], node="r1")
+    assert counter_delta(s) == 0.0
+    assert sampler_metrics([s]) == []
+
+
+def test_tcp_and_qdisc_metrics() -> None:
+    key = "eth1 1: htb"
+    series = [
+        Series("tcp.retrans_segs", "segments", ticks(4), [3.0, 3.0, 7.0, 9.0], node="client"),
+        Series("qdisc.drops", "packets", ticks(4), [0.0, 10.0, 25.0, 25.0], node="r1", key=key),
+        Series("qdisc.overlimits", "packets", ticks(4), [5.0, 6.0, 8.0, 9.0], node="r1",
+               key=key),
+        Series("qdisc.backlog_bytes", "bytes", ticks(4), [0.0, 90_000.0, 150_000.0, 3000.0],
+               node="r1", key=key),
+        Series("qdisc.backlog_packets", "packets", ticks(4), [0.0, 60.0, 100.0, 2.0],
+               node="r1", key=key),
+    ]
+    got = by_name(sampler_metrics(series))
+    assert got[("tcp.retrans_segs", "client", None)] == 6
+    assert got[("qdisc.drops", "r1", key)] == 25
+    assert got[("qdisc.overlimits", "r1", key)] == 4
+    assert got[("qdisc.backlog_bytes_max", "r1", key)] == 150_000
+    assert got[("qdisc.backlog_packets_max", "r1", key)] == 100
+    # Only the window's samples count for the maximum.
+    windowed = by_name(sampler_metrics(series, window=(0.25, 0.35)))
+    assert windowed[("qdisc.backlog_bytes_max", "r1", key)] == 3000
+
+
+def test_cpu_mean_weights_by_interval() -> None:
+    # Intervals of 0.1, 0.1 and 0.2 s at 10 %, 20 % and 40 %: (1 + 2 + 8) / 0.4 s.
+    s = Series("cpu.softirq", "%", [0.1, 0.2, 0.3, 0.5], [10.0, 10.0, 20.0, 40.0],
+               node="host", key="cpu0")
+    [got] = sampler_metrics([s], window=(0.15, 0.6))
+    assert (got.name, got.unit, got.node, got.key) == ("cpu.softirq", "%", "host", "cpu0")
+    assert got.value == pytest.approx(27.5)
+    # The first sample of a series is weighted like the interval after it.
+    assert sampler_metrics([s])[0].value == pytest.approx((1 + 1 + 2 + 8) / 0.5)
+
+
+def test_cpu_single_sample() -> None:
+    s = Series("cpu.idle", "%", [0.1], [90.0], node="host", key="all")
+    assert sampler_metrics([s])[0].value == pytest.approx(90.0)

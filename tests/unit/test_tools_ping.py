@@ -1,0 +1,93 @@
+"""ping adapter: argv builder and parser on real iputils 20221126 captures (tests/data/ping)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hoplab.tools import ToolOutputError, ping
+
+DATA = Path(__file__).parent.parent / "data" / "ping"
+
+
+def load(name: str) -> ping.Result:
+    return ping.parse((DATA / name).read_text())
+
+
+def test_argv() -> None:
+    assert ping.argv(ping.Stream("127.0.0.1", count=10, tos=0x10)) == [
+        "ping", "-4", "-D", "-n", "-O", "-i", "0.2", "-s", "56", "-c", "10", "-Q", "0x10",
+        "127.0.0.1"]
+    assert ping.argv(ping.Stream("::1", interval_s=0.05, deadline_s=5, size=100, ipv6=True)) == [
+        "ping", "-6", "-D", "-n", "-O", "-i", "0.05", "-s", "100", "-w", "5", "::1"]
+
+
+@pytest.mark.parametrize("stream", [
+    ping.Stream("127.0.0.1"),  # never ends
+    ping.Stream("127.0.0.1", count=1, size=8),  # no timing in replies
+    ping.Stream("127.0.0.1", count=1, ipv6=True),
+])
+def test_argv_rejects(stream: ping.Stream) -> None:
+    with pytest.raises(ValueError, match=r"ping"):
+        ping.argv(stream)
+
+
+@pytest.mark.parametrize(("name", "host"),
+                         [("loopback_v4.txt", "127.0.0.1"), ("loopback_v6.txt", "::1")])
+def test_loopback(name: str, host: str) -> None:
+    r = load(name)
+    assert (r.host, r.sent, r.received, r.loss_pct) == (host, 10, 10, 0.0)
+    assert [x.seq for x in r.replies] == list(range(1, 11))
+    assert all(x.ttl == 64 and not x.t_estimated for x in r.replies)
+    steps = [b.t_unix - a.t_unix for a, b in zip(r.replies, r.replies[1:], strict=False)]
+    assert all(0.19 < s < 0.22 for s in steps)
+
+
+def test_loopback_v4_values() -> None:
+    r = load("loopback_v4.txt")
+    assert r.replies[0].rtt_s == pytest.approx(0.041e-3)
+    assert r.replies[0].t_unix == pytest.approx(1795351201.040504 - 0.041e-3)
+    assert (r.rtt_min_s, r.rtt_avg_s, r.rtt_max_s, r.rtt_mdev_s) == pytest.approx(
+        (0.041e-3, 0.049e-3, 0.055e-3, 0.003e-3))
+
+
+def test_loss_no_answer_lines() -> None:
+    r = load("loss_v4.txt")
+    assert (r.sent, r.received, r.loss_pct) == (20, 16, 20.0)
+    lost = [x for x in r.replies if x.rtt_s is None]
+    assert [x.seq for x in lost] == [1, 6, 11, 16]
+    assert all(x.t_estimated and x.ttl is None for x in lost)
+    # seq 6 was sent between 5 and 7
+    assert r.replies[4].t_unix < lost[1].t_unix < r.replies[6].t_unix
+    assert r.replies[1].t_unix - lost[0].t_unix == pytest.approx(0.204, abs=0.01)
+
+
+def test_late_reply_and_duplicate_count_once() -> None:
+    r = load("late_dup_v4.txt")
+    assert (r.sent, r.received, r.duplicates, r.loss_pct) == (10, 9, 1, 10.0)
+    assert len(r.replies) == 10
+    assert r.replies[2].rtt_s == pytest.approx(0.501)  # answered after "no answer yet"
+    assert r.replies[4].rtt_s == pytest.approx(0.679e-3)  # the first, not the DUP!
+    assert [x.seq for x in r.replies if x.rtt_s is None] == [7]
+    assert r.rtt_max_s == pytest.approx(0.501006)
+
+
+def test_all_lost() -> None:
+    r = load("all_lost_v4.txt")
+    assert (r.sent, r.received, r.loss_pct, r.rtt_avg_s) == (5, 0, 100.0, None)
+    assert all(x.rtt_s is None for x in r.replies)
+    steps = [b.t_unix - a.t_unix for a, b in zip(r.replies, r.replies[1:], strict=False)]
+    assert steps == pytest.approx([0.204] * 4, abs=0.01)
+
+
+def test_truncated_raises() -> None:
+    text = (DATA / "loss_v4.txt").read_text()
+    with pytest.raises(ToolOutputError, match=r"^ping: no statistics summary"):
+        ping.parse(text[: text.index("---")])
+
+
+def test_inconsistent_summary_raises() -> None:
+    text = (DATA / "loss_v4.txt").read_text().replace("16 received", "17 received")
+    with pytest.raises(ToolOutputError, match=r"ping: summary says 17 of 20 answered"):
+        ping.parse(text)
