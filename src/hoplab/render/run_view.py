@@ -54,18 +54,43 @@ def _whole(metrics: Sequence[Metric]) -> Table:
     return t
 
 
-def _matrix(title: str, rows: dict[str, dict[str, Metric]], first: str) -> Table:
-    names: list[str] = []
-    for cols in rows.values():
-        names += [n for n in cols if n not in names]
+def _matrix(title: str, rows: dict[str, dict[str, Metric]], first: str,
+            columns: Sequence[tuple[str, str]]) -> Table | None:
+    """Rows of things (flows, interfaces) with the chosen metrics as columns: only the
+    columns some row has, so a table stays narrow."""
+    present = [(n, label) for n, label in columns if any(n in r for r in rows.values())]
+    if not rows or not present:
+        return None
     t = Table(title=title, title_justify="left")
     t.add_column(first)
-    for n in names:
-        t.add_column(n, justify="right")
+    for _, label in present:
+        t.add_column(label, justify="right")
     for row, cols in rows.items():
         t.add_row(row, *[value(cols[n].value, cols[n].unit) if n in cols else "-"
-                         for n in names])
+                         for n, _ in present])
     return t
+
+
+_FLOW_COLUMNS = (("goodput", "goodput"), ("sent_rate", "sender rate"),
+                 ("throughput_p5", "p5 rate"), ("retransmits", "retrans"), ("loss", "loss"),
+                 ("jitter", "jitter"), ("rtt_min", "RTT min"), ("rtt_median", "RTT median"),
+                 ("rtt_p99", "RTT p99"), ("owd_up_median", "one-way up"),
+                 ("owd_down_median", "one-way down"))
+_IFACE_COLUMNS = (("iface.rx_bps", "rx rate"), ("iface.tx_bps", "tx rate"),
+                  ("iface.tx_pps", "tx packets/s"), ("iface.rx_drops", "rx drops"),
+                  ("iface.tx_drops", "tx drops"))
+_QDISC_COLUMNS = (("qdisc.sent_bytes", "sent"), ("qdisc.drops", "drops"),
+                  ("qdisc.overlimits", "overlimits"), ("qdisc.backlog_packets_max",
+                                                       "max backlog pkts"),
+                  ("qdisc.backlog_bytes_max", "max backlog bytes"))
+
+
+def _grouped(metrics: Sequence[Metric], prefix: str) -> dict[str, dict[str, Metric]]:
+    rows: dict[str, dict[str, Metric]] = {}
+    for m in metrics:
+        if m.name.startswith(prefix) and m.node:
+            rows.setdefault(f"{m.node} {m.key}" if m.key else m.node, {})[m.name] = m
+    return rows
 
 
 def run_view(rec: RunRecord, store: str) -> RenderableType:
@@ -75,33 +100,32 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
         parts.append(_whole(whole))
     flows: dict[str, dict[str, Metric]] = {}
     for m in rec.metrics:
-        if m.flow is not None:
+        if m.flow is not None and m.node is None:
             flows.setdefault(m.flow, {})[m.name] = m
-    if flows:
-        parts.append(_matrix("per flow", flows, "flow"))
     hosts: dict[str, dict[str, Metric]] = {}
     for m in rec.metrics:
         if m.name in ("host_share", "host_rate") and m.node:
             hosts.setdefault(m.node, {})[m.name] = m
-    if hosts:
-        parts.append(_matrix("per sending host", hosts, "host"))
     cpu: dict[str, dict[str, Metric]] = {}
     for m in rec.metrics:
         if m.name.startswith("cpu.") and m.key:
-            cpu.setdefault(m.key, {})[m.name.split(".", 1)[1]] = m
-    if cpu:
-        ordered = {k: {s: cpu[k][s] for s in _CPU_STATES if s in cpu[k]}
-                   for k in sorted(cpu, key=lambda k: (k == "all", len(k), k))}
-        parts.append(_matrix("CPU during the load phase (host-wide: lab nodes share it)",
-                             ordered, "core"))
-    nodes: dict[str, dict[str, Metric]] = {}
-    for m in rec.metrics:
-        if m.node and m.key and m.name.startswith(("iface.", "qdisc.", "tcp.")):
-            nodes.setdefault(f"{m.node} {m.key}", {})[m.name] = m
-        elif m.node and m.name.startswith("tcp."):
-            nodes.setdefault(m.node, {})[m.name] = m
-    if nodes:
-        parts.append(_matrix("nodes (load phase)", nodes, "node / interface / qdisc"))
+            cpu.setdefault(m.key, {})[m.name] = m
+    cpu = {k: cpu[k] for k in sorted(cpu, key=lambda k: (k == "all", len(k), k))}
+    tcp = {node: {"tcp.retrans_segs": m} for node, row in _grouped(rec.metrics, "tcp.").items()
+           for name, m in row.items() if name == "tcp.retrans_segs"}
+    tables = [
+        _matrix("per flow", flows, "flow", _FLOW_COLUMNS),
+        _matrix("per sending host", hosts, "host", (("host_rate", "rate"),
+                                                    ("host_share", "share"))),
+        _matrix("CPU in the load phase (host-wide: the lab's nodes share the host's cores)",
+                cpu, "core", [(f"cpu.{s}", s) for s in _CPU_STATES]),
+        _matrix("interfaces in the load phase", _grouped(rec.metrics, "iface."),
+                "node interface", _IFACE_COLUMNS),
+        _matrix("qdiscs in the load phase", _grouped(rec.metrics, "qdisc."),
+                "node qdisc", _QDISC_COLUMNS),
+        _matrix("TCP retransmitted segments", tcp, "node", (("tcp.retrans_segs", "segments"),)),
+    ]
+    parts += [t for t in tables if t is not None]
     if rec.series:
         names: dict[str, int] = {}
         for s in rec.series:

@@ -24,8 +24,15 @@ def value(v: float, unit: str) -> str:
         return f"{v:.3f} ms" if abs(v) < 10 else f"{v:.1f} ms"
     if unit == "%":
         return f"{v:.2f} %" if abs(v) < 10 else f"{v:.1f} %"
-    if unit in ("count", "bytes", "packets"):
-        return f"{v:.0f}" if unit == "count" else f"{v:.0f} {unit}"
+    if unit in ("count", "packets", "segments"):
+        return f"{v:.0f}"
+    if unit == "bytes":
+        for div, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+            if abs(v) >= div:
+                return f"{v / div:.3g} {name}"
+        return f"{v:.0f} B"
+    if unit.endswith("/s"):
+        return f"{v:.0f}/s"
     if unit == "index":
         return f"{v:.3f}"
     return f"{v:.4g} {unit}"

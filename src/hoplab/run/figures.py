@@ -23,6 +23,21 @@ def _bulk_series(outcomes: Sequence[Outcome], key: str | None = None) -> list[Se
             if s.name == "throughput" and (key is None or s.key in (key, None))]
 
 
+def _goodput(group: Sequence[Outcome]) -> float:
+    """Bytes received by every flow over the time from the first start to the last end.
+    Adding each flow's own rate would overstate it: flows that start apart count
+    their bytes over windows that do not coincide."""
+    spans = [o.span for o in group if o.span is not None]
+    if not spans:
+        return 0.0
+    total = math.fsum(o.metric_value("bytes_received") for o in group)
+    if any(o.flow.direction == "bidir" for o in group):
+        # --bidir flows report both directions; their rate is per direction already.
+        return math.fsum(o.metric_value("goodput") for o in group)
+    width = max(e for _, e in spans) - min(s for s, _ in spans)
+    return 8 * total / width if width > 0 else 0.0
+
+
 def _totals(test: Test, outcomes: Sequence[Outcome], end: float
             ) -> tuple[list[Series], list[Metric]]:
     series: list[Series] = []
@@ -44,8 +59,7 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float
         suffix = "" if key is None else f"_{key}"
         rates = in_window(t, v, window)
         metrics += [Metric(m.name + suffix, m.value, m.unit) for m in rate_metrics(rates, None)]
-        goodput = math.fsum(o.metric_value("goodput") for o in group)
-        metrics.append(Metric("goodput" + suffix, goodput, "bit/s"))
+        metrics.append(Metric("goodput" + suffix, _goodput(group), "bit/s"))
         if key is None:
             metrics.append(Metric("sent_rate", math.fsum(o.metric_value("sent_rate")
                                                          for o in group), "bit/s"))

@@ -37,6 +37,8 @@ class Outcome:
     error: str | None = None
     # Parsed results, kept for test-level figures (totals, phases, fairness).
     bulk: iperf3.Result | None = None
+    # When the flow's client started and how long its receiver counted, on the run clock.
+    span: tuple[float, float] | None = None
     rtt_t: list[float] = field(default_factory=list)   # run clock, s
     rtt_ms: list[float] = field(default_factory=list)  # None-free: answered probes only
 

@@ -20,6 +20,7 @@ from itertools import pairwise
 
 from hoplab.run.record import Metric, Series
 
+_SAMPLED = ("cpu.", "iface.", "qdisc.", "tcp.")
 _GAUGES = frozenset({"qdisc.backlog_bytes", "qdisc.backlog_packets"})
 _RATES = {"iface.rx_bytes": ("iface.rx_bps", 8.0, "bit/s"),
           "iface.tx_bytes": ("iface.tx_bps", 8.0, "bit/s"),
@@ -82,6 +83,9 @@ def sampler_metrics(series: Sequence[Series], *,
     left out, counters also when they have only one sample there."""
     out: list[Metric] = []
     for s in series:
+        # Flow series (throughput, rtt) share the list; they are summarised elsewhere.
+        if not s.name.startswith(_SAMPLED):
+            continue
         idx = _inside(s, window)
         if not idx:
             continue

@@ -103,10 +103,18 @@ def _duration(value: object) -> float:
     return seconds
 
 
+def _whole_seconds(value: object) -> float:
+    # iperf3 reads -t with atoi(): 2.5s would silently run for 2.
+    seconds = _duration(value)
+    if seconds != int(seconds):
+        raise ValueError(f"iperf3 runs for whole seconds; got {value!r}")
+    return seconds
+
+
 _COMMON: dict[str, Parse] = {"name": parse_str, "kind": choice(TEST_KINDS), "from": parse_str,
                              "to": parse_str, "samplers": lambda v: v, "start": parse_time}
 _BULK: dict[str, Parse] = {
-    "flows": _positive_int, "direction": choice(DIRECTIONS), "duration": _duration,
+    "flows": _positive_int, "direction": choice(DIRECTIONS), "duration": _whole_seconds,
     "bytes": parse_size, "cport": _port, "affinity": _affinity, "congestion": parse_str,
     "tos": parse_tos, "rate": parse_rate, "length": parse_size,
 }
@@ -117,7 +125,7 @@ OPTIONS: dict[str, dict[str, Parse]] = {
              "tos": parse_tos, "family": _family, "streams": lambda v: v},
     "probe": {**_COMMON, "duration": _duration, "interval": _interval, "length": parse_size,
               "tos": parse_tos, "family": _family},
-    "rrul": {**_COMMON, "duration": _duration, "idle": parse_time, "flows": _positive_int,
+    "rrul": {**_COMMON, "duration": _whole_seconds, "idle": parse_time, "flows": _positive_int,
              "congestion": parse_str, "ping_interval": _interval, "probe_interval": _interval,
              "tos": parse_tos},
     "custom": {**_COMMON, "flows": lambda v: v, "duration": _duration},
@@ -243,6 +251,9 @@ def _custom(r: _TestReader, name: str, src: str | None, dst: str | None, o: dict
             r.ctx.fail(where, "a flow needs from and to (or the test's from and to)")
         if "duration" not in fo and "bytes" not in fo and "duration" in o:
             fo["duration"] = o["duration"]
+            if fkind in ("tcp", "udp") and fo["duration"] != int(fo["duration"]):
+                r.ctx.fail((*path, "duration"), "iperf3 runs for whole seconds; this "
+                                                "duration is given to tcp and udp flows")
         fname = fo.get("name", f"{fkind}{i + 1}")
         flows += _kind_flows(r, f"{name}.{fname}", fkind, fsrc, fdst, fo, where)
     return flows

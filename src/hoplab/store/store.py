@@ -79,8 +79,6 @@ class Store:
             self._engine.dispose()
             raise UsageError(f"cannot open store {location}: {_reason(exc)}") from None
 
-    # -- plumbing ---------------------------------------------------------------
-
     def _fail(self, action: str, exc: BaseException) -> NoReturn:
         raise HoplabError(f"store {self.location}: {action}: {_reason(exc)}") from exc
 
@@ -100,8 +98,6 @@ class Store:
             conn.execution_options(**{migrations.WRITE: True})
             with conn.begin():
                 yield conn
-
-    # -- public API -------------------------------------------------------------
 
     @property
     def schema_version(self) -> int:
