@@ -1,8 +1,8 @@
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
-import tomllib
 from pathlib import Path
 from textwrap import dedent
 
