@@ -57,3 +57,13 @@ def test_binned_sum_adds_flows_on_one_grid() -> None:
 def test_binned_sum_averages_two_samples_of_one_flow_in_a_bin() -> None:
     _t, v = binned_sum([([0.2, 0.35, 0.4], [10.0, 20.0, 30.0])], 0.2, 0.4)
     assert v == [10.0, 25.0]
+
+
+def test_slope_of_a_line_and_of_noise() -> None:
+    from hoplab.analysis.trend import slope
+
+    assert slope([1, 2, 3, 4], [10.0, 8.0, 6.0, 4.0]) == pytest.approx(-2.0)
+    assert slope([1, 1, 2, 2], [1.0, 3.0, 2.0, 4.0]) == pytest.approx(1.0)
+    assert math.isnan(slope([3, 3], [1.0, 2.0]))
+    with pytest.raises(ValueError):
+        slope([1, 2], [1.0])

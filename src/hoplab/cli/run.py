@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from hoplab.render.console import console as make_console
 from hoplab.render.summary import summary_rows, summary_table
 from hoplab.run.experiment import ExperimentRunner, Job
 from hoplab.run.experiment import Progress as RunProgress
@@ -106,7 +107,7 @@ def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupte
 
 def run(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment, args.sets, repeat=args.repeat)
-    console = Console(stderr=args.json)
+    console = make_console(stderr=args.json)
     with open_store(args.db) as store:
         interactive = not args.json and console.is_terminal
         bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),

@@ -9,9 +9,8 @@ import sys
 import time
 from typing import Any
 
-from rich.console import Console
-
 from hoplab.errors import UsageError
+from hoplab.render.console import console as make_console
 from hoplab.render.headline import HEADLINE, LABELS
 from hoplab.render.run_view import run_view
 from hoplab.render.units import value
@@ -66,7 +65,7 @@ def run_list(args: argparse.Namespace) -> int:
         json.dump([dataclasses.asdict(r) for r in runs], sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return 0
-    console = Console()
+    console = make_console()
     if not runs:
         console.print(f"no runs in {desc}" + (" match" if args.filters else ""))
         return 0
@@ -116,5 +115,5 @@ def run_show(args: argparse.Namespace) -> int:
         json.dump(_as_json(rec, args.series), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return 0
-    Console().print(run_view(rec, desc))
+    make_console().print(run_view(rec, desc))
     return 0

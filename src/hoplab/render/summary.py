@@ -11,6 +11,7 @@ from rich.console import Group
 from rich.table import Table
 
 from hoplab.analysis.stats import median
+from hoplab.analysis.trend import slope
 from hoplab.render.headline import HEADLINE, LABELS
 from hoplab.render.units import value
 from hoplab.run.record import RunRecord
@@ -32,20 +33,41 @@ def _sort_key(variant: dict[str, Any]) -> tuple[Any, ...]:
                  for v in variant.values())
 
 
+# A custom test is a set of flows with different jobs (bulk, interactive, ping): its
+# summary is one row per flow, as seed 004's table has one column per measurement.
+FLOW_FIGURES = ("goodput", "loss", "jitter", "rtt_median", "rtt_p95")
+ALL_FLOWS = "(all)"
+
+
+def _figures(runs: Sequence[RunRecord], names: Sequence[str], flow: str | None
+             ) -> dict[str, dict[str, float]]:
+    figures: dict[str, dict[str, float]] = {}
+    for name in names:
+        values = [v for r in runs if (v := r.metric(name, flow=flow)) is not None
+                  and not math.isnan(v)]
+        if values:
+            figures[name] = {"median": median(values), "min": min(values),
+                             "max": max(values), "n": len(values)}
+    return figures
+
+
 def summary_rows(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
     rows = []
     for (test, variant), runs in _groups(records).items():
         ok = [r for r in runs if r.status == "ok"]
         kind = runs[0].kind
-        figures: dict[str, dict[str, float]] = {}
-        for name in HEADLINE.get(kind, ()):
-            values = [v for r in ok if (v := r.metric(name)) is not None]
-            if values:
-                figures[name] = {"median": median(values), "min": min(values),
-                                 "max": max(values), "n": len(values)}
+        base = {"test": test, "kind": kind, "variant": variant, "runs": len(runs),
+                "ok": len(ok)}
+        if kind == "custom":
+            flows = list(dict.fromkeys(m.flow for r in ok for m in r.metrics if m.flow))
+            rows.append({**base, "flow": ALL_FLOWS,
+                         "figures": _figures(ok, ("goodput", "jain_index"), None)})
+            rows += [{**base, "flow": f, "figures": _figures(ok, FLOW_FIGURES, f)}
+                     for f in flows]
+            continue
         grades = sorted({str(r.metadata["grade"]) for r in ok if "grade" in r.metadata})
-        rows.append({"test": test, "kind": kind, "variant": variant, "runs": len(runs),
-                     "ok": len(ok), "figures": figures, "grades": grades})
+        rows.append({**base, "figures": _figures(ok, HEADLINE.get(kind, ()), None),
+                     "grades": grades})
     return rows
 
 
@@ -69,18 +91,74 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
     for test, rows in by_test.items():
         kind = rows[0]["kind"]
         table = Table(title=f"{title}: {test} ({kind})", title_justify="left")
-        table.add_column("variant")
+        table.add_column("variant", no_wrap=True)
+        if kind == "custom":
+            table.add_column("flow", no_wrap=True)
         table.add_column("runs ok", justify="right")
-        names = HEADLINE.get(kind, ())
+        names = (*FLOW_FIGURES, "jain_index") if kind == "custom" else HEADLINE.get(kind, ())
         for name in names:
             table.add_column(LABELS.get(name, name), justify="right")
         if kind == "rrul":
             table.add_column("grade")
         for row in rows:
-            cells = [row["variant"], f"{row['ok']}/{row['runs']}"]
+            cells = [row["variant"]] + ([row["flow"]] if kind == "custom" else [])
+            cells.append(f"{row['ok']}/{row['runs']}")
             cells += [_cell(row["figures"].get(n), units.get(n, "")) for n in names]
             if kind == "rrul":
                 cells.append(",".join(row["grades"]) or "-")
             table.add_row(*cells)
         tables.append(table)
+    hops = per_hop_table(records, units)
+    if hops is not None:
+        tables.append(hops)
     return Group(*tables)
+
+
+def per_hop_rows(records: Sequence[RunRecord], axis: str = "hops") -> list[dict[str, Any]]:
+    """Seed 000's question, "what does each hop cost?": for every test and every value of
+    the other matrix keys, the least-squares slope of the headline figure's per-variant
+    medians over the hop count, also in % of its value at the fewest hops."""
+    groups: dict[tuple[str, str], dict[float, list[float]]] = {}
+    names: dict[str, str] = {}
+    for r in records:
+        hops = r.variant.get(axis)
+        if r.status != "ok" or not isinstance(hops, int | float) or r.kind == "custom":
+            continue
+        name = HEADLINE.get(r.kind, ("",))[0]
+        v = r.metric(name)
+        if v is None or math.isnan(v):
+            continue
+        rest = _variant_label({k: x for k, x in r.variant.items() if k != axis})
+        names[r.test] = name
+        groups.setdefault((r.test, rest), {}).setdefault(float(hops), []).append(v)
+    rows = []
+    for (test, rest), by_hops in sorted(groups.items()):
+        if len(by_hops) < 2:
+            continue
+        xs = sorted(by_hops)
+        ys = [median(by_hops[x]) for x in xs]
+        step = slope(xs, ys)
+        first = ys[0]
+        rows.append({"test": test, "variant": rest, "metric": names[test], "hops": xs,
+                     "medians": ys, "per_hop": step,
+                     "per_hop_pct": 100 * step / first if first else math.nan})
+    return rows
+
+
+def per_hop_table(records: Sequence[RunRecord], units: dict[str, str]) -> Table | None:
+    rows = per_hop_rows(records)
+    if not rows:
+        return None
+    t = Table(title="cost of each hop (least-squares slope of the medians over hops)",
+              title_justify="left")
+    for col in ("test", "variant", "figure", "fewest hops", "most hops", "per hop", "% per hop"):
+        t.add_column(col, justify="left" if col in ("test", "variant", "figure") else "right")
+    for r in rows:
+        unit = units.get(r["metric"], "")
+        pct = r["per_hop_pct"]
+        t.add_row(r["test"], r["variant"], LABELS.get(r["metric"], r["metric"]),
+                  f"{value(r['medians'][0], unit)} ({r['hops'][0]:g})",
+                  f"{value(r['medians'][-1], unit)} ({r['hops'][-1]:g})",
+                  ("+" if r["per_hop"] > 0 else "") + value(r["per_hop"], unit),
+                  "-" if math.isnan(pct) else f"{pct:+.1f} %")
+    return t

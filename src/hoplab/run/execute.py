@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan
-from hoplab.run.figures import test_figures
+from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome, client_argv, server_for
 from hoplab.run.outcome import collect
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
@@ -150,7 +150,7 @@ def run_test(test: Test, plan: Plan, workdir: Path,
         result.series += o.series
         result.metrics += o.metrics
         result.raw += o.raw
-    series, metrics, notes = test_figures(test, outcomes, max(test.duration_s,
+    series, metrics, notes = run_figures(test, outcomes, max(test.duration_s,
                                                                  result.duration_s))
     result.series += series
     result.metrics += metrics

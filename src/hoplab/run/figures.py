@@ -138,7 +138,7 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
 
 
-def test_figures(test: Test, outcomes: Sequence[Outcome], end: float
+def run_figures(test: Test, outcomes: Sequence[Outcome], end: float
                  ) -> tuple[list[Series], list[Metric], dict[str, str]]:
     series, metrics = _totals(test, outcomes, end)
     lat, notes = _latency(test, outcomes)

@@ -78,7 +78,7 @@ def client_argv(flow: Flow, index: int, plan: Plan) -> list[str]:
             length=flow.length, reverse=flow.direction == "down",
             bidir=flow.direction == "bidir", cport=flow.cport, congestion=flow.congestion,
             affinity=flow.affinity, tos=flow.tos, interval_s=REPORT_STEP_S,
-            ipv6=flow.family == 6))
+            ipv6=flow.family == 6, get_server_output=True))
     if flow.kind == "probe":
         return irtt.client_argv(irtt.Client(
             host=host, port=IRTT_BASE_PORT + index, duration_s=flow.duration_s or 10.0,

@@ -57,21 +57,27 @@ def _bulk(out: Outcome, text: str, offset: float, window: tuple[float, float]) -
         out.span = (offset, offset + 8 * res.received_bytes / res.received_bps)
     if res.error:
         out.error = f"flow {f.name}: iperf3: {res.error}"
-    directions = {"up": False, "down": True} if f.direction == "bidir" else \
-        {f.direction: f.direction == "down"}
-    for key, reverse_side in directions.items():
-        streams = [s for s in res.streams if (s.sender != reverse_side) or not res.bidir]
-        per_t: dict[float, float] = {}
-        for s in streams:
-            for iv in s.intervals:
-                per_t[round(iv.end, 3)] = per_t.get(round(iv.end, 3), 0.0) + iv.bits_per_second
-        times = sorted(per_t)
-        t = [offset + x for x in times]
-        v = [per_t[x] for x in times]
-        skey = key if f.direction == "bidir" else None
-        out.series.append(Series("throughput", "bit/s", t, v, flow=f.name, key=skey))
-        if skey is None:
-            out.metrics += rate_metrics(in_window(t, v, window), f.name)
+    # Receiver-side intervals (the server's, via --get-server-output, for uploads) are
+    # goodput; the sender's count what was written into the socket. Fall back to the
+    # sender's for streams whose receiver's are missing (a server that died,
+    # or an output taken without --get-server-output).
+    per_stream = iperf3.throughput_series(res, received=True)
+    for sid, pair in iperf3.throughput_series(res, received=False).items():
+        per_stream.setdefault(sid, pair)
+    upward = {s.id: s.sender for s in res.streams}
+    groups: dict[str | None, dict[float, float]] = {}
+    for sid, (ts, vs) in per_stream.items():
+        key = ("up" if upward.get(sid, True) else "down") if f.direction == "bidir" else None
+        acc = groups.setdefault(key, {})
+        for t, v in zip(ts, vs, strict=True):
+            acc[round(t, 3)] = acc.get(round(t, 3), 0.0) + v
+    for key, acc in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        times = sorted(acc)
+        at = [offset + x for x in times]
+        rates = [acc[x] for x in times]
+        out.series.append(Series("throughput", "bit/s", at, rates, flow=f.name, key=key))
+        if key is None:
+            out.metrics += rate_metrics(in_window(at, rates, window), f.name)
     if f.direction == "bidir":
         out.metrics.append(Metric("goodput_reverse", res.reverse_received_bps or 0.0,
                                   "bit/s", flow=f.name))

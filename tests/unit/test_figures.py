@@ -1,0 +1,150 @@
+"""Run figures from real tool outputs (tests/data): per flow, totals, phases, fairness."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from hoplab.render.summary import per_hop_rows, summary_rows
+from hoplab.run.figures import run_figures
+from hoplab.run.flows import Outcome
+from hoplab.run.outcome import _bulk, _ping, _probe
+from hoplab.run.record import Metric, RunRecord
+from hoplab.spec.experiment import Flow, Phase
+from hoplab.spec.experiment import Test as TestSpec
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def bulk(name: str, file: str, *, src: str = "a", direction: str = "up", start: float = 0.0,
+         offset: float = 0.0, kind: str = "tcp") -> Outcome:
+    text = (DATA / "iperf3" / file).read_text()
+    doc = json.loads(text)
+    seconds = doc["start"]["test_start"]["duration"]
+    flow = Flow(name=name, kind=kind, src=src, dst="z", start_s=start, duration_s=seconds,
+                direction=direction)
+    out = Outcome(flow)
+    _bulk(out, text, offset, (0.0, 100.0))
+    return out
+
+
+def test_upload_flow_figures_match_iperf3s_own_sums() -> None:
+    out = bulk("f", "tcp_p2_server_output.json")
+    doc = json.loads((DATA / "iperf3" / "tcp_p2_server_output.json").read_text())
+    assert out.metric_value("goodput") == pytest.approx(
+        doc["end"]["sum_received"]["bits_per_second"])
+    assert out.metric_value("bytes_received") == doc["end"]["sum_received"]["bytes"]
+    # The flow's series is measured at the receiver (the server's intervals).
+    (series,) = [s for s in out.series if s.name == "throughput"]
+    server = doc["server_output_json"]["intervals"]
+    assert len(series.t) == len(server)
+    assert series.v[0] == pytest.approx(server[0]["sum"]["bits_per_second"], rel=1e-3)
+
+
+def test_bidir_flow_has_a_series_per_direction() -> None:
+    out = bulk("f", "tcp_bidir.json", direction="bidir")
+    keys = sorted(str(s.key) for s in out.series if s.name == "throughput")
+    assert keys == ["down", "up"]
+    assert out.metric_value("goodput_reverse") > 0
+
+
+def test_total_goodput_counts_bytes_over_the_union_of_receiver_spans() -> None:
+    a = bulk("a", "tcp_upload.json")
+    b = bulk("b", "tcp_upload.json", offset=1.0)
+    test = TestSpec(name="t", kind="tcp", src="a", dst="z", flows=(a.flow, b.flow),
+                phases=(Phase("load", 0.0, 3.0),))
+    _, metrics, _ = run_figures(test, [a, b], 3.0)
+    goodput = next(m.value for m in metrics if m.name == "goodput")
+    assert a.span is not None and b.span is not None
+    width = b.span[1] - a.span[0]
+    assert goodput == pytest.approx(8 * 2 * a.metric_value("bytes_received") / width)
+    # Less than the two flows' own rates added: they did not run side by side throughout.
+    assert goodput < a.metric_value("goodput") + b.metric_value("goodput")
+
+
+def test_fairness_between_two_hosts() -> None:
+    a = bulk("a", "tcp_upload.json", src="hostA")
+    b = bulk("b", "tcp_upload.json", src="hostB")
+    test = TestSpec(name="t", kind="custom", src="hostA", dst="z", flows=(a.flow, b.flow),
+                phases=(Phase("load", 0.0, 3.0),))
+    _, metrics, _ = run_figures(test, [a, b], 3.0)
+    jain = next(m.value for m in metrics if m.name == "jain_index")
+    shares = {m.node: m.value for m in metrics if m.name == "host_share"}
+    assert jain == pytest.approx(1.0)
+    assert shares == pytest.approx({"hostA": 50.0, "hostB": 50.0})
+
+
+def test_udp_loss_is_the_receivers() -> None:
+    out = bulk("u", "udp_200m.json", kind="udp")
+    doc = json.loads((DATA / "iperf3" / "udp_200m.json").read_text())
+    assert out.metric_value("loss") == pytest.approx(doc["end"]["sum"]["lost_percent"])
+
+
+def test_ping_figures_and_lost_echoes() -> None:
+    out = Outcome(Flow(name="p", kind="ping", src="a", dst="z", duration_s=10))
+    text = (DATA / "ping" / "loss_v4.txt").read_text()
+    _ping(out, text, t0=0.0)
+    assert 0 < out.metric_value("loss") < 100
+    lost = [s for s in out.series if s.name == "lost"]
+    assert lost and len(lost[0].t) + len(out.rtt_ms) == out.metric_value("packets")
+    assert out.metric_value("rtt_min") <= out.metric_value("rtt_median") \
+        <= out.metric_value("rtt_max")
+
+
+def test_probe_figures_include_one_way_delays() -> None:
+    out = Outcome(Flow(name="q", kind="probe", src="a", dst="z", duration_s=2))
+    _probe(out, (DATA / "irtt" / "loopback.json").read_text(), t0=0.0)
+    names = {m.name for m in out.metrics}
+    assert {"rtt_median", "loss", "owd_up_median", "owd_down_median", "ipdv_mean"} <= names
+    assert out.metric_value("owd_up_median") < out.metric_value("rtt_median")
+
+
+def test_rrul_latency_by_phase() -> None:
+    ping = Outcome(Flow(name="p", kind="ping", src="a", dst="z", duration_s=9))
+    ping.rtt_t = [0.5, 1.5, 3.5, 4.5, 5.5, 8.5]
+    ping.rtt_ms = [1.0, 1.0, 40.0, 60.0, 50.0, 2.0]
+    ping.metrics = [Metric("packets", 6.0, "count", flow="p"), Metric("loss", 0.0, "%", flow="p")]
+    test = TestSpec(name="r", kind="rrul", src="a", dst="z", flows=(ping.flow,),
+                phases=(Phase("idle", 0, 3), Phase("load", 3, 6), Phase("idle-after", 6, 9)))
+    _, metrics, notes = run_figures(test, [ping], 9.0)
+    got = {m.name: m.value for m in metrics}
+    assert got["latency_idle"] == 1.0 and got["latency_load"] == 50.0
+    assert got["latency_increase"] == 49.0 and notes["grade"] == "B"
+
+
+def record(test: str, kind: str, variant: dict[str, object], metrics: list[Metric],
+           status: str = "ok") -> RunRecord:
+    return RunRecord(experiment="e", test=test, kind=kind, repetition=1, variant=variant,
+                     labels={}, started_at=0.0, status=status,  # type: ignore[arg-type]
+                     metrics=metrics)
+
+
+def test_summary_rows_take_medians_and_skip_failed_runs() -> None:
+    recs = [record("t", "tcp", {"hops": 1}, [Metric("goodput", v, "bit/s")])
+            for v in (90.0, 100.0, 95.0)]
+    recs.append(record("t", "tcp", {"hops": 1}, [Metric("goodput", 1.0, "bit/s")], "failed"))
+    (row,) = summary_rows(recs)
+    assert (row["runs"], row["ok"]) == (4, 3)
+    assert row["figures"]["goodput"] == {"median": 95.0, "min": 90.0, "max": 100.0, "n": 3}
+
+
+def test_custom_summary_has_a_row_per_flow() -> None:
+    recs = [record("mix", "custom", {}, [Metric("goodput", 5.0, "bit/s"),
+                                         Metric("jain_index", 0.8, "index"),
+                                         Metric("loss", 2.0, "%", flow="voip")])]
+    rows = summary_rows(recs)
+    assert [r["flow"] for r in rows] == ["(all)", "voip"]
+    assert rows[1]["figures"]["loss"]["median"] == 2.0
+
+
+def test_cost_per_hop() -> None:
+    recs = [record("tcp", "tcp", {"hops": h, "wireguard": wg},
+                   [Metric("goodput", 100.0 - (10.0 if wg else 5.0) * (h - 1), "bit/s")])
+            for h in (1, 2, 3) for wg in (False, True)]
+    rows = {r["variant"]: r for r in per_hop_rows(recs)}
+    assert rows["wireguard=False"]["per_hop"] == pytest.approx(-5.0)
+    assert rows["wireguard=True"]["per_hop_pct"] == pytest.approx(-10.0)
+    assert not math.isnan(rows["wireguard=True"]["per_hop"])
