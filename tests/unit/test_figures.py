@@ -148,3 +148,18 @@ def test_cost_per_hop() -> None:
     assert rows["wireguard=False"]["per_hop"] == pytest.approx(-5.0)
     assert rows["wireguard=True"]["per_hop_pct"] == pytest.approx(-10.0)
     assert not math.isnan(rows["wireguard=True"]["per_hop"])
+
+
+def test_udp_test_figures_sum_and_weigh_the_flows() -> None:
+    a = bulk("a", "udp_200m.json", kind="udp")
+    b = bulk("b", "udp_reverse.json", kind="udp", direction="down")
+    test = TestSpec(name="t", kind="udp", src="a", dst="z", flows=(a.flow, b.flow),
+                    phases=(Phase("load", 0.0, 1.0),))
+    _, metrics, _ = run_figures(test, [a, b], 1.0)
+    got = {m.name: m.value for m in metrics}
+    ra, rb = a.bulk, b.bulk
+    assert ra is not None and rb is not None
+    lost = (ra.lost_packets or 0) + (rb.lost_packets or 0)
+    assert got["loss"] == pytest.approx(100 * lost / ((ra.packets or 0) + (rb.packets or 0)))
+    assert min(ra.jitter_s or 0, rb.jitter_s or 0) * 1000 <= got["jitter"] \
+        <= max(ra.jitter_s or 0, rb.jitter_s or 0) * 1000
