@@ -62,7 +62,7 @@ def _matrix(title: str, rows: dict[str, dict[str, Metric]], first: str,
     if not rows or not present:
         return None
     t = Table(title=title, title_justify="left")
-    t.add_column(first)
+    t.add_column(first, no_wrap=True)
     for _, label in present:
         t.add_column(label, justify="right")
     for row, cols in rows.items():

@@ -150,5 +150,7 @@ def run_figures(test: Test, outcomes: Sequence[Outcome], end: float
     series, metrics = _totals(test, outcomes, end)
     lat, notes = _latency(test, outcomes)
     metrics += lat
-    metrics += _fairness(test, outcomes)
+    if test.kind == "custom":
+        # Hosts competing for a link; in rrul "hosts" would be the two ends of one path.
+        metrics += _fairness(test, outcomes)
     return series, metrics, notes
