@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from hoplab.cli import store_arg
 from hoplab.render.console import console as make_console
 from hoplab.render.summary import summary_rows, summary_table
 from hoplab.run.experiment import ExperimentRunner, Job
@@ -30,8 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "file in a seeded random order; each run is stored as it "
                                    "ends.")
     p.add_argument("experiment", help="experiment file (see docs/experiment-format.md)")
-    p.add_argument("--db", help="store: a SQLite path (default ./hoplab.db) or a "
-                                "postgresql:// URL")
+    store_arg.add(p)
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key: a matrix key (hops=2), a test option "
                         "(duration=5s, tests.NAME.flows=2), repeat, seed, labels.NAME")
@@ -108,7 +108,7 @@ def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupte
 def run(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment, args.sets, repeat=args.repeat)
     console = make_console(stderr=args.json)
-    with open_store(args.db) as store:
+    with open_store(store_arg.url(args)) as store:
         interactive = not args.json and console.is_terminal
         bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                        TimeRemainingColumn(), console=console, transient=True) \

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.console import console as make_console
 from hoplab.render.headline import HEADLINE, LABELS
@@ -22,8 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="List stored runs, newest last. --filter KEY=VALUE "
                                    "matches a column (experiment, test, kind, status, "
                                    "experiment_id), a label or a variant value.")
-    p.add_argument("--db", help="store: a SQLite path (default ./hoplab.db) or a "
-                                "postgresql:// URL")
+    store_arg.add(p)
     p.add_argument("--filter", dest="filters", action="append", default=[],
                    metavar="KEY=VALUE")
     p.add_argument("--limit", type=int, help="only the last N matching runs")
@@ -33,8 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Show a stored run: metadata, figures per flow, router "
                                    "CPU, interfaces and qdiscs, and its series.")
     s.add_argument("run_id", type=int)
-    s.add_argument("--db", help="store: a SQLite path (default ./hoplab.db) or a "
-                                "postgresql:// URL")
+    store_arg.add(s)
     s.add_argument("--json", action="store_true",
                    help="the run as JSON (series as point counts unless --series)")
     s.add_argument("--series", action="store_true", help="with --json: every series point")
@@ -58,7 +57,7 @@ def _when(ts: float) -> str:
 def run_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    with open_store(args.db) as store:
+    with open_store(store_arg.url(args)) as store:
         runs = store.list_runs(_filters(args.filters), limit=args.limit)
         desc = store.describe()
     if args.json:
@@ -108,7 +107,7 @@ def _as_json(rec: Any, with_points: bool) -> dict[str, Any]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    with open_store(args.db) as store:
+    with open_store(store_arg.url(args)) as store:
         rec = store.get_run(args.run_id, series=True, raw=True)
         desc = store.describe()
     if args.json:
