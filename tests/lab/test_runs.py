@@ -153,3 +153,22 @@ flows = 2
     rec = stored(db, run["id"])
     assert {s.key for s in rec.series if s.name == "throughput" and s.flow is None} >= {
         "up", "down"}
+
+
+def test_a_failing_tool_fails_its_run_with_the_tools_message(tmp_path: Path) -> None:
+    (tmp_path / "lab.toml").write_text(LAB)
+    exp = tmp_path / "exp.toml"
+    exp.write_text('lab = "lab.toml"\n[[tests]]\nname = "cc"\nkind = "tcp"\nfrom = "client"\n'
+                   'to = "server"\nduration = "1s"\ncongestion = "nosuchcc"\n'
+                   '[[tests]]\nname = "fine"\nkind = "ping"\nfrom = "client"\nto = "server"\n'
+                   'duration = "1s"\n')
+    name = new_lab_name()
+    proc = hoplab("run", str(exp), "--db", str(tmp_path / "r.db"), "--json", "--lab-name", name,
+                  timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    runs = {r["test"]: r for r in json.loads(proc.stdout)["runs"]}
+    assert runs["cc"]["status"] == "failed"
+    assert "iperf3" in runs["cc"]["error"] and "cc" in runs["cc"]["error"]
+    # One failed run does not stop the experiment.
+    assert runs["fine"]["status"] == "ok"
+    assert lab_namespaces(name) == set()

@@ -56,6 +56,10 @@ def _sigterm_as_interrupt() -> Iterator[None]:
             signal.signal(s, h)
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def _expected_seconds(exp: Experiment) -> float:
     return sum(t.duration_s + 2.0 for v in exp.variants for t in v.tests) * exp.repeat
 
@@ -116,9 +120,10 @@ def run(args: argparse.Namespace) -> int:
         progress, _ = _progress(exp, bar, console)
         runner = ExperimentRunner(exp, store, progress, lab_name=args.lab_name)
         if not args.json:
-            console.print(f"experiment [bold]{exp.name}[/]: {len(exp.variants)} variant(s) x "
-                          f"tests x {exp.repeat} repetition(s) = {exp.runs()} runs, seed "
-                          f"{exp.seed}, store {store.describe()}")
+            tests = len(exp.variants[0].tests)
+            console.print(f"experiment [bold]{exp.name}[/]: {_n(len(exp.variants), 'variant')}"
+                          f" x {_n(tests, 'test')} x {_n(exp.repeat, 'repetition')} = "
+                          f"{_n(exp.runs(), 'run')}, seed {exp.seed}, store {store.describe()}")
         interrupted = False
         try:
             with _sigterm_as_interrupt():
