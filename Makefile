@@ -5,15 +5,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := iperf3 irtt fping iputils-ping iproute2 nftables ethtool \
-	wireguard-tools wireguard-go linux-perf postgresql
-APT_TOOLS := iperf3 irtt fping ping ip tc nft ethtool wg wireguard-go perf \
+	wireguard-tools wireguard-go linux-perf postgresql chromium
+APT_TOOLS := iperf3 irtt fping ping ip tc nft ethtool wg wireguard-go perf chromium \
 	$(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) postgresql-initdb)
 
-.PHONY: all setup system venv demo test lint typecheck unit lab-tests bench clean distclean
+CARGO ?= cargo
+WIRE_DIR := wire
+WIRE_SRC := $(wildcard $(WIRE_DIR)/src/*.rs) $(WIRE_DIR)/Cargo.toml $(WIRE_DIR)/Cargo.lock
+WIRE_BIN := $(BIN)/hoplab-wire
+
+.PHONY: all setup system venv wire wire-test demo test lint typecheck unit lab-tests bench clean \
+	distclean
 
 all: setup
 
-setup: system venv
+setup: system venv wire
 
 # System tools: installed only when one is missing; never pulls recommends
 # (wireguard-tools would otherwise bring a whole kernel image).
@@ -33,6 +39,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The userspace link emulator (docs/wire.md), installed next to the venv's python,
+# where hoplab looks for it. Rebuilt only when its sources change.
+wire: $(WIRE_BIN)
+
+$(WIRE_BIN): $(WIRE_SRC) | $(STAMP)
+	$(CARGO) build --release --locked --quiet --manifest-path $(WIRE_DIR)/Cargo.toml
+	install -m 0755 $(WIRE_DIR)/target/release/hoplab-wire $@
+
+wire-test:
+	$(CARGO) test --locked --quiet --manifest-path $(WIRE_DIR)/Cargo.toml
+	$(CARGO) clippy --locked --quiet --all-targets --manifest-path $(WIRE_DIR)/Cargo.toml \
+		-- -D warnings
+
 demo: setup
 	$(BIN)/python -m hoplab.demo
 
@@ -45,7 +64,7 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -q tests/unit
 
-test: setup lint typecheck
+test: setup lint typecheck wire-test
 	$(BIN)/pytest -q tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \
 	if [ "$$left" != 0 ]; then echo "tests left $$left hoplab namespaces behind"; exit 1; fi
@@ -57,4 +76,4 @@ clean:
 	-$(BIN)/hoplab clean
 
 distclean: clean
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(WIRE_DIR)/target
