@@ -14,12 +14,12 @@ WIRE_DIR := wire
 WIRE_SRC := $(wildcard $(WIRE_DIR)/src/*.rs) $(WIRE_DIR)/Cargo.toml $(WIRE_DIR)/Cargo.lock
 WIRE_BIN := $(BIN)/hoplab-wire
 
-.PHONY: all setup system venv wire wire-test demo test lint typecheck unit lab-tests bench clean \
+.PHONY: all setup system venv wire wire-test inferno demo test lint typecheck unit lab-tests bench clean \
 	distclean
 
 all: setup
 
-setup: system venv wire
+setup: system venv wire inferno
 
 # System tools: installed only when one is missing; never pulls recommends
 # (wireguard-tools would otherwise bring a whole kernel image).
@@ -38,6 +38,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# inferno (the Rust port of FlameGraph): folding perf stacks and drawing flame graphs
+# for profiles (docs/profiles.md), installed into the venv's bin.
+INFERNO_VERSION := 0.12.3
+INFERNO_BIN := $(BIN)/inferno-flamegraph
+
+inferno: $(INFERNO_BIN)
+
+$(INFERNO_BIN): | $(STAMP)
+	$(CARGO) install --locked --quiet --root $(VENV) inferno --version $(INFERNO_VERSION)
 
 # The userspace link emulator (docs/wire.md), installed next to the venv's python,
 # where hoplab looks for it. Rebuilt only when its sources change.

@@ -222,3 +222,40 @@ def test_set_needs_key_and_value() -> None:
 def test_examples_load(name: str) -> None:
     exp = load_experiment(EXAMPLES / f"{name}.toml")
     assert exp.runs() >= 3
+
+
+def test_profile_table_applies_to_every_test_unless_one_says_otherwise(tmp_path: Path) -> None:
+    body = """
+[profile]
+nodes = ["r1"]
+frequency = 499
+[[tests]]
+name = "a"
+kind = "rrul"
+from = "client"
+to = "server"
+[[tests]]
+name = "b"
+kind = "tcp"
+from = "client"
+to = "server"
+profile = { during = "all", frequency = 99 }
+[[tests]]
+name = "c"
+kind = "ping"
+from = "client"
+to = "server"
+profile = false
+"""
+    a, b, c = load_experiment(write(tmp_path, body)).variants[0].tests
+    assert a.profile is not None and (a.profile.nodes, a.profile.frequency) == (("r1",), 499)
+    assert a.phase(a.profile.during) == a.load and a.load.start_s == 5.0
+    assert b.profile is not None and (b.profile.during, b.profile.frequency) == ("all", 99)
+    assert b.profile.nodes == ("r1",)
+    assert c.profile is None
+
+
+def test_profile_of_a_phase_the_test_lacks_is_refused(tmp_path: Path) -> None:
+    err = error(tmp_path, '[profile]\nduring = "idle"\n[[tests]]\nname = "t"\nkind = "tcp"\n'
+                          'from = "client"\nto = "server"\n')
+    assert err.key == "profile.during" and "no phase 'idle'" in err.message

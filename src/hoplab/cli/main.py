@@ -8,7 +8,20 @@ import sys
 from collections.abc import Sequence
 
 from hoplab import __version__
-from hoplab.cli import clean, doctor, lab, run, runs
+from hoplab.cli import (
+    clean,
+    compare,
+    doctor,
+    export,
+    import_,
+    lab,
+    plot,
+    profile,
+    report,
+    run,
+    runs,
+    serve,
+)
 from hoplab.errors import HoplabError
 
 
@@ -21,7 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     lab.register(sub)
     run.register(sub)
     runs.register(sub)
+    compare.register(sub)
+    report.register(sub)
+    serve.register(sub)
+    profile.register(sub)
     clean.register(sub)
+    plot.register(sub)
+    import_.register(sub)
+    export.register(sub)
     return parser
 
 
@@ -39,6 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hoplab: interrupted; what was being built has been removed", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `hoplab ... | head` closed the pipe: not an error; keep Python from printing one
+        # while it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return code
 
 

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan
@@ -20,6 +21,7 @@ from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome, client_argv, server_for
 from hoplab.run.outcome import collect
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
+from hoplab.run.profiling import PhaseProfiler
 from hoplab.run.record import Metric, RawOutput, Series
 from hoplab.samplers import Samplers, Target, sampler_metrics
 from hoplab.spec.experiment import Flow, Test
@@ -39,6 +41,7 @@ class TestResult:
     raw: list[RawOutput] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    profile: dict[str, Any] | None = None
 
 
 def path_nodes(lab: Lab, src: str, dst: str) -> list[str]:
@@ -103,7 +106,8 @@ def _start_servers(test: Test, plan: Plan, group: ProcessGroup) -> None:
 
 
 def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
-                 tick: Callable[[float], None]) -> tuple[list[tuple[Flow, Proc]], list[str]]:
+                 tick: Callable[[float], None], profiler: PhaseProfiler | None
+                 ) -> tuple[list[tuple[Flow, Proc]], list[str]]:
     pending = sorted(enumerate(test.flows), key=lambda x: x[1].start_s)
     started: list[tuple[Flow, Proc]] = []
     errors: list[str] = []
@@ -120,14 +124,19 @@ def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
                               f"stopped")
                 group.stop(proc)
         tick(now - t0)
+        if profiler is not None:
+            profiler.tick(time.time() - t0)
         time.sleep(0.05)
     return started, errors
 
 
 def run_test(test: Test, plan: Plan, workdir: Path,
-             tick: Callable[[float], None] = lambda _t: None) -> TestResult:
+             tick: Callable[[float], None] = lambda _t: None,
+             base_dir: Path | None = None) -> TestResult:
     group = ProcessGroup(workdir)
     samplers: Samplers | None = None
+    profiler = PhaseProfiler(test, test.profile, plan, workdir, base_dir or Path.cwd()) \
+        if test.profile is not None else None
     try:
         _start_servers(test, plan, group)
         t0 = time.time()
@@ -135,11 +144,13 @@ def run_test(test: Test, plan: Plan, workdir: Path,
         samplers = Samplers(sampler_targets(test, plan), cpu="cpu" in test.samplers.kinds,
                             clock_zero=t0, interval_s=test.samplers.interval_s)
         samplers.start()
-        started, errors = _run_clients(test, plan, group, t0, tick)
+        started, errors = _run_clients(test, plan, group, t0, tick, profiler)
         result.duration_s = time.time() - t0
         result.series += samplers.stop()
         result.errors += [f"sampler: {e}" for e in samplers.errors]
     finally:
+        if profiler is not None:
+            profiler.stop()
         if samplers is not None:
             samplers.stop()
         group.stop_all()
@@ -156,6 +167,11 @@ def run_test(test: Test, plan: Plan, workdir: Path,
     result.metrics += metrics
     result.notes.update(notes)
     result.metrics += sampler_metrics(result.series, window=window)
+    if profiler is not None:
+        prof = profiler.finish()
+        result.raw += prof.raw
+        result.metrics += prof.metrics
+        result.profile = prof.metadata
     return result
 
 

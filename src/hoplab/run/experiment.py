@@ -178,7 +178,8 @@ class ExperimentRunner:
             up, settings = self._lab_for(job.variant)
             rec.metadata["lab"] = summarize(up.plan)
             rec.metadata["nodes"] = settings
-            result: TestResult = run_test(test, up.plan, workdir, self.progress.tick)
+            result: TestResult = run_test(test, up.plan, workdir, self.progress.tick,
+                                          Path(self.exp.source).resolve().parent)
         except KeyboardInterrupt:
             rec.status, rec.error = "interrupted", "interrupted by the user (Ctrl-C)"
             rec.duration_s = time.time() - rec.started_at
@@ -192,6 +193,8 @@ class ExperimentRunner:
         rec.started_at, rec.duration_s = result.started_at, result.duration_s
         rec.metrics, rec.series, rec.raw = result.metrics, result.series, result.raw
         rec.metadata.update(result.notes)
+        if result.profile is not None:
+            rec.metadata["profile"] = result.profile
         if result.errors:
             rec.status, rec.error = "failed", "; ".join(result.errors)
         return self._save(rec)

@@ -73,6 +73,17 @@ class Samplers:
 
 
 @dataclass(frozen=True)
+class Profile:
+    """perf sampling during one phase. nodes: whose processes are attributed by name (kernel
+    work, softirq included, is host-wide: a lab's nodes share one kernel)."""
+
+    nodes: tuple[str, ...] | None = None
+    frequency: int = 999
+    during: str = "load"
+    categories: str | None = None  # a category table (TOML); None: hoplab's default
+
+
+@dataclass(frozen=True)
 class Test:
     # Not a pytest test class, whatever its name.
     __test__ = False
@@ -84,12 +95,20 @@ class Test:
     flows: tuple[Flow, ...]
     phases: tuple[Phase, ...]
     samplers: Samplers = field(default_factory=Samplers)
+    profile: Profile | None = None
     # The options as resolved for this variant (after matrix overrides), for the record.
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
         return max((p.end_s for p in self.phases), default=0.0)
+
+    def phase(self, name: str) -> Phase | None:
+        if name == "all":
+            return Phase("all", 0.0, self.duration_s)
+        if name == "load":
+            return self.load
+        return next((p for p in self.phases if p.name == name), None)
 
     @property
     def load(self) -> Phase:

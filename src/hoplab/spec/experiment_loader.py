@@ -21,11 +21,11 @@ from hoplab.spec.experiment import Experiment, Samplers, Test, Variant
 from hoplab.spec.loader import SpecContext, load_lab_data
 from hoplab.spec.locate import split_syntax_error
 from hoplab.spec.matrix import Point, apply_point, read_matrix, with_wireguard
-from hoplab.spec.tests_loader import check_unique, read_samplers, read_test
+from hoplab.spec.tests_loader import check_unique, read_profile, read_samplers, read_test
 from hoplab.spec.units import parse_bool, parse_int, parse_str, parse_time
 
 _TOP_KEYS = ("name", "description", "lab", "repeat", "seed", "shuffle", "labels", "pause",
-             "matrix", "samplers", "tests")
+             "matrix", "samplers", "profile", "tests")
 _SCALAR_SETS = ("name", "repeat", "seed", "shuffle", "pause")
 
 
@@ -110,7 +110,8 @@ def load_experiment(path: str | Path, sets: Sequence[str] = (), *,
     variants = []
     for combo in itertools.product(*[[(k, p) for p in pts] for k, pts in axes.items()]):
         variants.append(_variant(ctx, lab_text, lab_raw, str(lab_path), raw_tests,
-                                 top.get("samplers", {}), [("--set", fixed_point), *combo]))
+                                 top.get("samplers", {}), top.get("profile"),
+                                 [("--set", fixed_point), *combo]))
     return Experiment(name=name, source=str(path), lab_source=str(lab_path), repeat=rep,
                       seed=seed, shuffle=shuffle, labels=labels, pause_s=pause,
                       variants=tuple(variants),
@@ -118,7 +119,7 @@ def load_experiment(path: str | Path, sets: Sequence[str] = (), *,
 
 
 def _variant(ctx: SpecContext, lab_text: str, lab_raw: dict[str, Any], lab_source: str,
-             raw_tests: list[Any], raw_samplers: object,
+             raw_tests: list[Any], raw_samplers: object, raw_profile: object,
              combo: Sequence[tuple[str, Point]]) -> Variant:
     lab_data = copy.deepcopy(lab_raw)
     tests_data = copy.deepcopy(raw_tests)
@@ -142,7 +143,9 @@ def _variant(ctx: SpecContext, lab_text: str, lab_raw: dict[str, Any], lab_sourc
                 ctx.fail(("matrix",), f"setup.{node}: node '{node}' is not in the lab")
         samplers = read_samplers(ctx, raw_samplers, ("samplers",), nodes) if raw_samplers \
             else Samplers()
-        tests: list[Test] = [read_test(ctx, raw, ("tests", i), nodes, samplers)
+        profile = read_profile(ctx, raw_profile, ("profile",), nodes) \
+            if raw_profile is not None else None
+        tests: list[Test] = [read_test(ctx, raw, ("tests", i), nodes, samplers, profile)
                              for i, raw in enumerate(tests_data)]
         check_unique(ctx, tests)
     except SpecError as e:

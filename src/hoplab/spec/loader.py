@@ -8,6 +8,7 @@ The format is described in docs/lab-format.md.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -37,6 +38,7 @@ from hoplab.spec.units import (
     kind,
     network,
     parse_bool,
+    parse_burst,
     parse_command,
     parse_interface,
     parse_mtu,
@@ -54,7 +56,8 @@ Iface = IPv4Interface | IPv6Interface
 
 _TOP_KEYS = ("name", "nodes", "links", "generate", "link_defaults", "tunnels", "addressing")
 _NODE_KEYS = ("forward", "sysctls", "offloads", "nat", "setup", "teardown")
-_LINK_OPTION_KEYS = ("rate", "delay", "jitter", "loss", "queue", "qdisc", "emulator",
+_LINK_OPTION_KEYS = ("rate", "delay", "jitter", "loss", "loss_burst", "duplicate", "reorder",
+                     "trace", "queue", "qdisc", "emulator",
                      "wireguard", "mtu", "forward", "reverse")
 _LINK_KEYS = ("between", *_LINK_OPTION_KEYS, "subnet4", "subnet6", "addresses")
 _TUNNEL_KEYS = ("name", "between", "type", "subnet4", "subnet6")
@@ -88,6 +91,10 @@ _DIRECTION_FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
     "delay": ("delay_s", parse_time),
     "jitter": ("jitter_s", parse_time),
     "loss": ("loss_pct", parse_percent),
+    "loss_burst": ("loss_burst", parse_burst),
+    "duplicate": ("duplicate_pct", parse_percent),
+    "reorder": ("reorder", parse_bool),
+    "trace": ("trace", parse_str),
     "queue": ("queue", parse_queue),
     "qdisc": ("qdisc", choice(QDISCS)),
 }
@@ -191,12 +198,54 @@ def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
     if "jitter_s" in merged and "delay_s" not in merged:
         ctx.fail(merged["jitter_s"][1], f"jitter needs a delay on the same direction ({label}); "
                                         f'add e.g. delay = "20ms"')
+    if "loss_burst" in merged and not merged.get("loss_pct", (0.0,))[0]:
+        ctx.fail(merged["loss_burst"][1], f"loss_burst needs a loss on the same direction "
+                                          f'({label}); add e.g. loss = "1%"')
+    if "trace" in merged and "rate_bps" in merged:
+        ctx.fail(merged["trace"][1], f"trace and rate exclude each other ({label}): the trace "
+                                     "sets the capacity")
+    trace = _pick(merged, "trace", str)
+    if trace is not None:
+        trace = _trace_path(ctx, trace, merged["trace"][1])
     return Direction(rate_bps=_pick(merged, "rate_bps", int),
                      delay_s=_pick(merged, "delay_s", float),
                      jitter_s=_pick(merged, "jitter_s", float),
                      loss_pct=_pick(merged, "loss_pct", float),
                      queue=_pick(merged, "queue", QueueLimit),
-                     qdisc=_pick(merged, "qdisc", str))
+                     qdisc=_pick(merged, "qdisc", str),
+                     loss_burst=_pick(merged, "loss_burst", float),
+                     duplicate_pct=_pick(merged, "duplicate_pct", float),
+                     reorder=_pick(merged, "reorder", bool), trace=trace)
+
+
+def _trace_path(ctx: _Ctx, trace: str, where: Path) -> str:
+    """A trace file, relative to the lab file; checked now so a typo fails at load."""
+    base = FsPath(ctx.source).parent if ctx.source.endswith(".toml") else FsPath(".")
+    path = os.path.abspath(base / trace)
+    try:
+        check_trace(FsPath(path).read_text())
+    except OSError as exc:
+        ctx.fail(where, f"cannot read trace file {path}: {exc.strerror}")
+    except ValueError as exc:
+        ctx.fail(where, f"trace file {path}: {exc}")
+    return path
+
+
+def check_trace(text: str) -> None:
+    """The mahimahi format: one delivery opportunity per line, its time in ms,
+    non-decreasing; the last time is the period."""
+    last = -1
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not line.isdigit():
+            raise ValueError(f"line {n}: expected a time in ms, got {line!r}")
+        if int(line) < last:
+            raise ValueError(f"line {n}: {line} ms comes before {last} ms")
+        last = int(line)
+    if last <= 0:
+        raise ValueError("no delivery opportunities after 0 ms (the last time is the period)")
 
 
 def _link(ctx: _Ctx, index: int, ends: tuple[str, str], defaults: _Options,

@@ -34,9 +34,22 @@ class Direction:
     loss_pct: float | None = None
     queue: QueueLimit | None = None
     qdisc: str | None = None
+    # Mean length of loss bursts in frames: `loss` then follows a Gilbert model.
+    loss_burst: float | None = None
+    duplicate_pct: float | None = None
+    # With jitter, may frames overtake each other? netem always lets them.
+    reorder: bool | None = None
+    # A mahimahi trace of delivery opportunities (absolute path), instead of a rate.
+    trace: str | None = None
 
     def needs_netem(self) -> bool:
-        return bool(self.delay_s or self.jitter_s or self.loss_pct)
+        """Impairments beyond rate and queue: netem's, or the wire's."""
+        return bool(self.delay_s or self.jitter_s or self.loss_pct or self.duplicate_pct
+                     or self.needs_wire())
+
+    def needs_wire(self) -> bool:
+        """What only the userspace wire can do (netem has no trace, always reorders)."""
+        return self.trace is not None or self.reorder is False
 
     def is_plain(self) -> bool:
         return self == Direction()

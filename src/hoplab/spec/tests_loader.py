@@ -17,6 +17,7 @@ from hoplab.spec.experiment import (
     TEST_KINDS,
     Flow,
     Phase,
+    Profile,
     Samplers,
     Test,
 )
@@ -112,7 +113,8 @@ def _whole_seconds(value: object) -> float:
 
 
 _COMMON: dict[str, Parse] = {"name": parse_str, "kind": choice(TEST_KINDS), "from": parse_str,
-                             "to": parse_str, "samplers": lambda v: v, "start": parse_time}
+                             "to": parse_str, "samplers": lambda v: v, "start": parse_time,
+                             "profile": lambda v: v}
 _BULK: dict[str, Parse] = {
     "flows": _positive_int, "direction": choice(DIRECTIONS), "duration": _whole_seconds,
     "bytes": parse_size, "cport": _port, "affinity": _affinity, "congestion": parse_str,
@@ -131,11 +133,12 @@ OPTIONS: dict[str, dict[str, Parse]] = {
     "custom": {**_COMMON, "flows": lambda v: v, "duration": _duration},
 }
 _FLOW_OPTIONS: dict[str, dict[str, Parse]] = {
-    k: {**{o: p for o, p in OPTIONS[k].items() if o != "samplers"},
+    k: {**{o: p for o, p in OPTIONS[k].items() if o not in ("samplers", "profile")},
         "start": parse_time} for k in FLOW_KINDS}
 _STREAM_KEYS: dict[str, Parse] = {"name": parse_str, "to": parse_str, "tos": parse_tos,
                                   "interval": _interval, "size": parse_size, "family": _family}
 _SAMPLER_KEYS = ("nodes", "kinds", "interval")
+_PROFILE_KEYS = ("nodes", "frequency", "during", "categories")
 DEFAULT_DURATION = 10.0
 
 
@@ -287,12 +290,38 @@ def _samplers(r: _TestReader, raw: object, path: Path, default: Samplers) -> Sam
     return Samplers(nodes=nodes, kinds=kinds, interval_s=interval)
 
 
+def _profile(r: _TestReader, raw: object, path: Path, default: Profile | None
+             ) -> Profile | None:
+    if raw is False:
+        return None
+    table = r.ctx.table(raw, path, _PROFILE_KEYS)
+    base = default or Profile()
+    nodes = base.nodes
+    if "nodes" in table:
+        nodes = tuple(r.node((*path, "nodes", i), v)
+                      for i, v in enumerate(r.ctx.array(table["nodes"], (*path, "nodes"))))
+    freq = base.frequency
+    if "frequency" in table:
+        freq = r.ctx.conv((*path, "frequency"), parse_int, table["frequency"])
+        if not 1 <= freq <= 20000:
+            r.ctx.fail((*path, "frequency"), f"a sampling frequency is 1-20000 Hz, got {freq}")
+    during = r.ctx.conv((*path, "during"), parse_str, table.get("during", base.during))
+    cats = r.ctx.conv((*path, "categories"), parse_str, table["categories"]) \
+        if "categories" in table else base.categories
+    return Profile(nodes=nodes, frequency=freq, during=during, categories=cats)
+
+
+def read_profile(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str]
+                 ) -> Profile | None:
+    return _profile(_TestReader(ctx, nodes), raw, path, None)
+
+
 def read_samplers(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str]) -> Samplers:
     return _samplers(_TestReader(ctx, nodes), raw, path, Samplers())
 
 
 def read_test(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str],
-              default_samplers: Samplers) -> Test:
+              default_samplers: Samplers, default_profile: Profile | None = None) -> Test:
     r = _TestReader(ctx, nodes)
     table = ctx.table(raw, path, None)
     for key in ("name", "kind"):
@@ -322,10 +351,18 @@ def read_test(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str],
     samplers = default_samplers
     if "samplers" in o:
         samplers = _samplers(r, o["samplers"], (*path, "samplers"), default_samplers)
+    profile = default_profile
+    if "profile" in o:
+        profile = _profile(r, o["profile"], (*path, "profile"), default_profile)
     first = flows[0]
-    return Test(name=name, kind=kind_, src=src or first.src, dst=dst or first.dst,
-                flows=tuple(flows), phases=tuple(phases), samplers=samplers,
-                options={k: v for k, v in table.items() if k != "samplers"})
+    test = Test(name=name, kind=kind_, src=src or first.src, dst=dst or first.dst,
+                flows=tuple(flows), phases=tuple(phases), samplers=samplers, profile=profile,
+                options={k: v for k, v in table.items() if k not in ("samplers", "profile")})
+    if profile is not None and test.phase(profile.during) is None:
+        where = (*path, "profile", "during") if "profile" in o else ("profile", "during")
+        ctx.fail(where, f"test {name} has no phase '{profile.during}'; its phases are "
+                        f"{', '.join(p.name for p in test.phases)} (or all)")
+    return test
 
 
 def check_unique(ctx: SpecContext, tests: Sequence[Test]) -> None:

@@ -199,6 +199,14 @@ def kind(value: object) -> str:
     return f"{names.get(type(value), 'a date/time')} ({value!r})"
 
 
+def parse_burst(value: object) -> float:
+    """A mean loss burst length in frames: a number, 1 or more."""
+    n = parse_number(value)
+    if not 1.0 <= n <= 1e6:
+        raise ValueError(f"a mean loss burst is 1 frame or more (and at most 1e6), got {value!r}")
+    return float(n)
+
+
 def parse_bool(value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {kind(value)}")

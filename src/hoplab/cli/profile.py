@@ -1,0 +1,161 @@
+"""`hoplab flamegraph`, `hoplab profile` and `hoplab fold`: a run's CPU profile."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from hoplab.cli import store_arg
+from hoplab.errors import HoplabError, UsageError
+from hoplab.profile import analyze, fold
+from hoplab.profile.flamegraph import diff, flamegraph
+from hoplab.render.console import console
+from hoplab.run.record import RunRecord
+from hoplab.store import Store, open_store
+
+FOLDED = "profile folded"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    f = sub.add_parser("flamegraph", help="draw a run's flame graph (or a diff of two)",
+                       description="An interactive SVG flame graph of a run's profile: hover "
+                                   "for counts, click to zoom, Ctrl-F to search. With --diff "
+                                   "A B: what grew from A to B in red, what shrank in blue, "
+                                   "normalised to the same sample count.")
+    f.add_argument("runs", type=int, nargs="+", metavar="RUN")
+    f.add_argument("-o", "--output", help="SVG file (default: hoplab-RUN-flamegraph.svg)")
+    f.add_argument("--icicle", action="store_true", help="draw it upside down")
+    f.add_argument("--diff", action="store_true", help="a differential graph of two runs")
+    f.add_argument("--node", help="only the processes of this node")
+    store_arg.add(f)
+    f.set_defaults(func=run_flamegraph)
+    p = sub.add_parser("profile", help="top symbols and time by category of a run's profile")
+    p.add_argument("run", type=int)
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--node", help="only the processes of this node")
+    p.add_argument("--categories", help="a category table (TOML) instead of hoplab's")
+    p.add_argument("--json", action="store_true")
+    store_arg.add(p)
+    p.set_defaults(func=run_profile)
+    c = sub.add_parser("fold", help="perf script output -> folded stacks on stdout",
+                       description="Fold `perf script` output (a file, or standard input) "
+                                   "into stacks, as FlameGraph's stackcollapse-perf.pl does.")
+    c.add_argument("file", nargs="?", help="perf script output (default: standard input)")
+    for opt, what in (("pid", "include the PID with process names"),
+                      ("tid", "include the PID and TID with process names"),
+                      ("kernel", "annotate kernel functions with _[k]"),
+                      ("jit", "annotate JIT functions with _[j]"),
+                      ("all", "all annotations (--kernel --jit)"),
+                      ("addrs", "raw addresses where symbols cannot be found")):
+        c.add_argument(f"--{opt}", action="store_true", help=what)
+    c.set_defaults(func=run_fold)
+
+
+def _stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, Counter[str]]:
+    rec = store.get_run(run_id, series=False)
+    prof = rec.metadata.get("profile")
+    if not isinstance(prof, dict):
+        raise UsageError(f"run {run_id} has no profile: add a [profile] table to its "
+                         f"experiment (see docs/profiles.md)")
+    if prof.get("status") != "ok":
+        raise UsageError(f"run {run_id}'s profile is missing: {prof.get('reason')}")
+    try:
+        stacks = fold.parse(store.raw_output(run_id, FOLDED).decode("utf-8", "replace"))
+    except UsageError:
+        raise UsageError(f"run {run_id} has no folded stacks stored") from None
+    if node is not None:
+        by_node = prof.get("by_node", {})
+        if node not in by_node:
+            raise UsageError(f"run {run_id}'s profile attributes no processes to node "
+                             f"{node!r}; profiled nodes: {', '.join(by_node) or 'none'}")
+        stacks = fold.only_pids(stacks, by_node[node]["pids"])
+    return rec, fold.without_pids(stacks)
+
+
+def _title(rec: RunRecord) -> str:
+    variant = " ".join(f"{k}={v}" for k, v in rec.variant.items())
+    return f"run {rec.id}: {rec.experiment} {rec.test} {variant}".strip()
+
+
+def run_flamegraph(args: argparse.Namespace) -> int:
+    if args.diff and len(args.runs) != 2:
+        raise UsageError("--diff needs exactly two runs: A B")
+    if not args.diff and len(args.runs) != 1:
+        raise UsageError("give one run, or --diff A B")
+    with open_store(store_arg.url(args)) as store:
+        pairs = [_stacks(store, r, args.node) for r in args.runs]
+    if args.diff:
+        (a, sa), (b, sb) = pairs
+        svg = diff(fold.render(sa), fold.render(sb), title=f"{_title(a)} -> run {b.id}",
+                   subtitle="red: grew, blue: shrank (normalised)")
+    else:
+        rec, stacks = pairs[0]
+        prof = rec.metadata["profile"]
+        svg = flamegraph(fold.render(stacks), title=_title(rec), icicle=args.icicle,
+                         subtitle=f"{analyze.samples(stacks)} samples at {prof['frequency']} "
+                                  f"Hz during {prof['phase']}; {prof['attribution']}")
+    name = "-".join(str(r) for r in args.runs)
+    out = Path(args.output or f"hoplab-{name}-{'diff' if args.diff else 'flamegraph'}.svg")
+    out.write_text(svg)
+    print(out)
+    return 0
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    with open_store(store_arg.url(args)) as store:
+        rec, stacks = _stacks(store, args.run, args.node)
+    table = analyze.load_categories(Path(args.categories)) if args.categories \
+        else analyze.load_categories()
+    top = analyze.top_symbols(stacks, args.top)
+    cats = analyze.categories(stacks, table)
+    prof = rec.metadata["profile"]
+    if args.json:
+        data: dict[str, Any] = {"run": rec.id, "samples": analyze.samples(stacks),
+                                "frequency": prof["frequency"], "phase": prof["phase"],
+                                "attribution": prof["attribution"], "node": args.node,
+                                "top": [{"symbol": s, "percent": p} for s, p in top],
+                                "categories": cats}
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    out = console()
+    if args.node and not analyze.samples(stacks):
+        out.print(f"no process of node {args.node} ran during run {rec.id}'s profile: a "
+                  f"router's forwarding is kernel work in softirq, counted host-wide; see "
+                  f"hoplab profile {rec.id} without --node")
+        return 0
+    out.print(f"{_title(rec)}: {analyze.samples(stacks)} samples at {prof['frequency']} Hz "
+              f"during {prof['phase']}" + (f", processes of {args.node}" if args.node else
+                                           f" ({prof['attribution']})"))
+    t = Table(title=f"top {args.top} symbols by self time", title_justify="left")
+    t.add_column("self", justify="right")
+    t.add_column("symbol")
+    for sym, pct in top:
+        t.add_row(f"{pct:5.2f} %", escape(sym))
+    c = Table(title="time by category", title_justify="left")
+    c.add_column("category")
+    c.add_column("share", justify="right")
+    for name, pct in cats.items():
+        c.add_row(escape(name), f"{pct:5.1f} %")
+    out.print(t)
+    out.print(c)
+    return 0
+
+
+def run_fold(args: argparse.Namespace) -> int:
+    opts = [o for o in fold.OPTIONS if getattr(args, o)]
+    try:
+        text = Path(args.file).read_text(errors="replace") if args.file else sys.stdin.read()
+    except OSError as e:
+        raise UsageError(f"cannot read {args.file}: {e.strerror}") from None
+    if not text.strip():
+        raise HoplabError("no perf script output to fold")
+    sys.stdout.write(fold.collapse(text, opts))
+    return 0

@@ -1,0 +1,1 @@
+"""Where the routers' CPU goes: perf samples, folded stacks, flame graphs, categories."""

@@ -1,0 +1,120 @@
+"""A test's profile: perf during its chosen phase, then stacks, top symbols, categories.
+
+A missing or forbidden perf never fails the run: the run is stored with its
+profile marked missing and the reason, never with a made-up one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hoplab.errors import HoplabError
+from hoplab.lab.plan import Plan
+from hoplab.lab.teardown import processes_in
+from hoplab.profile import analyze, fold
+from hoplab.profile.record import Recording, script
+from hoplab.run.record import Metric, RawOutput
+from hoplab.spec.experiment import Profile, Test
+
+ATTRIBUTION = ("host-wide: a lab's nodes share one kernel, so kernel work (forwarding, "
+               "softirq, in-kernel crypto) cannot be split by node; per node, the samples "
+               "of the processes living in it")
+# PIDs of short-lived processes are caught by listing each node this often.
+_PID_SCAN_S = 0.5
+
+
+@dataclass
+class ProfileResult:
+    raw: list[RawOutput] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class PhaseProfiler:
+    def __init__(self, test: Test, profile: Profile, plan: Plan, workdir: Path,
+                 base_dir: Path) -> None:
+        phase = test.phase(profile.during)
+        assert phase is not None  # checked when the experiment was loaded
+        self.window = (phase.start_s, phase.end_s)
+        self.profile = profile
+        self.plan = plan
+        self.base_dir = base_dir
+        self.nodes = list(profile.nodes) if profile.nodes is not None else \
+            [n.name for n in plan.nodes if n.forward]
+        self.recording = Recording(workdir / f"{test.name}.perf.data", profile.frequency)
+        self.error: str | None = None
+        self._next_scan = 0.0
+
+    def tick(self, t: float) -> None:
+        """Called with the run clock's time: starts, watches and stops perf."""
+        start, end = self.window
+        rec = self.recording
+        if rec.proc is None and self.error is None and start <= t < end:
+            try:
+                rec.start()
+            except HoplabError as e:
+                self.error = str(e)
+        if rec.running():
+            if t >= self._next_scan:
+                self._scan()
+                self._next_scan = t + _PID_SCAN_S
+            if t >= end:
+                self._scan()
+                rec.stop()
+
+    def _scan(self) -> None:
+        by_ns = {self.plan.node(n).netns: n for n in self.nodes}
+        for ns, pids in processes_in(list(by_ns)).items():
+            self.recording.pids.setdefault(by_ns[ns], set()).update(pids)
+
+    def stop(self) -> None:
+        self.recording.stop()
+
+    def finish(self) -> ProfileResult:
+        self.stop()
+        out = ProfileResult()
+        md: dict[str, Any] = {"frequency": self.profile.frequency,
+                              "phase": self.profile.during, "window_s": list(self.window),
+                              "nodes": self.nodes, "attribution": ATTRIBUTION}
+        out.metadata = md
+        reason = self.error or (self.recording.failure() if self.recording.proc is not None
+                                else "the phase never started")
+        if reason is not None:
+            md.update(status="missing", reason=reason)
+            return out
+        try:
+            stacks = fold.parse(fold.collapse(script(self.recording.data), ("all", "pid")))
+        except HoplabError as e:
+            md.update(status="missing", reason=str(e))
+            return out
+        table = analyze.load_categories(self._table())
+        host = fold.without_pids(stacks)
+        md.update(status="ok", samples=analyze.samples(host),
+                  seconds=round(self.recording.stopped - self.recording.started, 3),
+                  top=analyze.top_symbols(host, 20))
+        out.raw.append(RawOutput("profile folded", fold.render(stacks).encode()))
+        cats = analyze.categories(host, table)
+        md["categories"] = cats
+        out.metrics += [Metric(f"profile.{name}", share, "%") for name, share in cats.items()]
+        md["by_node"] = {}
+        for node in self.nodes:
+            mine = fold.without_pids(fold.only_pids(stacks, self.recording.pids.get(node, ())))
+            n = analyze.samples(mine)
+            md["by_node"][node] = {"pids": sorted(self.recording.pids.get(node, ())),
+                                   "samples": n,
+                                   "share_of_host": 100 * n / max(1, analyze.samples(host)),
+                                   "top": analyze.top_symbols(mine, 10)}
+        return out
+
+    def _table(self) -> Path:
+        if self.profile.categories is None:
+            return analyze.DEFAULT_TABLE
+        path = Path(self.profile.categories)
+        return path if path.is_absolute() else self.base_dir / path
+
+
+def stacks_of(raw: bytes) -> Counter[str]:
+    return fold.parse(raw.decode("utf-8", errors="replace"))
