@@ -68,14 +68,35 @@ def test_everything_available_no_problems() -> None:
 # --------------------------------------------------------------------------- netem
 
 
-def test_netem_missing_names_the_link() -> None:
+@pytest.fixture
+def no_wire(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine where hoplab-wire was never built."""
+    monkeypatch.setattr(requirements_mod.wire, "binary", lambda: None)
+
+
+@pytest.fixture
+def built_wire(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    exe = tmp_path / "hoplab-wire"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setattr(requirements_mod.wire, "binary", lambda: exe)
+
+
+@pytest.mark.usefixtures("built_wire")
+def test_without_netem_impairments_go_to_the_wire() -> None:
+    the_lab = lab(link(0), link(1, "r2", "r3", forward=DELAY))
+    assert requirements_problems(the_lab, make_caps(qdiscs=NO_NETEM)) == []
+    assert impairment_backend(the_lab.links[1], make_caps(qdiscs=NO_NETEM)) == "wire"
+
+
+@pytest.mark.usefixtures("no_wire")
+def test_wire_needed_but_not_built_names_the_link() -> None:
     the_lab = lab(link(0), link(1, "r2", "r3", forward=DELAY))
     problems = requirements_problems(the_lab, make_caps(qdiscs=NO_NETEM))
     assert len(problems) == 1
     p = problems[0]
     assert p.startswith("links[1] (r2 <-> r3):")
-    assert "netem" in p and "sch_netem" in p
-    assert 'emulator = "wire"' in p and "not available yet" in p
+    assert "hoplab-wire is not built" in p and "make setup" in p
 
 
 def test_netem_present_no_problem() -> None:
@@ -84,12 +105,14 @@ def test_netem_present_no_problem() -> None:
 
 @pytest.mark.parametrize("d", [Direction(delay_s=0.01), Direction(jitter_s=0.001),
                                Direction(loss_pct=0.5)])
-def test_each_netem_impairment_needs_netem(d: Direction) -> None:
-    assert requirements_problems(lab(link(reverse=d)), make_caps(qdiscs=NO_NETEM))
+def test_each_netem_impairment_needs_netem_when_asked_for(d: Direction) -> None:
+    problems = requirements_problems(lab(link(reverse=d, emulator="netem")),
+                                     make_caps(qdiscs=NO_NETEM))
+    assert problems and "sch_netem" in problems[0]
 
 
 def test_netem_both_directions_reported_once() -> None:
-    problems = requirements_problems(lab(link(forward=DELAY, reverse=DELAY)),
+    problems = requirements_problems(lab(link(forward=DELAY, reverse=DELAY, emulator="netem")),
                                      make_caps(qdiscs=NO_NETEM))
     assert len(problems) == 1
 
@@ -106,20 +129,15 @@ def test_explicit_netem_emulator_message() -> None:
     assert 'emulator = "netem"' in problems[0] and "sch_netem" in problems[0]
 
 
-def test_wire_emulator_not_implemented() -> None:
-    problems = requirements_problems(lab(link(forward=DELAY, emulator="wire")), make_caps())
-    assert len(problems) == 1
-    assert problems[0].startswith("links[0] (r1 <-> r2):")
-    assert "wire emulator is not implemented yet" in problems[0]
-
-
 def test_impairment_backend() -> None:
     caps = make_caps()
     assert impairment_backend(link(), caps) == "none"
     assert impairment_backend(link(forward=RATE), caps) == "tc"
     assert impairment_backend(link(reverse=Direction(qdisc="fq_codel")), caps) == "tc"
     assert impairment_backend(link(forward=DELAY), caps) == "netem"
-    assert impairment_backend(link(forward=DELAY), make_caps(qdiscs=NO_NETEM)) == "netem"
+    assert impairment_backend(link(forward=DELAY), make_caps(qdiscs=NO_NETEM)) == "wire"
+    assert impairment_backend(link(forward=DELAY, emulator="netem"),
+                              make_caps(qdiscs=NO_NETEM)) == "netem"
     assert impairment_backend(link(emulator="wire"), caps) == "wire"
 
 
@@ -353,6 +371,7 @@ def test_doctor_not_root(monkeypatch: pytest.MonkeyPatch,
     assert "root" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("built_wire")
 @pytest.mark.parametrize(("missing", "code"), [((), 0), (("iperf3",), 1)])
 def test_doctor_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                      missing: tuple[str, ...], code: int) -> None:
@@ -363,8 +382,9 @@ def test_doctor_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixt
     rep = json.loads(capsys.readouterr().out)
     assert list(rep) == ["kernel", "qdiscs", "features", "tools", "wireguard", "impairments",
                          "essentials", "probe_s"]
-    assert rep["impairments"]["delay_jitter_loss"]["mechanism"] is None
-    assert "sch_netem" in rep["impairments"]["delay_jitter_loss"]["note"]
+    # Without sch_netem, delay, jitter and loss are made by the userspace wire.
+    assert rep["impairments"]["delay_jitter_loss"]["mechanism"] == "wire"
+    assert rep["impairments"]["trace"]["mechanism"] == "wire"
     assert rep["impairments"]["rate"]["mechanism"] == "htb"
     assert rep["essentials"]["ok"] is (code == 0)
     if missing:

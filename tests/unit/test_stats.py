@@ -48,14 +48,15 @@ def test_jitter_is_mean_consecutive_difference() -> None:
 
 def test_binned_sum_adds_flows_on_one_grid() -> None:
     a = ([0.2, 0.4, 0.6], [10.0, 10.0, 10.0])
-    b = ([0.21, 0.41, 0.61], [5.0, 5.0, 5.0])  # started 10 ms later
-    t, v = binned_sum([a, b], 0.2, 0.8)
+    b = ([0.21, 0.41, 0.61], [5.0, 5.0, 5.0])  # started 10 ms later: the same steps
+    c = ([0.39, 0.59], [1.0, 1.0])             # started 190 ms later: one step later
+    t, v = binned_sum([a, b, c], 0.2, 0.8)
     assert t == [0.2, 0.4, 0.6, 0.8]
-    assert v == [10.0, 15.0, 15.0, 5.0]
+    assert v == [15.0, 16.0, 16.0, 0.0]
 
 
 def test_binned_sum_averages_two_samples_of_one_flow_in_a_bin() -> None:
-    _t, v = binned_sum([([0.2, 0.35, 0.4], [10.0, 20.0, 30.0])], 0.2, 0.4)
+    _t, v = binned_sum([([0.2, 0.4, 0.45], [10.0, 20.0, 30.0])], 0.2, 0.4)
     assert v == [10.0, 25.0]
 
 

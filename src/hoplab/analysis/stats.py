@@ -65,15 +65,16 @@ def bufferbloat_grade(increase_ms: float) -> str:
 def binned_sum(series: Sequence[tuple[Sequence[float], Sequence[float]]], step: float,
                end: float) -> tuple[list[float], list[float]]:
     """Sum several rate series on one grid of `step` seconds up to `end`. Times are
-    interval ends, so a sample at t falls in the bin (t-step, t]; a series with two
-    samples in one bin (a short last interval) adds their mean, not their sum."""
+    interval ends; each sample goes to the grid point nearest to it, so flows started
+    a few ms apart add up in the same step; a series with two samples in one bin (a
+    short last interval) adds their mean, not their sum."""
     bins = max(1, math.ceil(end / step - 1e-9))
     total = [0.0] * bins
     for ts, vs in series:
         sums = [0.0] * bins
         counts = [0] * bins
         for t, v in zip(ts, vs, strict=True):
-            i = min(bins - 1, max(0, math.ceil(t / step - 1e-9) - 1))
+            i = min(bins - 1, max(0, round(t / step) - 1))
             sums[i] += v
             counts[i] += 1
         for i in range(bins):

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hoplab.errors import HoplabError
+from hoplab.lab import wire
 from hoplab.lab.caps import (
     FEATURE_NAMES,
     QDISC_NAMES,
@@ -70,9 +71,13 @@ def install_hint(tool: str) -> str:
 
 
 def _impairments(caps: Capabilities) -> dict[str, dict[str, Any]]:
+    built = wire.binary() is not None
+    wire_row: dict[str, Any] = (
+        {"mechanism": "wire", "note": None} if built and WIRE_EMULATOR_AVAILABLE
+        else {"mechanism": None, "note": f"unavailable: {wire.BINARY} is not built (make setup)"})
     if caps.has_qdisc("netem"):
         netem: dict[str, Any] = {"mechanism": "netem", "note": None}
-    elif WIRE_EMULATOR_AVAILABLE:
+    elif built and WIRE_EMULATOR_AVAILABLE:
         netem = {"mechanism": "wire", "note": "kernel lacks sch_netem; userspace wire emulator"}
     else:
         netem = {"mechanism": None,
@@ -84,7 +89,14 @@ def _impairments(caps: Capabilities) -> dict[str, dict[str, Any]]:
     queue: dict[str, Any] = (
         {"mechanism": "/".join(fifo), "note": None} if fifo
         else {"mechanism": None, "note": "unavailable: kernel lacks sch_fifo"})
-    return {"delay_jitter_loss": netem, "rate": rate, "queue_limit": queue}
+    # Per impairment: what a link with emulator = "auto" gets. The keys delay ..
+    # duplicate follow netem when the kernel has it; the others need the wire.
+    out = {"delay_jitter_loss": netem, "rate": rate, "queue_limit": queue}
+    for key in ("delay", "jitter", "loss", "loss_burst", "duplicate"):
+        out[key] = dict(netem)
+    for key in ("reorder_false", "trace"):
+        out[key] = dict(wire_row)
+    return out
 
 
 def _feature_note(name: str, caps: Capabilities) -> str | None:
@@ -159,7 +171,9 @@ def _print(rep: dict[str, Any], console: Console) -> None:
     t.add_column("impairment")
     t.add_column("mechanism")
     labels = {"delay_jitter_loss": "delay / jitter / loss", "rate": "rate",
-              "queue_limit": "queue limit"}
+              "queue_limit": "queue limit", "delay": "delay", "jitter": "jitter",
+              "loss": "loss", "loss_burst": "loss_burst (Gilbert-Elliott)",
+              "duplicate": "duplicate", "reorder_false": "reorder = false", "trace": "trace"}
     for key, row in rep["impairments"].items():
         t.add_row(labels[key], row["mechanism"] or f"[red]{row['note']}[/]")
     console.print(t)

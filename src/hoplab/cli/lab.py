@@ -115,6 +115,8 @@ def run_status(args: argparse.Namespace) -> int:
                     if iface["link"] == link["index"] and iface["kind"] == "veth":
                         states.append(nodes[n]["link_state"].get(iface["name"], "missing"))
             state = "up" if all(s == "up" for s in states) else "/".join(states)
+            if "wire" in link:
+                state = f"{state} (wire)" if link["wire"]["running"] else "down (wire stopped)"
             wg = " (wireguard)" if link["wireguard"] else ""
             table.add_row(str(link["index"]), f"{a} <-> {b}{wg}", _fmt_rate(link["forward"]),
                           _fmt_rate(link["reverse"]), state)

@@ -21,10 +21,10 @@ from functools import partial
 from pathlib import Path
 
 from hoplab.errors import CapabilityError, LabError, UsageError
-from hoplab.lab import netns, wireguard
+from hoplab.lab import netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab
-from hoplab.lab.requirements import requirements_problems
+from hoplab.lab.requirements import impairment_backend, requirements_problems
 from hoplab.lab.shaping import tc_lines
 from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
@@ -63,7 +63,7 @@ def _base_sysctls(node: NodePlan, diameter: int) -> list[tuple[str, str]]:
     ]
 
 
-def _veth_lines(plan: Plan) -> list[str]:
+def _veth_lines(plan: Plan, wires: dict[int, wire.WireLink] | None = None) -> list[str]:
     ends: dict[int, list[tuple[NodePlan, Iface]]] = {}
     for node in plan.nodes:
         for i in node.ifaces:
@@ -72,6 +72,10 @@ def _veth_lines(plan: Plan) -> list[str]:
     lines = []
     for index in sorted(ends):
         (na, ia), (nb, ib) = ends[index]
+        w = (wires or {}).get(index)
+        if w is not None:
+            lines += wire.veth_lines(w, (na.netns, ia.name), (nb.netns, ib.name), ia.mtu)
+            continue
         mtu = f" mtu {ia.mtu}" if ia.mtu else ""
         lines.append(f"link add {ia.name} netns {na.netns}{mtu} type veth "
                      f"peer name {ib.name} netns {nb.netns}{mtu}")
@@ -95,14 +99,21 @@ def _ip_lines(node: NodePlan, kinds: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def _configure_veths(lab: Lab, node: NodePlan) -> None:
+def _configure_veths(lab: Lab, node: NodePlan, wired: frozenset[int] = frozenset()) -> None:
     what = f"node {node.name}"
     netns.ip_batch(_ip_lines(node, ("veth",)), what)
     tc: list[str] = []
     for i in node.ifaces:
-        if i.kind == "veth":
+        if i.kind == "veth" and i.link not in wired:
             tc += tc_lines(i.name, i.egress)
     netns.tc_batch(tc, what)
+    for i in node.ifaces:
+        if i.kind == "veth" and i.link in wired and wire.per_packet(i.egress):
+            # Loss, duplication and jitter act per packet: the wire must see
+            # packets, not the 64 KiB GSO super-frames this sender would hand it.
+            check_done(subprocess.run(["ethtool", "-K", i.name, "tso", "off", "gso", "off"],
+                                      capture_output=True, text=True, check=False),
+                       f"{what}: offloads off on {i.name} (wired link)")
     spec = lab.node(node.name)
     if spec.offloads:
         for i in node.ifaces:
@@ -183,6 +194,10 @@ def up(lab: Lab, *, caps: Capabilities | None = None,
     src = Path(lab.source)
     state = LabState(name=lab.name, source=str(src.resolve()) if src.exists() else lab.source,
                      namespaces=[n.netns for n in plan.nodes])
+    wires = {w.index: w for w in wire.plan_wires(
+        lab.name, [lk for lk in lab.links if impairment_backend(lk, caps) == "wire"],
+        state.rundir)}
+    state.namespaces += [w.netns for w in wires.values()]
     state.save()
     result = UpResult(state, plan, 0.0)
     say = progress or (lambda _msg: None)
@@ -196,15 +211,22 @@ def up(lab: Lab, *, caps: Capabilities | None = None,
         try:
             t = time.monotonic()
             say("namespaces")
-            netns.ip_batch([f"netns add {n.netns}" for n in plan.nodes], "creating namespaces")
+            netns.ip_batch([f"netns add {n}" for n in state.namespaces], "creating namespaces")
             by_ns = {n.netns: n for n in plan.nodes}
             netns.in_each(list(by_ns), lambda ns: netns.write_sysctls(
                 _base_sysctls(by_ns[ns], plan.diameter)))
+            wire_ns = [w.netns for w in wires.values()]
+            netns.in_each(wire_ns, lambda _ns: netns.write_sysctls(wire.SYSCTLS))
             t = step("namespaces", t)
             say("links")
-            netns.ip_batch(_veth_lines(plan), "creating links")
-            netns.in_each(list(by_ns), lambda ns: _configure_veths(lab, by_ns[ns]))
+            netns.ip_batch(_veth_lines(plan, wires), "creating links")
+            wired = frozenset(wires)
+            netns.in_each(list(by_ns), lambda ns: _configure_veths(lab, by_ns[ns], wired))
             t = step("links", t)
+            if wires:
+                say("wires")
+                _start_wires(list(wires.values()), state)
+                t = step("wires", t)
             if plan.wireguard:
                 say("wireguard")
                 _start_wireguard(plan, state, caps)
@@ -219,6 +241,9 @@ def up(lab: Lab, *, caps: Capabilities | None = None,
             t = step("hosts+setup", t)
             state.status = "up"
             state.summary = summarize(plan)
+            state.summary["wires"] = [
+                {"link": w.index, "label": w.label, "netns": w.netns, "name": w.short,
+                 "stats": str(w.stats)} for w in wires.values()]
             state.save()
         except BaseException:
             with _shielded():
@@ -260,6 +285,23 @@ def _shielded() -> Iterator[None]:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:
+    exe = wire.binary()
+    if exe is None:
+        raise CapabilityError(f"{wire.BINARY} is not built; run make setup")
+    netns.in_each([w.netns for w in wires],
+                  lambda _ns: netns.ip_batch(wire.IP_LINES, f"wire namespace {_ns}"))
+    started = []
+    for w in wires:
+        proc = wire.start(w, exe)
+        # Recorded at once, so an interrupt from here on still stops it.
+        state.add_process(proc.pid, w.argv(exe), w.short, f"{wire.BINARY} for {w.label}")
+        started.append((w, proc))
+    deadline = time.monotonic() + wire.START_TIMEOUT_S
+    for w, proc in started:
+        wire.wait_ready(w, proc, deadline)
 
 
 def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:

@@ -7,11 +7,15 @@
 
 from __future__ import annotations
 
+from hoplab.lab import wire
 from hoplab.lab.caps import TOOL_PACKAGES, Capabilities
 from hoplab.spec.model import Direction, Lab, Link
 
-# Whether the userspace link emulator exists yet. A later issue flips this.
-WIRE_EMULATOR_AVAILABLE = False
+# The userspace link emulator (hoplab-wire, see hoplab.lab.wire) exists; whether
+# its binary is built is checked per lab (`make setup` builds it).
+WIRE_EMULATOR_AVAILABLE = True
+# What the wire's drop-tail bottleneck can stand in for.
+_WIRE_QDISCS = (None, "fifo", "htb", "tbf", "netem")
 
 _QDISC_MODULE = {"pfifo": "sch_fifo", "bfifo": "sch_fifo"}
 
@@ -34,6 +38,8 @@ def impairment_backend(link: Link, caps: Capabilities) -> str:
     if link.emulator == "wire":
         return "wire"
     directions = (link.forward, link.reverse)
+    if link.emulator == "auto" and any(d.needs_wire() for d in directions):
+        return "wire"
     if any(d.needs_netem() for d in directions):
         if (link.emulator == "auto" and not caps.has_qdisc("netem")
                 and WIRE_EMULATOR_AVAILABLE):
@@ -73,16 +79,29 @@ def _link_problems(link: Link, caps: Capabilities) -> list[str]:
     out: list[str] = []
     backend = impairment_backend(link, caps)
     if backend == "wire":
-        out.append(f"{label}: emulator = \"wire\": "
-                   "the userspace wire emulator is not implemented yet")
-    elif backend == "netem" and not caps.has_qdisc("netem"):
+        if wire.binary() is None:
+            out.append(f"{label}: the userspace wire emulator is needed but {wire.BINARY} is not "
+                       "built (make setup builds it; or set HOPLAB_WIRE to its path)")
+        for name, d in (("forward", link.forward), ("reverse", link.reverse)):
+            if d.qdisc not in _WIRE_QDISCS:
+                out.append(f"{label}: {name}: qdisc = \"{d.qdisc}\" cannot be built on the "
+                           "userspace wire, which queues drop-tail (fifo) only")
+        return out + ([] if not link.wireguard
+                      else _wireguard_problems(f"{label}: wireguard = true", caps))
+    if backend == "netem":
+        for name, d in (("forward", link.forward), ("reverse", link.reverse)):
+            if d.needs_wire():
+                what = "trace" if d.trace is not None else "reorder = false"
+                out.append(f"{label}: {name}: {what} needs the userspace wire, but "
+                           "emulator = \"netem\"; netem has no traces and always reorders "
+                           "with jitter (use emulator = \"wire\" or \"auto\")")
+    if backend == "netem" and not caps.has_qdisc("netem"):
         if link.emulator == "netem":
             out.append(f"{label}: emulator = \"netem\": delay/jitter/loss need the netem "
                        "qdisc (sch_netem), which this kernel lacks")
         else:
             out.append(f"{label}: delay/jitter/loss need the netem qdisc (sch_netem), which "
-                       "this kernel lacks; the userspace link emulator (emulator = \"wire\") "
-                       "is not available yet")
+                       "this kernel lacks")
     for d in (link.forward, link.reverse):
         out.extend(_direction_problems(label, d, caps))
     if link.wireguard:

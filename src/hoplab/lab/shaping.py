@@ -54,8 +54,16 @@ def _netem(d: Direction) -> list[str]:
         args += ["delay", _time(d.delay_s)]
         if d.jitter_s:
             args += [_time(d.jitter_s)]
-    if d.loss_pct:
+    if d.loss_pct and d.loss_burst:
+        # The simple Gilbert model: mean loss `loss` in bursts of `loss_burst`
+        # frames; p and r from the stationary loss p/(p+r) and burst 1/r.
+        loss, r = d.loss_pct / 100, 1 / d.loss_burst
+        p = min(1.0, loss * r / (1 - loss)) if loss < 1 else 1.0
+        args += ["loss", "gemodel", f"{p * 100:.6g}%", f"{r * 100:.6g}%"]
+    elif d.loss_pct:
         args += ["loss", f"{d.loss_pct}%"]
+    if d.duplicate_pct:
+        args += ["duplicate", f"{d.duplicate_pct}%"]
     q = d.queue
     if q is not None and q.packets is not None:
         args += ["limit", str(q.packets)]

@@ -42,13 +42,24 @@ def lab_status(state: LabState, *, links: bool = True) -> dict[str, Any]:
              for p in state.processes]
     problems += [f"{p['role']} on {p['node']} (pid {p['pid']}) is not running"
                  for p in procs if not p["alive"]]
+    link_rows = [dict(lk) for lk in state.summary.get("links", [])]
+    alive = {p["node"]: p["alive"] for p in procs}
+    for w in state.summary.get("wires", []):
+        up = bool(alive.get(w["name"], False)) and netns.exists(w["netns"])
+        for lk in link_rows:
+            if lk["index"] == w["link"]:
+                # A wire that is gone carries nothing: the link is down even though
+                # every interface still says up.
+                lk["wire"] = {"netns": w["netns"], "stats": w["stats"], "running": up}
+        if not up:
+            problems.append(f"{w['label']} is down: its wire ({w['netns']}) is not running")
     return {
         "name": state.name,
         "source": state.source,
         "status": state.status if not problems or state.status != "up" else "degraded",
         "created": state.created,
         "nodes": out_nodes,
-        "links": state.summary.get("links", []),
+        "links": link_rows,
         "tunnels": state.summary.get("tunnels", []),
         "processes": procs,
         "problems": problems,

@@ -20,6 +20,10 @@ def _direction(d: Direction) -> dict[str, Any]:
         out["loss_pct"] = d.loss_pct
     if d.qdisc is not None:
         out["qdisc"] = d.qdisc
+    for key in ("loss_burst", "duplicate_pct", "reorder", "trace"):
+        value = getattr(d, key)
+        if value is not None:
+            out[key] = value
     if d.queue is not None:
         out["queue"] = {"packets": d.queue.packets, "bytes": d.queue.bytes}
     return out

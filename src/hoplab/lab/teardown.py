@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from hoplab.errors import LabError
-from hoplab.lab import netns
+from hoplab.lab import netns, wire
 from hoplab.lab.state import ETC_NETNS, LabState, stop_process
 
 
@@ -41,6 +41,7 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
                     warnings.append(str(exc))
     for proc in state.processes:
         stop_process(proc)
+    wire.forget_exited()
     warnings += kill_leftovers(live)
     warnings += delete_namespaces(live)
     for ns in state.namespaces:

@@ -24,6 +24,7 @@ from hoplab.run.procs import Proc, ProcessGroup, wait_listening
 from hoplab.run.profiling import PhaseProfiler
 from hoplab.run.record import Metric, RawOutput, Series
 from hoplab.samplers import Samplers, Target, sampler_metrics
+from hoplab.samplers.wire import wire_namespaces
 from hoplab.spec.experiment import Flow, Test
 from hoplab.spec.model import Lab
 
@@ -78,9 +79,14 @@ def sampler_targets(test: Test, plan: Plan) -> list[Target]:
         chosen = on_path[1:-1]
         # Retransmits happen at the senders: the ends keep a TCP counter.
         ends = [test.src, test.dst] if "tcp" in kinds else []
-    targets = [Target(n, plan.node(n).netns, kinds) for n in chosen]
+    node_kinds = kinds - {"wire"}
+    targets = [Target(n, plan.node(n).netns, node_kinds) for n in chosen] if node_kinds else []
     targets += [Target(n, plan.node(n).netns, frozenset({"tcp"})) for n in ends
                 if n not in chosen]
+    if "wire" in kinds:
+        # Links carried by hoplab-wire: its frame and drop counters, per direction.
+        targets += [Target(name, ns, frozenset({"wire"}))
+                    for name, ns in wire_namespaces(plan.lab.name)]
     return targets
 
 

@@ -35,9 +35,9 @@ from pyroute2 import IPRoute
 
 from hoplab.lab.netns import NETNS_DIR, entered
 from hoplab.run.record import Series
-from hoplab.samplers import cpu, ifaces, qdisc, tcp
+from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
 
-SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp")
+SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp", "wire")
 NODE_KINDS = frozenset(SAMPLER_KINDS) - {"cpu"}
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
@@ -213,6 +213,11 @@ class Samplers:
         if "tcp" in tg.kinds:
             for name, value in tcp.read_tcp().items():
                 rec.add(name, "segments", tg.node, None, t, value)
+        if "wire" in tg.kinds:
+            units = {name: unit for name, unit, _ in wire.FIELDS}
+            for direction, values in wire.read(tg.netns).items():
+                for name, amount in values.items():
+                    rec.add(name, units[name], tg.node, direction, t, amount)
 
 
 def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[qdisc.QdiscStats]:

@@ -16,7 +16,7 @@ from hoplab.spec.model import Lab
 TEST_KINDS = ("tcp", "udp", "ping", "probe", "rrul", "custom")
 FLOW_KINDS = ("tcp", "udp", "ping", "probe")
 DIRECTIONS = ("up", "down", "bidir")
-SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp")
+SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp", "wire")
 
 
 @dataclass(frozen=True)

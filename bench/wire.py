@@ -1,0 +1,84 @@
+"""The userspace wire's cost: TCP rate and added latency against a plain veth, one run.
+
+Builds one lab: a - b over an unimpaired wire (emulator = "wire") and a - c
+over a plain veth pair, then alternates, --reps times each, iperf3 from a to b
+and to c (--seconds each), and 200 pings at 5 ms to each. Prints the median
+TCP rate of both and the median RTT of both; the wire's added latency is half
+the RTT difference (a round trip crosses the wire twice).
+Run as root: .venv/bin/python bench/wire.py [--seconds 5] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from hoplab.lab import build, netns
+from hoplab.spec import load_lab
+
+LAB = """# bench: wire against plain veth
+name = "benchwire"
+[nodes.a]
+[nodes.b]
+[nodes.c]
+[[links]]
+between = ["a", "b"]
+emulator = "wire"
+[[links]]
+between = ["a", "c"]
+"""
+
+
+def iperf(server_ns: str, client_ns: str, target: str, seconds: float) -> float:
+    server = subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        out = netns.run_in(client_ns, ["iperf3", "-c", target, "-t", str(seconds), "-J"],
+                           timeout=seconds + 30).stdout
+        return float(json.loads(out)["end"]["sum_received"]["bits_per_second"]) / 1e9
+    finally:
+        server.wait(10)
+
+
+def rtt_ms(ns: str, target: str) -> float:
+    out = netns.run_in(ns, ["ping", "-c", "200", "-i", "0.005", target], timeout=60).stdout
+    return statistics.median(float(x) for x in re.findall(r"time=([\d.]+) ms", out))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "benchwire.toml"
+        f.write_text(LAB)
+        up = build.up(load_lab(f))
+    try:
+        a, b, c = (up.plan.node(n) for n in "abc")
+        ips = {n.name: str(n.primary4) for n in (b, c)}
+        rate: dict[str, list[float]] = {"wire": [], "veth": []}
+        rtt: dict[str, list[float]] = {"wire": [], "veth": []}
+        for _ in range(args.reps):
+            for kind, node in (("wire", b), ("veth", c)):
+                rate[kind].append(iperf(node.netns, a.netns, ips[node.name], args.seconds))
+                rtt[kind].append(rtt_ms(a.netns, ips[node.name]))
+    finally:
+        build.down("benchwire")
+    print(f"{'path':6} {'TCP Gbit/s':>11} {'RTT median us':>14}")
+    for kind in ("wire", "veth"):
+        print(f"{kind:6} {statistics.median(rate[kind]):11.2f} "
+              f"{statistics.median(rtt[kind]) * 1e3:14.0f}")
+    added = (statistics.median(rtt["wire"]) - statistics.median(rtt["veth"])) / 2 * 1e3
+    print(f"wire added latency (one way, median): {added:.0f} us")
+
+
+if __name__ == "__main__":
+    main()

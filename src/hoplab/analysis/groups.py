@@ -1,0 +1,147 @@
+"""Pairing two selections test by test, variant by variant, before comparing them.
+
+A selection such as qos=on holds several tests, and a label selection such as
+version=v2 may hold every variant of a matrix; pooling a 1-hop run with a 5-hop
+run would compare hops, not versions. So each side is split into groups by
+experiment, test and variant value, leaving out the "contrast": what is one
+value on A, another on B (qos off / on). Groups with the same key are compared.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hoplab.analysis.compare import (
+    MetricComparison,
+    check_measurement_version,
+    compare_runs,
+    parse_metric,
+)
+from hoplab.errors import UsageError
+from hoplab.run.record import RunRecord
+
+_MISSING = "(none)"
+
+
+@dataclass(frozen=True)
+class GroupComparison:
+    title: str                      # what both sides share: "qos-under-load / bulk"
+    kind: str                       # A's test kind
+    a_label: str                    # what is A's own: "qos=off" ("" if nothing differs)
+    b_label: str
+    a_ids: tuple[int, ...]
+    b_ids: tuple[int, ...]
+    warnings: tuple[str, ...]
+    metrics: tuple[MetricComparison, ...]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    groups: tuple[GroupComparison, ...]
+    unmatched: tuple[str, ...]      # groups found on one side only, not compared
+
+
+def _dim(run: RunRecord, dim: str) -> str:
+    if dim in ("experiment", "test"):
+        return str(getattr(run, dim))
+    value = run.variant.get(dim[2:]) if dim.startswith("v:") else run.labels.get(dim[2:])
+    return _MISSING if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
+def _contrast(a: Sequence[RunRecord], b: Sequence[RunRecord], dims: list[str]) -> list[str]:
+    out = []
+    for d in dims:
+        va, vb = {_dim(r, d) for r in a}, {_dim(r, d) for r in b}
+        if len(va) == 1 and len(vb) == 1 and va != vb:
+            out.append(d)
+    return out
+
+
+def natural(text: str) -> list[tuple[int, int | str]]:
+    """A sort key that puts hops=2 before hops=10 and v1.9 before v1.10."""
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
+
+
+def _show(dim: str, value: str) -> str:
+    return value if dim in ("experiment", "test") else f"{dim[2:]}={value}"
+
+
+def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],
+                   metrics: Sequence[str] | None = None, *, per_flow: bool = False,
+                   seed: int = 0, resamples: int = 2000, alpha: float = 0.05) -> Comparison:
+    """Compare A with B group by group (see the module doc). UsageError if the runs were
+    measured differently or no group appears on both sides."""
+    check_measurement_version(a, b)
+    runs = (*a, *b)
+    variant_keys = sorted({k for r in runs for k in r.variant})
+    dims = ["experiment", "test", *(f"v:{k}" for k in variant_keys)]
+    contrast = _contrast(a, b, dims)
+    label_contrast = _contrast(a, b, [f"l:{k}" for k in sorted({k for r in runs
+                                                                 for k in r.labels})])
+    shared = [d for d in dims if d not in contrast]
+
+    def split(side: Sequence[RunRecord]) -> dict[tuple[str, ...], list[RunRecord]]:
+        groups: dict[tuple[str, ...], list[RunRecord]] = {}
+        for r in sorted(side, key=lambda r: r.id or 0):
+            groups.setdefault(tuple(_dim(r, d) for d in shared), []).append(r)
+        return groups
+
+    ga, gb = split(a), split(b)
+
+    def title(key: tuple[str, ...]) -> str:
+        parts = [_show(d, v) for d, v in zip(shared, key, strict=True)
+                 if not (d.startswith("v:") and v == _MISSING)]
+        return " / ".join(parts) or "all runs"
+
+    def label(side: Sequence[RunRecord]) -> str:
+        return " ".join(_show(d, _dim(side[0], d)) for d in (*contrast, *label_contrast))
+
+    unmatched = tuple(
+        f"{name}'s {title(k)} ({len(g)} run{'s' * (len(g) != 1)}) has no counterpart in "
+        f"{other}" for name, mine, other, theirs in (("A", ga, "B", gb), ("B", gb, "A", ga))
+        for k, g in mine.items() if k not in theirs)
+    wanted = [parse_metric(m) for m in metrics] if metrics else None
+    groups = []
+    for key, ra in ga.items():
+        rb = gb.get(key)
+        if rb is None:
+            continue
+        names = None
+        if wanted is not None:
+            have = {(m.name, m.flow, m.node, m.key) for r in (*ra, *rb) for m in r.metrics}
+            names = [str(w) for w in wanted if (w.name, w.flow, w.node, w.key) in have]
+            if not names:
+                continue
+        groups.append(GroupComparison(
+            title=title(key), kind=ra[0].kind, a_label=label(ra), b_label=label(rb),
+            a_ids=tuple(r.id or 0 for r in ra), b_ids=tuple(r.id or 0 for r in rb),
+            warnings=tuple(_warnings(ra, rb)),
+            metrics=tuple(compare_runs(ra, rb, names, per_flow=per_flow, seed=seed,
+                                       resamples=resamples, alpha=alpha))))
+    groups.sort(key=lambda g: natural(g.title))
+    if not groups:
+        what = "metric " + ", ".join(metrics) if metrics else "test and variant"
+        raise UsageError(
+            f"nothing to compare: no {what} appears on both sides (A holds "
+            f"{'; '.join(map(title, ga)) or '-'}, B holds {'; '.join(map(title, gb)) or '-'})")
+    return Comparison(groups=tuple(groups), unmatched=unmatched)
+
+
+def _warnings(a: Sequence[RunRecord], b: Sequence[RunRecord]) -> list[str]:
+    out = []
+    kinds = ({r.kind for r in a}, {r.kind for r in b})
+    if kinds[0] != kinds[1]:
+        out.append(f"different test kinds: A is {'/'.join(sorted(kinds[0]))}, B is "
+                   f"{'/'.join(sorted(kinds[1]))}; the figures share names, not meaning")
+    versions = tuple({str(r.metadata.get("hoplab_version", "?")) for r in side}
+                     for side in (a, b))
+    if versions[0] != versions[1]:
+        out.append(f"different hoplab versions: A ran {', '.join(sorted(versions[0]))}, B ran "
+                   f"{', '.join(sorted(versions[1]))}; part of a change may be hoplab's own")
+    for name, side in (("A", a), ("B", b)):
+        out.extend(f"run {r.id} ({name}) is {r.status}: its figures may be partial"
+                   for r in side if r.status != "ok")
+    return out

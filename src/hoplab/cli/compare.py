@@ -1,0 +1,161 @@
+"""`hoplab compare A B`: two sets of runs, metric by metric, with a verdict."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from typing import Any
+
+from hoplab.analysis.compare import MetricComparison, min_p_value
+from hoplab.analysis.groups import Comparison, GroupComparison, compare_groups
+from hoplab.analysis.select import select_pair
+from hoplab.cli import store_arg
+from hoplab.errors import UsageError
+from hoplab.render.console import console as make_console
+from hoplab.render.headline import HEADLINE, LABELS
+from hoplab.render.units import value
+from hoplab.store import open_store
+
+_COLOURS = {"better": "green", "worse": "red", "same": "", "not enough data": "yellow",
+            "n/a": "dim"}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "compare", help="compare two sets of runs, with a verdict per metric",
+        description="Compare runs A (the baseline) with runs B, test by test: medians, "
+                    "change, bootstrap CI, Mann-Whitney p and a verdict per metric. A and B "
+                    "are run ids (12, 12,14, 12-15) or selections (qos=on, "
+                    "test=bulk,version=v2). See docs/compare.md.")
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    store_arg.add(p)
+    p.add_argument("--metric", dest="metrics", action="append", default=[],
+                   metavar="NAME", help="only this metric (repeatable); NAME@FLOW for one "
+                                        "flow, NAME@node=N,key=K for a node's figure")
+    p.add_argument("--per-flow", action="store_true", help="also every per-flow metric")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level; the CI is at 1 - alpha (default 0.05)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1, not {args.alpha}")
+    if args.resamples < 100:
+        raise UsageError(f"--resamples {args.resamples}: a CI needs at least 100")
+    with open_store(store_arg.url(args)) as store:
+        ids_a, ids_b = select_pair(store, args.a, args.b)
+        runs_a = [store.get_run(i, series=False) for i in ids_a]
+        runs_b = [store.get_run(i, series=False) for i in ids_b]
+        desc = store.describe()
+    result = compare_groups(runs_a, runs_b, args.metrics or None, per_flow=args.per_flow,
+                            seed=args.seed, resamples=args.resamples, alpha=args.alpha)
+    if args.json:
+        json.dump(_as_json(args, desc, ids_a, ids_b, result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print(args, desc, ids_a, ids_b, result)
+    return 0
+
+
+def _clean(x: Any) -> Any:
+    # JSON has no NaN; a consumer reads null as "not computable".
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _as_json(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[int],
+             result: Comparison) -> dict[str, Any]:
+    groups = []
+    for g in result.groups:
+        data = dataclasses.asdict(g)
+        data["metrics"] = [dataclasses.asdict(m) | {"label": m.label} for m in g.metrics]
+        groups.append(data)
+    out: dict[str, Any] = _clean({
+        "store": desc, "a": {"spec": args.a, "runs": ids_a},
+        "b": {"spec": args.b, "runs": ids_b},
+        "alpha": args.alpha, "seed": args.seed, "resamples": args.resamples,
+        "groups": groups, "unmatched": list(result.unmatched)})
+    return out
+
+
+def _ordered(g: GroupComparison, explicit: bool) -> list[MetricComparison]:
+    if explicit:
+        return list(g.metrics)
+    first = HEADLINE.get(g.kind, ())
+    return sorted(g.metrics, key=lambda m: (
+        m.flow is not None, first.index(m.metric) if m.metric in first else len(first)))
+
+
+def _pct(x: float) -> str:
+    # Adding 0.0 turns a rounded -0.0 into 0.0: "-0.0 %" reads as a loss that is not there.
+    return "-" if math.isnan(x) else f"{round(x, 1) + 0.0:+.1f} %"
+
+
+def _runs(ids: tuple[int, ...] | list[int]) -> str:
+    shown = ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
+    return f"{len(ids)} run{'s' * (len(ids) != 1)} ({shown})"
+
+
+def _notes(g: GroupComparison, alpha: float) -> list[str]:
+    sizes = sorted({(len(m.a_values), len(m.b_values)) for m in g.metrics
+                    if m.verdict == "not enough data"})
+    out = []
+    for na, nb in sizes:
+        if min(na, nb) < 2:
+            out.append(f"{na} + {nb} runs: one run shows no spread, so a difference cannot "
+                       "be told from noise; repeat each side (repeat = 5 in the experiment)")
+        else:
+            need = next(n for n in range(2, 50) if min_p_value(n, n) <= alpha)
+            out.append(f"{na} + {nb} runs: the rank test cannot reach p <= {alpha:g} (its "
+                       f"smallest p is {min_p_value(na, nb):.2g}); {need} runs per side can")
+    return out
+
+
+def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[int],
+           result: Comparison) -> None:
+    from rich.table import Table
+
+    console = make_console()
+    level = f"{100 * (1 - args.alpha):g} % CI"
+    console.print(f"[bold]A[/] {args.a}: {_runs(ids_a)}\n[bold]B[/] {args.b}: {_runs(ids_b)}"
+                  f"\nin {desc}; verdict at alpha {args.alpha:g} (see docs/compare.md)")
+    for g in result.groups:
+        a_name, b_name = g.a_label or args.a, g.b_label or args.b
+        table = Table()
+        for col in ("metric", "n", "A median", "B median", "change", level, "p", "verdict"):
+            table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+        for m in _ordered(g, bool(args.metrics)):
+            name = LABELS.get(m.metric, m.metric) if m.flow is None and m.node is None \
+                else m.label
+            colour = _COLOURS[m.verdict]
+            table.add_row(
+                name, f"{len(m.a_values)}+{len(m.b_values)}", value(m.a_median, m.unit),
+                value(m.b_median, m.unit), _pct(m.change_pct),
+                "-" if math.isnan(m.ci_low_pct) else
+                f"{_pct(m.ci_low_pct)[:-2]} .. {_pct(m.ci_high_pct)}",
+                "-" if m.p_value is None else f"{m.p_value:.2g}",
+                f"[{colour}]{m.verdict}[/]" if colour else m.verdict)
+        console.print(f"\n[bold]{g.title}[/]  A {a_name}: {_runs(g.a_ids)}  vs  "
+                      f"B {b_name}: {_runs(g.b_ids)}")
+        console.print(table)
+        for w in g.warnings:
+            console.print(f"[yellow]warning:[/] {w}")
+        for n in _notes(g, args.alpha):
+            console.print(f"[dim]note:[/] {n}")
+    if result.unmatched:
+        console.print()
+        for u in result.unmatched:
+            console.print(f"[dim]not compared:[/] {u}")

@@ -1,0 +1,76 @@
+"""`hoplab import FILE...`: iperf3 -J outputs, Flent data files and hoplab exports as runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hoplab.cli import store_arg
+from hoplab.errors import HoplabError, UsageError
+from hoplab.importers import Options, load_files
+from hoplab.render.console import console as make_console
+from hoplab.render.headline import HEADLINE, LABELS
+from hoplab.render.units import value
+from hoplab.run.record import RunRecord
+from hoplab.store import open_store
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "import", help="load iperf3 JSON outputs and Flent data files as runs",
+        description="Load measurements made elsewhere into the store: iperf3 -J outputs "
+                    "(TCP, UDP, -P, -R, --bidir; an output that ends in an error becomes a "
+                    "failed run), Flent data files (.flent.gz) and `hoplab export --format "
+                    "json` files. Every file is checked before anything is saved: one bad "
+                    "file and nothing is imported (exit 2).")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    store_arg.add(p)
+    p.add_argument("--experiment", help="the runs' experiment name (default: imported)")
+    p.add_argument("--test", help="the runs' test name (default: the iperf3 file's stem, or "
+                                  "the Flent test's NAME)")
+    p.add_argument("--label", dest="labels", action="append", default=[], metavar="KEY=VALUE",
+                   help="a label for every imported run, e.g. --label device=rpi4 (repeatable)")
+    p.set_defaults(func=run_import)
+
+
+def _labels(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--label {item!r}: expected KEY=VALUE, e.g. --label device=rpi4")
+        out[key.strip()] = val.strip()
+    return out
+
+
+def run_import(args: argparse.Namespace) -> int:
+    options = Options(experiment=args.experiment, test=args.test, labels=_labels(args.labels))
+    runs = load_files(args.files, options)
+    console = make_console()
+    saved: list[int] = []
+    with open_store(store_arg.url(args)) as store:
+        try:
+            for run in runs:
+                saved.append(store.save_run(run))
+        except HoplabError as exc:
+            # Each run is saved in its own transaction: name what is already in.
+            done = ", ".join(map(str, saved)) or "none"
+            raise HoplabError(f"{exc} (runs saved before the failure: {done})") from None
+        desc = store.describe()
+    for path, run in zip(args.files, runs, strict=True):
+        figures = ", ".join(f"{LABELS.get(n, n)} {value(v, u)}"
+                            for n in HEADLINE.get(run.kind, ())[:3]
+                            for v, u in [_metric(run, n)] if u)
+        status = "" if run.status == "ok" else f" [red]{run.status}[/]: {run.error}"
+        console.print(f"run {run.id}: {path} -> {run.experiment}/{run.test} ({run.kind}, "
+                      f"{len(run.series)} series){status}" + (f"; {figures}" if figures else ""))
+    console.print(f"imported {len(runs)} run(s) into {desc}")
+    return 0
+
+
+def _metric(run: RunRecord, name: str) -> tuple[float, str]:
+    """The whole-run metric `name` and its unit; unit "" when the run has none."""
+    for m in run.metrics:
+        if (m.name, m.flow, m.node, m.key) == (name, None, None, None):
+            return m.value, m.unit
+    return 0.0, ""

@@ -1,0 +1,58 @@
+"""`hoplab report RUN... -o report.html`: stored runs as one self-contained HTML file."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from hoplab.cli import store_arg
+from hoplab.errors import UsageError
+from hoplab.render.console import console as make_console
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "report", help="write stored runs as one self-contained HTML file",
+        description="Write an HTML report of stored runs that opens without network access: "
+                    "charts per run (throughput and latency over time with the phases, CPU "
+                    "per core, RTT distribution), the metadata, the figures, and with "
+                    "several runs a comparison (when they split into two groups by variant "
+                    "or labels) or a table of headline figures.")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run ids (12, 12,14, 12-15) or selections (qos=on, "
+                        "experiment=x,test=bulk)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file")
+    store_arg.add(p)
+    p.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from hoplab.analysis.select import select
+    from hoplab.render.report import build_report
+    from hoplab.store import open_store
+
+    start = time.monotonic()
+    with open_store(store_arg.url(args)) as store:
+        ids: dict[int, None] = {}
+        for spec in args.runs:
+            found = select(store, spec)
+            if not found:
+                raise UsageError(f"no runs match {spec!r} in {store.describe()}")
+            ids.update(dict.fromkeys(found))
+        runs = [store.get_run(i) for i in ids]
+        desc = store.describe()
+    text = build_report(runs, desc)
+    tmp = f"{args.output}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, args.output)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    make_console().print(f"wrote {args.output}: {len(runs)} run{'s' if len(runs) != 1 else ''}"
+                         f", {len(text) / 1e6:.1f} MB, {time.monotonic() - start:.2f} s")
+    return 0

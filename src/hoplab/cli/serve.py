@@ -1,0 +1,68 @@
+"""`hoplab serve`: a read-only web dashboard over the store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from types import FrameType
+
+from hoplab.cli import store_arg
+from hoplab.errors import UsageError
+from hoplab.render.console import console as make_console
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "serve", help="a read-only web dashboard over the store",
+        description="Serve a read-only dashboard: the runs (filtered by labels and "
+                    "variants), a page per run with its charts, a compare page with "
+                    "verdicts and a trend of a metric across runs. GET only; nothing is "
+                    "written to the store and nothing is fetched from the internet.")
+    store_arg.add(p)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only; "
+                        "0.0.0.0 opens it to the network, without authentication)")
+    p.add_argument("--port", type=int, default=8080, help="default 8080; 0 picks a free one")
+    p.add_argument("--quiet", action="store_true", help="do not log each request")
+    p.set_defaults(func=run_serve)
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from hoplab.store import open_store
+    from hoplab.store.url import parse_location
+    from hoplab.web.app import make_server
+
+    url = store_arg.url(args)
+    location = parse_location(url)
+    path = location.url.database
+    if location.backend == "sqlite" and path and not os.path.exists(path):
+        # Opening would create an empty store: a read-only dashboard must not write.
+        raise UsageError(f"no store at {location.description}")
+    with open_store(url) as store:
+        try:
+            server = make_server(store, args.host, args.port, quiet=args.quiet)
+        except OSError as exc:
+            raise UsageError(f"cannot listen on {args.host}:{args.port}: "
+                             f"{exc.strerror or exc}") from None
+        with server:
+            bound, port = server.server_address[:2]
+            host = bound.decode() if isinstance(bound, bytes) else str(bound)
+            shown = f"[{host}]" if ":" in host else host
+            make_console().print(f"hoplab serve: http://{shown}:{port}/ (store "
+                                 f"{store.describe()}, read-only; Ctrl-C stops)",
+                                 highlight=False, soft_wrap=True)
+            sys.stdout.flush()
+            previous = signal.signal(signal.SIGTERM, _stop)
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+    return 0

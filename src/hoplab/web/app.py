@@ -1,0 +1,281 @@
+"""`hoplab serve`: a read-only dashboard over a store, on the standard library's
+ThreadingHTTPServer. GET (and HEAD) only; every other method gets 405. Nothing here
+writes to the store, and nothing is fetched from the internet: plotly.js comes from
+the installed plotly package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import re
+import sys
+import threading
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from hoplab.errors import HoplabError, UsageError
+from hoplab.render import charts
+from hoplab.render.report import plotly_js
+from hoplab.store import Store
+from hoplab.web import pages
+
+_CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
+_GZIP_MIN = 1024
+_RESERVED = {"q", "metric", "by"}
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "text/html; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _html(text: str, status: int = 200) -> Response:
+    return Response(status, text.encode())
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    text = json.dumps(data, separators=(",", ":"), default=str, allow_nan=False)
+    return Response(status, text.encode(), "application/json")
+
+
+def _filters(query: dict[str, list[str]]) -> dict[str, str]:
+    """Filters from ?key=value parameters and from q="key=value key=value"."""
+    out = {k: v[-1] for k, v in query.items() if k not in _RESERVED and v and v[-1]}
+    for item in (query.get("q") or [""])[-1].split():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"filter {item!r}: expected KEY=VALUE, e.g. hops=2")
+        out[key] = value
+    return out
+
+
+def _nan_free(x: Any) -> Any:
+    if isinstance(x, float) and x != x:        # NaN: JSON has none
+        return None
+    if isinstance(x, dict):
+        return {k: _nan_free(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_nan_free(v) for v in x]
+    return x
+
+
+class Dashboard:
+    """Routes a GET to a page or a JSON document. Safe to call from many threads."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.desc = store.describe()
+        self._charts: OrderedDict[int, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+        self._routes: list[tuple[re.Pattern[str], Callable[..., Response]]] = [
+            (re.compile(r"/"), self.runs), (re.compile(r"/run/(\d+)"), self.run),
+            (re.compile(r"/compare"), self.compare), (re.compile(r"/trend"), self.trend),
+            (re.compile(r"/api/runs"), self.api_runs),
+            (re.compile(r"/api/run/(\d+)"), self.api_run),
+            (re.compile(r"/api/run/(\d+)/charts"), self.api_charts),
+            (re.compile(r"/api/compare"), self.api_compare),
+            (re.compile(r"/api/trend"), self.api_trend),
+            (re.compile(r"/static/plotly\.min\.js"), self.plotly),
+            (re.compile(r"/favicon\.ico"), lambda query: Response(204, b"", "image/x-icon")),
+        ]
+
+    def handle(self, target: str) -> Response:
+        url = urlsplit(target)
+        query = parse_qs(url.query)
+        api = url.path.startswith("/api/")
+        for pattern, handler in self._routes:
+            m = pattern.fullmatch(url.path)
+            if m:
+                try:
+                    return handler(query, *m.groups())
+                except UsageError as exc:
+                    status = 404 if str(exc).startswith("no run ") else 400
+                    return self._error(status, str(exc), api)
+                except HoplabError as exc:
+                    return self._error(500, str(exc), api)
+        return self._error(404, f"no page {url.path}", api)
+
+    def _error(self, status: int, message: str, api: bool) -> Response:
+        if api:
+            return _json({"error": message}, status)
+        return _html(pages.error_page(status, message, self.desc), status)
+
+    def runs(self, query: dict[str, list[str]]) -> Response:
+        filters = _filters(query)
+        everything = self.store.list_runs()
+        shown = self.store.list_runs(filters) if filters else everything
+        return _html(pages.runs_page(shown, everything, filters, self.desc))
+
+    def run(self, query: dict[str, list[str]], run_id: str) -> Response:
+        rec = self.store.get_run(int(run_id), series=False)
+        return _html(pages.run_page(rec, self.desc))
+
+    def _compare(self, query: dict[str, list[str]]) -> tuple[str, str, Any, Any]:
+        from hoplab.analysis.compare import compare_runs
+        from hoplab.analysis.select import select_pair
+
+        a, b = ((query.get(k) or [""])[-1].strip() for k in ("a", "b"))
+        if not a or not b:
+            return a, b, None, None
+        ids = select_pair(self.store, a, b)
+        sides = [[self.store.get_run(i, series=False) for i in side] for side in ids]
+        per_flow = (query.get("per_flow") or [""])[-1] in ("1", "on", "true")
+        return a, b, compare_runs(sides[0], sides[1], per_flow=per_flow), ids
+
+    def compare(self, query: dict[str, list[str]]) -> Response:
+        try:
+            a, b, result, ids = self._compare(query)
+        except UsageError as exc:
+            a, b = ((query.get(k) or [""])[-1] for k in ("a", "b"))
+            return _html(pages.compare_page(a, b, self.desc, error=str(exc)), 400)
+        return _html(pages.compare_page(a, b, self.desc, result, ids))
+
+    def api_compare(self, query: dict[str, list[str]]) -> Response:
+        _, _, result, ids = self._compare(query)
+        if result is None:
+            raise UsageError("give both sides: /api/compare?a=SPEC&b=SPEC")
+        return _json(_nan_free({"a": ids[0], "b": ids[1],
+                                "metrics": [dataclasses.asdict(c) | {"label": c.label}
+                                            for c in result]}))
+
+    def _trend(self, query: dict[str, list[str]]) -> tuple[str, str, dict[str, str], Any]:
+        from hoplab.analysis.series_trend import trend
+
+        metric = (query.get("metric") or [""])[-1].strip()
+        by = (query.get("by") or ["started_at"])[-1].strip() or "started_at"
+        filters = _filters(query)
+        return metric, by, filters, trend(self.store, metric, filters, by) if metric else None
+
+    def trend(self, query: dict[str, list[str]]) -> Response:
+        try:
+            metric, by, filters, points = self._trend(query)
+        except UsageError as exc:
+            return _html(pages.trend_page("", "started_at", {}, self.desc, error=str(exc)), 400)
+        return _html(pages.trend_page(metric, by, filters, self.desc, points))
+
+    def api_trend(self, query: dict[str, list[str]]) -> Response:
+        metric, by, filters, points = self._trend(query)
+        if points is None:
+            raise UsageError("give a metric: /api/trend?metric=goodput&by=hops&test=...")
+        return _json(_nan_free({"metric": metric, "by": by, "filters": filters,
+                                "points": [{"x": x, "median": m, "runs": n}
+                                           for x, m, n in points]}))
+
+    def api_runs(self, query: dict[str, list[str]]) -> Response:
+        runs = self.store.list_runs(_filters(query))
+        return _json(_nan_free([dataclasses.asdict(r) for r in runs]))
+
+    def api_run(self, query: dict[str, list[str]], run_id: str) -> Response:
+        rec = self.store.get_run(int(run_id), series=False)
+        data = dataclasses.asdict(rec)
+        data.pop("series"), data.pop("raw")
+        return _json(_nan_free(data))
+
+    def api_charts(self, query: dict[str, list[str]], run_id: str) -> Response:
+        rid = int(run_id)
+        with self._lock:
+            body = self._charts.get(rid)
+            if body is not None:
+                self._charts.move_to_end(rid)
+        if body is None:
+            rec = self.store.get_run(rid)
+            found = charts.run_charts(rec)
+            body = ('{"charts":[' + ",".join(
+                f'{{"id":{json.dumps(c.id)},"title":{json.dumps(c.title)},'
+                f'"notes":{json.dumps(c.notes)},"figure":{charts.figure_json(c.figure)}}}'
+                for c in found) + "]}").encode()
+            with self._lock:
+                self._charts[rid] = body
+                while len(self._charts) > _CHART_CACHE:
+                    self._charts.popitem(last=False)
+        return Response(200, body, "application/json")
+
+    def plotly(self, query: dict[str, list[str]]) -> Response:
+        return Response(200, _plotly_bytes(), "text/javascript; charset=utf-8",
+                        {"Cache-Control": "public, max-age=86400"})
+
+
+_BUNDLE: dict[str, bytes] = {}
+
+
+def _plotly_bytes() -> bytes:
+    if "js" not in _BUNDLE:
+        _BUNDLE["js"] = plotly_js().encode()
+    return _BUNDLE["js"]
+
+
+class Handler(BaseHTTPRequestHandler):
+    dashboard: Dashboard        # set on the subclass make_server builds
+    quiet = False
+    server_version = "hoplab"
+
+    def do_GET(self) -> None:
+        self._reply(head=False)
+
+    def do_HEAD(self) -> None:
+        self._reply(head=True)
+
+    def _refuse(self) -> None:
+        body = b"read-only dashboard: GET only\n"
+        self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
+        self.send_header("Allow", "GET, HEAD")
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
+
+    def _reply(self, head: bool) -> None:
+        try:
+            resp = self.dashboard.handle(self.path)
+        except Exception:       # a bug must not kill the server thread's client silently
+            traceback.print_exc(file=sys.stderr)
+            resp = Response(500, b"internal error (see the server's log)\n",
+                            "text/plain; charset=utf-8")
+        body = resp.body
+        if len(body) >= _GZIP_MIN and "gzip" in self.headers.get("Accept-Encoding", ""):
+            body = _gzipped(resp)
+            resp.headers["Content-Encoding"] = "gzip"
+        self.send_response(resp.status)
+        self.send_header("Content-Type", resp.content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Vary", "Accept-Encoding")
+        for k, v in resp.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if not self.quiet:
+            super().log_message(format, *args)
+
+
+def _gzipped(resp: Response) -> bytes:
+    if resp.body is _BUNDLE.get("js"):
+        if "gz" not in _BUNDLE:       # once: the bundle is 4.8 MB, 1.4 MB compressed
+            _BUNDLE["gz"] = gzip.compress(resp.body, 6, mtime=0)
+        return _BUNDLE["gz"]
+    return gzip.compress(resp.body, 1, mtime=0)
+
+
+def make_server(store: Store, host: str = "127.0.0.1", port: int = 8080,
+                quiet: bool = False) -> ThreadingHTTPServer:
+    handler = type("DashboardHandler", (Handler,), {"dashboard": Dashboard(store),
+                                                   "quiet": quiet})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server

@@ -1,0 +1,184 @@
+"""The dashboard's HTML pages. Charts are drawn by plotly.js served from /static, with
+their data from the JSON endpoints or inline; every user-written value is escaped."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlencode
+
+from hoplab.analysis.compare import MetricComparison
+from hoplab.render.charts import Chart
+from hoplab.render.html import (
+    DRAW_JS,
+    Html,
+    chart,
+    comparison_table,
+    esc,
+    headline_table,
+    metadata_details,
+    pairs,
+    run_header,
+    run_tables,
+)
+from hoplab.render.report import page
+from hoplab.run.record import RunRecord
+from hoplab.store import RunSummary
+
+_NAV = ('<nav><a href="/">runs</a><a href="/compare">compare</a><a href="/trend">trend</a>'
+        "</nav>")
+_HEAD = (f'<script src="/static/plotly.min.js"></script><script>{DRAW_JS}</script>')
+
+
+def _page(title: str, body: str, store: str) -> str:
+    return page(f"{title} · hoplab", f"{_NAV}<h1>{esc(title)}</h1>{body}"
+                f'<p class="note">store: {esc(store)} (read-only)</p>', _HEAD)
+
+
+def _link(params: Mapping[str, str]) -> str:
+    return "/?" + urlencode(params) if params else "/"
+
+
+def _facets(all_runs: Sequence[RunSummary], filters: Mapping[str, str]) -> str:
+    """Each column, label and variant key with its values, as links that add (or, when
+    already chosen, remove) that filter."""
+    values: dict[str, dict[str, None]] = {}
+    for r in all_runs:
+        row = {"experiment": r.experiment, "test": r.test, "status": r.status,
+               **{k: str(v) for k, v in r.labels.items()},
+               **{k: json.dumps(v) if isinstance(v, bool) else str(v)
+                  for k, v in r.variant.items()}}
+        for k, v in row.items():
+            values.setdefault(k, {})[v] = None
+    rows = []
+    for key, vals in values.items():
+        if len(vals) < 2 and key not in filters:
+            continue
+        links = []
+        for v in vals:
+            chosen = filters.get(key) == v
+            target = {k: x for k, x in filters.items() if k != key}
+            if not chosen:
+                target[key] = v
+            style = ' style="font-weight:700"' if chosen else ""
+            links.append(f'<a href="{esc(_link(target))}"{style}>{esc(v)}</a>')
+        rows.append(f"<tr><th>{esc(key)}</th><td>{' · '.join(links)}</td></tr>")
+    return f'<table class="kv facets">{"".join(rows)}</table>' if rows else ""
+
+
+def runs_page(runs: Sequence[RunSummary], all_runs: Sequence[RunSummary],
+              filters: Mapping[str, str], store: str) -> str:
+    q = " ".join(f"{k}={v}" for k, v in filters.items())
+    form = ('<form method="get" action="/"><input type="text" name="q" '
+            f'placeholder="hops=2 firmware=v2 test=tcp-up" value="{esc(q)}"> '
+            '<button>filter</button> <a href="/">clear</a></form>')
+    compare = ('<form method="get" action="/compare">compare A <input type="text" name="a" '
+               'placeholder="qos=off or 4-6"> with B <input type="text" name="b" '
+               'placeholder="qos=on or 7-9"> <button>compare</button></form>')
+    shown = (f"{len(runs)} of {len(all_runs)} runs" if filters else f"{len(runs)} runs")
+    table = headline_table(runs, "/run/%d") if runs else Html(
+        "<p>no runs" + (" match these filters" if filters else " in this store") + "</p>")
+    return _page("Runs", f"{form}{_facets(all_runs, filters)}{compare}"
+                 f'<p class="note" id="count">{shown}</p>{table}', store)
+
+
+def run_page(rec: RunRecord, store: str) -> str:
+    rid = rec.id
+    script = (f"<script>fetch('/api/run/{rid}/charts')" + """.then(r => r.json()).then(d => {
+  const box = document.getElementById('charts'); box.textContent = '';
+  for (const c of d.charts) {
+    const f = document.createElement('figure');
+    const div = document.createElement('div'); div.id = c.id; div.className = 'chart';
+    const cap = document.createElement('figcaption');
+    cap.textContent = c.notes.map(n => 'thinned for drawing: ' + n).join(' · ');
+    f.append(div, cap); box.append(f); hoplabDraw(c.id, c.figure);
+  }
+}).catch(e => {
+  document.getElementById('charts').textContent = 'charts failed to load: ' + e;
+});</script>""")
+    body = (f"{run_header(rec)}"
+            f'<p><a href="/compare?a={rid}">compare this run</a> · '
+            f'<a href="/api/run/{rid}">JSON</a></p>'
+            '<div id="charts"><p class="note">drawing charts…</p></div>'
+            f"{script}{run_tables(rec)}{metadata_details(rec)}")
+    return _page(f"Run {rid}: {rec.experiment} / {rec.test} ({pairs(rec.variant)}, "
+                 f"repetition {rec.repetition})", body, store)
+
+
+def compare_page(a: str, b: str, store: str, result: Sequence[MetricComparison] | None = None,
+                 ids: tuple[Sequence[int], Sequence[int]] | None = None,
+                 error: str | None = None) -> str:
+    form = ('<form method="get" action="/compare">A (baseline) <input type="text" name="a" '
+            f'value="{esc(a)}" placeholder="qos=off, 4-6"> B <input type="text" name="b" '
+            f'value="{esc(b)}" placeholder="qos=on, 7-9"> <button>compare</button></form>')
+    parts = [form]
+    if error:
+        parts.append(f'<p class="worse">{esc(error)}</p>')
+    if result is not None and ids is not None:
+        def links(xs: Sequence[int]) -> str:
+            return ", ".join(f'<a href="/run/{i}">{i}</a>' for i in xs)
+        counts = {v: sum(c.verdict == v for c in result) for v in ("better", "worse", "same")}
+        parts.append(f"<p>A: runs {links(ids[0])}<br>B: runs {links(ids[1])}</p>"
+                     f'<p id="summary">B against A: {counts["better"]} better, '
+                     f'{counts["worse"]} worse, {counts["same"]} same, '
+                     f"{len(result) - sum(counts.values())} without a verdict</p>"
+                     + comparison_table(result)
+                     + '<p class="note">One observation per run. better/worse: Mann-Whitney '
+                       "p ≤ 0.05, the bootstrap 95 % CI of the change of medians excludes 0 "
+                       "and the change is at least 1 %.</p>")
+    return _page("Compare", "".join(parts), store)
+
+
+def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, by: str
+                ) -> Chart:
+    """A metric's median over a variant value or time; hover tells how many runs each."""
+    xs: list[Any] = [p[0] for p in points]
+    if by == "started_at":
+        xs = [dt.datetime.fromtimestamp(float(x)).isoformat(sep=" ", timespec="seconds")
+              for x in xs]
+    category = by != "started_at" and any(isinstance(x, str) for x in xs)
+    trace = {"type": "scatter", "mode": "lines+markers", "name": f"{metric} median",
+             "x": xs, "y": [p[1] for p in points],
+             "text": [f"{p[2]} run{'s' if p[2] != 1 else ''}" for p in points],
+             "hovertemplate": "%{x}: %{y}<br>%{text}<extra></extra>"}
+    layout = {"title": {"text": f"{metric} by {by} (median over runs)"}, "height": 420,
+              "xaxis": {"title": {"text": by}, **({"type": "category"} if category else {})},
+              "yaxis": {"title": {"text": metric}, "rangemode": "tozero"},
+              "margin": {"t": 50, "r": 20, "b": 60, "l": 90}}
+    return Chart("trend", f"{metric} by {by}", {"data": [trace], "layout": layout})
+
+
+def trend_page(metric: str, by: str, filters: Mapping[str, str], store: str,
+               points: Sequence[tuple[str | float, float, int]] | None = None,
+               error: str | None = None) -> str:
+    q = " ".join(f"{k}={v}" for k, v in filters.items())
+    form = ('<form method="get" action="/trend">metric <input type="text" name="metric" '
+            f'value="{esc(metric)}" placeholder="goodput, rtt_median@flow"> by '
+            f'<input type="text" name="by" value="{esc(by)}" placeholder="started_at, hops"> '
+            f'runs <input type="text" name="q" value="{esc(q)}" '
+            'placeholder="experiment=quickstart test=tcp-up"> <button>show</button></form>')
+    parts = [form]
+    if error:
+        parts.append(f'<p class="worse">{esc(error)}</p>')
+    if points is not None:
+        if points:
+            parts.append(chart(trend_chart(points, metric, by)))
+            parts.append(str(_points_table(points, by)))
+        else:
+            parts.append("<p>no run has this metric and key</p>")
+    return _page("Trend", "".join(parts), store)
+
+
+def _points_table(points: Sequence[tuple[str | float, float, int]], by: str) -> Html:
+    from hoplab.render.html import table
+
+    return table((by, "median", "runs"), [(x, f"{m:.6g}", n) for x, m, n in points],
+                 numeric=(1, 2))
+
+
+def error_page(status: int, message: str, store: str) -> str:
+    return _page(f"{status}", f'<p class="worse">{esc(message)}</p>', store)
+
+

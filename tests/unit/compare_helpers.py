@@ -1,0 +1,36 @@
+"""RunRecords with chosen figures, for the compare, select and trend tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hoplab.run.record import Metric, RunRecord
+
+UNITS = {"goodput": "bit/s", "rtt_median": "ms", "loss": "%", "packets": "count",
+         "retransmits": "count"}
+
+
+def make_run(test: str = "bulk", *, kind: str = "tcp", rep: int = 1,
+             variant: dict[str, Any] | None = None, labels: dict[str, str] | None = None,
+             status: str = "ok", version: str = "0.1.0", measurement_version: int = 1,
+             run_id: int | None = None, started_at: float = 1_763_800_000.0,
+             flows: dict[str, float] | None = None, **figures: float) -> RunRecord:
+    metrics = [Metric(name, v, UNITS.get(name, "ms")) for name, v in figures.items()]
+    metrics += [Metric("goodput", v, "bit/s", flow=f) for f, v in (flows or {}).items()]
+    return RunRecord(
+        experiment="wan", test=test, kind=kind, repetition=rep,
+        variant={} if variant is None else variant,
+        labels={} if labels is None else labels, started_at=started_at,
+        status=status,  # type: ignore[arg-type]
+        measurement_version=measurement_version, metadata={"hoplab_version": version},
+        metrics=metrics, id=run_id)
+
+
+def side(values: list[float], name: str = "goodput", start_id: int = 1,
+         **kw: Any) -> list[RunRecord]:
+    runs = []
+    for i, v in enumerate(values):
+        run = make_run(rep=i + 1, run_id=start_id + i, **kw)
+        run.metrics.append(Metric(name, v, UNITS.get(name, "ms")))
+        runs.append(run)
+    return runs

@@ -1,0 +1,103 @@
+"""`hoplab compare` end to end: a store built from RunRecords, and a sample store."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from compare_helpers import make_run
+
+from hoplab.cli.main import main
+from hoplab.store import open_store
+
+SAMPLE = Path("/tmp/hoplab-samples/router-and-qos.db")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    path = str(tmp_path / "runs.db")
+    with open_store(path) as store:
+        for rep in range(1, 7):
+            for fw, goodput, rtt in (("1.2", 100e6, 10.0), ("1.3", 80e6, 10.0)):
+                store.save_run(make_run(rep=rep, labels={"firmware": fw},
+                                        goodput=goodput + rep * 1e5, rtt_median=rtt + rep / 10,
+                                        packets=1000.0 + rep))
+        store.save_run(make_run("ping", kind="ping", labels={"firmware": "1.3"},
+                                rtt_median=2.0))
+    return path
+
+
+def test_table_with_verdicts(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "firmware=1.2", "firmware=1.3", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "A firmware=1.2: 6 runs (1, 3, 5, 7, 9, 11)" in out
+    assert "wan / bulk  A firmware=1.2: 6 runs" in out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if "│" in line}
+    assert "worse" in rows["goodput"] and "-19.9 %" in rows["goodput"]
+    assert "same" in rows["RTT median"]
+    assert "n/a" in rows["packets"]
+    assert "not compared: B's wan / ping (1 run) has no counterpart in A" in out
+
+
+def test_json(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "1,3,5,7", "2,4,6,8", "--db", db, "--json",
+                 "--metric", "goodput", "--metric", "packets"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["a"] == {"spec": "1,3,5,7", "runs": [1, 3, 5, 7]}
+    (group,) = data["groups"]
+    assert (group["a_label"], group["b_label"]) == ("firmware=1.2", "firmware=1.3")
+    goodput, packets = group["metrics"]
+    assert goodput["verdict"] == "worse" and goodput["ci_low_pct"] < 0
+    assert goodput["p_value"] == pytest.approx(1 / 35)
+    assert packets["verdict"] == "n/a"
+
+
+def test_one_run_each_is_not_enough_data(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "1", "2", "--db", db, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    metrics = data["groups"][0]["metrics"]
+    assert {m["verdict"] for m in metrics} == {"not enough data", "n/a"}
+    assert all(m["ci_low_pct"] is None and m["p_value"] is None for m in metrics)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["99", "1"], "no run 99 in sqlite"),
+    (["firmware=9", "1"], "no runs match 'firmware=9'"),
+    (["firmware=1.2", "1-3"], "overlap: both hold run 1, 3;"),
+    (["1", "2", "--metric", "jitter"], "nothing to compare: no metric jitter"),
+    (["1", "2", "--alpha", "2"], "--alpha must be between 0 and 1"),
+])
+def test_bad_input_exits_2(db: str, capsys: pytest.CaptureFixture[str], args: list[str],
+                           message: str) -> None:
+    assert main(["compare", *args, "--db", db]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_different_measurement_versions_exit_2(
+        db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with open_store(db) as store:
+        new = store.save_run(make_run(measurement_version=2, goodput=1.0))
+    assert main(["compare", "1", str(new), "--db", db]) == 2
+    assert "only like with like" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not SAMPLE.exists(), reason=f"no sample store {SAMPLE}")
+def test_sample_store_qos_off_against_on(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / SAMPLE.name
+    shutil.copy(SAMPLE, copy)
+    assert main(["compare", "qos=off", "qos=on", "--db", str(copy), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    titles = sorted(g["title"] for g in data["groups"])
+    assert titles == [f"qos-under-load / {t}" for t in ("bulk", "fairness", "flood", "unloaded")]
+    bulk = next(g for g in data["groups"] if g["title"].endswith("bulk"))
+    rtt = next(m for m in bulk["metrics"] if m["metric"] == "rtt_median")
+    # Two repetitions a side: a 10000-fold drop in RTT, and still no verdict at 0.05.
+    assert rtt["b_median"] < rtt["a_median"] / 1000
+    assert rtt["verdict"] == "not enough data" and rtt["p_value"] == pytest.approx(1 / 3)
+    assert main(["compare", "qos=off", "qos=on", "--db", str(copy), "--alpha", "0.34",
+                 "--metric", "rtt_median"]) == 0
+    out = capsys.readouterr().out
+    assert "better" in out and "66 % CI" in out

@@ -1,0 +1,448 @@
+//! The impairment pipeline of one direction, in netem's order:
+//! loss -> duplication -> bottleneck (rate or trace, drop-tail queue) ->
+//! delay line (delay + jitter, optionally reordering) -> out.
+//!
+//! Pure: frames and times go in, frames come out when due; the caller owns
+//! the clock and the sockets, which keeps every rule here testable.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+use crate::config::{DirConfig, QueueLimit, DEFAULT_QUEUE_PACKETS};
+use crate::frame::{Shape, ETH_HLEN};
+use crate::loss::LossModel;
+use crate::rng::Rng;
+use crate::stats::{self, DirStats};
+use crate::trace::{Cursor, OPPORTUNITY_BYTES};
+use crate::{Nanos, NS_PER_SEC};
+
+/// What a trace opportunity is measured in: mahimahi carries IP packets, so
+/// one 1500-byte opportunity holds one full-size packet without its Ethernet header.
+fn l3_bytes(s: &Shape) -> u64 {
+    s.wire_bytes.saturating_sub(ETH_HLEN as u64 * s.segs as u64).max(1)
+}
+
+#[derive(Clone, Debug)]
+pub struct Frame {
+    /// The vnet header and the frame, as read from the socket.
+    pub data: Vec<u8>,
+    pub shape: Shape,
+    pub arrival: Nanos,
+}
+
+struct Held {
+    due: Nanos,
+    seq: u64,
+    frame: Frame,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.due, self.seq) == (o.due, o.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    // Reversed: BinaryHeap is a max-heap and the earliest frame must come out first.
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.due, o.seq).cmp(&(self.due, self.seq))
+    }
+}
+
+pub struct Pipeline {
+    cfg: DirConfig,
+    rng: Rng,
+    loss: LossModel,
+    queue: VecDeque<Frame>,
+    q_bytes: u64,
+    q_segs: u64,
+    q_mem: u64,
+    busy_until: Nanos,
+    cursor: Option<Cursor>,
+    credit: u64,
+    serving: bool,
+    /// When the opportunity that completed the last frame came.
+    last_opp: Nanos,
+    next_shaper: Option<Nanos>,
+    held: BinaryHeap<Held>,
+    held_mem: u64,
+    held_segs: u64,
+    seq: u64,
+    last_due: Nanos,
+    pub stats: Arc<DirStats>,
+}
+
+impl Pipeline {
+    /// `origin`: when the trace (if any) starts, normally the wire's start.
+    pub fn new(cfg: DirConfig, stats: Arc<DirStats>, origin: Nanos) -> Self {
+        let cursor = cfg.trace.as_ref().map(|_| Cursor::new(origin));
+        Pipeline {
+            rng: Rng::new(cfg.seed),
+            loss: cfg.loss.clone(),
+            cfg,
+            queue: VecDeque::new(),
+            q_bytes: 0,
+            q_segs: 0,
+            q_mem: 0,
+            busy_until: 0,
+            cursor,
+            credit: 0,
+            serving: false,
+            last_opp: 0,
+            next_shaper: None,
+            held: BinaryHeap::new(),
+            held_mem: 0,
+            held_segs: 0,
+            seq: 0,
+            last_due: 0,
+            stats,
+        }
+    }
+
+    /// Whether the direction does nothing: frames then skip every data structure.
+    pub fn is_transparent(&self) -> bool {
+        let c = &self.cfg;
+        c.delay_s == 0.0
+            && c.jitter_s == 0.0
+            && matches!(self.loss, LossModel::None)
+            && c.duplicate == 0.0
+            && !c.is_shaped()
+            && c.queue.is_none()
+    }
+
+    pub fn arrive(&mut self, frame: Frame, now: Nanos) {
+        stats::inc(&self.stats.received);
+        if self.loss.lose(&mut self.rng) {
+            stats::inc(&self.stats.dropped_loss);
+            return;
+        }
+        if self.rng.chance(self.cfg.duplicate) {
+            stats::inc(&self.stats.duplicated);
+            self.admit(frame.clone(), now);
+        }
+        self.admit(frame, now);
+    }
+
+    fn over(limit: Option<QueueLimit>, segs: u64, bytes: u64, f: &Frame) -> bool {
+        // An empty queue takes any one frame, so a super-frame above the limit still passes.
+        match limit {
+            _ if segs == 0 => false,
+            Some(QueueLimit::Packets(n)) => segs + f.shape.segs as u64 > n,
+            Some(QueueLimit::Bytes(n)) => bytes + f.shape.wire_bytes > n,
+            None => false,
+        }
+    }
+
+    fn memory_full(&self, f: &Frame) -> bool {
+        self.q_mem + self.held_mem + f.data.len() as u64 > self.cfg.max_held_bytes
+    }
+
+    fn admit(&mut self, f: Frame, now: Nanos) {
+        if !self.cfg.is_shaped() {
+            return self.hold(f, now);
+        }
+        let limit = self.cfg.queue.or(Some(QueueLimit::Packets(DEFAULT_QUEUE_PACKETS)));
+        if Self::over(limit, self.q_segs, self.q_bytes, &f) || self.memory_full(&f) {
+            stats::inc(&self.stats.dropped_queue);
+            return;
+        }
+        self.q_bytes += f.shape.wire_bytes;
+        self.q_segs += f.shape.segs as u64;
+        self.q_mem += f.data.len() as u64;
+        self.queue.push_back(f);
+        self.publish_queue();
+        self.advance(now);
+    }
+
+    /// Put a frame that left the bottleneck at `t` on the delay line.
+    fn hold(&mut self, f: Frame, t: Nanos) {
+        let limit = if self.cfg.is_shaped() { None } else { self.cfg.queue };
+        if Self::over(limit, self.held_segs, self.held_mem, &f) || self.memory_full(&f) {
+            stats::inc(&self.stats.dropped_queue);
+            return;
+        }
+        let mut delay = self.cfg.delay_s;
+        if self.cfg.jitter_s > 0.0 {
+            // Uniform in delay +- jitter, as netem without a distribution table.
+            delay += self.cfg.jitter_s * (2.0 * self.rng.unit() - 1.0);
+        }
+        let mut due = t + (delay.max(0.0) * NS_PER_SEC as f64) as Nanos;
+        if !self.cfg.reorder {
+            due = due.max(self.last_due);
+        }
+        self.last_due = self.last_due.max(due);
+        self.held_mem += f.data.len() as u64;
+        self.held_segs += f.shape.segs as u64;
+        self.seq += 1;
+        self.held.push(Held { due, seq: self.seq, frame: f });
+        stats::set(&self.stats.held_bytes, self.held_mem);
+        stats::set(&self.stats.held_packets, self.held_segs);
+    }
+
+    fn publish_queue(&self) {
+        stats::set(&self.stats.queue_bytes, self.q_bytes);
+        stats::set(&self.stats.queue_packets, self.q_segs);
+    }
+
+    fn dequeue(&mut self) -> Frame {
+        let f = self.queue.pop_front().expect("dequeue from an empty bottleneck");
+        self.q_bytes -= f.shape.wire_bytes;
+        self.q_segs -= f.shape.segs as u64;
+        self.q_mem -= f.data.len() as u64;
+        self.publish_queue();
+        f
+    }
+
+    /// Move every frame whose transmission on the bottleneck ended by `now`.
+    pub fn advance(&mut self, now: Nanos) {
+        self.next_shaper = None;
+        if let Some(rate) = self.cfg.rate_bps {
+            while let Some(head) = self.queue.front() {
+                let start = head.arrival.max(self.busy_until);
+                let tx = (head.shape.wire_bytes * 8 * NS_PER_SEC).div_ceil(rate);
+                let finish = start + tx;
+                if finish > now {
+                    self.next_shaper = Some(finish);
+                    return;
+                }
+                let f = self.dequeue();
+                self.busy_until = finish;
+                self.hold(f, finish);
+            }
+        } else if let (Some(tr), Some(cur)) = (self.cfg.trace.as_ref(), self.cursor.as_mut()) {
+            let mut out = Vec::new();
+            while let Some(head) = self.queue.front() {
+                if !self.serving {
+                    cur.seek(tr, head.arrival);
+                    self.credit = 0;
+                    self.serving = true;
+                }
+                let need = l3_bytes(&head.shape);
+                while self.credit < need {
+                    let t = cur.time(tr);
+                    if t > now {
+                        self.next_shaper = Some(t);
+                        break;
+                    }
+                    self.credit += OPPORTUNITY_BYTES;
+                    self.last_opp = t;
+                    cur.advance(tr);
+                }
+                if self.next_shaper.is_some() {
+                    break;
+                }
+                let f = self.queue.pop_front().expect("head exists");
+                self.credit -= need;
+                let left = self.last_opp;
+                if self.queue.is_empty() {
+                    self.serving = false;
+                }
+                out.push((f, left));
+            }
+            for (f, t) in out {
+                self.q_bytes -= f.shape.wire_bytes;
+                self.q_segs -= f.shape.segs as u64;
+                self.q_mem -= f.data.len() as u64;
+                self.hold(f, t);
+            }
+            self.publish_queue();
+        }
+    }
+
+    /// The next frame due by `now`, if any.
+    pub fn pop_due(&mut self, now: Nanos) -> Option<Frame> {
+        if self.held.peek()?.due > now {
+            return None;
+        }
+        let h = self.held.pop()?;
+        self.held_mem -= h.frame.data.len() as u64;
+        self.held_segs -= h.frame.shape.segs as u64;
+        stats::set(&self.stats.held_bytes, self.held_mem);
+        stats::set(&self.stats.held_packets, self.held_segs);
+        Some(h.frame)
+    }
+
+    /// When something next has to happen, if anything waits.
+    pub fn next_wake(&self) -> Option<Nanos> {
+        let held = self.held.peek().map(|h| h.due);
+        match (held, self.next_shaper) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn held_memory(&self) -> u64 {
+        self.q_mem + self.held_mem
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use crate::trace::Trace;
+
+    const MS: Nanos = 1_000_000;
+
+    fn pipe(spec: &str) -> Pipeline {
+        let cfg = parse(spec, &|_| Err("no files".into())).unwrap();
+        Pipeline::new(cfg, Arc::new(DirStats::default()), 0)
+    }
+
+    fn frame(bytes: usize, at: Nanos) -> Frame {
+        Frame {
+            data: vec![0; bytes + 10],
+            shape: Shape { segs: 1, wire_bytes: bytes as u64 },
+            arrival: at,
+        }
+    }
+
+    /// Run the pipeline in 10 us steps; return each frame's exit time.
+    fn drive(p: &mut Pipeline, arrivals: &[(Nanos, usize)], until: Nanos) -> Vec<Nanos> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        let mut now = 0;
+        while now <= until {
+            while i < arrivals.len() && arrivals[i].0 <= now {
+                p.arrive(frame(arrivals[i].1, arrivals[i].0), now);
+                i += 1;
+            }
+            p.advance(now);
+            while p.pop_due(now).is_some() {
+                out.push(now);
+            }
+            now += 10_000;
+        }
+        out
+    }
+
+    #[test]
+    fn fixed_delay() {
+        let mut p = pipe("delay=0.02");
+        let out = drive(&mut p, &[(0, 100), (5 * MS, 100)], 40 * MS);
+        assert_eq!(out, vec![20 * MS, 25 * MS]);
+    }
+
+    #[test]
+    fn jitter_stays_in_bounds_and_keeps_order_without_reorder() {
+        let mut p = pipe("delay=0.02,jitter=0.005,reorder=0");
+        let arr: Vec<_> = (0..500).map(|i| (i * 100_000, 100)).collect();
+        let mut now = 0;
+        let mut seen = Vec::new();
+        let mut k = 0;
+        while now < 200 * MS {
+            while k < arr.len() && arr[k].0 <= now {
+                let mut f = frame(100, now);
+                f.data[0] = (k % 256) as u8;
+                p.arrive(f, now);
+                k += 1;
+            }
+            while let Some(f) = p.pop_due(now) {
+                seen.push((f.data[0], now - f.arrival));
+            }
+            now += 10_000;
+        }
+        assert_eq!(seen.len(), 500);
+        assert!(seen.iter().all(|&(_, d)| (15 * MS..=76 * MS).contains(&d)));
+        let order: Vec<u8> = seen.iter().map(|s| s.0).collect();
+        let want: Vec<u8> = (0..500).map(|k| (k % 256) as u8).collect();
+        assert_eq!(order, want);
+    }
+
+    #[test]
+    fn jitter_with_reorder_reorders() {
+        let mut p = pipe("delay=0.02,jitter=0.005");
+        let mut seqs = Vec::new();
+        for k in 0..200u64 {
+            let mut f = frame(100, k * 100_000);
+            f.data[0] = k as u8;
+            p.arrive(f, k * 100_000);
+        }
+        while let Some(f) = p.pop_due(u64::MAX) {
+            seqs.push(f.data[0]);
+        }
+        assert!(seqs.windows(2).any(|w| w[1] < w[0]));
+    }
+
+    #[test]
+    fn rate_paces_frames() {
+        // 1500 bytes at 12 Mbit/s = 1 ms each.
+        let mut p = pipe("rate=12000000");
+        let out = drive(&mut p, &[(0, 1500), (0, 1500), (0, 1500)], 10 * MS);
+        assert_eq!(out, vec![MS, 2 * MS, 3 * MS]);
+    }
+
+    #[test]
+    fn queue_limit_bounds_latency() {
+        // 100 frames at once into a 10-packet queue at 12 Mbit/s: 10 pass, 90 dropped,
+        // the last one out after 10 ms (bytes in queue / rate).
+        let mut p = pipe("rate=12000000,queue_packets=10");
+        let arr: Vec<_> = (0..100).map(|_| (0, 1500)).collect();
+        let out = drive(&mut p, &arr, 50 * MS);
+        assert_eq!(out.len(), 10);
+        assert_eq!(*out.last().unwrap(), 10 * MS);
+        assert_eq!(p.stats.dropped_queue.load(std::sync::atomic::Ordering::Relaxed), 90);
+        let mut p = pipe("rate=12000000,queue_bytes=4500");
+        let out = drive(&mut p, &arr, 50 * MS);
+        assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn memory_is_bounded_at_any_delay_rate_product() {
+        // 1 Gbit/s offered into a 1 s delay: the held bytes stop at max_held.
+        let mut p = pipe("delay=1,rate=1000000000,queue_bytes=1000000,max_held=8000000");
+        let mut now = 0;
+        for _ in 0..100_000 {
+            p.arrive(frame(1500, now), now);
+            now += 12_000;
+            p.advance(now);
+            assert!(p.held_memory() <= 8_000_000 + 1510);
+        }
+        assert!(p.stats.dropped_queue.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    }
+
+    #[test]
+    fn trace_sets_capacity() {
+        // One opportunity per ms for 1 s, two per ms for the next: 12 then 24 Mbit/s.
+        let mut text = String::new();
+        for ms in 1..=1000 {
+            text += &format!("{ms}\n");
+        }
+        for ms in 1001..=2000 {
+            text += &format!("{ms}\n{ms}\n");
+        }
+        let mut cfg = parse("queue_packets=100000", &|_| Err("x".into())).unwrap();
+        cfg.trace = Some(Trace::parse(&text).unwrap());
+        let mut p = Pipeline::new(cfg, Arc::new(DirStats::default()), 0);
+        // Offer 40 Mbit/s of full-size (1514-byte) frames for two periods (4 s).
+        let arr: Vec<_> = (0..13334u64).map(|i| (i * 300_000, 1514)).collect();
+        let out = drive(&mut p, &arr, 4000 * MS);
+        for cycle in 0..2 {
+            let base = cycle * 2000 * MS;
+            let first = out.iter().filter(|&&t| t > base && t <= base + 1000 * MS).count();
+            let second =
+                out.iter().filter(|&&t| t > base + 1000 * MS && t <= base + 2000 * MS).count();
+            assert!((first as i64 - 1000).abs() <= 2, "cycle {cycle}: {first}");
+            assert!((second as i64 - 2000).abs() <= 2, "cycle {cycle}: {second}");
+        }
+    }
+
+    #[test]
+    fn random_loss_and_duplication_rates() {
+        let mut p = pipe("loss=1,dup=2");
+        for i in 0..200_000 {
+            p.arrive(frame(100, i), i);
+        }
+        let s = &p.stats;
+        let lost = s.dropped_loss.load(std::sync::atomic::Ordering::Relaxed) as f64 / 2e5;
+        let dup = s.duplicated.load(std::sync::atomic::Ordering::Relaxed) as f64 / 2e5;
+        assert!((lost - 0.01).abs() < 0.001, "{lost}");
+        assert!((dup - 0.0198).abs() < 0.001, "{dup}");
+    }
+}
