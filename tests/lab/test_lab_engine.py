@@ -422,10 +422,12 @@ def test_bad_input_is_refused_before_anything_is_built(case: str, tmp_path: Path
     nothing_of(lab_name)
 
 
-def test_delay_needs_netem(tmp_path: Path, lab_name: str) -> None:
+def test_delay_forced_onto_netem_needs_netem(tmp_path: Path, lab_name: str) -> None:
+    # Without emulator = "netem", a kernel without netem carries the delay in
+    # hoplab-wire (tests/lab/test_wire.py).
     file = tmp_path / "delay.toml"
     file.write_text('[nodes.a]\n[nodes.b]\n[nodes.c]\n[[links]]\nbetween = ["a", "b"]\n'
-                    '[[links]]\nbetween = ["b", "c"]\ndelay = "20ms"\n')
+                    '[[links]]\nbetween = ["b", "c"]\ndelay = "20ms"\nemulator = "netem"\n')
     before = namespaces()
     proc = hoplab("lab", "up", str(file), "--name", lab_name)
     if probe().qdiscs.get("netem"):

@@ -40,7 +40,10 @@ def run_report(args: argparse.Namespace) -> int:
             if not found:
                 raise UsageError(f"no runs match {spec!r} in {store.describe()}")
             ids.update(dict.fromkeys(found))
-        runs = [store.get_run(i) for i in ids]
+        # Raw outputs only for the profile's folded stacks (the flame graph).
+        runs = [store.get_run(i, raw=True) for i in ids]
+        for rec in runs:
+            rec.raw = [r for r in rec.raw if r.name == "profile folded"]
         desc = store.describe()
     text = build_report(runs, desc)
     tmp = f"{args.output}.tmp{os.getpid()}"

@@ -31,6 +31,7 @@ from hoplab.render.html import (
     run_header,
     run_tables,
 )
+from hoplab.render.profile_html import data_uri, flamegraph_svg, folded_of, profile_section
 from hoplab.render.summary import _sort_key
 from hoplab.run.record import RunRecord
 from hoplab.store import RunSummary
@@ -128,7 +129,10 @@ def run_section(rec: RunRecord, budget: int, cdf: bool) -> str:
              run_header(rec)]
     parts += [chart(c) for c in charts.run_charts(rec, budget)
               if cdf or not c.id.startswith("cdf")]
-    parts += [run_tables(rec), metadata_details(rec)]
+    parts.append(run_tables(rec))
+    svg = flamegraph_svg(rec, folded_of(rec))
+    parts.append(profile_section(rec, data_uri(svg) if svg else None))
+    parts.append(metadata_details(rec))
     return "".join(parts)
 
 

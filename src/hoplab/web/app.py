@@ -80,6 +80,7 @@ class Dashboard:
         self._lock = threading.Lock()
         self._routes: list[tuple[re.Pattern[str], Callable[..., Response]]] = [
             (re.compile(r"/"), self.runs), (re.compile(r"/run/(\d+)"), self.run),
+            (re.compile(r"/run/(\d+)/flamegraph\.svg"), self.flame),
             (re.compile(r"/compare"), self.compare), (re.compile(r"/trend"), self.trend),
             (re.compile(r"/api/runs"), self.api_runs),
             (re.compile(r"/api/run/(\d+)"), self.api_run),
@@ -120,6 +121,15 @@ class Dashboard:
     def run(self, query: dict[str, list[str]], run_id: str) -> Response:
         rec = self.store.get_run(int(run_id), series=False)
         return _html(pages.run_page(rec, self.desc))
+
+    def flame(self, query: dict[str, list[str]], run_id: str) -> Response:
+        from hoplab.render.profile_html import FOLDED, flamegraph_svg
+
+        rec = self.store.get_run(int(run_id), series=False)
+        svg = flamegraph_svg(rec, self.store.raw_output(int(run_id), FOLDED))
+        if svg is None:
+            raise HoplabError(f"run {run_id}: no flame graph (is inferno installed?)")
+        return Response(200, svg.encode(), "image/svg+xml")
 
     def _compare(self, query: dict[str, list[str]]) -> tuple[str, str, Any, Any]:
         from hoplab.analysis.compare import compare_runs

@@ -23,6 +23,7 @@ from hoplab.render.html import (
     run_header,
     run_tables,
 )
+from hoplab.render.profile_html import profile_section
 from hoplab.render.report import page
 from hoplab.run.record import RunRecord
 from hoplab.store import RunSummary
@@ -102,7 +103,8 @@ def run_page(rec: RunRecord, store: str) -> str:
             f'<p><a href="/compare?a={rid}">compare this run</a> · '
             f'<a href="/api/run/{rid}">JSON</a></p>'
             '<div id="charts"><p class="note">drawing charts…</p></div>'
-            f"{script}{run_tables(rec)}{metadata_details(rec)}")
+            f"{script}{run_tables(rec)}"
+            f"{profile_section(rec, f'/run/{rid}/flamegraph.svg')}{metadata_details(rec)}")
     return _page(f"Run {rid}: {rec.experiment} / {rec.test} ({pairs(rec.variant)}, "
                  f"repetition {rec.repetition})", body, store)
 
