@@ -37,7 +37,8 @@ def burner(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_known_split_shows_in_folded_stacks_and_top_table(burner: Path, tmp_path: Path) -> None:
-    rec = Recording(tmp_path / "perf.data", 999)
+    # 997 Hz, a prime, so that sampling cannot lock onto any period of the loop.
+    rec = Recording(tmp_path / "perf.data", 997)
     rec.start()
     try:
         proc = subprocess.run([str(burner), "2"], check=True)

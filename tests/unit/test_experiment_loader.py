@@ -218,7 +218,8 @@ def test_set_needs_key_and_value() -> None:
         parse_set("duration")
 
 
-@pytest.mark.parametrize("name", ["quickstart", "router-mode", "hop-sweep", "qos-under-load"])
+@pytest.mark.parametrize("name", ["quickstart", "router-mode", "hop-sweep", "qos-under-load",
+                                  "demo", "exit-70ms-run", "wireguard-profile"])
 def test_examples_load(name: str) -> None:
     exp = load_experiment(EXAMPLES / f"{name}.toml")
     assert exp.runs() >= 3
