@@ -219,7 +219,8 @@ def test_set_needs_key_and_value() -> None:
 
 
 @pytest.mark.parametrize("name", ["quickstart", "router-mode", "hop-sweep", "qos-under-load",
-                                  "demo", "exit-70ms-run", "wireguard-profile"])
+                                  "demo", "exit-70ms-run", "wireguard-profile",
+                                  "nat-regression"])
 def test_examples_load(name: str) -> None:
     exp = load_experiment(EXAMPLES / f"{name}.toml")
     assert exp.runs() >= 3
