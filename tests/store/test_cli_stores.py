@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.profile.tools import find
+
 REPO = Path(__file__).resolve().parents[2]
 _CLI = Path(sys.executable).with_name("hoplab")
 HOPLAB = [str(_CLI)] if _CLI.exists() else [sys.executable, "-m", "hoplab.cli.main"]
@@ -31,6 +33,7 @@ def test_runs_and_show_read_back_what_run_stored(store_url: str, tmp_path: Path)
     exp = tmp_path / "exp.toml"
     exp.write_text(f'lab = "{REPO}/examples/chain.toml"\nrepeat = 2\n'
                    'labels = { device = "veth" }\n[matrix]\nhops = [1, 2]\n'
+                   '[profile]\nfrequency = 199\nduring = "all"\n'
                    '[[tests]]\nname = "rtt"\nkind = "ping"\nfrom = "client"\nto = "server"\n'
                    'interval = "20ms"\nduration = "1s"\n')
     lab = "t" + secrets.token_hex(4)
@@ -53,3 +56,10 @@ def test_runs_and_show_read_back_what_run_stored(store_url: str, tmp_path: Path)
     text = hoplab("show", str(runs[0]["id"]), "--db", store_url)
     assert text.returncode == 0 and "RTT median" in text.stdout
     assert hoplab("show", "999999", "--db", store_url).returncode == 2
+    # The profile is kept with the run in either store, and read back from it.
+    if rec["metadata"]["profile"]["status"] == "ok":
+        prof = hoplab("profile", str(runs[0]["id"]), "--db", store_url, "--json")
+        assert prof.returncode == 0, prof.stderr
+        assert json.loads(prof.stdout)["samples"] == rec["metadata"]["profile"]["samples"] > 0
+    else:
+        assert find("perf") is None or find("inferno-collapse-perf") is None
