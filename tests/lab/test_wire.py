@@ -135,6 +135,44 @@ def test_trace_12_then_24_mbit(lab_up: LabUp, tmp_path: Path) -> None:
         assert abs(got - expected) <= 0.1 * expected, (cap, got, rates)
 
 
+def test_tcp_goodput_follows_the_trace(lab_up: LabUp, tmp_path: Path) -> None:
+    # The same trace as above, with TCP: its goodput must follow each phase too,
+    # including the 12 Mbit/s phase that comes after a 24 Mbit/s one.
+    lines = [str(ms) for ms in range(1, 3001)]
+    lines += [str(ms) for ms in range(3001, 6001) for _ in (0, 1)]
+    (tmp_path / "steps.trace").write_text("\n".join(lines) + "\n")
+    up = lab_up(_two('emulator = "wire"\nforward = { trace = "steps.trace", queue = "100p" }'))
+    started = wire.read_stats(tmp_stats(up.name))
+    assert started is not None
+    origin = float(started["started"])
+    t0 = time.monotonic()
+    server = subprocess.Popen(["ip", "netns", "exec", up.ns("b"), "iperf3", "-s", "-1", "-J",
+                               "-i", "0.25", "-p", "5203"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        wait_listening(up.ns("b"), 5203, server)
+        client = up.run("a", "iperf3", "-c", "b-v4", "-p", "5203", "-t", "10", timeout=30)
+        assert client.returncode == 0, client.stdout + client.stderr
+        out, _ = server.communicate(timeout=10)
+    finally:
+        stop(server)
+    by_phase: dict[tuple[float, int], list[float]] = {}
+    for iv in json.loads(out)["intervals"]:
+        s = iv["sum"]
+        start, end = t0 + s["start"] - origin, t0 + s["end"] - origin
+        lo, hi = start % 6.0, end % 6.0
+        for cap, (a, b) in ((12.0, (0.5, 3.0)), (24.0, (3.5, 6.0))):
+            if a <= lo < hi <= b:
+                by_phase.setdefault((cap, int(start // 6.0)), []).append(
+                    s["bits_per_second"] / 1e6)
+    assert {cap for cap, _ in by_phase} == {12.0, 24.0}, by_phase
+    for (cap, cycle), rates in by_phase.items():
+        # TCP payload of a 1500-byte packet: 1448 bytes (with timestamps).
+        expected = cap * 1448 / 1500
+        got = statistics.median(rates)
+        assert abs(got - expected) <= 0.1 * expected, (cap, cycle, got, rates)
+
+
 def tmp_stats(lab: str) -> Path:
     return wire_samples.stats_path(wire.netns_name(lab, 0))
 
