@@ -261,3 +261,24 @@ def test_profile_of_a_phase_the_test_lacks_is_refused(tmp_path: Path) -> None:
     err = error(tmp_path, '[profile]\nduring = "idle"\n[[tests]]\nname = "t"\nkind = "tcp"\n'
                           'from = "client"\nto = "server"\n')
     assert err.key == "profile.during" and "no phase 'idle'" in err.message
+
+
+def test_rrul_probe_intervals_and_flows(tmp_path: Path) -> None:
+    body = """
+[[tests]]
+name = "r"
+kind = "rrul"
+from = "client"
+to = "server"
+flows = 2
+idle = "2s"
+duration = "6s"
+ping_interval = "100ms"
+probe_interval = "10ms"
+"""
+    test = load_experiment(write(tmp_path, body)).variants[0].tests[0]
+    by_kind = {f.kind: f for f in test.flows}
+    assert by_kind["ping"].interval_s == 0.1 and by_kind["probe"].interval_s == 0.01
+    assert by_kind["ping"].duration_s == 10.0
+    assert sum(f.kind == "tcp" for f in test.flows) == 4
+    assert [(f.start_s, f.duration_s) for f in test.flows if f.kind == "tcp"] == [(2.0, 6.0)] * 4

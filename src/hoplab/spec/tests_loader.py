@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection, Sequence
 from difflib import get_close_matches
 from typing import Any
 
+from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import (
     DIRECTIONS,
     FLOW_KINDS,
@@ -25,7 +26,6 @@ from hoplab.spec.loader import SpecContext
 from hoplab.spec.locate import Path
 from hoplab.spec.units import (
     choice,
-    kind,
     parse_int,
     parse_rate,
     parse_size,
@@ -36,107 +36,32 @@ from hoplab.spec.units import (
 Parse = Callable[[object], Any]
 
 
-def parse_tos(value: object) -> int:
-    """A TOS byte: 16, "0x10" or "0b00010000"."""
-    if isinstance(value, str):
-        try:
-            number = int(value, 0)
-        except ValueError:
-            raise ValueError(f"a TOS is an integer 0-255 or a string like '0x10', "
-                             f"got {value!r}") from None
-    else:
-        number = parse_int(value)
-    if not 0 <= number <= 255:
-        raise ValueError(f"a TOS must be 0-255, got {number}")
-    return number
-
-
-def _positive_int(value: object) -> int:
-    number = parse_int(value)
-    if number < 1:
-        raise ValueError(f"must be at least 1, got {number}")
-    return number
-
-
-def _port(value: object) -> int:
-    number = parse_int(value)
-    if not 1024 <= number <= 65535:
-        raise ValueError(f"a client port must be 1024-65535, got {number}")
-    return number
-
-
-def _affinity(value: object) -> tuple[str, ...]:
-    """iperf3 -A: "N" (client core) or "N,M" (client and server core); an array is cycled
-    over the flows, so flow i is pinned to affinity[i % len]."""
-    items = value if isinstance(value, list) else [value]
-    out = []
-    for item in items:
-        text = str(item) if isinstance(item, int) and not isinstance(item, bool) else None
-        text = text or parse_str(item)
-        parts = text.split(",")
-        if not (1 <= len(parts) <= 2 and all(p.strip().isdigit() for p in parts)):
-            raise ValueError(f"an affinity is a core 'N' or 'N,M' (client, server), "
-                             f"got {item!r}")
-        out.append(",".join(p.strip() for p in parts))
-    if not out:
-        raise ValueError("an empty affinity array")
-    return tuple(out)
-
-
-def _family(value: object) -> int:
-    number = parse_int(value)
-    if number not in (4, 6):
-        raise ValueError(f"family is 4 or 6, got {number}")
-    return number
-
-
-def _interval(value: object) -> float:
-    seconds = parse_time(value)
-    if seconds < 0.002:
-        raise ValueError(f"an interval must be at least 2ms, got {value!r}")
-    return seconds
-
-
-def _duration(value: object) -> float:
-    seconds = parse_time(value)
-    if seconds < 0.5:
-        raise ValueError(f"a duration must be at least 0.5s, got {value!r}")
-    return seconds
-
-
-def _whole_seconds(value: object) -> float:
-    # iperf3 reads -t with atoi(): 2.5s would silently run for 2.
-    seconds = _duration(value)
-    if seconds != int(seconds):
-        raise ValueError(f"iperf3 runs for whole seconds; got {value!r}")
-    return seconds
-
-
 _COMMON: dict[str, Parse] = {"name": parse_str, "kind": choice(TEST_KINDS), "from": parse_str,
                              "to": parse_str, "samplers": lambda v: v, "start": parse_time,
                              "profile": lambda v: v}
 _BULK: dict[str, Parse] = {
-    "flows": _positive_int, "direction": choice(DIRECTIONS), "duration": _whole_seconds,
-    "bytes": parse_size, "cport": _port, "affinity": _affinity, "congestion": parse_str,
-    "tos": parse_tos, "rate": parse_rate, "length": parse_size,
+    "flows": ov.positive_int, "direction": choice(DIRECTIONS), "duration": ov.whole_seconds,
+    "bytes": parse_size, "cport": ov.port, "affinity": ov.affinity, "congestion": parse_str,
+    "tos": ov.tos, "rate": parse_rate, "length": parse_size,
 }
 OPTIONS: dict[str, dict[str, Parse]] = {
     "tcp": {**_COMMON, **_BULK},
     "udp": {**_COMMON, **_BULK},
-    "ping": {**_COMMON, "duration": _duration, "interval": _interval, "size": parse_size,
-             "tos": parse_tos, "family": _family, "streams": lambda v: v},
-    "probe": {**_COMMON, "duration": _duration, "interval": _interval, "length": parse_size,
-              "tos": parse_tos, "family": _family},
-    "rrul": {**_COMMON, "duration": _whole_seconds, "idle": parse_time, "flows": _positive_int,
-             "congestion": parse_str, "ping_interval": _interval, "probe_interval": _interval,
-             "tos": parse_tos},
-    "custom": {**_COMMON, "flows": lambda v: v, "duration": _duration},
+    "ping": {**_COMMON, "duration": ov.duration, "interval": ov.interval, "size": parse_size,
+             "tos": ov.tos, "family": ov.family, "streams": lambda v: v},
+    "probe": {**_COMMON, "duration": ov.duration, "interval": ov.interval, "length": parse_size,
+              "tos": ov.tos, "family": ov.family},
+    "rrul": {**_COMMON, "duration": ov.whole_seconds, "idle": parse_time,
+             "flows": ov.positive_int, "congestion": parse_str, "ping_interval": ov.interval,
+             "probe_interval": ov.interval, "tos": ov.tos},
+    "custom": {**_COMMON, "flows": lambda v: v, "duration": ov.duration},
 }
 _FLOW_OPTIONS: dict[str, dict[str, Parse]] = {
     k: {**{o: p for o, p in OPTIONS[k].items() if o not in ("samplers", "profile")},
         "start": parse_time} for k in FLOW_KINDS}
-_STREAM_KEYS: dict[str, Parse] = {"name": parse_str, "to": parse_str, "tos": parse_tos,
-                                  "interval": _interval, "size": parse_size, "family": _family}
+_STREAM_KEYS: dict[str, Parse] = {"name": parse_str, "to": parse_str, "tos": ov.tos,
+                                  "interval": ov.interval, "size": parse_size,
+                                  "family": ov.family}
 _SAMPLER_KEYS = ("nodes", "kinds", "interval")
 _PROFILE_KEYS = ("nodes", "frequency", "during", "categories")
 DEFAULT_DURATION = 10.0
@@ -376,7 +301,3 @@ def check_unique(ctx: SpecContext, tests: Sequence[Test]) -> None:
 def option_names() -> set[str]:
     """Every option some test kind accepts: bare matrix keys must be one of these."""
     return {k for opts in OPTIONS.values() for k in opts} - {"name", "kind", "samplers"}
-
-
-def describe(value: object) -> str:
-    return kind(value)
