@@ -12,9 +12,9 @@ from typing import Any
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.console import console as make_console
-from hoplab.render.headline import HEADLINE, LABELS
+from hoplab.render.headline import HEADLINE, LABELS, unit_of
 from hoplab.render.run_view import run_view
-from hoplab.render.units import value
+from hoplab.render.units import pairs, value
 from hoplab.store import open_store
 
 
@@ -73,26 +73,14 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right" if col in ("id", "rep") else "left")
     for r in runs:
         names = HEADLINE.get(r.kind, ())[:3]
-        figures = ", ".join(f"{LABELS.get(n, n)} {value(r.metrics[n], _unit(n))}"
+        figures = ", ".join(f"{LABELS.get(n, n)} {value(r.metrics[n], unit_of(n))}"
                             for n in names if n in r.metrics)
-        variant = " ".join(f"{k}={v}" for k, v in r.variant.items()) or "-"
+        variant = pairs(r.variant)
         status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
         table.add_row(str(r.id), _when(r.started_at), r.experiment, r.test, variant,
                       str(r.repetition), status, figures)
     console.print(table)
     return 0
-
-
-def _unit(name: str) -> str:
-    if name.startswith(("goodput", "throughput", "sent_rate")):
-        return "bit/s"
-    if name in ("loss",):
-        return "%"
-    if name in ("retransmits", "out_of_order"):
-        return "count"
-    if name == "jain_index":
-        return "index"
-    return "ms"
 
 
 def _as_json(rec: Any, with_points: bool) -> dict[str, Any]:

@@ -19,3 +19,14 @@ LABELS = {
     "goodput_up": "goodput up", "goodput_down": "goodput down", "latency_idle": "idle RTT",
     "latency_load": "loaded RTT", "latency_increase": "added latency", "jain_index": "Jain",
 }
+
+
+def unit_of(name: str) -> str:
+    """The unit of a headline figure, for summaries (RunSummary) that keep values only."""
+    if name.startswith(("goodput", "throughput", "sent_rate")):
+        return "bit/s"
+    if name == "loss":
+        return "%"
+    if name in ("retransmits", "out_of_order"):
+        return "count"
+    return "index" if name == "jain_index" else "ms"

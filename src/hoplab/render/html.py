@@ -8,13 +8,12 @@ import json
 import math
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from hoplab.analysis.compare import MetricComparison
 from hoplab.render.charts import Chart, figure_json
-from hoplab.render.headline import HEADLINE, LABELS
+from hoplab.render.headline import HEADLINE, LABELS, unit_of
 from hoplab.render.run_view import _FLOW_COLUMNS, _IFACE_COLUMNS, _QDISC_COLUMNS
-from hoplab.render.units import value
+from hoplab.render.units import pairs, value
 from hoplab.run.record import Metric, RunRecord
 from hoplab.store import RunSummary
 
@@ -55,10 +54,6 @@ def esc(x: object) -> str:
 
 def when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-
-
-def pairs(d: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in d.items()) or "-"
 
 
 def table(head: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequence[int] = (),
@@ -182,21 +177,11 @@ def headline_table(runs: Sequence[RunSummary], link: str | None = None) -> Html:
         status = Html(f'<span class="{esc(r.status)}">{esc(r.status)}</span>')
         rows.append((rid, when(r.started_at), r.experiment, r.test, pairs(r.variant),
                      pairs(r.labels), r.repetition, status,
-                     *(value(r.metrics[n], _unit(n)) if n in r.metrics else "-"
+                     *(value(r.metrics[n], unit_of(n)) if n in r.metrics else "-"
                        for n in names)))
     head = ("id", "started", "experiment", "test", "variant", "labels", "rep", "status",
             *(LABELS.get(n, n) for n in names))
     return table(head, rows, numeric=(0, 6, *range(8, 8 + len(names))))
-
-
-def _unit(name: str) -> str:
-    if name.startswith(("goodput", "throughput", "sent_rate")):
-        return "bit/s"
-    if name == "loss":
-        return "%"
-    if name in ("retransmits", "out_of_order"):
-        return "count"
-    return "index" if name == "jain_index" else "ms"
 
 
 def _pct(x: float) -> str:

@@ -27,12 +27,12 @@ from hoplab.render.html import (
     esc,
     headline_table,
     metadata_details,
-    pairs,
     run_header,
     run_tables,
 )
 from hoplab.render.profile_html import data_uri, flamegraph_svg, folded_of, profile_section
 from hoplab.render.summary import _sort_key
+from hoplab.render.units import pairs
 from hoplab.run.record import RunRecord
 from hoplab.store import RunSummary
 

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from hoplab.render.units import value
+from hoplab.render.units import pairs, value
 from hoplab.run.record import Metric, RunRecord
 
 _CPU_STATES = ("user", "system", "irq", "softirq", "idle")
@@ -20,8 +20,7 @@ def _header(rec: RunRecord, store: str) -> Table:
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold")
     t.add_column()
-    variant = " ".join(f"{k}={v}" for k, v in rec.variant.items()) or "-"
-    labels = " ".join(f"{k}={v}" for k, v in rec.labels.items()) or "-"
+    variant, labels = pairs(rec.variant), pairs(rec.labels)
     status = rec.status if rec.status == "ok" else f"[red]{rec.status}[/]: {rec.error}"
     tools = md.get("tools", {})
     rows = [

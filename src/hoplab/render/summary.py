@@ -13,18 +13,14 @@ from rich.table import Table
 from hoplab.analysis.stats import median
 from hoplab.analysis.trend import slope
 from hoplab.render.headline import HEADLINE, LABELS
-from hoplab.render.units import value
+from hoplab.render.units import pairs, value
 from hoplab.run.record import RunRecord
-
-
-def _variant_label(variant: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in variant.items()) or "-"
 
 
 def _groups(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for r in records:
-        groups.setdefault((r.test, _variant_label(r.variant)), []).append(r)
+        groups.setdefault((r.test, pairs(r.variant)), []).append(r)
     return dict(sorted(groups.items(), key=lambda kv: (kv[0][0], _sort_key(kv[1][0].variant))))
 
 
@@ -128,7 +124,7 @@ def per_hop_rows(records: Sequence[RunRecord], axis: str = "hops") -> list[dict[
         v = r.metric(name)
         if v is None or math.isnan(v):
             continue
-        rest = _variant_label({k: x for k, x in r.variant.items() if k != axis})
+        rest = pairs({k: x for k, x in r.variant.items() if k != axis})
         names[r.test] = name
         groups.setdefault((r.test, rest), {}).setdefault(float(hops), []).append(v)
     rows = []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 
 def rate(bps: float) -> str:
@@ -36,3 +38,8 @@ def value(v: float, unit: str) -> str:
     if unit == "index":
         return f"{v:.3f}"
     return f"{v:.4g} {unit}"
+
+
+def pairs(d: Mapping[str, Any]) -> str:
+    """A variant or a set of labels as people write them: "hops=2 qos=on", "-" if empty."""
+    return " ".join(f"{k}={v}" for k, v in d.items()) or "-"

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan
 from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome, client_argv, server_for
@@ -179,11 +178,3 @@ def run_test(test: Test, plan: Plan, workdir: Path,
         result.metrics += prof.metrics
         result.profile = prof.metadata
     return result
-
-
-def failed_flows(errors: Sequence[str]) -> str | None:
-    return "; ".join(errors) if errors else None
-
-
-class TestFailed(HoplabError):
-    """A test could not start (a server did not come up): no figures to keep."""

@@ -6,7 +6,6 @@ profile marked missing and the reason, never with a made-up one.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,7 +113,3 @@ class PhaseProfiler:
             return analyze.DEFAULT_TABLE
         path = Path(self.profile.categories)
         return path if path.is_absolute() else self.base_dir / path
-
-
-def stacks_of(raw: bytes) -> Counter[str]:
-    return fold.parse(raw.decode("utf-8", errors="replace"))

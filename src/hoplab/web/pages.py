@@ -19,12 +19,12 @@ from hoplab.render.html import (
     esc,
     headline_table,
     metadata_details,
-    pairs,
     run_header,
     run_tables,
 )
 from hoplab.render.profile_html import profile_section
 from hoplab.render.report import page
+from hoplab.render.units import pairs
 from hoplab.run.record import RunRecord
 from hoplab.store import RunSummary
 
