@@ -29,7 +29,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     from hoplab.analysis.select import select
+    from hoplab.render.profile_html import FOLDED
     from hoplab.render.report import build_report
+    from hoplab.run.record import RawOutput
     from hoplab.store import open_store
 
     start = time.monotonic()
@@ -40,10 +42,14 @@ def run_report(args: argparse.Namespace) -> int:
             if not found:
                 raise UsageError(f"no runs match {spec!r} in {store.describe()}")
             ids.update(dict.fromkeys(found))
-        # Raw outputs only for the profile's folded stacks (the flame graph).
-        runs = [store.get_run(i, raw=True) for i in ids]
-        for rec in runs:
-            rec.raw = [r for r in rec.raw if r.name == "profile folded"]
+        runs = []
+        for i in ids:
+            rec = store.get_run(i)
+            # Of the raw outputs, the report needs only a profile's folded stacks.
+            prof = rec.metadata.get("profile")
+            if isinstance(prof, dict) and prof.get("status") == "ok":
+                rec.raw = [RawOutput(FOLDED, store.raw_output(i, FOLDED))]
+            runs.append(rec)
         desc = store.describe()
     text = build_report(runs, desc)
     tmp = f"{args.output}.tmp{os.getpid()}"
