@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hoplab.run.record import Metric, RunRecord, Series
+from hoplab.record import Metric, RunRecord, Series
 from hoplab.store import open_store
 
 HOPLAB = str(Path(sys.executable).with_name("hoplab"))

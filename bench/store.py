@@ -29,7 +29,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from hoplab.run.record import RunRecord, Series
+from hoplab.record import RunRecord, Series
 from hoplab.store import open_store
 from hoplab.store.codec import decode_floats, encode_floats
 

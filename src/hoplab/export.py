@@ -18,7 +18,7 @@ import math
 from typing import IO, Any
 
 from hoplab.errors import UsageError
-from hoplab.run.record import Metric, RawOutput, RunRecord, Series
+from hoplab.record import Metric, RawOutput, RunRecord, Series
 
 FORMAT = "hoplab-run"
 FORMAT_VERSION = 1

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hoplab_labtools import hoplab, lab_namespaces, new_lab_name
 
-from hoplab.run.record import RunRecord
+from hoplab.record import RunRecord
 from hoplab.samplers import counter_delta
 from hoplab.store import open_store
 

@@ -12,7 +12,7 @@ from hoplab_labtools import EXAMPLES, LabUp, UpLab, iperf3, run_in
 from pyroute2 import IPRoute
 
 from hoplab.lab.netns import entered
-from hoplab.run.record import Series
+from hoplab.record import Series
 from hoplab.samplers import Samplers, Target, counter_delta
 from hoplab.samplers.qdisc import QdiscStats, from_netlink, parse_tc_json
 from hoplab.samplers.summary import sampler_metrics

@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from hoplab.errors import UsageError
-from hoplab.run.record import Metric, RawOutput, RunRecord, Series
+from hoplab.record import Metric, RawOutput, RunRecord, Series
 from hoplab.store import SCHEMA_VERSION, migrations, open_store, schema
 from hoplab.store.codec import compress_raw, encode_floats
 from hoplab.store.url import create_engine, parse_location

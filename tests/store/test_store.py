@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import HoplabError, UsageError
-from hoplab.run.record import Metric, RawOutput, RunRecord, Series
+from hoplab.record import Metric, RawOutput, RunRecord, Series
 from hoplab.store import SCHEMA_VERSION, RunSummary, Store, open_store
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hoplab.run.record import Metric, RunRecord
+from hoplab.record import Metric, RunRecord
 
 UNITS = {"goodput": "bit/s", "rtt_median": "ms", "loss": "%", "packets": "count",
          "retransmits": "count"}

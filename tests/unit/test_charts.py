@@ -7,8 +7,8 @@ import json
 import numpy as np
 import plotly.graph_objects as go
 
+from hoplab.record import RunRecord, Series
 from hoplab.render import charts
-from hoplab.run.record import RunRecord, Series
 
 PHASES = [{"name": "idle", "start_s": 0.0, "end_s": 5.0},
           {"name": "load", "start_s": 5.0, "end_s": 25.0},

@@ -12,7 +12,7 @@ import pytest
 from hoplab import export
 from hoplab.errors import UsageError
 from hoplab.importers import Options, load_file
-from hoplab.run.record import Metric, RunRecord
+from hoplab.record import Metric, RunRecord
 from hoplab.store import open_store
 
 DATA = Path(__file__).resolve().parents[1] / "data"

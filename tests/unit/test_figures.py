@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.record import Metric, RunRecord
 from hoplab.render.summary import per_hop_rows, summary_rows
 from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome
 from hoplab.run.outcome import _bulk, _ping, _probe
-from hoplab.run.record import Metric, RunRecord
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.experiment import Test as TestSpec
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.importers import Options, load_file
-from hoplab.run.record import RunRecord
+from hoplab.record import RunRecord
 from hoplab.store import open_store
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "iperf3"

@@ -9,9 +9,9 @@ import pytest
 from matplotlib.lines import Line2D
 
 from hoplab.errors import UsageError
+from hoplab.record import Metric, RunRecord, Series
 from hoplab.render import plots
 from hoplab.render.plots import KINDS, decimate, figure, save
-from hoplab.run.record import Metric, RunRecord, Series
 
 PHASES = [{"name": "idle", "start_s": 0.0, "end_s": 2.0},
           {"name": "load", "start_s": 2.0, "end_s": 8.0},

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from hoplab.profile.tools import find
+from hoplab.record import Metric, RawOutput, RunRecord
 from hoplab.render.report import build_report
-from hoplab.run.record import Metric, RawOutput, RunRecord
 from hoplab.store import open_store
 from hoplab.web.app import Dashboard
 

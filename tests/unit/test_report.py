@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hoplab.cli.main import main
-from hoplab.run.record import Metric, RunRecord, Series
+from hoplab.record import Metric, RunRecord, Series
 from hoplab.store import open_store
 
 HOST = "lab-host-7"

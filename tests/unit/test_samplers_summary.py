@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hoplab.run.record import Metric, Series
+from hoplab.record import Metric, Series
 from hoplab.samplers.summary import counter_delta, sampler_metrics
 
 

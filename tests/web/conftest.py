@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hoplab.run.record import Metric, RunRecord, Series
+from hoplab.record import Metric, RunRecord, Series
 from hoplab.store import open_store
 
 CHROMIUM = "/usr/bin/chromium"

@@ -27,7 +27,7 @@ import numpy as np
 
 from hoplab.analysis.direction import better
 from hoplab.errors import UsageError
-from hoplab.run.record import RunRecord
+from hoplab.record import RunRecord
 
 VERDICTS = ("better", "worse", "same", "not enough data", "n/a")
 _FIELDS = ("flow", "node", "key")

@@ -21,7 +21,7 @@ from hoplab.analysis.compare import (
     parse_metric,
 )
 from hoplab.errors import UsageError
-from hoplab.run.record import RunRecord
+from hoplab.record import RunRecord
 
 _MISSING = "(none)"
 

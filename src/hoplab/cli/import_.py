@@ -8,10 +8,10 @@ from pathlib import Path
 from hoplab.cli import store_arg
 from hoplab.errors import HoplabError, UsageError
 from hoplab.importers import Options, load_files
+from hoplab.record import RunRecord
 from hoplab.render.console import console as make_console
 from hoplab.render.headline import HEADLINE, LABELS
 from hoplab.render.units import value
-from hoplab.run.record import RunRecord
 from hoplab.store import open_store
 
 

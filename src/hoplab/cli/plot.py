@@ -7,9 +7,9 @@ from pathlib import Path
 
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
+from hoplab.record import RunRecord
 from hoplab.render.console import console as make_console
 from hoplab.render.plot_kinds import FORMATS, KINDS, SINGLE_RUN
-from hoplab.run.record import RunRecord
 from hoplab.store import Store, open_store
 
 

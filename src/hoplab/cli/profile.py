@@ -16,8 +16,8 @@ from hoplab.cli import store_arg
 from hoplab.errors import HoplabError, UsageError
 from hoplab.profile import analyze, fold
 from hoplab.profile.flamegraph import diff, flamegraph
+from hoplab.record import RunRecord
 from hoplab.render.console import console
-from hoplab.run.record import RunRecord
 from hoplab.store import Store, open_store
 
 FOLDED = "profile folded"

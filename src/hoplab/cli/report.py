@@ -29,9 +29,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     from hoplab.analysis.select import select
+    from hoplab.record import RawOutput
     from hoplab.render.profile_html import FOLDED
     from hoplab.render.report import build_report
-    from hoplab.run.record import RawOutput
     from hoplab.store import open_store
 
     start = time.monotonic()

@@ -15,11 +15,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from hoplab.cli import store_arg
+from hoplab.record import RunRecord
 from hoplab.render.console import console as make_console
 from hoplab.render.summary import summary_rows, summary_table
 from hoplab.run.experiment import ExperimentRunner, Job
 from hoplab.run.experiment import Progress as RunProgress
-from hoplab.run.record import RunRecord
 from hoplab.spec.experiment import Experiment, Test, Variant
 from hoplab.spec.experiment_loader import load_experiment
 from hoplab.store import open_store

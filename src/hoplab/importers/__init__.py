@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.errors import HoplabError, UsageError
-from hoplab.run.record import RunRecord
+from hoplab.record import RunRecord
 
 # The first bytes of the compressed containers Flent writes (.flent.gz, .bz2, .xz).
 _GZIP, _BZ2, _XZ = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"

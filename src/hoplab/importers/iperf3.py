@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.importers import Options, json_safe
+from hoplab.record import Metric, RawOutput, RunRecord, Series
 from hoplab.run.outcome import rate_metrics
-from hoplab.run.record import Metric, RawOutput, RunRecord, Series
 from hoplab.tools import iperf3
 
 _START_KEYS = ("version", "system_info", "timestamp", "connecting_to", "test_start",

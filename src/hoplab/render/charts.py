@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from hoplab.record import RunRecord, Series
 from hoplab.render import decimate
-from hoplab.run.record import RunRecord, Series
 
 Figure = dict[str, Any]
 

@@ -10,11 +10,11 @@ import time
 from collections.abc import Iterable, Sequence
 
 from hoplab.analysis.compare import MetricComparison
+from hoplab.record import Metric, RunRecord
 from hoplab.render.charts import Chart, figure_json
 from hoplab.render.headline import HEADLINE, LABELS, unit_of
 from hoplab.render.run_view import _FLOW_COLUMNS, _IFACE_COLUMNS, _QDISC_COLUMNS
 from hoplab.render.units import pairs, value
-from hoplab.run.record import Metric, RunRecord
 from hoplab.store import RunSummary
 
 CSS = """

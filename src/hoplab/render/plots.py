@@ -28,8 +28,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from hoplab.errors import UsageError
+from hoplab.record import RunRecord
 from hoplab.render.plot_kinds import FORMATS, KINDS, SINGLE_RUN
-from hoplab.run.record import RunRecord
 
 MAX_POINTS = 2000
 

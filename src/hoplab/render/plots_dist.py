@@ -10,9 +10,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from hoplab.errors import UsageError
+from hoplab.record import RunRecord
 from hoplab.render.headline import HEADLINE
 from hoplab.render.plots import decimate, legend, new_figure, run_label, unit_scale, variant_label
-from hoplab.run.record import RunRecord
 
 
 def cdf(runs: Sequence[RunRecord], series: str = "rtt") -> Figure:

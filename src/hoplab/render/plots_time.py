@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from hoplab.errors import UsageError
+from hoplab.record import RunRecord, Series
 from hoplab.render.plots import (
     decimate,
     draw_phases,
@@ -19,7 +20,6 @@ from hoplab.render.plots import (
     run_title,
 )
 from hoplab.render.units import rate
-from hoplab.run.record import RunRecord, Series
 
 CPU_PARTS = ("user", "system", "irq", "softirq")
 CPU_COLORS = ("#4878d0", "#ee854a", "#d65f5f", "#956cb4")

@@ -8,8 +8,8 @@ import base64
 from hoplab.errors import HoplabError
 from hoplab.profile import fold
 from hoplab.profile.flamegraph import flamegraph
+from hoplab.record import RunRecord
 from hoplab.render.html import Html, esc, table
-from hoplab.run.record import RunRecord
 
 FOLDED = "profile folded"
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from hoplab import __version__
 from hoplab.analysis.compare import MetricComparison, compare_runs
 from hoplab.errors import UsageError
+from hoplab.record import RunRecord
 from hoplab.render import charts
 from hoplab.render.decimate import DEFAULT_POINTS
 from hoplab.render.html import (
@@ -33,7 +34,6 @@ from hoplab.render.html import (
 from hoplab.render.profile_html import data_uri, flamegraph_svg, folded_of, profile_section
 from hoplab.render.summary import _sort_key
 from hoplab.render.units import pairs
-from hoplab.run.record import RunRecord
 from hoplab.store import RunSummary
 
 

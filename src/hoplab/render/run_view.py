@@ -9,8 +9,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from hoplab.record import Metric, RunRecord
 from hoplab.render.units import pairs, value
-from hoplab.run.record import Metric, RunRecord
 
 _CPU_STATES = ("user", "system", "irq", "softirq", "idle")
 

@@ -12,9 +12,9 @@ from rich.table import Table
 
 from hoplab.analysis.stats import median
 from hoplab.analysis.trend import slope
+from hoplab.record import RunRecord
 from hoplab.render.headline import HEADLINE, LABELS
 from hoplab.render.units import pairs, value
-from hoplab.run.record import RunRecord
 
 
 def _groups(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.lab.plan import Plan
+from hoplab.record import Metric, RawOutput, Series
 from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome, client_argv, server_for
 from hoplab.run.outcome import collect
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
 from hoplab.run.profiling import PhaseProfiler
-from hoplab.run.record import Metric, RawOutput, Series
 from hoplab.samplers import Samplers, Target, sampler_metrics
 from hoplab.samplers.wire import wire_namespaces
 from hoplab.spec.experiment import Flow, Test

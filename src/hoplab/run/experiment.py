@@ -28,9 +28,9 @@ from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.plan import Plan
 from hoplab.lab.summary import summarize
+from hoplab.record import MEASUREMENT_VERSION, RunRecord
 from hoplab.run.execute import TestResult, run_test
 from hoplab.run.metadata import host_metadata, node_settings
-from hoplab.run.record import MEASUREMENT_VERSION, RunRecord
 from hoplab.spec.experiment import Experiment, Test, Variant
 
 # Debian packages that provide the tools each flow kind runs.

@@ -12,9 +12,9 @@ import math
 from collections.abc import Sequence
 
 from hoplab.analysis.stats import binned_sum, bufferbloat_grade, jain_index, median, percentile
+from hoplab.record import Metric, Series
 from hoplab.run.flows import REPORT_STEP_S, Outcome
 from hoplab.run.outcome import in_window, latency_metrics, rate_metrics
-from hoplab.run.record import Metric, Series
 from hoplab.spec.experiment import Test
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hoplab.lab.plan import Plan
-from hoplab.run.record import Metric, RawOutput, Series
+from hoplab.record import Metric, RawOutput, Series
 from hoplab.spec.experiment import Flow
 from hoplab.tools import iperf3, irtt, ping
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from hoplab.analysis.stats import mean, mean_abs_diff, percentile
 from hoplab.errors import HoplabError
+from hoplab.record import Metric, RawOutput, Series
 from hoplab.run.flows import Outcome
 from hoplab.run.procs import Proc
-from hoplab.run.record import Metric, RawOutput, Series
 from hoplab.spec.experiment import Flow
 from hoplab.tools import iperf3, irtt, ping
 

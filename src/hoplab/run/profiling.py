@@ -15,7 +15,7 @@ from hoplab.lab.plan import Plan
 from hoplab.lab.teardown import processes_in
 from hoplab.profile import analyze, fold
 from hoplab.profile.record import Recording, script
-from hoplab.run.record import Metric, RawOutput
+from hoplab.record import Metric, RawOutput
 from hoplab.spec.experiment import Profile, Test
 
 ATTRIBUTION = ("host-wide: a lab's nodes share one kernel, so kernel work (forwarding, "

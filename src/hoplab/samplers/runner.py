@@ -34,7 +34,7 @@ from types import TracebackType
 from pyroute2 import IPRoute
 
 from hoplab.lab.netns import NETNS_DIR, entered
-from hoplab.run.record import Series
+from hoplab.record import Series
 from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
 
 SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp", "wire")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from hoplab.run.record import Metric, Series
+from hoplab.record import Metric, Series
 
 _SAMPLED = ("cpu.", "iface.", "qdisc.", "tcp.", "wire.")
 _GAUGES = frozenset({"qdisc.backlog_bytes", "qdisc.backlog_packets", "wire.queue_bytes",

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import sqlalchemy as sa
 
 from hoplab.errors import HoplabError, UsageError
-from hoplab.run.record import Metric, RawOutput, RunRecord, Series
+from hoplab.record import Metric, RawOutput, RunRecord, Series
 from hoplab.store import codec, migrations
 from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
 from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from hoplab.analysis.compare import MetricComparison
+from hoplab.record import RunRecord
 from hoplab.render.charts import Chart
 from hoplab.render.html import (
     DRAW_JS,
@@ -25,7 +26,6 @@ from hoplab.render.html import (
 from hoplab.render.profile_html import profile_section
 from hoplab.render.report import page
 from hoplab.render.units import pairs
-from hoplab.run.record import RunRecord
 from hoplab.store import RunSummary
 
 _NAV = ('<nav><a href="/">runs</a><a href="/compare">compare</a><a href="/trend">trend</a>'

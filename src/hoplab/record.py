@@ -1,4 +1,4 @@
-"""What one run keeps: the shared currency between orchestration, store and analysis.
+"""What one run keeps: the model shared by orchestration, samplers, store and analysis.
 
 A run is one execution of one test on one variant, in one repetition. It is
 written to the store as soon as it ends (finished, failed or interrupted), so
