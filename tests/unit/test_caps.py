@@ -391,6 +391,35 @@ def test_doctor_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixt
         assert rep["tools"]["iperf3"]["install"].endswith("install --no-install-recommends iperf3")
 
 
+CAPS_CASES = {"everything": {}, "no netem": NO_NETEM, "no htb": {"htb": False},
+              "no fifo": {"pfifo": False, "bfifo": False}}
+
+
+@pytest.mark.parametrize("wired", [True, False])
+@pytest.mark.parametrize("case", list(CAPS_CASES))
+def test_doctor_says_what_a_lab_would_get(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                          case: str, wired: bool) -> None:
+    """Each impairment row of the doctor is what a lab link with that impairment gets:
+    a mechanism exactly when the lab could be built, and then the same backend."""
+    exe = tmp_path / "hoplab-wire"
+    exe.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(requirements_mod.wire, "binary", lambda: exe if wired else None)
+    caps = make_caps(qdiscs=CAPS_CASES[case])
+    rows = doctor.report(caps)["impairments"]
+    assert set(rows) == set(requirements_mod.IMPAIRMENT_SAMPLES)
+    for key, d in requirements_mod.IMPAIRMENT_SAMPLES.items():
+        the_link = link(forward=d)
+        problems = requirements_problems(lab(the_link), caps)
+        row = rows[key]
+        assert (row["mechanism"] is None) == bool(problems), (key, row, problems)
+        if problems:
+            # The reason is the one `hoplab lab up` would give, not a paraphrase of it.
+            assert row["note"] == "unavailable: " + problems[0].removeprefix(
+                f"{the_link.label}: "), (key, row)
+        elif impairment_backend(the_link, caps) in ("wire", "netem"):
+            assert row["mechanism"] == impairment_backend(the_link, caps)
+
+
 def test_doctor_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(doctor, "probe",

@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.table import Table
 
 from hoplab.errors import HoplabError
-from hoplab.lab import wire
 from hoplab.lab.caps import (
     FEATURE_NAMES,
     QDISC_NAMES,
@@ -21,7 +20,7 @@ from hoplab.lab.caps import (
     Capabilities,
     probe,
 )
-from hoplab.lab.requirements import WIRE_EMULATOR_AVAILABLE
+from hoplab.lab.requirements import impairment_mechanisms, install_hint
 
 QDISC_USES: dict[str, str] = {
     "netem": "delay / jitter / loss",
@@ -66,37 +65,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def install_hint(tool: str) -> str:
-    return f"apt-get install --no-install-recommends {TOOL_PACKAGES.get(tool, tool)}"
-
-
 def _impairments(caps: Capabilities) -> dict[str, dict[str, Any]]:
-    built = wire.binary() is not None
-    wire_row: dict[str, Any] = (
-        {"mechanism": "wire", "note": None} if built and WIRE_EMULATOR_AVAILABLE
-        else {"mechanism": None, "note": f"unavailable: {wire.BINARY} is not built (make setup)"})
-    if caps.has_qdisc("netem"):
-        netem: dict[str, Any] = {"mechanism": "netem", "note": None}
-    elif built and WIRE_EMULATOR_AVAILABLE:
-        netem = {"mechanism": "wire", "note": "kernel lacks sch_netem; userspace wire emulator"}
-    else:
-        netem = {"mechanism": None,
-                 "note": "unavailable: kernel lacks sch_netem (userspace wire emulator: planned)"}
-    rate: dict[str, Any] = (
-        {"mechanism": "htb", "note": None} if caps.has_qdisc("htb")
-        else {"mechanism": None, "note": "unavailable: kernel lacks sch_htb"})
-    fifo = [q for q in ("pfifo", "bfifo") if caps.has_qdisc(q)]
-    queue: dict[str, Any] = (
-        {"mechanism": "/".join(fifo), "note": None} if fifo
-        else {"mechanism": None, "note": "unavailable: kernel lacks sch_fifo"})
-    # Per impairment: what a link with emulator = "auto" gets. The keys delay ..
-    # duplicate follow netem when the kernel has it; the others need the wire.
-    out = {"delay_jitter_loss": netem, "rate": rate, "queue_limit": queue}
-    for key in ("delay", "jitter", "loss", "loss_burst", "duplicate"):
-        out[key] = dict(netem)
-    for key in ("reorder_false", "trace"):
-        out[key] = dict(wire_row)
-    return out
+    """Per impairment: what a link with emulator = "auto" gets (decided in
+    hoplab.lab.requirements, as for a lab's links)."""
+    return {key: {"mechanism": mechanism, "note": note}
+            for key, (mechanism, note) in impairment_mechanisms(caps).items()}
 
 
 def _feature_note(name: str, caps: Capabilities) -> str | None:

@@ -2,14 +2,15 @@
 
 `requirements_problems()` compares a lab with the machine's capabilities (see
 `hoplab.lab.caps`) and says, in words, everything that stands in the way;
-`impairment_backend()` says how each link's impairments will be made.
+`impairment_backend()` says how each link's impairments will be made, and
+`impairment_mechanisms()` says it per impairment for `hoplab doctor`.
 """
 
 from __future__ import annotations
 
 from hoplab.lab import wire
 from hoplab.lab.caps import TOOL_PACKAGES, Capabilities
-from hoplab.spec.model import Direction, Lab, Link
+from hoplab.spec.model import Direction, Lab, Link, QueueLimit
 
 # The userspace link emulator (hoplab-wire, see hoplab.lab.wire) exists; whether
 # its binary is built is checked per lab (`make setup` builds it).
@@ -24,7 +25,7 @@ def _module(qdisc: str) -> str:
     return _QDISC_MODULE.get(qdisc, f"sch_{qdisc}")
 
 
-def _install_hint(tool: str) -> str:
+def install_hint(tool: str) -> str:
     return f"apt-get install --no-install-recommends {TOOL_PACKAGES.get(tool, tool)}"
 
 
@@ -114,7 +115,7 @@ def _wireguard_problems(what: str, caps: Capabilities) -> list[str]:
         return []
     if caps.has_feature("tun"):
         why = ("the kernel has no wireguard module and wireguard-go is missing "
-               f"({_install_hint('wireguard-go')})")
+               f"({install_hint('wireguard-go')})")
     elif caps.has_tool("wireguard-go"):
         why = "the kernel has no wireguard module and /dev/net/tun is not usable for wireguard-go"
     else:
@@ -129,18 +130,18 @@ def _node_problems(lab: Lab, caps: Capabilities) -> list[str]:
         label = f"node {node.name}"
         if node.nat is not None and not caps.has_feature("nat"):
             if not caps.has_tool("nft"):
-                why = f"the nft tool is missing ({_install_hint('nft')})"
+                why = f"the nft tool is missing ({install_hint('nft')})"
             else:
                 why = "this kernel cannot create an nftables nat table with masquerade (nft_nat)"
             out.append(f"{label}: nat needs nftables NAT: {why}")
         if node.offloads and not caps.has_tool("ethtool"):
             out.append(f"{label}: offloads need ethtool, which is missing "
-                       f"({_install_hint('ethtool')})")
+                       f"({install_hint('ethtool')})")
     return out
 
 
 def _base_problems(caps: Capabilities) -> list[str]:
-    out = [f"every lab needs the {t} tool, which is missing ({_install_hint(t)})"
+    out = [f"every lab needs the {t} tool, which is missing ({install_hint(t)})"
            for t in ("ip", "tc") if not caps.has_tool(t)]
     if not caps.has_feature("veth"):
         out.append("every lab needs veth pairs, which this kernel lacks (veth module)")
@@ -156,3 +157,41 @@ def requirements_problems(lab: Lab, caps: Capabilities) -> list[str]:
         problems.extend(_wireguard_problems(f"tunnels[{i}] ({t.name}: {t.a} <-> {t.b})", caps))
     problems.extend(_node_problems(lab, caps))
     return list(dict.fromkeys(problems))  # drop repeats, keep order
+
+
+# One link with one impairment on one direction, for each impairment `hoplab doctor`
+# lists: the doctor asks the same questions a lab's link is asked, so it never
+# describes a mechanism other than the one a lab would get.
+IMPAIRMENT_SAMPLES: dict[str, Direction] = {
+    "delay_jitter_loss": Direction(delay_s=0.01, jitter_s=0.001, loss_pct=1.0),
+    "rate": Direction(rate_bps=10_000_000),
+    "queue_limit": Direction(queue=QueueLimit(packets=100)),
+    "delay": Direction(delay_s=0.01),
+    "jitter": Direction(delay_s=0.01, jitter_s=0.001),
+    "loss": Direction(loss_pct=1.0),
+    "loss_burst": Direction(loss_pct=1.0, loss_burst=3.0),
+    "duplicate": Direction(duplicate_pct=1.0),
+    "reorder_false": Direction(delay_s=0.01, jitter_s=0.001, reorder=False),
+    "trace": Direction(trace="trace.txt"),
+}
+
+
+def impairment_mechanism(d: Direction, caps: Capabilities) -> tuple[str | None, str | None]:
+    """(mechanism, None) for a link with emulator = "auto" and `d` on one direction, or
+    (None, why not) when this machine cannot build it."""
+    link = Link(index=0, a="a", b="b", forward=d)
+    problems = _link_problems(link, caps)
+    if problems:
+        return None, "unavailable: " + problems[0].removeprefix(f"{link.label}: ")
+    backend = impairment_backend(link, caps)
+    if backend != "tc":
+        return backend, None
+    if d.rate_bps is not None:
+        return ("tbf" if d.qdisc == "tbf" else "htb"), None
+    if d.qdisc in (None, "fifo"):
+        return "/".join(_fifo_kinds(d)), None
+    return d.qdisc, None
+
+
+def impairment_mechanisms(caps: Capabilities) -> dict[str, tuple[str | None, str | None]]:
+    return {key: impairment_mechanism(d, caps) for key, d in IMPAIRMENT_SAMPLES.items()}
