@@ -337,6 +337,11 @@ def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
         where = (*path, "sysctls", key)
         if not _SYSCTL.fullmatch(key):
             ctx.fail(where, "not a sysctl name; write it dotted, e.g. net.ipv4.ip_forward")
+        if re.split(r"[./]", key, maxsplit=1)[0] != "net":
+            # Only net.* belongs to the node's namespace; kernel.*, vm.*, fs.* are the
+            # host's, and a lab must not rewrite the machine it runs on.
+            ctx.fail(where, "only net.* sysctls can be set: they belong to the node's "
+                            "namespace, other keys would change the whole host")
         if isinstance(value, bool):  # sysctl files want 1/0, not true/false
             sysctls.append((key, "1" if value else "0"))
         elif isinstance(value, int | str):
