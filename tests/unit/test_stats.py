@@ -48,16 +48,33 @@ def test_jitter_is_mean_consecutive_difference() -> None:
 
 def test_binned_sum_adds_flows_on_one_grid() -> None:
     a = ([0.2, 0.4, 0.6], [10.0, 10.0, 10.0])
-    b = ([0.21, 0.41, 0.61], [5.0, 5.0, 5.0])  # started 10 ms later: the same steps
-    c = ([0.39, 0.59], [1.0, 1.0])             # started 190 ms later: one step later
+    b = ([0.21, 0.41, 0.61], [5.0, 5.0, 5.0])  # started 10 ms later: 5 % in the next bin
+    c = ([0.39, 0.59], [1.0, 1.0])             # started 190 ms later
     t, v = binned_sum([a, b, c], 0.2, 0.8)
     assert t == [0.2, 0.4, 0.6, 0.8]
-    assert v == [15.0, 16.0, 16.0, 0.0]
+    assert v == pytest.approx([10 + 4.75 + 0.05, 10 + 5 + 1.0, 10 + 5 + 0.95, 0.25])
 
 
-def test_binned_sum_averages_two_samples_of_one_flow_in_a_bin() -> None:
-    _t, v = binned_sum([([0.2, 0.4, 0.45], [10.0, 20.0, 30.0])], 0.2, 0.4)
-    assert v == [10.0, 25.0]
+def test_binned_sum_spreads_a_short_last_interval_over_its_span() -> None:
+    # [0.4, 0.45) at 30 is a quarter of the bin [0.4, 0.6): its mean rate there is 7.5.
+    t, v = binned_sum([([0.2, 0.4, 0.45], [10.0, 20.0, 30.0])], 0.2, 0.4)
+    assert t == [0.2, 0.4, 0.6]
+    assert v == pytest.approx([10.0, 20.0, 7.5])
+
+
+@pytest.mark.parametrize("start", [0.5, 1.5, 0.3, 0.7])
+def test_binned_sum_keeps_every_sample_of_a_flow_started_off_the_grid(start: float) -> None:
+    # A flow started at an odd multiple of 0.1 s: its 0.2 s interval ends fall exactly
+    # between grid points. Rounding them put two intervals in one bin and none in the
+    # next (18 of 50 bins empty, mean 6.4 instead of 10).
+    ends = [start + 0.2 * (i + 1) for i in range(50)]
+    t, v = binned_sum([(ends, [10.0] * 50)], 0.2, start + 10.0)
+    inside = [x for e, x in zip(t, v, strict=True)
+              if start - 1e-9 <= e - 0.2 and e <= start + 10.0 + 1e-9]
+    assert len(inside) == 49  # the two half-covered edge bins are left out
+    assert min(inside) == pytest.approx(10.0) and max(inside) == pytest.approx(10.0)
+    # Every byte is kept: 10 bit/s for 10 s.
+    assert math.fsum(v) * 0.2 == pytest.approx(100.0)
 
 
 def test_slope_of_a_line_and_of_noise() -> None:

@@ -63,21 +63,37 @@ def bufferbloat_grade(increase_ms: float) -> str:
 
 
 def binned_sum(series: Sequence[tuple[Sequence[float], Sequence[float]]], step: float,
-               end: float) -> tuple[list[float], list[float]]:
-    """Sum several rate series on one grid of `step` seconds up to `end`. Times are
-    interval ends; each sample goes to the grid point nearest to it, so flows started
-    a few ms apart add up in the same step; a series with two samples in one bin (a
-    short last interval) adds their mean, not their sum."""
-    bins = max(1, math.ceil(end / step - 1e-9))
+               end: float, interval: float | None = None) -> tuple[list[float], list[float]]:
+    """Sum several rate series on one grid of `step` seconds, labelled by bin end.
+
+    A series' times are interval ends: interval i spans [t[i-1], t[i]) and the first
+    spans `interval` seconds (the tool's reporting step, `step` unless given) before
+    t[0]. Each interval's bytes are spread over the bins its span overlaps, pro rata,
+    so a flow whose intervals straddle the grid (one started at 0.5 s on a 0.2 s grid)
+    keeps every byte and leaves no bin empty; rounding interval ends to the nearest
+    grid point put two in one bin and none in the next. The grid runs to `end`, or
+    further when an interval ends later (a receiver still draining its queue)."""
+    first = step if interval is None else interval
+    last = max((ts[-1] for ts, _ in series if ts), default=0.0)
+    bins = max(1, math.ceil(max(end, last) / step - 1e-9))
     total = [0.0] * bins
     for ts, vs in series:
-        sums = [0.0] * bins
-        counts = [0] * bins
-        for t, v in zip(ts, vs, strict=True):
-            i = min(bins - 1, max(0, round(t / step) - 1))
-            sums[i] += v
-            counts[i] += 1
-        for i in range(bins):
-            if counts[i]:
-                total[i] += sums[i] / counts[i]
+        lo = max(0.0, ts[0] - first) if ts else 0.0
+        for hi, v in zip(ts, vs, strict=True):
+            if hi > lo:
+                _spread(total, lo, hi, v, step)
+            lo = max(lo, hi)
     return [round((i + 1) * step, 6) for i in range(bins)], total
+
+
+def _spread(total: list[float], lo: float, hi: float, rate: float, step: float) -> None:
+    """Add a rate held over [lo, hi) to the bins it overlaps, each in proportion to the
+    overlap (the bin's mean rate over its whole step)."""
+    first = max(0, int(lo / step + 1e-9))
+    for i in range(first, len(total)):
+        b_lo, b_hi = i * step, (i + 1) * step
+        if b_lo >= hi - 1e-12:
+            break
+        overlap = min(hi, b_hi) - max(lo, b_lo)
+        if overlap > 0:
+            total[i] += rate * overlap / step
