@@ -16,6 +16,7 @@ from hoplab.lab import build, netns
 from hoplab.lab.state import find
 from hoplab.lab.status import status_all
 from hoplab.spec import load_lab
+from hoplab.spec.names import given, lab_name, node_name
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,6 +49,8 @@ def _addr_cell(addrs: list[str]) -> str:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    if args.name is not None:
+        given(lab_name, args.name, "lab up --name")
     lab = load_lab(args.file, name=args.name)
     console = Console(stderr=args.json)
     with console.status(f"building lab {lab.name}") as spinner:
@@ -132,6 +135,8 @@ def run_exec(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         raise UsageError("lab exec: give a command after --")
+    given(lab_name, args.lab, "lab exec LAB")
+    given(node_name, args.node, "lab exec LAB NODE")
     state = find(args.lab)
     if state is None:
         raise UsageError(f"no lab named {args.lab!r} is up (see hoplab lab status)")
@@ -148,6 +153,7 @@ def run_exec(args: argparse.Namespace) -> int:
 
 
 def run_down(args: argparse.Namespace) -> int:
+    given(lab_name, args.lab, "lab down NAME")
     warnings = build.down(args.lab)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)

@@ -22,6 +22,7 @@ from hoplab.run.experiment import ExperimentRunner, Job
 from hoplab.run.experiment import Progress as RunProgress
 from hoplab.spec.experiment import Experiment, Test, Variant
 from hoplab.spec.experiment_loader import load_experiment
+from hoplab.spec.names import given, lab_name
 from hoplab.store import open_store
 
 
@@ -110,6 +111,8 @@ def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupte
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.lab_name is not None:
+        given(lab_name, args.lab_name, "run --lab-name")
     exp = load_experiment(args.experiment, args.sets, repeat=args.repeat)
     console = make_console(stderr=args.json)
     with open_store(store_arg.url(args)) as store:

@@ -20,6 +20,7 @@ from typing import NoReturn, TypeVar
 
 from hoplab.errors import SpecError
 from hoplab.spec import generate as gen
+from hoplab.spec import names
 from hoplab.spec.locate import Locator, Path, split_syntax_error
 from hoplab.spec.model import (
     EMULATORS,
@@ -65,8 +66,6 @@ _ADDRESSING_KEYS = ("pool4", "pool6", "tunnel_pool4", "tunnel_pool6", "ipv6")
 # Feature names as `ethtool -K` spells them; others are too driver-specific for veths.
 OFFLOADS = ("gro", "gso", "tso", "lro", "sg", "rx", "tx", "rxvlan", "txvlan", "ntuple", "rxhash")
 
-_LAB_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,19}")
-_NODE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,30}")
 _TUNNEL_NAME = re.compile(r"[a-z0-9]{1,8}")
 _SYSCTL = re.compile(r"[a-z0-9_-]+(?:[./][a-z0-9_-]+)*")
 _IFNAME = re.compile(r"[^\s/:]{1,15}")
@@ -325,9 +324,7 @@ def _subnets(ctx: _Ctx, table: dict[str, object], path: Path,
 
 
 def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
-    if not _NODE_NAME.fullmatch(name):
-        ctx.fail(path, f"invalid node name '{name}': use a letter, then up to 30 letters, "
-                       f"digits, '_' or '-'")
+    ctx.conv(path, lambda v: names.node_name(parse_str(v)), name)
     table = ctx.table(raw, path, _NODE_KEYS)
     forward = None
     if "forward" in table:
@@ -465,10 +462,7 @@ def _tunnels(ctx: _Ctx, raw: object, nodes: Collection[str], links: Sequence[Lin
 
 def _lab_name(ctx: _Ctx, raw: object, override: str | None) -> str:
     def parse(value: object) -> str:
-        if not _LAB_NAME.fullmatch(parse_str(value)):
-            raise ValueError(f"invalid lab name {value!r}: use up to 20 of a-z, 0-9, '_' and "
-                             f"'-', starting with a letter or digit")
-        return str(value)
+        return names.lab_name(parse_str(value))
 
     from_file = ctx.conv(("name",), parse, raw) if raw is not None else None
     if override is not None:
