@@ -85,3 +85,9 @@ def test_slope_of_a_line_and_of_noise() -> None:
     assert math.isnan(slope([3, 3], [1.0, 2.0]))
     with pytest.raises(ValueError):
         slope([1, 2], [1.0])
+
+
+def test_binned_sum_first_interval_starts_when_the_tool_started() -> None:
+    # The first interval ran 0.25 s (started at 0.15): its bytes are 10 * 0.25, not 10 * 0.2.
+    _t, v = binned_sum([([0.4, 0.6], [10.0, 10.0])], 0.2, 0.6, starts=[0.15])
+    assert v == pytest.approx([2.5, 10.0, 10.0])

@@ -63,22 +63,24 @@ def bufferbloat_grade(increase_ms: float) -> str:
 
 
 def binned_sum(series: Sequence[tuple[Sequence[float], Sequence[float]]], step: float,
-               end: float, interval: float | None = None) -> tuple[list[float], list[float]]:
+               end: float, starts: Sequence[float | None] | None = None
+               ) -> tuple[list[float], list[float]]:
     """Sum several rate series on one grid of `step` seconds, labelled by bin end.
 
     A series' times are interval ends: interval i spans [t[i-1], t[i]) and the first
-    spans `interval` seconds (the tool's reporting step, `step` unless given) before
-    t[0]. Each interval's bytes are spread over the bins its span overlaps, pro rata,
-    so a flow whose intervals straddle the grid (one started at 0.5 s on a 0.2 s grid)
-    keeps every byte and leaves no bin empty; rounding interval ends to the nearest
-    grid point put two in one bin and none in the next. The grid runs to `end`, or
-    further when an interval ends later (a receiver still draining its queue)."""
-    first = step if interval is None else interval
+    starts at the series' entry in `starts` (when the tool started), or one `step`
+    before t[0] when that is None. Each interval's bytes are spread over the bins its
+    span overlaps, pro rata, so a flow whose intervals straddle the grid (one started at
+    0.5 s on a 0.2 s grid) keeps every byte and leaves no bin empty; rounding interval
+    ends to the nearest grid point put two in one bin and none in the next. The grid
+    runs to `end`, or further when an interval ends later (a receiver still draining
+    its queue)."""
     last = max((ts[-1] for ts, _ in series if ts), default=0.0)
     bins = max(1, math.ceil(max(end, last) / step - 1e-9))
     total = [0.0] * bins
-    for ts, vs in series:
-        lo = max(0.0, ts[0] - first) if ts else 0.0
+    for n, (ts, vs) in enumerate(series):
+        start = starts[n] if starts is not None else None
+        lo = (max(0.0, ts[0] - step) if start is None else start) if ts else 0.0
         for hi, v in zip(ts, vs, strict=True):
             if hi > lo:
                 _spread(total, lo, hi, v, step)

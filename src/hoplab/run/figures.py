@@ -53,11 +53,15 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float
     for key, group in groups.items():
         if not group:
             continue
-        flows_series = [s for o in group for s in o.series if s.name == "throughput"]
-        t, v = binned_sum([(s.t, s.v) for s in flows_series], REPORT_STEP_S, end)
+        # Each flow's intervals start when its client started (its span), not a whole
+        # step before the first interval's end: iperf3's first interval runs a little long.
+        flows_series = [(s, o.span[0] if o.span else None)
+                        for o in group for s in o.series if s.name == "throughput"]
+        t, v = binned_sum([(s.t, s.v) for s, _ in flows_series], REPORT_STEP_S, end,
+                          [start for _, start in flows_series])
         series.append(Series("throughput", "bit/s", t, v, key=key))
         suffix = "" if key is None else f"_{key}"
-        rates = in_window(t, v, window)
+        rates = _bins_within(t, v, window)
         metrics += [Metric(m.name + suffix, m.value, m.unit) for m in rate_metrics(rates, None)]
         metrics.append(Metric("goodput" + suffix, _goodput(group), "bit/s"))
         if key is None:
@@ -80,6 +84,16 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float
                 metrics.append(Metric("out_of_order", float(sum(r.out_of_order or 0
                                                                 for r in udp)), "count"))
     return series, metrics
+
+
+def _bins_within(t: Sequence[float], v: Sequence[float], window: tuple[float, float]
+                 ) -> list[float]:
+    """The grid's bins that lie inside the window. A bin is labelled by its end: the one
+    ending where the window starts covers the step before it (the idle phase before
+    rrul's load), which made the load's mean a bin too long and 1 % low."""
+    lo, hi = window
+    return [x for end, x in zip(t, v, strict=True)
+            if lo - 1e-9 <= end - REPORT_STEP_S and end <= hi + 1e-9]
 
 
 def _latency(test: Test, outcomes: Sequence[Outcome]) -> tuple[list[Metric], dict[str, str]]:
