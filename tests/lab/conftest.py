@@ -1,4 +1,5 @@
-"""Fixtures and helpers for tests that build real labs in network namespaces.
+"""Fixtures for tests that build real labs in network namespaces (their helpers are in
+tests/helpers/lab.py).
 
 Tests marked ``root`` are skipped unless we are root and ``ip`` is installed.
 Every lab gets a unique name ("t" + random hex), is always taken down, and at
@@ -8,50 +9,28 @@ namespace of one of our labs and no wireguard-go or iperf3 process we started.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import secrets
-import shutil
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hoplab.lab import build
-from hoplab.lab.build import UpResult
-from hoplab.lab.plan import Plan
-from hoplab.lab.state import ETC_NETNS, LABS_DIR, find
 from hoplab.spec import load_lab
-from hoplab.spec.model import Lab
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples"
-NETNS_DIR = Path("/run/netns")
-_CLI = Path(sys.executable).with_name("hoplab")
-HOPLAB = [str(_CLI)] if _CLI.exists() else [sys.executable, "-m", "hoplab.cli.main"]
-# Lab names handed out in this session; the session check looks for their leftovers.
-MADE: set[str] = set()
-
-# Test modules import the helpers below with `from hoplab_labtools import ...`: tests/
-# has no packages, so "conftest" is not a name that reliably means this file.
-sys.modules["hoplab_labtools"] = sys.modules[__name__]
-
-
-def missing_requirement() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"needs {tool}"
-    return None
+from tests.helpers.lab import (
+    MADE,
+    LabUp,
+    UpLab,
+    live_pids,
+    missing_requirement,
+    namespaces,
+    new_lab_name,
+    pids_in,
+    remove_lab,
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -64,209 +43,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-# --- small helpers ---------------------------------------------------------------------
-
-
-def new_lab_name() -> str:
-    name = "t" + secrets.token_hex(4)
-    MADE.add(name)
-    return name
-
-
-def hoplab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """The command line tool, as a user runs it."""
-    return subprocess.run([*HOPLAB, *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, check=False)
-
-
-def run_in(ns: str, *argv: str, timeout: float = 30,
-           input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """argv inside namespace ns, the way a user would (names resolve via the lab's hosts)."""
-    return subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True,
-                          timeout=timeout, input=input,
-                          stdin=None if input is not None else subprocess.DEVNULL, check=False)
-
-
-def namespaces() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                         check=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
-def lab_namespaces(name: str) -> set[str]:
-    return {n for n in namespaces() if n.startswith(f"hoplab-{name}-")}
-
-
-# Names hoplab gives interfaces (veths, per-hop and end-to-end WireGuard).
-_HOPLAB_IFNAME = re.compile(r"eth\d+|wg\d+|wg-[a-z0-9]+")
-
-
-def root_links(all_names: bool = False) -> set[str]:
-    """Interface names of the root namespace (`ip -o link`) that hoplab could have
-    left there. Other tools on the machine (a Mininet benchmark, say) add and remove
-    their own links concurrently; all_names=True returns those too."""
-    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
-                         check=True).stdout
-    names = {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line}
-    return names if all_names else {n for n in names if _HOPLAB_IFNAME.fullmatch(n)}
-
-
-def _stat(pid: int) -> tuple[str, str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    comm = raw[raw.index("(") + 1:raw.rindex(")")]
-    state = raw[raw.rindex(")") + 2:].split()[0]
-    return comm, state
-
-
-def live_pids(*comms: str) -> set[int]:
-    """PIDs of running (not zombie) processes with one of these command names."""
-    out = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            st = _stat(int(entry.name))
-            if st is not None and st[0] in comms and st[1] != "Z":
-                out.add(int(entry.name))
-    return out
-
-
-def netns_inode(pid: int) -> int | None:
-    try:
-        return os.stat(f"/proc/{pid}/ns/net").st_ino
-    except OSError:
-        return None
-
-
-def pids_in(nss: set[str]) -> set[int]:
-    """Processes (not zombies) living in any of these named namespaces."""
-    inodes = set()
-    for ns in nss:
-        with suppress(OSError):
-            inodes.add(os.stat(NETNS_DIR / ns).st_ino)
-    out = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and netns_inode(int(entry.name)) in inodes:
-            st = _stat(int(entry.name))
-            if st is not None and st[1] != "Z":
-                out.add(int(entry.name))
-    return out
-
-
-def foreign_labs() -> set[str]:
-    """hoplab namespaces and lab records that are not from this test session: somebody
-    else's labs, which `hoplab clean` would remove too."""
-    ours = tuple(f"hoplab-{name}-" for name in MADE)
-    found = {n for n in namespaces() if n.startswith("hoplab-") and not n.startswith(ours)}
-    if LABS_DIR.is_dir():
-        found |= {f"record {p.stem}" for p in LABS_DIR.glob("*.json") if p.stem not in MADE}
-    return found
-
-
-def remove_lab(name: str) -> None:
-    """Take a lab down whatever state it is in, touching only what carries its name."""
-    state = find(name)
-    if state is not None:
-        with suppress(Exception):
-            build.teardown(state)
-    left = lab_namespaces(name)
-    for pid in pids_in(left):
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    for ns in left:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
-    if ETC_NETNS.is_dir():
-        for d in ETC_NETNS.glob(f"hoplab-{name}-*"):
-            shutil.rmtree(d, ignore_errors=True)
-    shutil.rmtree(LABS_DIR / name, ignore_errors=True)
-    (LABS_DIR / f"{name}.json").unlink(missing_ok=True)
-
-
-def link_stats(ns: str, dev: str) -> dict[str, int]:
-    """rx/tx bytes and packets of one interface (`ip -s -j link show`)."""
-    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", dev],
-                         capture_output=True, text=True, check=True).stdout
-    s = json.loads(out)[0]["stats64"]
-    return {"rx_bytes": s["rx"]["bytes"], "tx_bytes": s["tx"]["bytes"],
-            "rx_packets": s["rx"]["packets"], "tx_packets": s["tx"]["packets"]}
-
-
-def wait_listening(ns: str, port: int, server: subprocess.Popen[str],
-                   proto: str = "t", timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError(f"server in {ns} exited with {server.returncode}")
-        got = run_in(ns, "ss", f"-l{proto}nH", f"sport = :{port}", timeout=5).stdout
-        if got.strip():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"nothing listens on port {port} in {ns} after {timeout} s")
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
-def iperf3(server_ns: str, client_ns: str, target: str, *client_args: str,
-           seconds: float | None = 3, port: int = 5201) -> dict[str, Any]:
-    """One iperf3 test: `iperf3 -s -1` in server_ns, the client (-J) in client_ns.
-    seconds=None leaves the end condition to client_args (e.g. "-n", "2M")."""
-    server = subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1",
-                               "-p", str(port)], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
-    try:
-        wait_listening(server_ns, port, server)
-        duration = ["-t", str(seconds)] if seconds is not None else []
-        proc = run_in(client_ns, "iperf3", "-c", target, "-p", str(port), *duration,
-                      "-J", *client_args, timeout=(seconds or 30) + 30)
-        try:
-            data: dict[str, Any] = json.loads(proc.stdout)
-        except ValueError:
-            raise AssertionError(f"iperf3 client: {proc.stdout[-500:]} {proc.stderr}") from None
-        assert proc.returncode == 0 and "error" not in data, data.get("error", proc.stderr)
-        return data
-    finally:
-        stop(server)
-
-
-def mbit_received(data: dict[str, Any]) -> float:
-    return float(data["end"]["sum_received"]["bits_per_second"]) / 1e6
-
-
-# --- fixtures --------------------------------------------------------------------------
-
-
-@dataclass
-class UpLab:
-    """A lab that is up; unpacks as (lab, plan)."""
-
-    lab: Lab
-    plan: Plan
-    result: UpResult
-
-    @property
-    def name(self) -> str:
-        return self.lab.name
-
-    def ns(self, node: str) -> str:
-        return self.plan.node(node).netns
-
-    def run(self, node: str, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        return run_in(self.ns(node), *argv, timeout=timeout)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.lab, self.plan))
-
-
-LabUp = Callable[..., UpLab]
+# --- fixtures -------------------------------------------------------------------------
 
 
 @pytest.fixture

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hoplab_labtools import (
+
+from hoplab.lab.caps import probe
+from hoplab.lab.state import ETC_NETNS, LABS_DIR
+from tests.helpers.lab import (
     EXAMPLES,
     HOPLAB,
     LabUp,
@@ -33,9 +36,6 @@ from hoplab_labtools import (
     stop,
     wait_listening,
 )
-
-from hoplab.lab.caps import probe
-from hoplab.lab.state import ETC_NETNS, LABS_DIR
 
 pytestmark = pytest.mark.root
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hoplab_labtools import LabUp, hoplab, iperf3, lab_namespaces, mbit_received
 
 from hoplab.lab.caps import probe
+from tests.helpers.lab import LabUp, hoplab, iperf3, lab_namespaces, mbit_received
 
 pytestmark = pytest.mark.root
 

@@ -10,12 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hoplab_labtools import HOPLAB, new_lab_name
 
 from hoplab.profile import analyze, fold
 from hoplab.profile.record import Recording, script
 from hoplab.profile.tools import find
 from hoplab.store import open_store
+from tests.helpers.lab import HOPLAB, new_lab_name
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profile"
 REPO = Path(__file__).resolve().parents[2]

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hoplab_labtools import hoplab, lab_namespaces, new_lab_name
 
 from hoplab.record import RunRecord
 from hoplab.samplers import counter_delta
 from hoplab.store import open_store
+from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from hoplab_labtools import HOPLAB, lab_namespaces, new_lab_name, pids_in
 
 from hoplab.store import open_store
+from tests.helpers.lab import HOPLAB, lab_namespaces, new_lab_name, pids_in
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -8,7 +8,6 @@ import threading
 import time
 
 import pytest
-from hoplab_labtools import EXAMPLES, LabUp, UpLab, iperf3, run_in
 from pyroute2 import IPRoute
 
 from hoplab.lab.netns import entered
@@ -16,6 +15,7 @@ from hoplab.record import Series
 from hoplab.samplers import Samplers, Target, counter_delta
 from hoplab.samplers.qdisc import QdiscStats, from_netlink, parse_tc_json
 from hoplab.samplers.summary import sampler_metrics
+from tests.helpers.lab import EXAMPLES, LabUp, UpLab, iperf3, run_in
 
 pytestmark = pytest.mark.root
 

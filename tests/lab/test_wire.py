@@ -19,7 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hoplab_labtools import (
+
+from hoplab.lab import wire
+from hoplab.lab.state import find
+from hoplab.lab.status import lab_status
+from hoplab.samplers import wire as wire_samples
+from tests.helpers.lab import (
     LabUp,
     iperf3,
     mbit_received,
@@ -28,11 +33,6 @@ from hoplab_labtools import (
     stop,
     wait_listening,
 )
-
-from hoplab.lab import wire
-from hoplab.lab.state import find
-from hoplab.lab.status import lab_status
-from hoplab.samplers import wire as wire_samples
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(wire.binary() is None, reason="hoplab-wire is not built")]

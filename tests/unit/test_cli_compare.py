@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from compare_helpers import make_run
 
 from hoplab.cli.main import main
 from hoplab.store import open_store
+from tests.helpers.runs import make_run
 
 SAMPLE = Path("/tmp/hoplab-samples/router-and-qos.db")
 

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from compare_helpers import make_run, side
 
 from hoplab.analysis.compare import (
     MetricKey,
@@ -19,6 +18,7 @@ from hoplab.analysis.compare import (
 from hoplab.analysis.direction import better
 from hoplab.analysis.groups import compare_groups
 from hoplab.errors import UsageError
+from tests.helpers.runs import make_run, side
 
 
 def _normal(mean: float, sd: float, n: int, seed: int) -> list[float]:

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from compare_helpers import make_run
 
 from hoplab.analysis.select import select, select_pair
 from hoplab.errors import UsageError
 from hoplab.store import Store, open_store
+from tests.helpers.runs import make_run
 
 
 @pytest.fixture

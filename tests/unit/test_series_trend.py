@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compare_helpers import make_run
-
 from hoplab.analysis.series_trend import trend
 from hoplab.store import open_store
+from tests.helpers.runs import make_run
 
 
 def test_trend_by_label_variant_and_time(tmp_path: Path) -> None:

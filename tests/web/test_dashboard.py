@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hoplab_webtools import HOPLAB, NASTY, Served
 
 from hoplab.cli.main import build_parser
+from tests.helpers.web import HOPLAB, NASTY, Served
 
 
 def get(url: str) -> tuple[int, bytes]:

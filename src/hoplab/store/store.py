@@ -13,7 +13,15 @@ from typing import Any, NoReturn
 import sqlalchemy as sa
 
 from hoplab.errors import HoplabError, UsageError
-from hoplab.record import Metric, RawOutput, RunRecord, Series
+from hoplab.record import (
+    DuplicateMetric,
+    Metric,
+    RawOutput,
+    RunRecord,
+    Series,
+    check_metric_keys,
+    upgrade_names,
+)
 from hoplab.store import codec, migrations
 from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
 from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location
@@ -117,6 +125,10 @@ class Store:
                 raise ValueError(f"series {s.name}: {len(s.t)} times but {len(s.v)} values")
         meta = run.metadata or {}
         action = f"cannot save run {run.experiment}/{run.test}"
+        try:
+            check_metric_keys(run)
+        except DuplicateMetric as exc:
+            raise HoplabError(f"store {self.describe()}: {action}: {exc}") from None
         for name, value in (("variant", run.variant), ("labels", run.labels), ("metadata", meta)):
             try:
                 # allow_nan=False: PostgreSQL's JSON refuses NaN, so SQLite must too.
@@ -175,7 +187,8 @@ class Store:
             raw_rows = conn.execute(
                 sa.select(_RAW).where(_RAW.c.run_id == run_id).order_by(_RAW.c.seq)
             ).mappings().all() if raw else []
-        return RunRecord(
+        # A run saved by an older hoplab may carry names since split (docs/data-format.md).
+        return upgrade_names(RunRecord(
             experiment=row["experiment"], test=row["test"], kind=row["kind"],
             repetition=row["repetition"], variant=row["variant"], labels=row["labels"],
             started_at=row["started_at"], duration_s=row["duration_s"], status=row["status"],
@@ -194,7 +207,7 @@ class Store:
                            media_type=r["media_type"])
                  for r in raw_rows],
             id=row["id"],
-        )
+        ))
 
     def raw_output(self, run_id: int, name: str) -> bytes:
         """The raw output `name` of run `run_id`, decompressed."""
