@@ -2,9 +2,11 @@
 
 Each run is written to the store the moment it ends, so Ctrl-C (or a crash) in
 repetition 7 keeps runs 1 to 6; the run that was interrupted is stored too,
-marked "interrupted", with what stopped it. A variant's lab is built when the
-next run needs it and taken down when the next run needs another one; nothing
-is left up when this returns or raises.
+marked "interrupted", with what stopped it. Any other failure of a run (a setup
+command that hangs, a tool that cannot start, a fault of ours) is stored as
+"failed" with its error, and the experiment goes on with the next run. A
+variant's lab is built when the next run needs it and taken down when the next
+run needs another one; nothing is left up when this returns or raises.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,15 +109,25 @@ def expand(arg: str, node: str, plan: Plan) -> str:
     return _PLACEHOLDER.sub(sub, arg)
 
 
+# A variant's setup command that runs longer than this is stopped and its run fails.
+SETUP_TIMEOUT_S = 120.0
+
+
 def _run_setup(variant: Variant, up: UpResult, cwd: Path) -> None:
     for node, raw_argv in variant.setup:
         argv = [expand(a, node, up.plan) for a in raw_argv]
         with netns.entered(up.plan.node(node).netns):
             try:
                 proc = subprocess.run(list(argv), capture_output=True, text=True, cwd=cwd,
-                                      check=False, timeout=120)
+                                      check=False, timeout=SETUP_TIMEOUT_S)
             except FileNotFoundError:
                 raise HoplabError(f"setup.{node}: command not found: {argv[0]}") from None
+            except subprocess.TimeoutExpired:
+                raise HoplabError(f"setup.{node}: {' '.join(argv)} did not finish in "
+                                  f"{SETUP_TIMEOUT_S:g} s; stopped") from None
+            except OSError as e:
+                raise HoplabError(f"setup.{node}: cannot run {argv[0]}: "
+                                  f"{e.strerror or e}") from None
         if proc.returncode != 0:
             msg = " ".join((proc.stderr or proc.stdout).split())[:300]
             raise HoplabError(f"setup.{node}: {' '.join(argv)} exited {proc.returncode}: "
@@ -185,9 +198,15 @@ class ExperimentRunner:
             rec.duration_s = time.time() - rec.started_at
             self._save(rec)
             raise
-        except HoplabError as e:
-            rec.status, rec.error = "failed", str(e)
+        except Exception as e:  # any failure fails this run, not the others
+            # A HoplabError is a sentence for the user; anything else is a fault of ours or
+            # of the machine, kept with its traceback so it can be reported.
+            rec.status = "failed"
+            rec.error = str(e) if isinstance(e, HoplabError) else f"{type(e).__name__}: {e}"
+            if not isinstance(e, HoplabError):
+                rec.metadata["traceback"] = traceback.format_exc(limit=20)
             rec.duration_s = time.time() - rec.started_at
+            # The lab may be half set up: the next run gets a fresh one.
             self._down()
             return self._save(rec)
         rec.started_at, rec.duration_s = result.started_at, result.duration_s

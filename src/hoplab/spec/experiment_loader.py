@@ -148,9 +148,39 @@ def _variant(ctx: SpecContext, lab_text: str, lab_raw: dict[str, Any], lab_sourc
         tests: list[Test] = [read_test(ctx, raw, ("tests", i), nodes, samplers, profile)
                              for i, raw in enumerate(tests_data)]
         check_unique(ctx, tests)
+        for i, test in enumerate(tests):
+            _check_family(ctx, test, tests_data[i], ("tests", i), lab.addressing.ipv6)
     except SpecError as e:
         if not label:
             raise
         raise SpecError(f"{e.message} (in variant {label})", file=e.file, key=e.key,
                         line=e.line) from None
     return Variant(values=values, lab=lab, tests=tuple(tests), setup=tuple(setup))
+
+
+def _check_family(ctx: SpecContext, test: Test, raw: object, path: tuple[str | int, ...],
+                  ipv6: bool) -> None:
+    """An IPv6 flow in a lab without IPv6 addresses could never run: refuse it now, at
+    the key that asked for it, rather than fail every run of it later."""
+    if ipv6 or all(f.family != 6 for f in test.flows):
+        return
+    ctx.fail(_key_path(raw, path, "family") or path,
+             "family = 6 needs IPv6, but the lab has ipv6 = false in [addressing]")
+
+
+def _key_path(raw: object, path: tuple[str | int, ...], key: str
+              ) -> tuple[str | int, ...] | None:
+    """The first place `key` is written under `raw`, a test's table, depth first."""
+    if isinstance(raw, dict):
+        if key in raw:
+            return (*path, key)
+        items: list[tuple[str | int, object]] = list(raw.items())
+    elif isinstance(raw, list):
+        items = list(enumerate(raw))
+    else:
+        return None
+    for k, value in items:
+        found = _key_path(value, (*path, k), key)
+        if found is not None:
+            return found
+    return None
