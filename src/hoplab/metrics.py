@@ -3,15 +3,20 @@ unit, its label and which direction is better.
 
 Tables, plots, compare, the report and the dashboard read labels, units and
 directions here and nowhere else. A figure that is not registered is an error
-in the test suite (tests/unit/test_metrics_registry.py), never a silent "n/a".
+in the test suite (tests/unit/test_metrics_registry.py builds runs of every test
+kind and checks every name they produce); in production an unknown name (a run
+stored by a newer hoplab, an import) is shown by its raw name, gets no verdict
+and a warning, and never crashes a view.
 
-SKELETON: the registry's API is fixed here; its table is being filled in
-(issue 10). Add an entry for every metric name you introduce.
+A name is registered exactly (``goodput``) or as a family: a prefix ending in
+"." or "_*" (``profile.``: every profile category) whose label holds "{}" for
+the rest of the name. A per-flow, per-node or per-core figure has the same name
+as the whole-run one (the flow, node and key are not part of the name).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 # "neutral": a figure that describes a run without judging it (packets sent,
@@ -33,22 +38,163 @@ class UnknownMetric(KeyError):
 
 
 _REGISTRY: dict[str, MetricDef] = {}
+_FAMILIES: dict[str, MetricDef] = {}     # prefix ("profile.", "foo_") -> its definition
 
 
 def register(*defs: MetricDef) -> None:
     for d in defs:
-        if d.name in _REGISTRY and _REGISTRY[d.name] != d:
+        family = d.name.endswith((".", "_*"))
+        table, key = (_FAMILIES, d.name.removesuffix("*")) if family else (_REGISTRY, d.name)
+        if key in table and table[key] != d:
             raise ValueError(f"metric {d.name} registered twice, differently")
-        _REGISTRY[d.name] = d
+        table[key] = d
+
+
+def find(name: str) -> MetricDef | None:
+    """The definition of `name` (for a family member, with its own name and label), or
+    None if it is not registered."""
+    d = _REGISTRY.get(name)
+    if d is not None:
+        return d
+    # The longest prefix wins: "cpu.idle" is exact, "profile.kernel" a family member.
+    for prefix in sorted(_FAMILIES, key=len, reverse=True):
+        rest = name[len(prefix):]
+        if name.startswith(prefix) and rest:
+            fam = _FAMILIES[prefix]
+            return replace(fam, name=name, label=fam.label.format(rest))
+    return None
 
 
 def lookup(name: str) -> MetricDef:
     """The definition of `name`; raises UnknownMetric for an unregistered name."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownMetric(name) from None
+    d = find(name)
+    if d is None:
+        raise UnknownMetric(name)
+    return d
+
+
+def label(name: str) -> str:
+    """What a table or an axis calls `name`; the raw name if it is unknown."""
+    d = find(name)
+    return name if d is None else d.label
+
+
+def unit(name: str, stored: str = "") -> str:
+    """The unit of `name`; `stored` (the unit a run carries) if it is unknown."""
+    d = find(name)
+    return stored if d is None else d.unit
+
+
+def better(name: str) -> Literal["higher", "lower"] | None:
+    """"higher" or "lower" if that way is better for `name`; None for a neutral figure
+    and for an unknown one (which compare then names in a warning)."""
+    d = find(name)
+    if d is None or d.better == "neutral":
+        return None
+    return d.better
 
 
 def all_metrics() -> list[MetricDef]:
-    return sorted(_REGISTRY.values(), key=lambda d: d.name)
+    return sorted([*_REGISTRY.values(), *_FAMILIES.values()], key=lambda d: d.name)
+
+
+def _m(name: str, unit: str, label: str, better: Better) -> MetricDef:
+    return MetricDef(name, unit, label, better)
+
+
+# Latency of probes (ping, irtt) in ms, whole-run (pooled) and per flow.
+register(
+    *(_m(f"rtt_{q}", "ms", f"RTT {q}", "lower")
+      for q in ("min", "median", "mean", "p95", "p99", "max")),
+    # Two different figures: the mean difference of successive RTTs of a probe stream,
+    # and iperf3's receiver-side UDP jitter (RFC 3550). Runs stored before they had
+    # their own names carry either as "jitter".
+    _m("rtt_jitter", "ms", "RTT jitter", "lower"),
+    _m("udp_jitter", "ms", "UDP jitter", "lower"),
+    _m("jitter", "ms", "jitter", "lower"),
+    _m("owd_up_median", "ms", "one-way up", "lower"),
+    _m("owd_down_median", "ms", "one-way down", "lower"),
+    _m("ipdv_mean", "ms", "IPDV", "lower"),
+    _m("latency_idle", "ms", "idle RTT", "lower"),
+    _m("latency_load", "ms", "loaded RTT", "lower"),
+    _m("latency_load_p95", "ms", "loaded RTT p95", "lower"),
+    _m("latency_increase", "ms", "added latency", "lower"),
+)
+
+# Rates in bit/s. The whole-run ones also per direction (_up, _down) when a test
+# moves data both ways; the throughput_* are statistics of the summed rate series.
+_RATE_STATS = (("mean", "mean rate"), ("median", "median rate"), ("p5", "p5 rate"),
+               ("p95", "p95 rate"))
+register(
+    *(_m(f"throughput_{stat}{suffix}", "bit/s", f"{text}{suffix.replace('_', ' ')}", "higher")
+      for stat, text in _RATE_STATS for suffix in ("", "_up", "_down")),
+    _m("goodput", "bit/s", "goodput", "higher"),
+    _m("goodput_up", "bit/s", "goodput up", "higher"),
+    _m("goodput_down", "bit/s", "goodput down", "higher"),
+    # iperf3 --bidir: what came back the other way on the same flow.
+    _m("goodput_reverse", "bit/s", "goodput reverse", "higher"),
+    _m("sent_rate", "bit/s", "sender rate", "higher"),
+    _m("bytes_received", "bytes", "bytes received", "neutral"),
+    _m("retransmits", "count", "retrans", "lower"),
+)
+
+# Loss and order (UDP, probes).
+register(
+    _m("loss", "%", "loss", "lower"),
+    _m("loss_up", "%", "loss up", "lower"),
+    _m("loss_down", "%", "loss down", "lower"),
+    _m("lost_packets", "count", "lost packets", "lower"),
+    _m("out_of_order", "count", "reordered", "lower"),
+    _m("packets", "count", "packets", "neutral"),
+)
+
+# Fairness between sending hosts. A host's share is zero-sum (one host's gain is
+# another's loss), so only the index judges.
+register(
+    _m("jain_index", "index", "Jain", "higher"),
+    _m("host_rate", "bit/s", "host rate", "higher"),
+    _m("host_share", "%", "host share", "neutral"),
+)
+
+# Samplers, over the load phase (samplers/summary.py). CPU shares are work done,
+# except idle (spare capacity).
+register(
+    *(_m(f"cpu.{s}", "%", f"CPU {s}", "lower") for s in ("user", "system", "irq", "softirq",
+                                                          "steal")),
+    _m("cpu.idle", "%", "CPU idle", "higher"),
+    *(_m(f"iface.{d}_bytes", "bytes", f"{d} bytes", "neutral") for d in ("rx", "tx")),
+    *(_m(f"iface.{d}_packets", "packets", f"{d} packets", "neutral") for d in ("rx", "tx")),
+    *(_m(f"iface.{d}_bps", "bit/s", f"{d} rate", "neutral") for d in ("rx", "tx")),
+    *(_m(f"iface.{d}_pps", "packets/s", f"{d} packets/s", "neutral") for d in ("rx", "tx")),
+    *(_m(f"iface.{d}_{what}", "packets", f"{d} {what}", "lower") for d in ("rx", "tx")
+      for what in ("drops", "errors")),
+    _m("qdisc.backlog_bytes_max", "bytes", "max backlog bytes", "lower"),
+    _m("qdisc.backlog_packets_max", "packets", "max backlog pkts", "lower"),
+    _m("qdisc.drops", "packets", "qdisc drops", "lower"),
+    _m("qdisc.overlimits", "packets", "overlimits", "lower"),
+    _m("qdisc.requeues", "packets", "requeues", "lower"),
+    _m("qdisc.sent_bytes", "bytes", "qdisc sent", "neutral"),
+    _m("qdisc.sent_packets", "packets", "qdisc sent pkts", "neutral"),
+    _m("tcp.retrans_segs", "segments", "TCP retransmitted segments", "lower"),
+    _m("tcp.lost_retransmit", "segments", "TCP lost retransmits", "lower"),
+    # hoplab-wire: what it drops for its configured loss or duplicates is the
+    # impairment asked for; what it drops because its queue is full is a verdict.
+    _m("wire.passed", "frames", "wire passed", "neutral"),
+    _m("wire.dropped_loss", "frames", "wire dropped (loss)", "neutral"),
+    _m("wire.dropped_queue", "frames", "wire dropped (queue full)", "lower"),
+    _m("wire.dropped_malformed", "frames", "wire dropped (malformed)", "lower"),
+    _m("wire.duplicated", "frames", "wire duplicated", "neutral"),
+    _m("wire.queue_bytes_max", "bytes", "wire max queue", "lower"),
+    _m("wire.held_bytes_max", "bytes", "wire max in flight", "neutral"),
+)
+
+# Profiles: the share of perf samples per category (profile/categories.toml).
+register(_m("profile.", "%", "profile {}", "neutral"))
+
+# Jitter, named by what it measures: iperf3's for UDP (RFC 3550, the receiver's smoothed
+# transit-time variation) and the mean difference of consecutive RTTs (ping, irtt). Both
+# were "jitter" before; hoplab.record.upgrade_names renames them in old runs.
+register(
+    MetricDef("udp_jitter", "ms", "UDP jitter", "lower"),
+    MetricDef("rtt_jitter", "ms", "RTT jitter", "lower"),
+)

@@ -15,9 +15,9 @@ from hoplab.analysis.compare import (
     min_p_value,
     parse_metric,
 )
-from hoplab.analysis.direction import better
 from hoplab.analysis.groups import compare_groups
 from hoplab.errors import UsageError
+from hoplab.metrics import better
 from tests.helpers.runs import make_run, side
 
 
@@ -166,14 +166,15 @@ def test_different_measurement_versions_are_refused() -> None:
 
 @pytest.mark.parametrize(("name", "way"), [
     ("goodput", "higher"), ("throughput_p5_down", "higher"), ("sent_rate", "higher"),
-    ("jain_index", "higher"), ("host_share", "higher"), ("cpu.idle", "higher"),
+    ("jain_index", "higher"), ("host_share", None), ("cpu.idle", "higher"),
     ("rtt_p99", "lower"), ("latency_increase", "lower"), ("jitter", "lower"),
     ("loss_up", "lower"), ("owd_down_median", "lower"), ("ipdv_mean", "lower"),
     ("retransmits", "lower"), ("tcp.retrans_segs", "lower"), ("qdisc.drops", "lower"),
     ("qdisc.overlimits", "lower"), ("qdisc.backlog_bytes_max", "lower"),
     ("cpu.softirq", "lower"), ("lost_packets", "lower"), ("out_of_order", "lower"),
     ("packets", None), ("bytes_received", None), ("iface.tx_bytes", None),
-    ("qdisc.sent_packets", None),
+    ("qdisc.sent_packets", None), ("wire.dropped_queue", "lower"), ("wire.dropped_loss", None),
+    ("profile.kernel", None), ("no_such_metric", None),
 ])
 def test_direction(name: str, way: str | None) -> None:
     assert better(name) == way

@@ -112,7 +112,7 @@ def test_compare_page_shows_a_verdict(served: Served, page: Any) -> None:
     page.fill("input[name=b]", "qos=on")
     page.click("button:text('compare')")
     page.wait_for_selector(".verdict")
-    row = page.locator("tr", has_text="latency_load")
+    row = page.locator("tr").filter(has=page.get_by_role("cell", name="loaded RTT", exact=True))
     assert row.locator(".verdict").inner_text() == "better"
     assert "2 better" in page.inner_text("#summary")
 

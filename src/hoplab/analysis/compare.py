@@ -6,7 +6,8 @@ not independent of each other, so only repetitions count as evidence.
 
 The verdict for a metric, in this order (docs/compare.md explains why):
 
-1. "n/a": the metric has no better direction (packets, bytes: see direction.py).
+1. "n/a": the metric has no better direction (packets, bytes: "neutral" in the metric
+   registry, hoplab/metrics.py), or it is not registered (the group warns).
 2. "not enough data": a side has fewer than 2 runs with the metric, or the sizes
    are too small for the rank test to ever reach p <= alpha (its smallest two-sided
    p is 2 / C(na + nb, na): 1/3 for 2+2, 0.1 for 3+3, 0.029 for 4+4).
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hoplab.analysis.direction import better
+from hoplab import metrics as registry
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 
@@ -131,8 +132,8 @@ def compare_runs(a: Sequence[RunRecord], b: Sequence[RunRecord],
         ub, vb = _values(b, k)
         if not va and not vb:
             raise UsageError(f"no run on either side has metric {k}")
-        out.append(_compare(k, ua or ub, va, vb, seed=seed, resamples=resamples,
-                            alpha=alpha, min_change_pct=min_change_pct))
+        out.append(_compare(k, registry.unit(k.name, ua or ub), va, vb, seed=seed,
+                            resamples=resamples, alpha=alpha, min_change_pct=min_change_pct))
     return out
 
 
@@ -176,7 +177,7 @@ def _compare(k: MetricKey, unit: str, va: list[float], vb: list[float], *, seed:
             from scipy.stats import mannwhitneyu
 
             p = float(mannwhitneyu(va, vb, alternative="two-sided").pvalue)
-    direction = better(k.name)
+    direction = registry.better(k.name)
     if direction is None:
         verdict = "n/a"
     elif not enough or min_p_value(len(va), len(vb)) > alpha * (1 + _P_SLACK):

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hoplab import metrics as registry
 from hoplab.analysis.compare import (
     MetricComparison,
     check_measurement_version,
@@ -115,12 +116,16 @@ def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],
             names = [str(w) for w in wanted if (w.name, w.flow, w.node, w.key) in have]
             if not names:
                 continue
+        found = compare_runs(ra, rb, names, per_flow=per_flow, seed=seed,
+                             resamples=resamples, alpha=alpha)
+        unknown = sorted({m.metric for m in found if registry.find(m.metric) is None})
         groups.append(GroupComparison(
             title=title(key), kind=ra[0].kind, a_label=label(ra), b_label=label(rb),
             a_ids=tuple(r.id or 0 for r in ra), b_ids=tuple(r.id or 0 for r in rb),
-            warnings=tuple(_warnings(ra, rb)),
-            metrics=tuple(compare_runs(ra, rb, names, per_flow=per_flow, seed=seed,
-                                       resamples=resamples, alpha=alpha))))
+            warnings=(*_warnings(ra, rb), *(
+                f"metric {n} is not in hoplab's metric registry (a newer hoplab or an "
+                "import stored it): no verdict" for n in unknown)),
+            metrics=tuple(found)))
     groups.sort(key=lambda g: natural(g.title))
     if not groups:
         what = "metric " + ", ".join(metrics) if metrics else "test and variant"

@@ -15,8 +15,8 @@ from hoplab.analysis.select import select_pair
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.console import console as make_console
-from hoplab.render.headline import HEADLINE, LABELS
-from hoplab.render.units import value
+from hoplab.render.headline import HEADLINE
+from hoplab.render.units import figure, metric_name
 from hoplab.store import open_store
 
 _COLOURS = {"better": "green", "worse": "red", "same": "", "not enough data": "yellow",
@@ -138,12 +138,11 @@ def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[in
         for col in ("metric", "n", "A median", "B median", "change", level, "p", "verdict"):
             table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
         for m in _ordered(g, bool(args.metrics)):
-            name = LABELS.get(m.metric, m.metric) if m.flow is None and m.node is None \
-                else m.label
+            name = metric_name(m.metric, m.flow, m.node, m.key)
             colour = _COLOURS[m.verdict]
             table.add_row(
-                name, f"{len(m.a_values)}+{len(m.b_values)}", value(m.a_median, m.unit),
-                value(m.b_median, m.unit), _pct(m.change_pct),
+                name, f"{len(m.a_values)}+{len(m.b_values)}", figure(m.a_median, m.metric, m.unit),
+                figure(m.b_median, m.metric, m.unit), _pct(m.change_pct),
                 "-" if math.isnan(m.ci_low_pct) else
                 f"{_pct(m.ci_low_pct)[:-2]} .. {_pct(m.ci_high_pct)}",
                 "-" if m.p_value is None else f"{m.p_value:.2g}",

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hoplab import metrics
 from hoplab.cli import store_arg
 from hoplab.errors import HoplabError, UsageError
 from hoplab.importers import Options, load_files
 from hoplab.record import RunRecord
 from hoplab.render.console import console as make_console
-from hoplab.render.headline import HEADLINE, LABELS
-from hoplab.render.units import value
+from hoplab.render.headline import HEADLINE
+from hoplab.render.units import figure
 from hoplab.store import open_store
 
 
@@ -58,7 +59,7 @@ def run_import(args: argparse.Namespace) -> int:
             raise HoplabError(f"{exc} (runs saved before the failure: {done})") from None
         desc = store.describe()
     for path, run in zip(args.files, runs, strict=True):
-        figures = ", ".join(f"{LABELS.get(n, n)} {value(v, u)}"
+        figures = ", ".join(f"{metrics.label(n)} {figure(v, n, u)}"
                             for n in HEADLINE.get(run.kind, ())[:3]
                             for v, u in [_metric(run, n)] if u)
         status = "" if run.status == "ok" else f" [red]{run.status}[/]: {run.error}"

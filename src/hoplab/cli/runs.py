@@ -9,12 +9,13 @@ import sys
 import time
 from typing import Any
 
+from hoplab import metrics
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.console import console as make_console
-from hoplab.render.headline import HEADLINE, LABELS, unit_of
+from hoplab.render.headline import HEADLINE
 from hoplab.render.run_view import run_view
-from hoplab.render.units import pairs, value
+from hoplab.render.units import figure, pairs
 from hoplab.store import open_store
 
 
@@ -73,7 +74,7 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right" if col in ("id", "rep") else "left")
     for r in runs:
         names = HEADLINE.get(r.kind, ())[:3]
-        figures = ", ".join(f"{LABELS.get(n, n)} {value(r.metrics[n], unit_of(n))}"
+        figures = ", ".join(f"{metrics.label(n)} {figure(r.metrics[n], n)}"
                             for n in names if n in r.metrics)
         variant = pairs(r.variant)
         status = r.status if r.status == "ok" else f"[red]{r.status}[/]"

@@ -9,12 +9,13 @@ import math
 import time
 from collections.abc import Iterable, Sequence
 
+from hoplab import metrics
 from hoplab.analysis.compare import MetricComparison
 from hoplab.record import Metric, RunRecord
 from hoplab.render.charts import Chart, figure_json
-from hoplab.render.headline import HEADLINE, LABELS, unit_of
-from hoplab.render.run_view import _FLOW_COLUMNS, _IFACE_COLUMNS, _QDISC_COLUMNS
-from hoplab.render.units import pairs, value
+from hoplab.render.headline import HEADLINE
+from hoplab.render.run_view import CPU_COLUMNS, FLOW_COLUMNS, IFACE_COLUMNS, QDISC_COLUMNS
+from hoplab.render.units import figure, metric_name, pairs
 from hoplab.store import RunSummary
 
 CSS = """
@@ -119,12 +120,12 @@ def _flows_table(rec: RunRecord) -> Html | None:
 
 
 def _matrix(rows: dict[str, dict[str, Metric]], first: str,
-            columns: Sequence[tuple[str, str]]) -> Html | None:
-    present = [(n, label) for n, label in columns if any(n in r for r in rows.values())]
+            columns: Sequence[str]) -> Html | None:
+    present = [(n, metrics.label(n)) for n in columns if any(n in r for r in rows.values())]
     if not rows or not present:
         return None
     return table((first, *(label for _, label in present)),
-                 [(name, *(value(cols[n].value, cols[n].unit) if n in cols else "-"
+                 [(name, *(figure(cols[n].value, n, cols[n].unit) if n in cols else "-"
                            for n, _ in present)) for name, cols in rows.items()],
                  numeric=range(1, len(present) + 1))
 
@@ -144,19 +145,19 @@ def run_tables(rec: RunRecord) -> Html:
     for m in rec.metrics:
         if m.flow is not None and m.node is None:
             flows.setdefault(m.flow, {})[m.name] = m
-    cpu_cols = [(f"cpu.{s}", s) for s in ("user", "system", "irq", "softirq", "idle")]
     parts = [
-        ("figures", table(("metric", "value"), [(m.name, value(m.value, m.unit))
+        ("figures", table(("metric", "value"), [(metrics.label(m.name),
+                                                 figure(m.value, m.name, m.unit))
                                                 for m in whole], numeric=(1,))
          if whole else None),
         ("flows", _flows_table(rec)),
-        ("per flow", _matrix(flows, "flow", _FLOW_COLUMNS)),
+        ("per flow", _matrix(flows, "flow", FLOW_COLUMNS)),
         ("CPU in the load phase (host-wide)", _matrix(_by(rec.metrics, "cpu."), "core",
-                                                      cpu_cols)),
+                                                      CPU_COLUMNS)),
         ("interfaces in the load phase", _matrix(_by(rec.metrics, "iface."), "interface",
-                                                 _IFACE_COLUMNS)),
+                                                 IFACE_COLUMNS)),
         ("qdiscs in the load phase", _matrix(_by(rec.metrics, "qdisc."), "qdisc",
-                                             _QDISC_COLUMNS)),
+                                             QDISC_COLUMNS)),
     ]
     return Html("".join(f"<h3>{esc(title)}</h3>{body}" for title, body in parts if body))
 
@@ -177,10 +178,10 @@ def headline_table(runs: Sequence[RunSummary], link: str | None = None) -> Html:
         status = Html(f'<span class="{esc(r.status)}">{esc(r.status)}</span>')
         rows.append((rid, when(r.started_at), r.experiment, r.test, pairs(r.variant),
                      pairs(r.labels), r.repetition, status,
-                     *(value(r.metrics[n], unit_of(n)) if n in r.metrics else "-"
+                     *(figure(r.metrics[n], n) if n in r.metrics else "-"
                        for n in names)))
     head = ("id", "started", "experiment", "test", "variant", "labels", "rep", "status",
-            *(LABELS.get(n, n) for n in names))
+            *(metrics.label(n) for n in names))
     return table(head, rows, numeric=(0, 6, *range(8, 8 + len(names))))
 
 
@@ -194,8 +195,10 @@ def comparison_table(comps: Sequence[MetricComparison]) -> Html:
         cls = {"better": "better", "worse": "worse", "same": "same"}.get(c.verdict, "na")
         ci = "-" if math.isnan(c.ci_low_pct) else \
             f"{c.ci_low_pct:+.1f} … {c.ci_high_pct:+.1f} %"
-        rows.append((c.label, value(c.a_median, c.unit), len(c.a_values),
-                     value(c.b_median, c.unit), len(c.b_values), _pct(c.change_pct), ci,
+        rows.append((metric_name(c.metric, c.flow, c.node, c.key),
+                     figure(c.a_median, c.metric, c.unit), len(c.a_values),
+                     figure(c.b_median, c.metric, c.unit), len(c.b_values),
+                     _pct(c.change_pct), ci,
                      "-" if c.p_value is None else f"{c.p_value:.3g}",
                      Html(f'<span class="verdict {cls}">{esc(c.verdict)}</span>')))
     return table(("metric", "A median", "A runs", "B median", "B runs", "change", "95 % CI",

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from hoplab import metrics
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 from hoplab.render.headline import HEADLINE
@@ -71,7 +72,7 @@ def _values(runs: Sequence[RunRecord], metric: str
         if run.status != "ok" or found is None or not math.isfinite(found.value):
             skipped += 1
             continue
-        unit = found.unit
+        unit = metrics.unit(metric, found.unit)
         variant = ({"test": run.test} if len(tests) > 1 else {}) | dict(run.variant)
         key = tuple(_order(v) for v in variant.values()) + tuple(variant)
         groups.setdefault(key, []).append(found.value)
@@ -105,7 +106,7 @@ def box(runs: Sequence[RunRecord], metric: str | None = None) -> Figure:
         spread = np.linspace(-0.08, 0.08, len(vs)) if len(vs) > 1 else np.zeros(1)
         ax.plot(i + spread, vs, linestyle="", marker="o", markersize=4, color="0.25",
                 alpha=0.7)
-    ax.set_ylabel(f"{name} ({shown_unit})")
+    ax.set_ylabel(f"{metrics.label(name)} ({shown_unit})")
     ax.grid(axis="y", alpha=0.3)
     if len(labels) > 6:
         ax.tick_params(axis="x", labelrotation=30)
@@ -114,7 +115,8 @@ def box(runs: Sequence[RunRecord], metric: str | None = None) -> Figure:
         # Variants orders of magnitude apart (a shaped link beside loopback) would
         # flatten every box but the largest to a line.
         ax.set_yscale("log")
-    fig.suptitle(f"{name}{_tests(runs)} per variant, {len(flat)} runs{_note(skipped)}",
+    fig.suptitle(f"{metrics.label(name)}{_tests(runs)} per variant, {len(flat)} runs"
+                 f"{_note(skipped)}",
                  fontsize=11)
     return fig
 
@@ -157,11 +159,11 @@ def bars(runs: Sequence[RunRecord], metric: str | None = None) -> Figure:
     ax.set_xticks(range(len(xs)), list(xs))
     if len(xs) > 6:
         ax.tick_params(axis="x", labelrotation=30)
-    ax.set_ylabel(f"{name} ({shown_unit}), median with min-max")
+    ax.set_ylabel(f"{metrics.label(name)} ({shown_unit}), median with min-max")
     ax.grid(axis="y", alpha=0.3)
     if hue is not None:
         legend(ax, len(hues))
     reps = max(len(v) for v in groups.values())
-    fig.suptitle(f"{name}{_tests(runs)} per variant, up to {reps} repetition(s) each"
+    fig.suptitle(f"{metrics.label(name)}{_tests(runs)} per variant, up to {reps} repetition(s) each"
                  f"{_note(skipped)}", fontsize=11)
     return fig

@@ -9,10 +9,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from hoplab import metrics
 from hoplab.record import Metric, RunRecord
-from hoplab.render.units import pairs, value
+from hoplab.render.units import figure, pairs
 
-_CPU_STATES = ("user", "system", "irq", "softirq", "idle")
+CPU_COLUMNS = tuple(f"cpu.{s}" for s in ("user", "system", "irq", "softirq", "idle"))
 
 
 def _header(rec: RunRecord, store: str) -> Table:
@@ -44,20 +45,20 @@ def _header(rec: RunRecord, store: str) -> Table:
     return t
 
 
-def _whole(metrics: Sequence[Metric]) -> Table:
+def _whole(found: Sequence[Metric]) -> Table:
     t = Table(title="figures", title_justify="left")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    for m in metrics:
-        t.add_row(m.name, value(m.value, m.unit))
+    for m in found:
+        t.add_row(metrics.label(m.name), figure(m.value, m.name, m.unit))
     return t
 
 
 def _matrix(title: str, rows: dict[str, dict[str, Metric]], first: str,
-            columns: Sequence[tuple[str, str]]) -> Table | None:
+            columns: Sequence[str]) -> Table | None:
     """Rows of things (flows, interfaces) with the chosen metrics as columns: only the
     columns some row has, so a table stays narrow."""
-    present = [(n, label) for n, label in columns if any(n in r for r in rows.values())]
+    present = [(n, metrics.label(n)) for n in columns if any(n in r for r in rows.values())]
     if not rows or not present:
         return None
     t = Table(title=title, title_justify="left")
@@ -65,23 +66,19 @@ def _matrix(title: str, rows: dict[str, dict[str, Metric]], first: str,
     for _, label in present:
         t.add_column(label, justify="right")
     for row, cols in rows.items():
-        t.add_row(row, *[value(cols[n].value, cols[n].unit) if n in cols else "-"
+        t.add_row(row, *[figure(cols[n].value, n, cols[n].unit) if n in cols else "-"
                          for n, _ in present])
     return t
 
 
-_FLOW_COLUMNS = (("goodput", "goodput"), ("sent_rate", "sender rate"),
-                 ("throughput_p5", "p5 rate"), ("retransmits", "retrans"), ("loss", "loss"),
-                 ("jitter", "jitter"), ("rtt_min", "RTT min"), ("rtt_median", "RTT median"),
-                 ("rtt_p99", "RTT p99"), ("owd_up_median", "one-way up"),
-                 ("owd_down_median", "one-way down"))
-_IFACE_COLUMNS = (("iface.rx_bps", "rx rate"), ("iface.tx_bps", "tx rate"),
-                  ("iface.tx_pps", "tx packets/s"), ("iface.rx_drops", "rx drops"),
-                  ("iface.tx_drops", "tx drops"))
-_QDISC_COLUMNS = (("qdisc.sent_bytes", "sent"), ("qdisc.drops", "drops"),
-                  ("qdisc.overlimits", "overlimits"), ("qdisc.backlog_packets_max",
-                                                       "max backlog pkts"),
-                  ("qdisc.backlog_bytes_max", "max backlog bytes"))
+# Which figures each table shows, in order; their labels are the registry's.
+FLOW_COLUMNS = ("goodput", "sent_rate", "throughput_p5", "retransmits", "loss", "udp_jitter",
+                "rtt_min", "rtt_median", "rtt_p99", "rtt_jitter", "owd_up_median",
+                "owd_down_median", "jitter")
+IFACE_COLUMNS = ("iface.rx_bps", "iface.tx_bps", "iface.tx_pps", "iface.rx_drops",
+                 "iface.tx_drops")
+QDISC_COLUMNS = ("qdisc.sent_bytes", "qdisc.drops", "qdisc.overlimits",
+                 "qdisc.backlog_packets_max", "qdisc.backlog_bytes_max")
 
 
 def _grouped(metrics: Sequence[Metric], prefix: str) -> dict[str, dict[str, Metric]]:
@@ -113,16 +110,15 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
     tcp = {node: {"tcp.retrans_segs": m} for node, row in _grouped(rec.metrics, "tcp.").items()
            for name, m in row.items() if name == "tcp.retrans_segs"}
     tables = [
-        _matrix("per flow", flows, "flow", _FLOW_COLUMNS),
-        _matrix("per sending host", hosts, "host", (("host_rate", "rate"),
-                                                    ("host_share", "share"))),
+        _matrix("per flow", flows, "flow", FLOW_COLUMNS),
+        _matrix("per sending host", hosts, "host", ("host_rate", "host_share")),
         _matrix("CPU in the load phase (host-wide: the lab's nodes share the host's cores)",
-                cpu, "core", [(f"cpu.{s}", s) for s in _CPU_STATES]),
+                cpu, "core", CPU_COLUMNS),
         _matrix("interfaces in the load phase", _grouped(rec.metrics, "iface."),
-                "node interface", _IFACE_COLUMNS),
+                "node interface", IFACE_COLUMNS),
         _matrix("qdiscs in the load phase", _grouped(rec.metrics, "qdisc."),
-                "node qdisc", _QDISC_COLUMNS),
-        _matrix("TCP retransmitted segments", tcp, "node", (("tcp.retrans_segs", "segments"),)),
+                "node qdisc", QDISC_COLUMNS),
+        _matrix("TCP retransmitted segments", tcp, "node", ("tcp.retrans_segs",)),
     ]
     parts += [t for t in tables if t is not None]
     if rec.series:

@@ -10,10 +10,11 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from hoplab import metrics
 from hoplab.analysis.stats import median
 from hoplab.analysis.trend import slope
 from hoplab.record import RunRecord
-from hoplab.render.headline import HEADLINE, LABELS
+from hoplab.render.headline import HEADLINE
 from hoplab.render.units import pairs, value
 
 
@@ -31,7 +32,7 @@ def _sort_key(variant: dict[str, Any]) -> tuple[Any, ...]:
 
 # A custom test is a set of flows with different jobs (bulk, interactive, ping): its
 # summary is one row per flow, as seed 004's table has one column per measurement.
-FLOW_FIGURES = ("goodput", "loss", "jitter", "rtt_median", "rtt_p95")
+FLOW_FIGURES = ("goodput", "loss", "udp_jitter", "rtt_median", "rtt_p95", "rtt_jitter")
 ALL_FLOWS = "(all)"
 
 
@@ -93,13 +94,14 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
         table.add_column("runs ok", justify="right")
         names = (*FLOW_FIGURES, "jain_index") if kind == "custom" else HEADLINE.get(kind, ())
         for name in names:
-            table.add_column(LABELS.get(name, name), justify="right")
+            table.add_column(metrics.label(name), justify="right")
         if kind == "rrul":
             table.add_column("grade")
         for row in rows:
             cells = [row["variant"]] + ([row["flow"]] if kind == "custom" else [])
             cells.append(f"{row['ok']}/{row['runs']}")
-            cells += [_cell(row["figures"].get(n), units.get(n, "")) for n in names]
+            cells += [_cell(row["figures"].get(n), metrics.unit(n, units.get(n, "")))
+                      for n in names]
             if kind == "rrul":
                 cells.append(",".join(row["grades"]) or "-")
             table.add_row(*cells)
@@ -150,9 +152,9 @@ def per_hop_table(records: Sequence[RunRecord], units: dict[str, str]) -> Table 
     for col in ("test", "variant", "figure", "fewest hops", "most hops", "per hop", "% per hop"):
         t.add_column(col, justify="left" if col in ("test", "variant", "figure") else "right")
     for r in rows:
-        unit = units.get(r["metric"], "")
+        unit = metrics.unit(r["metric"], units.get(r["metric"], ""))
         pct = r["per_hop_pct"]
-        t.add_row(r["test"], r["variant"], LABELS.get(r["metric"], r["metric"]),
+        t.add_row(r["test"], r["variant"], metrics.label(r["metric"]),
                   f"{value(r['medians'][0], unit)} ({r['hops'][0]:g})",
                   f"{value(r['medians'][-1], unit)} ({r['hops'][-1]:g})",
                   ("+" if r["per_hop"] > 0 else "") + value(r["per_hop"], unit),

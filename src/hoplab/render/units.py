@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from hoplab import metrics
+
 
 def rate(bps: float) -> str:
     if math.isnan(bps):
@@ -43,3 +45,18 @@ def value(v: float, unit: str) -> str:
 def pairs(d: Mapping[str, Any]) -> str:
     """A variant or a set of labels as people write them: "hops=2 qos=on", "-" if empty."""
     return " ".join(f"{k}={v}" for k, v in d.items()) or "-"
+
+
+def figure(v: float, name: str, stored_unit: str = "") -> str:
+    """The value of metric `name` in the registry's unit (the stored one if unknown)."""
+    return value(v, metrics.unit(name, stored_unit))
+
+
+def metric_name(name: str, flow: str | None = None, node: str | None = None,
+                key: str | None = None) -> str:
+    """A figure as tables name it: its registry label, then where it was taken
+    ("goodput @ bulk.1", "CPU softirq @ node=router,key=all")."""
+    where = flow if node is None and key is None else ",".join(
+        f"{f}={x}" for f, x in (("node", node), ("key", key), ("flow", flow)) if x)
+    text = metrics.label(name)
+    return f"{text} @ {where}" if where else text

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
+from hoplab import metrics
 from hoplab.analysis.compare import MetricComparison
 from hoplab.record import RunRecord
 from hoplab.render.charts import Chart
@@ -141,15 +142,19 @@ def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, b
         xs = [dt.datetime.fromtimestamp(float(x)).isoformat(sep=" ", timespec="seconds")
               for x in xs]
     category = by != "started_at" and any(isinstance(x, str) for x in xs)
-    trace = {"type": "scatter", "mode": "lines+markers", "name": f"{metric} median",
+    name, _, where = metric.partition("@")
+    shown = metrics.label(name) + (f" @ {where}" if where else "")
+    unit = metrics.unit(name)
+    trace = {"type": "scatter", "mode": "lines+markers", "name": f"{shown} median",
              "x": xs, "y": [p[1] for p in points],
              "text": [f"{p[2]} run{'s' if p[2] != 1 else ''}" for p in points],
              "hovertemplate": "%{x}: %{y}<br>%{text}<extra></extra>"}
-    layout = {"title": {"text": f"{metric} by {by} (median over runs)"}, "height": 420,
+    layout = {"title": {"text": f"{shown} by {by} (median over runs)"}, "height": 420,
               "xaxis": {"title": {"text": by}, **({"type": "category"} if category else {})},
-              "yaxis": {"title": {"text": metric}, "rangemode": "tozero"},
+              "yaxis": {"title": {"text": f"{shown} ({unit})" if unit else shown},
+                        "rangemode": "tozero"},
               "margin": {"t": 50, "r": 20, "b": 60, "l": 90}}
-    return Chart("trend", f"{metric} by {by}", {"data": [trace], "layout": layout})
+    return Chart("trend", f"{shown} by {by}", {"data": [trace], "layout": layout})
 
 
 def trend_page(metric: str, by: str, filters: Mapping[str, str], store: str,
@@ -167,16 +172,19 @@ def trend_page(metric: str, by: str, filters: Mapping[str, str], store: str,
     if points is not None:
         if points:
             parts.append(chart(trend_chart(points, metric, by)))
-            parts.append(str(_points_table(points, by)))
+            parts.append(str(_points_table(points, metric, by)))
         else:
             parts.append("<p>no run has this metric and key</p>")
     return _page("Trend", "".join(parts), store)
 
 
-def _points_table(points: Sequence[tuple[str | float, float, int]], by: str) -> Html:
+def _points_table(points: Sequence[tuple[str | float, float, int]], metric: str,
+                  by: str) -> Html:
     from hoplab.render.html import table
+    from hoplab.render.units import figure
 
-    return table((by, "median", "runs"), [(x, f"{m:.6g}", n) for x, m, n in points],
+    name = metric.partition("@")[0]
+    return table((by, "median", "runs"), [(x, figure(m, name), n) for x, m, n in points],
                  numeric=(1, 2))
 
 
