@@ -18,7 +18,7 @@ import math
 from typing import IO, Any
 
 from hoplab.errors import UsageError
-from hoplab.record import Metric, RawOutput, RunRecord, Series
+from hoplab.record import Metric, RawOutput, RunRecord, Series, upgrade_names
 
 FORMAT = "hoplab-run"
 FORMAT_VERSION = 1
@@ -62,7 +62,8 @@ def from_json(doc: dict[str, Any]) -> RunRecord:
         raise UsageError(f"hoplab run export version {doc.get('format_version')!r}: this "
                          f"hoplab reads version {FORMAT_VERSION}")
     run: dict[str, Any] = doc["run"]
-    return RunRecord(
+    # An export written by an older hoplab may carry names since split (docs/data-format.md).
+    return upgrade_names(RunRecord(
         experiment=run["experiment"], test=run["test"], kind=run["kind"],
         repetition=int(run["repetition"]), variant=run["variant"], labels=run["labels"],
         started_at=float(run["started_at"]), duration_s=float(run["duration_s"]),
@@ -75,7 +76,7 @@ def from_json(doc: dict[str, Any]) -> RunRecord:
                        [_float(v) for v in s["v"]], node=s["node"], flow=s["flow"],
                        key=s["key"]) for s in doc["series"]],
         raw=[RawOutput(r["name"], base64.b64decode(r["base64"], validate=True),
-                       r["media_type"]) for r in doc["raw_outputs"]])
+                       r["media_type"]) for r in doc["raw_outputs"]]))
 
 
 def _cell(v: str | None) -> str:

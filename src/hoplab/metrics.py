@@ -190,11 +190,3 @@ register(
 
 # Profiles: the share of perf samples per category (profile/categories.toml).
 register(_m("profile.", "%", "profile {}", "neutral"))
-
-# Jitter, named by what it measures: iperf3's for UDP (RFC 3550, the receiver's smoothed
-# transit-time variation) and the mean difference of consecutive RTTs (ping, irtt). Both
-# were "jitter" before; hoplab.record.upgrade_names renames them in old runs.
-register(
-    MetricDef("udp_jitter", "ms", "UDP jitter", "lower"),
-    MetricDef("rtt_jitter", "ms", "RTT jitter", "lower"),
-)

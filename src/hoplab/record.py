@@ -90,3 +90,56 @@ class RunRecord:
             if (m.name, m.flow, m.node, m.key) == (name, flow, node, key):
                 return m.value
         return None
+
+
+class DuplicateMetric(ValueError):
+    """Two metrics of one run with the same name, flow, node and key: every view would
+    pick a different one, so such a run is refused when it is saved."""
+
+
+def check_metric_keys(run: RunRecord) -> None:
+    """Raise DuplicateMetric naming every (name, flow, node, key) the run holds twice."""
+    seen: set[tuple[str, str | None, str | None, str | None]] = set()
+    twice: list[str] = []
+    for m in run.metrics:
+        k = (m.name, m.flow, m.node, m.key)
+        if k in seen:
+            where = ", ".join(f"{f}={v}" for f, v in zip(("flow", "node", "key"), k[1:],
+                                                         strict=True) if v is not None)
+            twice.append(f"{m.name}" + (f" ({where})" if where else ""))
+        seen.add(k)
+    if twice:
+        raise DuplicateMetric(f"two metrics with the same name, flow, node and key: "
+                              f"{', '.join(dict.fromkeys(twice))}")
+
+
+# Flow kinds whose `jitter` was iperf3's (RFC 3550, UDP) before the figure was split into
+# udp_jitter and rtt_jitter; every other flow's was the mean RTT difference (ping, irtt).
+_UDP_JITTER_RUN_KINDS = ("udp",)
+
+
+def upgrade_names(run: RunRecord) -> RunRecord:
+    """Give a run saved by an older hoplab today's metric names (docs/data-format.md).
+
+    `jitter` meant two things: iperf3's UDP jitter and the mean difference of
+    consecutive RTTs; a custom test with a UDP flow and one ping stream held both as
+    whole-run figures. Per flow, the flow's kind decides; for the whole run, the test's
+    kind, and in a custom test the first of two was the UDP one (totals came first)."""
+    if not any(m.name == "jitter" for m in run.metrics):
+        return run
+    flows = (run.metadata.get("test") or {}).get("flows") or []
+    kinds = {f.get("name"): f.get("kind") for f in flows if isinstance(f, dict)}
+    has_udp = "udp" in kinds.values() or run.kind in _UDP_JITTER_RUN_KINDS
+    whole = [m for m in run.metrics if m.name == "jitter" and m.flow is None
+             and m.node is None and m.key is None]
+    for m in run.metrics:
+        if m.name != "jitter":
+            continue
+        if m.flow is not None and m.flow in kinds:
+            udp = kinds[m.flow] == "udp"
+        elif len(whole) > 1 and any(m is w for w in whole):
+            udp = m is whole[0]
+        else:
+            udp = has_udp if run.kind == "custom" else run.kind in _UDP_JITTER_RUN_KINDS
+        m.name = "udp_jitter" if udp else "rtt_jitter"
+    return run

@@ -161,7 +161,7 @@ def test_udp_test_figures_sum_and_weigh_the_flows() -> None:
     assert ra is not None and rb is not None
     lost = (ra.lost_packets or 0) + (rb.lost_packets or 0)
     assert got["loss"] == pytest.approx(100 * lost / ((ra.packets or 0) + (rb.packets or 0)))
-    assert min(ra.jitter_s or 0, rb.jitter_s or 0) * 1000 <= got["jitter"] \
+    assert min(ra.jitter_s or 0, rb.jitter_s or 0) * 1000 <= got["udp_jitter"] \
         <= max(ra.jitter_s or 0, rb.jitter_s or 0) * 1000
 
 
@@ -176,3 +176,21 @@ def test_rrul_load_mean_has_no_bin_from_before_the_load() -> None:
     bits = 8 * sum(i["sum"]["bytes"] for i in doc["intervals"])
     mean = next(m.value for m in metrics if m.name == "throughput_mean" and m.key is None)
     assert mean == pytest.approx(bits / 1.0, rel=1e-3)
+
+
+def test_custom_udp_and_ping_give_two_jitters_with_their_own_names() -> None:
+    # Before: both were "jitter" (iperf3's and the RTT one); each view picked another.
+    from hoplab.record import check_metric_keys
+
+    udp = bulk("mix.voip", "udp_200m.json", kind="udp")
+    ping = Outcome(Flow(name="mix.ping", kind="ping", src="a", dst="z", duration_s=10))
+    _ping(ping, (DATA / "ping" / "loopback_v4.txt").read_text(), t0=0.0)
+    test = TestSpec(name="mix", kind="custom", src="a", dst="z", flows=(udp.flow, ping.flow),
+                    phases=(Phase("load", 0.0, 10.0),))
+    _, metrics, _ = run_figures(test, [udp, ping], 10.0)
+    run = record("mix", "custom", {}, udp.metrics + ping.metrics + metrics)
+    check_metric_keys(run)
+    assert udp.bulk is not None and udp.bulk.jitter_s is not None
+    assert run.metric("udp_jitter") == pytest.approx(1000 * udp.bulk.jitter_s)
+    assert run.metric("rtt_jitter") == pytest.approx(ping.metric_value("rtt_jitter"))
+    assert run.metric("jitter") is None

@@ -66,7 +66,7 @@ def test_udp_figures_come_from_the_receiver() -> None:
     run = load_file(DATA / "udp_200m.json", Options())
     rcv = doc["end"]["sum_received"]
     assert run.metric("loss") == rcv["lost_percent"]
-    assert run.metric("jitter") == pytest.approx(rcv["jitter_ms"])
+    assert run.metric("udp_jitter") == pytest.approx(rcv["jitter_ms"])
     assert run.metric("sent_rate") == doc["end"]["sum_sent"]["bits_per_second"]
 
 

@@ -69,7 +69,7 @@ def _stream_metrics(s: iperf3.Stream, flow: str, udp: bool) -> list[Metric]:
             out.append(Metric(name, float(value), unit, flow=flow))
     if udp:
         for name, value, unit in (("loss", s.lost_percent, "%"),
-                                  ("jitter", None if s.jitter_s is None else
+                                  ("udp_jitter", None if s.jitter_s is None else
                                    s.jitter_s * 1000, "ms")):
             if value is not None:
                 out.append(Metric(name, float(value), unit, flow=flow))
@@ -90,7 +90,7 @@ def _run_metrics(res: iperf3.Result, udp: bool) -> list[Metric]:
         out.append(Metric("retransmits", float(res.retransmits), "count"))
     if udp:
         for name, value, unit in (("loss", res.lost_percent, "%"),
-                                  ("jitter", None if res.jitter_s is None else
+                                  ("udp_jitter", None if res.jitter_s is None else
                                    res.jitter_s * 1000, "ms"),
                                   ("out_of_order", res.out_of_order, "count"),
                                   ("lost_packets", res.lost_packets, "count"),

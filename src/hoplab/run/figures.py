@@ -79,7 +79,7 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float
                 # Jitter per flow weighted by its packets: one number for "how smooth".
                 jitter = [(r.jitter_s, r.packets or 0) for r in udp if r.jitter_s is not None]
                 if jitter and sum(n for _, n in jitter):
-                    metrics.append(Metric("jitter", 1000 * math.fsum(j * n for j, n in jitter)
+                    metrics.append(Metric("udp_jitter", 1000 * math.fsum(j * n for j, n in jitter)
                                           / sum(n for _, n in jitter), "ms"))
                 metrics.append(Metric("out_of_order", float(sum(r.out_of_order or 0
                                                                 for r in udp)), "count"))

@@ -29,7 +29,7 @@ def latency_metrics(values_ms: Sequence[float], flow: str | None) -> list[Metric
     out.append(Metric("rtt_mean", mean(values_ms), "ms", flow=flow))
     jitter = mean_abs_diff(values_ms)
     if not math.isnan(jitter):
-        out.append(Metric("jitter", jitter, "ms", flow=flow))
+        out.append(Metric("rtt_jitter", jitter, "ms", flow=flow))
     return out
 
 
@@ -88,7 +88,7 @@ def _bulk(out: Outcome, text: str, offset: float, window: tuple[float, float]) -
         out.metrics.append(Metric("retransmits", float(res.retransmits), "count", flow=f.name))
     if f.kind == "udp":
         for name, value, unit in (("loss", res.lost_percent, "%"),
-                                  ("jitter", None if res.jitter_s is None else
+                                  ("udp_jitter", None if res.jitter_s is None else
                                    res.jitter_s * 1000, "ms"),
                                   ("out_of_order", res.out_of_order, "count"),
                                   ("lost_packets", res.lost_packets, "count"),
