@@ -14,8 +14,8 @@ WIRE_DIR := wire
 WIRE_SRC := $(wildcard $(WIRE_DIR)/src/*.rs) $(WIRE_DIR)/Cargo.toml $(WIRE_DIR)/Cargo.lock
 WIRE_BIN := $(BIN)/hoplab-wire
 
-.PHONY: all setup system venv wire wire-test inferno demo test lint typecheck unit lab-tests bench clean \
-	distclean
+.PHONY: all setup system venv wire wire-test inferno demo test check lint typecheck unit lab-tests \
+	bench clean distclean
 
 all: setup
 
@@ -73,6 +73,10 @@ typecheck: venv
 
 unit: venv
 	$(BIN)/pytest -q tests/unit
+
+# Lint, types and the unit tests: no root, no system tools, no network namespaces.
+# Runs as any user who can write this checkout (its caches) and has the venv.
+check: lint typecheck unit
 
 # As root (what `make setup` provides: lab tools, PostgreSQL, Chromium) every test must
 # run: a skip fails the suite (tests/helpers/require_all.py), but for the skips listed
