@@ -22,7 +22,7 @@ def _imported(path: Path, tmp_path: Path) -> RunRecord:
 
 
 def test_the_captures_are_all_there() -> None:
-    assert len(FILES) == 11
+    assert len(FILES) == 12
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
@@ -39,7 +39,9 @@ def test_capture_imports_with_kind_status_goodput_streams_and_series(
     else:
         assert run.status == "ok" and run.error is None
     received = (doc["end"].get("sum_received") or {}).get("bits_per_second", 0.0)
-    assert run.metric("goodput") == received
+    # --bidir: both directions, as the summed series.
+    received += (doc["end"].get("sum_received_bidir_reverse") or {}).get("bits_per_second", 0.0)
+    assert run.metric("goodput") == pytest.approx(received)
     streams = len(doc["start"]["connected"])
     flows = [s for s in run.series if s.name == "throughput" and s.flow is not None]
     assert len(flows) == streams
@@ -81,6 +83,10 @@ def test_reverse_and_bidir_carry_directions() -> None:
     assert bidir.metric("goodput_up") == doc["end"]["sum_received"]["bits_per_second"]
     assert bidir.metric("goodput_down") == \
         doc["end"]["sum_received_bidir_reverse"]["bits_per_second"]
+    # The run's goodput counts both directions, as its summed series does.
+    assert bidir.metric("goodput") == pytest.approx(
+        doc["end"]["sum_received"]["bits_per_second"]
+        + doc["end"]["sum_received_bidir_reverse"]["bits_per_second"])
 
 
 def test_upload_series_use_the_servers_receiver_side_intervals() -> None:

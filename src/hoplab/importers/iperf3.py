@@ -10,6 +10,7 @@ went server -> client (-R) or both ways (--bidir), as in a hoplab run.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,17 +78,22 @@ def _stream_metrics(s: iperf3.Stream, flow: str, udp: bool) -> list[Metric]:
 
 
 def _run_metrics(res: iperf3.Result, udp: bool) -> list[Metric]:
-    out = [Metric("goodput", res.received_bps, "bit/s"),
-           Metric("sent_rate", res.sent_bps, "bit/s"),
-           Metric("bytes_received", float(res.received_bytes), "bytes")]
-    if res.bidir_reverse is not None:
+    # --bidir: the run's figures count both directions, as a hoplab run's and the summed
+    # series do; each direction also has its own goodput.
+    rev = res.bidir_reverse
+    legs: list[iperf3.Result | iperf3.Totals] = [res] if rev is None else [res, rev]
+    out = [Metric("goodput", math.fsum(x.received_bps for x in legs), "bit/s"),
+           Metric("sent_rate", math.fsum(x.sent_bps for x in legs), "bit/s"),
+           Metric("bytes_received", float(sum(x.received_bytes for x in legs)), "bytes")]
+    if rev is not None:
         out += [Metric("goodput_up", res.received_bps, "bit/s"),
-                Metric("goodput_down", res.bidir_reverse.received_bps, "bit/s"),
-                Metric("goodput_reverse", res.bidir_reverse.received_bps, "bit/s")]
+                Metric("goodput_down", rev.received_bps, "bit/s"),
+                Metric("goodput_reverse", rev.received_bps, "bit/s")]
     elif res.reverse:
         out.append(Metric("goodput_down", res.received_bps, "bit/s"))
-    if res.retransmits is not None:
-        out.append(Metric("retransmits", float(res.retransmits), "count"))
+    retrans = [x.retransmits for x in legs if x.retransmits is not None]
+    if retrans:
+        out.append(Metric("retransmits", float(sum(retrans)), "count"))
     if udp:
         for name, value, unit in (("loss", res.lost_percent, "%"),
                                   ("udp_jitter", None if res.jitter_s is None else

@@ -16,6 +16,7 @@ from hoplab.record import Metric, Series
 from hoplab.run.flows import REPORT_STEP_S, Outcome
 from hoplab.run.outcome import in_window, latency_metrics, rate_metrics
 from hoplab.spec.experiment import Test
+from hoplab.tools import iperf3
 
 
 def _bulk_series(outcomes: Sequence[Outcome], key: str | None = None) -> list[Series]:
@@ -23,17 +24,35 @@ def _bulk_series(outcomes: Sequence[Outcome], key: str | None = None) -> list[Se
             if s.name == "throughput" and (key is None or s.key in (key, None))]
 
 
-def _goodput(group: Sequence[Outcome]) -> float:
-    """Bytes received by every flow over the time from the first start to the last end.
+# One direction of one flow with iperf3's totals for it: an up or down flow has one leg,
+# a --bidir flow two (its main direction is up, client -> server; the reverse is down).
+Leg = tuple[Outcome, str, iperf3.Result | iperf3.Totals]
+
+
+def _legs(outcomes: Sequence[Outcome]) -> list[Leg]:
+    legs: list[Leg] = []
+    for o in outcomes:
+        if o.bulk is None:
+            continue
+        if o.flow.direction != "bidir":
+            legs.append((o, o.flow.direction, o.bulk))
+            continue
+        legs.append((o, "up", o.bulk))
+        if o.bulk.bidir_reverse is not None:
+            legs.append((o, "down", o.bulk.bidir_reverse))
+    return legs
+
+
+def _goodput(legs: Sequence[Leg]) -> float:
+    """Bytes received in every leg over the time from the first start to the last end.
     Adding each flow's own rate would overstate it: flows that start apart count
-    their bytes over windows that do not coincide."""
-    spans = [o.span for o in group if o.span is not None]
+    their bytes over windows that do not coincide. Each leg's receiver counted for
+    bytes / rate seconds from its client's start."""
+    spans = [(o.span[0], o.span[0] + 8 * leg.received_bytes / leg.received_bps)
+             for o, _, leg in legs if o.span is not None and leg.received_bps > 0]
     if not spans:
         return 0.0
-    total = math.fsum(o.metric_value("bytes_received") for o in group)
-    if any(o.flow.direction == "bidir" for o in group):
-        # --bidir flows report both directions; their rate is per direction already.
-        return math.fsum(o.metric_value("goodput") for o in group)
+    total = math.fsum(leg.received_bytes for _, _, leg in legs)
     width = max(e for _, e in spans) - min(s for s, _ in spans)
     return 8 * total / width if width > 0 else 0.0
 
@@ -46,17 +65,20 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float
     if not bulk:
         return series, metrics
     window = (test.load.start_s, test.load.end_s)
-    groups: dict[str | None, list[Outcome]] = {None: bulk}
+    legs = _legs(bulk)
+    groups: dict[str | None, list[Leg]] = {None: legs}
     if test.kind == "rrul" or any(o.flow.direction != "up" for o in bulk):
         for d in ("up", "down"):
-            groups[d] = [o for o in bulk if o.flow.direction == d]
+            groups[d] = [leg for leg in legs if leg[1] == d]
     for key, group in groups.items():
         if not group:
             continue
+        flows = list({id(o): o for o, _, _ in group}.values())
         # Each flow's intervals start when its client started (its span), not a whole
         # step before the first interval's end: iperf3's first interval runs a little long.
-        flows_series = [(s, o.span[0] if o.span else None)
-                        for o in group for s in o.series if s.name == "throughput"]
+        # A --bidir flow's series are per direction (key); the others' have no key.
+        flows_series = [(s, o.span[0] if o.span else None) for o in flows for s in o.series
+                        if s.name == "throughput" and (key is None or s.key in (key, None))]
         t, v = binned_sum([(s.t, s.v) for s, _ in flows_series], REPORT_STEP_S, end,
                           [start for _, start in flows_series])
         series.append(Series("throughput", "bit/s", t, v, key=key))
@@ -65,21 +87,21 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float
         metrics += [Metric(m.name + suffix, m.value, m.unit) for m in rate_metrics(rates, None)]
         metrics.append(Metric("goodput" + suffix, _goodput(group), "bit/s"))
         if key is None:
-            metrics.append(Metric("sent_rate", math.fsum(o.metric_value("sent_rate")
-                                                         for o in group), "bit/s"))
-            retrans = [o.bulk.retransmits for o in group if o.bulk and o.bulk.retransmits
-                       is not None]
+            metrics.append(Metric("sent_rate", math.fsum(leg.sent_bps for _, _, leg in group),
+                                  "bit/s"))
+            retrans = [leg.retransmits for _, _, leg in group if leg.retransmits is not None]
             if retrans:
                 metrics.append(Metric("retransmits", float(sum(retrans)), "count"))
-            udp = [o.bulk for o in group if o.flow.kind == "udp" and o.bulk]
+            udp = [leg for o, _, leg in group if o.flow.kind == "udp"]
             lost = sum(r.lost_packets or 0 for r in udp)
             packets = sum(r.packets or 0 for r in udp)
             if packets:
                 metrics.append(Metric("loss", 100 * lost / packets, "%"))
-                # Jitter per flow weighted by its packets: one number for "how smooth".
+                # Jitter per leg weighted by its packets: one number for "how smooth".
                 jitter = [(r.jitter_s, r.packets or 0) for r in udp if r.jitter_s is not None]
                 if jitter and sum(n for _, n in jitter):
-                    metrics.append(Metric("udp_jitter", 1000 * math.fsum(j * n for j, n in jitter)
+                    metrics.append(Metric("udp_jitter",
+                                          1000 * math.fsum(j * n for j, n in jitter)
                                           / sum(n for _, n in jitter), "ms"))
                 metrics.append(Metric("out_of_order", float(sum(r.out_of_order or 0
                                                                 for r in udp)), "count"))

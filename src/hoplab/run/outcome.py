@@ -78,23 +78,48 @@ def _bulk(out: Outcome, text: str, offset: float, window: tuple[float, float]) -
         out.series.append(Series("throughput", "bit/s", at, rates, flow=f.name, key=key))
         if key is None:
             out.metrics += rate_metrics(in_window(at, rates, window), f.name)
-    if f.direction == "bidir":
-        out.metrics.append(Metric("goodput_reverse", res.reverse_received_bps or 0.0,
-                                  "bit/s", flow=f.name))
-    out.metrics += [Metric("goodput", res.received_bps, "bit/s", flow=f.name),
-                    Metric("sent_rate", res.sent_bps, "bit/s", flow=f.name),
-                    Metric("bytes_received", float(res.received_bytes), "bytes", flow=f.name)]
-    if res.retransmits is not None:
-        out.metrics.append(Metric("retransmits", float(res.retransmits), "count", flow=f.name))
+    # A --bidir flow's figures count both directions, as its series do; each direction
+    # also has its own goodput (goodput_reverse is goodput_down's older name, kept).
+    legs: list[iperf3.Result | iperf3.Totals] = [res]
+    if f.direction == "bidir" and res.bidir_reverse is not None:
+        legs.append(res.bidir_reverse)
+        down = res.bidir_reverse.received_bps
+        out.metrics += [Metric("goodput_up", res.received_bps, "bit/s", flow=f.name),
+                        Metric("goodput_down", down, "bit/s", flow=f.name),
+                        Metric("goodput_reverse", down, "bit/s", flow=f.name)]
+    out.metrics += [
+        Metric("goodput", math.fsum(x.received_bps for x in legs), "bit/s", flow=f.name),
+        Metric("sent_rate", math.fsum(x.sent_bps for x in legs), "bit/s", flow=f.name),
+        Metric("bytes_received", float(sum(x.received_bytes for x in legs)), "bytes",
+               flow=f.name)]
+    retrans = [x.retransmits for x in legs if x.retransmits is not None]
+    if retrans:
+        out.metrics.append(Metric("retransmits", float(sum(retrans)), "count", flow=f.name))
     if f.kind == "udp":
-        for name, value, unit in (("loss", res.lost_percent, "%"),
-                                  ("udp_jitter", None if res.jitter_s is None else
-                                   res.jitter_s * 1000, "ms"),
-                                  ("out_of_order", res.out_of_order, "count"),
-                                  ("lost_packets", res.lost_packets, "count"),
-                                  ("packets", res.packets, "count")):
+        for name, value, unit in _udp_figures(legs):
             if value is not None:
                 out.metrics.append(Metric(name, float(value), unit, flow=f.name))
+
+
+def _udp_figures(legs: Sequence[iperf3.Result | iperf3.Totals]
+                 ) -> list[tuple[str, float | None, str]]:
+    """Loss, jitter and order at the receivers of one UDP flow's directions: iperf3's own
+    figures for one, counts added and jitter weighted by packets for both (--bidir)."""
+    if len(legs) == 1:
+        r = legs[0]
+        return [("loss", r.lost_percent, "%"),
+                ("udp_jitter", None if r.jitter_s is None else r.jitter_s * 1000, "ms"),
+                ("out_of_order", r.out_of_order, "count"),
+                ("lost_packets", r.lost_packets, "count"), ("packets", r.packets, "count")]
+    packets = sum(x.packets or 0 for x in legs)
+    lost = sum(x.lost_packets or 0 for x in legs)
+    weights = [(x.jitter_s, x.packets or 0) for x in legs if x.jitter_s is not None]
+    weight = sum(n for _, n in weights)
+    return [("loss", 100 * lost / packets if packets else None, "%"),
+            ("udp_jitter", 1000 * math.fsum(j * n for j, n in weights) / weight
+             if weight else None, "ms"),
+            ("out_of_order", float(sum(x.out_of_order or 0 for x in legs)), "count"),
+            ("lost_packets", float(lost), "count"), ("packets", float(packets), "count")]
 
 
 def _ping(out: Outcome, text: str, t0: float) -> None:
