@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-
-from hoplab.lab.clean import clean
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("clean", help="remove everything hoplab created (also after a crash)")
@@ -15,6 +11,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from hoplab.lab.clean import clean
+
     console = Console()
     done = clean()
     for line in done:

@@ -6,10 +6,7 @@ import argparse
 import json
 import os
 import shutil
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from hoplab.errors import HoplabError
 from hoplab.lab.caps import (
@@ -21,6 +18,9 @@ from hoplab.lab.caps import (
     probe,
 )
 from hoplab.lab.requirements import impairment_mechanisms, install_hint
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 QDISC_USES: dict[str, str] = {
     "netem": "delay / jitter / loss",
@@ -115,6 +115,8 @@ def _yes(ok: bool) -> str:
 
 
 def _print(rep: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
     console.print(f"[bold]kernel[/] {rep['kernel']}  (probe took {rep['probe_s'] * 1000:.0f} ms)")
 
     for title, key in (("qdisc", "qdiscs"), ("feature", "features")):
@@ -159,6 +161,9 @@ def _print(rep: dict[str, Any], console: Console) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: rich would slow `doctor --help`.
+    from rich.console import Console
+
     console = Console()
     err = Console(stderr=True)
     if os.geteuid() != 0:

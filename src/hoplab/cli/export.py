@@ -11,8 +11,6 @@ from pathlib import Path
 from hoplab import export
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
-from hoplab.render.console import console as make_console
-from hoplab.store import open_store
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,6 +35,10 @@ def _write(path: Path, text: str) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: rich and SQLAlchemy would slow `export --help`.
+    from hoplab.render.console import console as make_console
+    from hoplab.store import open_store
+
     with open_store(store_arg.url(args)) as store:
         run = store.get_run(args.run_id, series=True, raw=args.format == "json")
     if args.format == "json":

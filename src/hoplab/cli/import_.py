@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hoplab import metrics
 from hoplab.cli import store_arg
 from hoplab.errors import HoplabError, UsageError
-from hoplab.importers import Options, load_files
-from hoplab.record import RunRecord
-from hoplab.render.console import console as make_console
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure
-from hoplab.store import open_store
+
+if TYPE_CHECKING:
+    from hoplab.record import RunRecord
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +45,11 @@ def _labels(items: list[str]) -> dict[str, str]:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: rich and SQLAlchemy would slow `import --help`.
+    from hoplab.importers import Options, load_files
+    from hoplab.render.console import console as make_console
+    from hoplab.store import open_store
+
     options = Options(experiment=args.experiment, test=args.test, labels=_labels(args.labels))
     runs = load_files(args.files, options)
     console = make_console()

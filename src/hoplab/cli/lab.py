@@ -8,14 +8,7 @@ import os
 import sys
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from hoplab.errors import UsageError
-from hoplab.lab import build, netns
-from hoplab.lab.state import find
-from hoplab.lab.status import status_all
-from hoplab.spec import load_lab
 from hoplab.spec.names import given, lab_name, node_name
 
 
@@ -51,6 +44,12 @@ def _addr_cell(addrs: list[str]) -> str:
 def run_up(args: argparse.Namespace) -> int:
     if args.name is not None:
         given(lab_name, args.name, "lab up --name")
+    from rich.console import Console
+    from rich.table import Table
+
+    from hoplab.lab import build
+    from hoplab.spec import load_lab
+
     lab = load_lab(args.file, name=args.name)
     console = Console(stderr=args.json)
     with console.status(f"building lab {lab.name}") as spinner:
@@ -94,10 +93,15 @@ def _fmt_rate(d: dict[str, Any]) -> str:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    from hoplab.lab.status import status_all
+
     labs = status_all()
     if args.json:
         print(json.dumps(labs, indent=1))
         return 0
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     if not labs:
         console.print("no labs are up")
@@ -130,6 +134,11 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_exec(args: argparse.Namespace) -> int:
+    # Imports here, and only these two: `lab exec` is typed many times a session, and
+    # should cost hardly more than the `ip netns exec` it becomes.
+    from hoplab.lab import netns
+    from hoplab.lab.state import find
+
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -153,6 +162,8 @@ def run_exec(args: argparse.Namespace) -> int:
 
 
 def run_down(args: argparse.Namespace) -> int:
+    from hoplab.lab import build
+
     given(lab_name, args.lab, "lab down NAME")
     warnings = build.down(args.lab)
     for w in warnings:

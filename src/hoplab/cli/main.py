@@ -3,50 +3,75 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from hoplab import __version__
-from hoplab.cli import (
-    clean,
-    compare,
-    doctor,
-    export,
-    import_,
-    lab,
-    plot,
-    profile,
-    report,
-    run,
-    runs,
-    serve,
-)
 from hoplab.errors import HoplabError
 
+# Every command, the module under hoplab.cli that registers it, and its one-line help,
+# in the order `hoplab --help` lists them. Only the module of the command being run is
+# imported: importing them all (and the store, numpy and the renderers behind them)
+# would make every command, even `--version`, pay for all of them at start-up.
+# A module that registers several commands has them next to each other, in its order.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("doctor", "show what this machine can build"),
+    "lab": ("lab", "build, inspect and remove labs"),
+    "run": ("run", "run an experiment and store its runs"),
+    "runs": ("runs", "list stored runs"),
+    "show": ("runs", "show one stored run"),
+    "compare": ("compare", "compare two sets of runs, with a verdict per metric"),
+    "report": ("report", "write stored runs as one self-contained HTML file"),
+    "serve": ("serve", "a read-only web dashboard over the store"),
+    "flamegraph": ("profile", "draw a run's flame graph (or a diff of two)"),
+    "profile": ("profile", "top symbols and time by category of a run's profile"),
+    "fold": ("profile", "perf script output -> folded stacks on stdout"),
+    "clean": ("clean", "remove everything hoplab created (also after a crash)"),
+    "plot": ("plot", "draw stored runs (PNG, SVG, PDF)"),
+    "import": ("import_", "load iperf3 JSON outputs and Flent data files as runs"),
+    "export": ("export", "write one run as JSON or CSV"),
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _register(module: str, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None] = \
+        importlib.import_module(f"hoplab.cli.{module}").register
+    register(sub)
+
+
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with the arguments of `commands` (default: of every command).
+
+    The other commands are listed by name and help only, so that `hoplab --help`
+    still shows them all without importing their modules.
+    """
     parser = argparse.ArgumentParser(
         prog="hoplab", description="A performance lab for routers, meshes and network paths.")
     parser.add_argument("--version", action="version", version=f"hoplab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    doctor.register(sub)
-    lab.register(sub)
-    run.register(sub)
-    runs.register(sub)
-    compare.register(sub)
-    report.register(sub)
-    serve.register(sub)
-    profile.register(sub)
-    clean.register(sub)
-    plot.register(sub)
-    import_.register(sub)
-    export.register(sub)
+    wanted = {module for name, (module, _) in COMMANDS.items()
+              if commands is None or name in commands}
+    registered: set[str] = set()
+    for name, (module, help_) in COMMANDS.items():
+        if module not in wanted:
+            sub.add_parser(name, help=help_, add_help=False)
+        elif module not in registered:
+            _register(module, sub)
+            registered.add(module)
     return parser
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    # The first word that is not an option: hoplab's own options take no value.
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command(argv)
+    parser = build_parser([command] if command else [])
     args = parser.parse_args(argv)
     if getattr(args, "needs_root", False) and os.geteuid() != 0:
         print("hoplab: error: this command needs root (network namespaces)", file=sys.stderr)

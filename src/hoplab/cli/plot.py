@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
-from hoplab.record import RunRecord
-from hoplab.render.console import console as make_console
 from hoplab.render.plot_kinds import FORMATS, KINDS, SINGLE_RUN
-from hoplab.store import Store, open_store
+
+if TYPE_CHECKING:
+    from hoplab.record import RunRecord
+    from hoplab.store import Store
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,6 +67,10 @@ def run_plot(args: argparse.Namespace) -> int:
     if args.output is not None and args.output.suffix.lower() not in FORMATS:
         # Before any drawing: a typo in the name should not cost a long render.
         raise UsageError(f"{args.output}: the file must end in {', '.join(FORMATS)}")
+    # Imported here, not at the top: rich and SQLAlchemy would slow `plot --help`.
+    from hoplab.render.console import console as make_console
+    from hoplab.store import open_store
+
     needs_series = args.kind in SINGLE_RUN or args.kind == "cdf"
     with open_store(store_arg.url(args)) as store:
         runs = _resolve(store, args.runs, needs_series)

@@ -7,18 +7,17 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
-
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from hoplab.cli import store_arg
 from hoplab.errors import HoplabError, UsageError
-from hoplab.profile import analyze, fold
-from hoplab.profile.flamegraph import diff, flamegraph
-from hoplab.record import RunRecord
-from hoplab.render.console import console
-from hoplab.store import Store, open_store
+
+if TYPE_CHECKING:
+    from hoplab.record import RunRecord
+    from hoplab.store import Store
+
+# The profile, store and rich modules are imported in the functions that use them:
+# at the top they would slow `--help` of these three commands.
 
 FOLDED = "profile folded"
 
@@ -59,6 +58,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, Counter[str]]:
+    from hoplab.profile import fold
+
     rec = store.get_run(run_id, series=False)
     prof = rec.metadata.get("profile")
     if not isinstance(prof, dict):
@@ -89,6 +90,10 @@ def run_flamegraph(args: argparse.Namespace) -> int:
         raise UsageError("--diff needs exactly two runs: A B")
     if not args.diff and len(args.runs) != 1:
         raise UsageError("give one run, or --diff A B")
+    from hoplab.profile import analyze, fold
+    from hoplab.profile.flamegraph import diff, flamegraph
+    from hoplab.store import open_store
+
     with open_store(store_arg.url(args)) as store:
         pairs = [_stacks(store, r, args.node) for r in args.runs]
     if args.diff:
@@ -109,6 +114,13 @@ def run_flamegraph(args: argparse.Namespace) -> int:
 
 
 def run_profile(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from hoplab.profile import analyze
+    from hoplab.render.console import console
+    from hoplab.store import open_store
+
     with open_store(store_arg.url(args)) as store:
         rec, stacks = _stacks(store, args.run, args.node)
     table = analyze.load_categories(Path(args.categories)) if args.categories \
@@ -150,6 +162,8 @@ def run_profile(args: argparse.Namespace) -> int:
 
 
 def run_fold(args: argparse.Namespace) -> int:
+    from hoplab.profile import fold
+
     opts = [o for o in fold.OPTIONS if getattr(args, o)]
     try:
         text = Path(args.file).read_text(errors="replace") if args.file else sys.stdin.read()

@@ -8,7 +8,6 @@ import time
 
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
-from hoplab.render.console import console as make_console
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run_report(args: argparse.Namespace) -> int:
     from hoplab.analysis.select import select
     from hoplab.record import RawOutput
+    from hoplab.render.console import console as make_console
     from hoplab.render.profile_html import FOLDED
     from hoplab.render.report import build_report
     from hoplab.store import open_store

@@ -12,11 +12,8 @@ from typing import Any
 from hoplab import metrics
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
-from hoplab.render.console import console as make_console
 from hoplab.render.headline import HEADLINE
-from hoplab.render.run_view import run_view
 from hoplab.render.units import figure, pairs
-from hoplab.store import open_store
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,7 +53,11 @@ def _when(ts: float) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: rich and SQLAlchemy would slow `runs --help`.
     from rich.table import Table
+
+    from hoplab.render.console import console as make_console
+    from hoplab.store import open_store
 
     with open_store(store_arg.url(args)) as store:
         runs = store.list_runs(_filters(args.filters), limit=args.limit)
@@ -96,6 +97,10 @@ def _as_json(rec: Any, with_points: bool) -> dict[str, Any]:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from hoplab.render.console import console as make_console
+    from hoplab.render.run_view import run_view
+    from hoplab.store import open_store
+
     with open_store(store_arg.url(args)) as store:
         rec = store.get_run(args.run_id, series=True, raw=True)
         desc = store.describe()

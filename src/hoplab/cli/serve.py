@@ -10,7 +10,6 @@ from types import FrameType
 
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
-from hoplab.render.console import console as make_console
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,6 +33,7 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from hoplab.render.console import console as make_console
     from hoplab.store import open_store
     from hoplab.store.url import parse_location
     from hoplab.web.app import make_server

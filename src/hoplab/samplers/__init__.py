@@ -1,6 +1,25 @@
 """Counters sampled on lab nodes while a test runs: CPU, interfaces, qdiscs, TCP."""
 
-from hoplab.samplers.runner import SAMPLER_KINDS, Samplers, Target
-from hoplab.samplers.summary import counter_delta, sampler_metrics
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hoplab.samplers.runner import SAMPLER_KINDS, Samplers, Target
+    from hoplab.samplers.summary import counter_delta, sampler_metrics
 
 __all__ = ["SAMPLER_KINDS", "Samplers", "Target", "counter_delta", "sampler_metrics"]
+
+_HOMES = {"SAMPLER_KINDS": "runner", "Samplers": "runner", "Target": "runner",
+          "counter_delta": "summary", "sampler_metrics": "summary"}
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the runner brings pyroute2 (0.1 s), which a reader of
+    # stored samples (samplers.summary, the importers) does not need.
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"hoplab.samplers.{home}"), name)

@@ -1,5 +1,20 @@
 """The lab format: reading, validating and normalising lab files."""
 
-from hoplab.spec.loader import load_lab, load_lab_text
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hoplab.spec.loader import load_lab, load_lab_text
 
 __all__ = ["load_lab", "load_lab_text"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `hoplab lab exec` reads only hoplab.spec.names, and
+    # should not pay for the loader (tomllib, the model, generators) at start-up.
+    if name in __all__:
+        from hoplab.spec import loader
+
+        return getattr(loader, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

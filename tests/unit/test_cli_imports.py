@@ -1,0 +1,130 @@
+"""What each light command imports: a structure test, not a timing.
+
+`hoplab --version`, `--help`, `lab exec` and the like must start in tens of
+milliseconds, which they cannot do once SQLAlchemy, numpy, rich or pyroute2 is
+imported (each costs 50 to 500 ms here). Each case runs the command in a fresh
+interpreter and lists the modules it imported by the time it exited.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hoplab.cli import main as cli_main
+
+# Run in a fresh interpreter: the command, then the names in sys.modules at exit.
+# Past the root gate when the tests run as a user: these paths need no privilege
+# with an empty run directory, and the gate is not what is under test.
+WRAPPER = """
+import atexit, json, os, sys
+out, argv = sys.argv[1], sys.argv[2:]
+if os.geteuid() != 0:
+    os.geteuid = lambda: 0
+def dump():
+    with open(out, "w") as f:
+        json.dump(sorted(sys.modules), f)
+atexit.register(dump)
+from hoplab.cli.main import main
+sys.argv = ["hoplab", *argv]
+sys.exit(main(argv))
+"""
+
+LIBRARIES = ("sqlalchemy", "numpy", "scipy", "matplotlib", "plotly", "psycopg",
+             "cryptography", "pyroute2", "rich")
+# hoplab's own parts that only a command's work needs: the stores, the judges, the
+# runner, the dashboard. (The renderers are caught by the libraries they draw with;
+# their tables of names and units are light and used by argument parsers.)
+PACKAGES = ("hoplab.store", "hoplab.analysis", "hoplab.web", "hoplab.run", "hoplab.samplers",
+            "hoplab.profile", "hoplab.importers")
+NOTHING_HEAVY = LIBRARIES + PACKAGES
+COMMANDS = ["doctor", "lab", "run", "runs", "show", "compare", "report", "serve", "flamegraph",
+            "profile", "fold", "clean", "plot", "import", "export"]
+
+
+def imported(argv: list[str], run_dir: Path, tmp_path: Path) -> tuple[int, str, set[str]]:
+    out = tmp_path / "modules.json"
+    env = dict(os.environ, HOPLAB_RUN_DIR=str(run_dir), HOPLAB_DB=str(tmp_path / "no.db"))
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, str(out), *argv], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert out.exists(), f"hoplab {' '.join(argv)} died: {proc.stderr}"
+    return proc.returncode, proc.stderr, set(json.loads(out.read_text()))
+
+
+def heavy(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
+    # A library by its name, a part of hoplab by its module.
+    return sorted({m if m.startswith("hoplab") else f for m in modules
+                   for f in forbidden if m == f or m.startswith(f + ".")})
+
+
+def help_cases() -> list[list[str]]:
+    cases = [["--version"], ["--help"], [], ["nosuchcommand"]]
+    cases += [[name, "--help"] for name in COMMANDS]
+    cases += [["lab", action, "--help"] for action in ("up", "status", "exec", "down")]
+    return cases
+
+
+@pytest.mark.parametrize("argv", help_cases(), ids=lambda a: " ".join(a) or "(none)")
+def test_help_and_version_import_nothing_heavy(argv: list[str], tmp_path: Path) -> None:
+    code, err, modules = imported(argv, tmp_path / "run", tmp_path)
+    assert code in (0, 2), err
+    assert heavy(modules, NOTHING_HEAVY) == []
+
+
+def test_lab_exec_of_a_lab_that_is_not_up(tmp_path: Path) -> None:
+    code, err, modules = imported(["lab", "exec", "nolab", "client", "--", "true"],
+                                  tmp_path / "run", tmp_path)
+    assert code == 2 and "nolab" in err, err
+    assert heavy(modules, NOTHING_HEAVY) == []
+
+
+def test_lab_exec_reads_the_state_and_checks_the_namespace(tmp_path: Path) -> None:
+    # A lab record whose node's namespace is gone: the path reads the state file and
+    # asks the kernel, everything `lab exec` does before it execs.
+    run_dir = tmp_path / "run"
+    (run_dir / "labs").mkdir(parents=True)
+    state = {"name": "gone", "source": "x.toml", "status": "up", "created": 0.0,
+             "owner_pid": 1, "namespaces": ["hoplab-h5gone-client"], "processes": [],
+             "summary": {"nodes": {"client": {"netns": "hoplab-h5gone-client"}}},
+             "version": 1}
+    (run_dir / "labs" / "gone.json").write_text(json.dumps(state))
+    code, err, modules = imported(["lab", "exec", "gone", "client", "--", "true"],
+                                  run_dir, tmp_path)
+    assert code == 2 and "gone" in err, err
+    assert "hoplab.lab.state" in modules
+    assert heavy(modules, NOTHING_HEAVY) == []
+
+
+def test_lab_status_with_no_labs(tmp_path: Path) -> None:
+    code, err, modules = imported(["lab", "status"], tmp_path / "run", tmp_path)
+    assert code == 0, err
+    # rich prints the answer; nothing of the store, numpy or netlink is needed for it.
+    allowed = ("rich",)
+    assert heavy(modules, tuple(m for m in NOTHING_HEAVY if m not in allowed)) == []
+
+
+def test_lab_up_of_a_missing_file_imports_no_store_or_renderer(tmp_path: Path) -> None:
+    code, err, modules = imported(["lab", "up", str(tmp_path / "none.toml")],
+                                  tmp_path / "run", tmp_path)
+    assert code == 2, err
+    # rich draws the progress of the build.
+    assert heavy(modules, tuple(m for m in NOTHING_HEAVY if m != "rich")) == []
+
+
+def test_lazy_parser_lists_the_same_commands_as_the_full_one() -> None:
+    # COMMANDS carries each command's help so that `hoplab --help` need not import the
+    # modules; it must say what the modules say.
+    def choices(parser: argparse.ArgumentParser) -> dict[str, str | None]:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return {c.dest: c.help for c in sub._choices_actions}
+
+    full = choices(cli_main.build_parser())
+    lazy = choices(cli_main.build_parser([]))
+    assert list(full) == list(lazy) == list(cli_main.COMMANDS) == COMMANDS
+    assert full == lazy
