@@ -59,7 +59,8 @@ def test_json_endpoints(served: Served) -> None:
     assert set(figs) == {"Throughput and latency", "CPU per core", "RTT distribution"}
     assert len(figs["Throughput and latency"]["data"][0]["x"]) > 50
     status, body = get(f"{served.url}/api/compare?a=qos%3Doff%2Cexperiment%3Dlab-a&b=qos%3Don")
-    verdicts = {m["metric"]: m["verdict"] for m in json.loads(body)["metrics"]}
+    verdicts = {m["metric"]: m["verdict"] for g in json.loads(body)["groups"]
+                for m in g["metrics"]}
     assert verdicts["latency_load"] == "better"
     status, body = get(f"{served.url}/api/trend?metric=latency_load&by=qos&experiment=lab-a")
     assert [p["x"] for p in json.loads(body)["points"]] == ["off", "on"]

@@ -5,6 +5,10 @@ version=v2 may hold every variant of a matrix; pooling a 1-hop run with a 5-hop
 run would compare hops, not versions. So each side is split into groups by
 experiment, test and variant value, leaving out the "contrast": what is one
 value on A, another on B (qos off / on). Groups with the same key are compared.
+
+compare_groups is the one place that decides groups and verdicts: `hoplab
+compare`, the HTML report and the dashboard all call it and only render its
+result. split_sides is how the report finds A and B in one set of runs.
 """
 
 from __future__ import annotations
@@ -70,11 +74,34 @@ def _show(dim: str, value: str) -> str:
     return value if dim in ("experiment", "test") else f"{dim[2:]}={value}"
 
 
+def split_sides(runs: Sequence[RunRecord]) -> tuple[str, list[RunRecord], list[RunRecord]] | None:
+    """A and B in one set of runs: split by the one variant key that takes two values
+    (A the lower one in natural order: qos=off before qos=on, v1.9 before v1.10), else,
+    when no variant key varies, by the one label key that does. None when that is
+    ambiguous (no key, or several, or more than two values): then say what to compare."""
+    for prefix, keys in (("v:", {k for r in runs for k in r.variant}),
+                         ("l:", {k for r in runs for k in r.labels})):
+        varying = {k: {_dim(r, prefix + k) for r in runs} for k in sorted(keys)}
+        varying = {k: v for k, v in varying.items() if len(v) > 1}
+        if not varying:
+            continue
+        if len(varying) != 1:
+            return None
+        ((key, values),) = varying.items()
+        if len(values) != 2:
+            return None
+        low, high = sorted(values, key=natural)
+        return (key, [r for r in runs if _dim(r, prefix + key) == low],
+                [r for r in runs if _dim(r, prefix + key) == high])
+    return None
+
+
 def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],
-                   metrics: Sequence[str] | None = None, *, per_flow: bool = False,
+                   metrics: Sequence[str] | None = None, *, per_flow: bool | None = None,
                    seed: int = 0, resamples: int = 2000, alpha: float = 0.05) -> Comparison:
-    """Compare A with B group by group (see the module doc). UsageError if the runs were
-    measured differently or no group appears on both sides."""
+    """Compare A with B group by group (see the module doc). per_flow None compares each
+    flow's figures too for custom tests only (their flows have different jobs). UsageError
+    if the runs were measured differently or no group appears on both sides."""
     check_measurement_version(a, b)
     runs = (*a, *b)
     variant_keys = sorted({k for r in runs for k in r.variant})
@@ -116,7 +143,8 @@ def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],
             names = [str(w) for w in wanted if (w.name, w.flow, w.node, w.key) in have]
             if not names:
                 continue
-        found = compare_runs(ra, rb, names, per_flow=per_flow, seed=seed,
+        flows = ra[0].kind == "custom" if per_flow is None else per_flow
+        found = compare_runs(ra, rb, names, per_flow=flows, seed=seed,
                              resamples=resamples, alpha=alpha)
         unknown = sorted({m.metric for m in found if registry.find(m.metric) is None})
         groups.append(GroupComparison(

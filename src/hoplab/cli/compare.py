@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import math
 import sys
 from typing import Any
 
-from hoplab.analysis.compare import MetricComparison, min_p_value
-from hoplab.analysis.groups import Comparison, GroupComparison, compare_groups
+from hoplab.analysis.groups import Comparison, compare_groups
 from hoplab.analysis.select import select_pair
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
+from hoplab.render import comparison as view
 from hoplab.render.console import console as make_console
-from hoplab.render.headline import HEADLINE
-from hoplab.render.units import figure, metric_name
+from hoplab.render.units import figure
 from hoplab.store import open_store
 
 _COLOURS = {"better": "green", "worse": "red", "same": "", "not enough data": "yellow",
@@ -36,7 +33,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--metric", dest="metrics", action="append", default=[],
                    metavar="NAME", help="only this metric (repeatable); NAME@FLOW for one "
                                         "flow, NAME@node=N,key=K for a node's figure")
-    p.add_argument("--per-flow", action="store_true", help="also every per-flow metric")
+    p.add_argument("--per-flow", action="store_true", default=None,
+                   help="also every per-flow metric (custom tests always have them)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level; the CI is at 1 - alpha (default 0.05)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
@@ -65,63 +63,11 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _clean(x: Any) -> Any:
-    # JSON has no NaN; a consumer reads null as "not computable".
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
-    return x
-
-
 def _as_json(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[int],
              result: Comparison) -> dict[str, Any]:
-    groups = []
-    for g in result.groups:
-        data = dataclasses.asdict(g)
-        data["metrics"] = [dataclasses.asdict(m) | {"label": m.label} for m in g.metrics]
-        groups.append(data)
-    out: dict[str, Any] = _clean({
-        "store": desc, "a": {"spec": args.a, "runs": ids_a},
-        "b": {"spec": args.b, "runs": ids_b},
-        "alpha": args.alpha, "seed": args.seed, "resamples": args.resamples,
-        "groups": groups, "unmatched": list(result.unmatched)})
-    return out
-
-
-def _ordered(g: GroupComparison, explicit: bool) -> list[MetricComparison]:
-    if explicit:
-        return list(g.metrics)
-    first = HEADLINE.get(g.kind, ())
-    return sorted(g.metrics, key=lambda m: (
-        m.flow is not None, first.index(m.metric) if m.metric in first else len(first)))
-
-
-def _pct(x: float) -> str:
-    # Adding 0.0 turns a rounded -0.0 into 0.0: "-0.0 %" reads as a loss that is not there.
-    return "-" if math.isnan(x) else f"{round(x, 1) + 0.0:+.1f} %"
-
-
-def _runs(ids: tuple[int, ...] | list[int]) -> str:
-    shown = ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
-    return f"{len(ids)} run{'s' * (len(ids) != 1)} ({shown})"
-
-
-def _notes(g: GroupComparison, alpha: float) -> list[str]:
-    sizes = sorted({(len(m.a_values), len(m.b_values)) for m in g.metrics
-                    if m.verdict == "not enough data"})
-    out = []
-    for na, nb in sizes:
-        if min(na, nb) < 2:
-            out.append(f"{na} + {nb} runs: one run shows no spread, so a difference cannot "
-                       "be told from noise; repeat each side (repeat = 5 in the experiment)")
-        else:
-            need = next(n for n in range(2, 50) if min_p_value(n, n) <= alpha)
-            out.append(f"{na} + {nb} runs: the rank test cannot reach p <= {alpha:g} (its "
-                       f"smallest p is {min_p_value(na, nb):.2g}); {need} runs per side can")
-    return out
+    return {"store": desc, "a": {"spec": args.a, "runs": ids_a},
+            "b": {"spec": args.b, "runs": ids_b}, "alpha": args.alpha, "seed": args.seed,
+            "resamples": args.resamples, **view.to_json(result, bool(args.metrics))}
 
 
 def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[int],
@@ -130,29 +76,28 @@ def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[in
 
     console = make_console()
     level = f"{100 * (1 - args.alpha):g} % CI"
-    console.print(f"[bold]A[/] {args.a}: {_runs(ids_a)}\n[bold]B[/] {args.b}: {_runs(ids_b)}"
+    console.print(f"[bold]A[/] {args.a}: {view.runs(ids_a)}\n"
+                  f"[bold]B[/] {args.b}: {view.runs(ids_b)}"
                   f"\nin {desc}; verdict at alpha {args.alpha:g} (see docs/compare.md)")
     for g in result.groups:
         a_name, b_name = g.a_label or args.a, g.b_label or args.b
         table = Table()
         for col in ("metric", "n", "A median", "B median", "change", level, "p", "verdict"):
             table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-        for m in _ordered(g, bool(args.metrics)):
-            name = metric_name(m.metric, m.flow, m.node, m.key)
+        for m in view.ordered(g, bool(args.metrics)):
             colour = _COLOURS[m.verdict]
             table.add_row(
-                name, f"{len(m.a_values)}+{len(m.b_values)}", figure(m.a_median, m.metric, m.unit),
-                figure(m.b_median, m.metric, m.unit), _pct(m.change_pct),
-                "-" if math.isnan(m.ci_low_pct) else
-                f"{_pct(m.ci_low_pct)[:-2]} .. {_pct(m.ci_high_pct)}",
+                view.row_name(m), f"{len(m.a_values)}+{len(m.b_values)}",
+                figure(m.a_median, m.metric, m.unit), figure(m.b_median, m.metric, m.unit),
+                view.pct(m.change_pct), view.ci(m),
                 "-" if m.p_value is None else f"{m.p_value:.2g}",
                 f"[{colour}]{m.verdict}[/]" if colour else m.verdict)
-        console.print(f"\n[bold]{g.title}[/]  A {a_name}: {_runs(g.a_ids)}  vs  "
-                      f"B {b_name}: {_runs(g.b_ids)}")
+        console.print(f"\n[bold]{g.title}[/]  A {a_name}: {view.runs(g.a_ids)}  vs  "
+                      f"B {b_name}: {view.runs(g.b_ids)}")
         console.print(table)
         for w in g.warnings:
             console.print(f"[yellow]warning:[/] {w}")
-        for n in _notes(g, args.alpha):
+        for n in view.notes(g, args.alpha):
             console.print(f"[dim]note:[/] {n}")
     if result.unmatched:
         console.print()

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import time
 from collections.abc import Iterable, Sequence
 
 from hoplab import metrics
 from hoplab.analysis.compare import MetricComparison
+from hoplab.analysis.groups import Comparison
 from hoplab.record import Metric, RunRecord
+from hoplab.render import comparison as view
 from hoplab.render.charts import Chart, figure_json
 from hoplab.render.headline import HEADLINE
 from hoplab.render.run_view import CPU_COLUMNS, FLOW_COLUMNS, IFACE_COLUMNS, QDISC_COLUMNS
-from hoplab.render.units import figure, metric_name, pairs
+from hoplab.render.units import figure, pairs
 from hoplab.store import RunSummary
 
 CSS = """
@@ -185,21 +186,39 @@ def headline_table(runs: Sequence[RunSummary], link: str | None = None) -> Html:
     return table(head, rows, numeric=(0, 6, *range(8, 8 + len(names))))
 
 
-def _pct(x: float) -> str:
-    return "-" if math.isnan(x) else f"{x:+.1f} %"
-
-
-def comparison_table(comps: Sequence[MetricComparison]) -> Html:
+def comparison_table(comps: Sequence[MetricComparison], alpha: float = 0.05) -> Html:
     rows = []
     for c in comps:
         cls = {"better": "better", "worse": "worse", "same": "same"}.get(c.verdict, "na")
-        ci = "-" if math.isnan(c.ci_low_pct) else \
-            f"{c.ci_low_pct:+.1f} … {c.ci_high_pct:+.1f} %"
-        rows.append((metric_name(c.metric, c.flow, c.node, c.key),
-                     figure(c.a_median, c.metric, c.unit), len(c.a_values),
+        rows.append((view.row_name(c), figure(c.a_median, c.metric, c.unit), len(c.a_values),
                      figure(c.b_median, c.metric, c.unit), len(c.b_values),
-                     _pct(c.change_pct), ci,
+                     view.pct(c.change_pct), view.ci(c),
                      "-" if c.p_value is None else f"{c.p_value:.3g}",
                      Html(f'<span class="verdict {cls}">{esc(c.verdict)}</span>')))
-    return table(("metric", "A median", "A runs", "B median", "B runs", "change", "95 % CI",
+    return table(("metric", "A median", "A runs", "B median", "B runs", "change",
+                  f"{100 * (1 - alpha):g} % CI",
                   "p", "verdict (B vs A)"), rows, numeric=(1, 2, 3, 4, 5, 6, 7), cls="compare")
+
+
+def comparison_html(result: Comparison, alpha: float = 0.05, link: str | None = None) -> Html:
+    """Every group of a comparison (analysis.groups.compare_groups) as `hoplab compare`
+    prints it: title, sides, table, warnings and notes; `link` % id makes ids links."""
+    def ids(xs: Sequence[int]) -> str:
+        if link is None:
+            return ", ".join(str(i) for i in xs)
+        return ", ".join(f'<a href="{esc(link % i)}">{i}</a>' for i in xs)
+    parts = []
+    for g in result.groups:
+        sides = " against ".join(f"{name} = {esc(label)}" for name, label in
+                                 (("B", g.b_label), ("A", g.a_label)) if label)
+        notes = "".join(f'<p class="note">warning: {esc(w)}</p>' for w in g.warnings)
+        notes += "".join(f'<p class="note">note: {esc(n)}</p>' for n in view.notes(g, alpha))
+        parts.append(f'<section class="comparison" data-group="{esc(g.title)}">'
+                     f"<h3>{esc(g.title)}{': ' + sides if sides else ''}</h3>"
+                     f'<p class="note">A: runs {ids(g.a_ids)}; B: runs {ids(g.b_ids)}.</p>'
+                     f"{comparison_table(view.ordered(g), alpha)}{notes}</section>")
+    parts += [f'<p class="note">not compared: {esc(u)}</p>' for u in result.unmatched]
+    parts.append(f'<p class="note">One observation per run. better/worse: Mann-Whitney p ≤ '
+                 f"{alpha:g}, the bootstrap {100 * (1 - alpha):g} % CI of the change of "
+                 "medians excludes 0 and the change is at least 1 % (docs/compare.md).</p>")
+    return Html("".join(parts))

@@ -2,8 +2,8 @@
 
 Everything is inside the file: plotly.js (inlined once), the figures' data, the
 metadata and the tables, so it opens offline, from a mail or a CI artifact, years
-later. Several runs of one test that fall into two groups (by variant, else by
-labels) get a comparison with verdicts; other sets get one headline row per run.
+later. Runs that split into two sides (by one variant key, else by one label key) get
+the comparison `hoplab compare` would print for those sides, with its verdicts.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from hoplab import __version__
-from hoplab.analysis.compare import MetricComparison, compare_runs
+from hoplab.analysis.groups import Comparison, compare_groups, split_sides
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 from hoplab.render import charts
@@ -22,9 +21,8 @@ from hoplab.render.decimate import DEFAULT_POINTS
 from hoplab.render.html import (
     CSS,
     DRAW_JS,
-    Html,
     chart,
-    comparison_table,
+    comparison_html,
     esc,
     headline_table,
     metadata_details,
@@ -32,19 +30,8 @@ from hoplab.render.html import (
     run_tables,
 )
 from hoplab.render.profile_html import data_uri, flamegraph_svg, folded_of, profile_section
-from hoplab.render.summary import _sort_key
 from hoplab.render.units import pairs
 from hoplab.store import RunSummary
-
-
-@dataclass(frozen=True)
-class Comparison:
-    title: str                  # experiment/test
-    a: str                      # what side A is: "qos=off"
-    b: str
-    a_ids: tuple[int, ...]
-    b_ids: tuple[int, ...]
-    rows: tuple[MetricComparison, ...]
 
 
 @functools.cache
@@ -68,52 +55,18 @@ def summary_of(rec: RunRecord) -> RunSummary:
                       metrics=whole)
 
 
-def _two_sides(runs: Sequence[RunRecord]) -> tuple[str, str, list[RunRecord],
-                                                    list[RunRecord]] | None:
-    for what in ("variant", "labels"):
-        sides: dict[str, list[RunRecord]] = {}
-        for r in runs:
-            sides.setdefault(pairs(getattr(r, what)), []).append(r)
-        if len(sides) == 2:
-            (a, ra), (b, rb) = sorted(sides.items(),
-                                      key=lambda kv: _sort_key(getattr(kv[1][0], what)))
-            return a, b, ra, rb
-    return None
-
-
-def comparisons(runs: Sequence[RunRecord]) -> list[Comparison]:
-    """Per experiment and test, A against B where its runs split into exactly two groups
-    by variant (else by labels); A is the lower value (qos=off before qos=on, hops=1
-    before hops=2). Custom tests compare per flow too: their flows have different jobs."""
-    by_test: dict[tuple[str, str], list[RunRecord]] = {}
-    for r in runs:
-        if r.status == "ok":
-            by_test.setdefault((r.experiment, r.test), []).append(r)
-    out = []
-    for (experiment, test), group in by_test.items():
-        sides = _two_sides(group)
-        if sides is None:
-            continue
-        a, b, ra, rb = sides
-        try:
-            rows = compare_runs(ra, rb, per_flow=ra[0].kind == "custom")
-        except UsageError:
-            continue        # e.g. different measurement versions: not comparable
-        out.append(Comparison(f"{experiment}/{test}", a, b, tuple(r.id or 0 for r in ra),
-                              tuple(r.id or 0 for r in rb), tuple(rows)))
-    return out
-
-
-def comparison_section(c: Comparison, link: str | None = None) -> Html:
-    def ids(xs: Sequence[int]) -> str:
-        if link is None:
-            return ", ".join(str(i) for i in xs)
-        return ", ".join(f'<a href="{esc(link % i)}">{i}</a>' for i in xs)
-    return Html(f"<h3>{esc(c.title)}: B = {esc(c.b)} against A = {esc(c.a)}</h3>"
-                f'<p class="note">A: runs {ids(c.a_ids)}; B: runs {ids(c.b_ids)}. One '
-                "observation per run; verdict from a Mann-Whitney test and a bootstrap "
-                "confidence interval of the change of medians.</p>"
-                + comparison_table(c.rows))
+def comparison(runs: Sequence[RunRecord]) -> tuple[Comparison | None, str]:
+    """The runs' comparison, as `hoplab compare` makes it, when they split into two sides
+    (analysis.groups.split_sides); else None and why."""
+    sides = split_sides(runs)
+    if sides is None:
+        return None, ("no comparison: the runs do not split into two sides by one variant "
+                      "or label key; `hoplab compare A B` compares any two selections")
+    key, a, b = sides
+    try:
+        return compare_groups(a, b), ""
+    except UsageError as exc:       # e.g. different measurement versions: not comparable
+        return None, f"no comparison by {key}: {exc}"
 
 
 def page(title: str, body: str, head: str = "") -> str:
@@ -150,10 +103,11 @@ def build_report(runs: Sequence[RunRecord], store: str,
                        "and caption say so); the tables hold the exact figures.</p>"]
     if len(runs) > 1:
         body += ["<h2>Runs</h2>", headline_table([summary_of(r) for r in runs], "#run-%d")]
-        found = comparisons(runs)
-        if found:
-            body.append("<h2>Comparison</h2>")
-            body += [comparison_section(c, "#run-%d") for c in found]
+        found, why = comparison(runs)
+        if found is not None:
+            body += ["<h2>Comparison</h2>", comparison_html(found, link="#run-%d")]
+        else:
+            body.append(f'<p class="note">{esc(why)}</p>')
     cdf = charts.latency_cdf(runs)
     if cdf is not None and len(runs) > 1:
         body += ["<h2>Latency across runs</h2>", chart(cdf)]

@@ -132,7 +132,7 @@ class Dashboard:
         return Response(200, svg.encode(), "image/svg+xml")
 
     def _compare(self, query: dict[str, list[str]]) -> tuple[str, str, Any, Any]:
-        from hoplab.analysis.compare import compare_runs
+        from hoplab.analysis.groups import compare_groups
         from hoplab.analysis.select import select_pair
 
         a, b = ((query.get(k) or [""])[-1].strip() for k in ("a", "b"))
@@ -140,8 +140,10 @@ class Dashboard:
             return a, b, None, None
         ids = select_pair(self.store, a, b)
         sides = [[self.store.get_run(i, series=False) for i in side] for side in ids]
-        per_flow = (query.get("per_flow") or [""])[-1] in ("1", "on", "true")
-        return a, b, compare_runs(sides[0], sides[1], per_flow=per_flow), ids
+        # As `hoplab compare`: without per_flow, custom tests still compare each flow.
+        per_flow = True if (query.get("per_flow") or [""])[-1] in ("1", "on", "true") \
+            else None
+        return a, b, compare_groups(sides[0], sides[1], per_flow=per_flow), ids
 
     def compare(self, query: dict[str, list[str]]) -> Response:
         try:
@@ -155,9 +157,10 @@ class Dashboard:
         _, _, result, ids = self._compare(query)
         if result is None:
             raise UsageError("give both sides: /api/compare?a=SPEC&b=SPEC")
-        return _json(_nan_free({"a": ids[0], "b": ids[1],
-                                "metrics": [dataclasses.asdict(c) | {"label": c.label}
-                                            for c in result]}))
+        from hoplab.render.comparison import to_json
+
+        # The same document as `hoplab compare --json` (groups, unmatched).
+        return _json({"a": ids[0], "b": ids[1], **to_json(result)})
 
     def _trend(self, query: dict[str, list[str]]) -> tuple[str, str, dict[str, str], Any]:
         from hoplab.analysis.series_trend import trend

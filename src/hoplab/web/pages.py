@@ -10,14 +10,15 @@ from typing import Any
 from urllib.parse import urlencode
 
 from hoplab import metrics
-from hoplab.analysis.compare import MetricComparison
+from hoplab.analysis.groups import Comparison
 from hoplab.record import RunRecord
 from hoplab.render.charts import Chart
+from hoplab.render.comparison import counts
 from hoplab.render.html import (
     DRAW_JS,
     Html,
     chart,
-    comparison_table,
+    comparison_html,
     esc,
     headline_table,
     metadata_details,
@@ -110,7 +111,7 @@ def run_page(rec: RunRecord, store: str) -> str:
                  f"repetition {rec.repetition})", body, store)
 
 
-def compare_page(a: str, b: str, store: str, result: Sequence[MetricComparison] | None = None,
+def compare_page(a: str, b: str, store: str, result: Comparison | None = None,
                  ids: tuple[Sequence[int], Sequence[int]] | None = None,
                  error: str | None = None) -> str:
     form = ('<form method="get" action="/compare">A (baseline) <input type="text" name="a" '
@@ -122,15 +123,11 @@ def compare_page(a: str, b: str, store: str, result: Sequence[MetricComparison] 
     if result is not None and ids is not None:
         def links(xs: Sequence[int]) -> str:
             return ", ".join(f'<a href="/run/{i}">{i}</a>' for i in xs)
-        counts = {v: sum(c.verdict == v for c in result) for v in ("better", "worse", "same")}
+        n = counts(result)
         parts.append(f"<p>A: runs {links(ids[0])}<br>B: runs {links(ids[1])}</p>"
-                     f'<p id="summary">B against A: {counts["better"]} better, '
-                     f'{counts["worse"]} worse, {counts["same"]} same, '
-                     f"{len(result) - sum(counts.values())} without a verdict</p>"
-                     + comparison_table(result)
-                     + '<p class="note">One observation per run. better/worse: Mann-Whitney '
-                       "p ≤ 0.05, the bootstrap 95 % CI of the change of medians excludes 0 "
-                       "and the change is at least 1 %.</p>")
+                     f'<p id="summary">B against A: {n["better"]} better, {n["worse"]} worse, '
+                     f'{n["same"]} same, {n["without"]} without a verdict</p>'
+                     + comparison_html(result, link="/run/%d"))
     return _page("Compare", "".join(parts), store)
 
 

@@ -1,0 +1,99 @@
+"""What every front end shows of a comparison (analysis.groups.compare_groups): the
+order of its rows, the notes under a group, and its JSON form. The CLI, the HTML
+report and the dashboard render these; none of them groups runs or judges."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Any
+
+from hoplab.render.headline import HEADLINE
+from hoplab.render.units import metric_name
+
+if TYPE_CHECKING:
+    # Types only: analysis imports numpy, which a CLI's --help should not pay for.
+    from hoplab.analysis.compare import MetricComparison
+    from hoplab.analysis.groups import Comparison, GroupComparison
+
+
+def ordered(g: GroupComparison, explicit: bool = False) -> list[MetricComparison]:
+    """The rows of a group: as asked for when `explicit`, else the test kind's headline
+    figures first, then the other whole-run ones, then each flow's."""
+    if explicit:
+        return list(g.metrics)
+    first = HEADLINE.get(g.kind, ())
+    return sorted(g.metrics, key=lambda m: (
+        m.flow is not None, first.index(m.metric) if m.metric in first else len(first)))
+
+
+def row_name(m: MetricComparison) -> str:
+    return metric_name(m.metric, m.flow, m.node, m.key)
+
+
+def pct(x: float) -> str:
+    # Adding 0.0 turns a rounded -0.0 into 0.0: "-0.0 %" reads as a loss that is not there.
+    return "-" if math.isnan(x) else f"{round(x, 1) + 0.0:+.1f} %"
+
+
+def ci(m: MetricComparison) -> str:
+    return "-" if math.isnan(m.ci_low_pct) else \
+        f"{pct(m.ci_low_pct)[:-2]} .. {pct(m.ci_high_pct)}"
+
+
+def runs(ids: tuple[int, ...] | list[int]) -> str:
+    shown = ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
+    return f"{len(ids)} run{'s' * (len(ids) != 1)} ({shown})"
+
+
+def notes(g: GroupComparison, alpha: float) -> list[str]:
+    """Why rows of a group have no verdict, and how many runs would give one."""
+    from hoplab.analysis.compare import min_p_value
+
+    sizes = sorted({(len(m.a_values), len(m.b_values)) for m in g.metrics
+                    if m.verdict == "not enough data"})
+    out = []
+    for na, nb in sizes:
+        if min(na, nb) < 2:
+            out.append(f"{na} + {nb} runs: one run shows no spread, so a difference cannot "
+                       "be told from noise; repeat each side (repeat = 5 in the experiment)")
+        else:
+            need = next(n for n in range(2, 50) if min_p_value(n, n) <= alpha)
+            out.append(f"{na} + {nb} runs: the rank test cannot reach p <= {alpha:g} (its "
+                       f"smallest p is {min_p_value(na, nb):.2g}); {need} runs per side can")
+    return out
+
+
+def counts(result: Comparison) -> dict[str, int]:
+    """How many rows of every group have each verdict."""
+    out = {"better": 0, "worse": 0, "same": 0, "without": 0}
+    for g in result.groups:
+        for m in g.metrics:
+            out[m.verdict if m.verdict in out else "without"] += 1
+    return out
+
+
+def finite_or_none(x: Any) -> Any:
+    """`x` with every NaN and infinity as None, in dicts, lists and tuples too: JSON
+    has neither, and a consumer reads null as "not computable"."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite_or_none(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [finite_or_none(v) for v in x]
+    return x
+
+
+def to_json(result: Comparison, explicit: bool = False) -> dict[str, Any]:
+    """`groups` (each with its metrics, every field plus `label`, `name` and `unit` from
+    the registry) and `unmatched`, JSON-ready."""
+    groups = []
+    for g in result.groups:
+        data = dataclasses.asdict(g)
+        data["metrics"] = [dataclasses.asdict(m) | {"label": m.label, "name": row_name(m)}
+                           for m in ordered(g, explicit)]
+        groups.append(data)
+    out: dict[str, Any] = finite_or_none({"groups": groups,
+                                          "unmatched": list(result.unmatched)})
+    return out
