@@ -4,31 +4,53 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Debian packages for the lab tools, the PostgreSQL and Chromium tests, the venv
+# (python3-venv) and building Rust code (gcc and libc6-dev: the linker; curl for rustup).
 APT_PACKAGES := iperf3 irtt fping iputils-ping iproute2 nftables ethtool \
-	wireguard-tools wireguard-go linux-perf postgresql chromium
-APT_TOOLS := iperf3 irtt fping ping ip tc nft ethtool wg wireguard-go perf chromium \
-	$(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) postgresql-initdb)
+	wireguard-tools wireguard-go linux-perf postgresql chromium \
+	python3-venv gcc libc6-dev curl ca-certificates
 
-CARGO ?= cargo
+# Debian 12's cargo (0.66) is too old for wire/Cargo.lock (version 4): a rustup toolchain,
+# pinned, in ~/.cargo. CARGO is looked up when used, so a toolchain `make rust` has just
+# installed is the one the next rule runs.
+RUST_VERSION := 1.95.0
+CARGO ?= $(firstword $(wildcard $(HOME)/.cargo/bin/cargo) $(shell command -v cargo) cargo)
 WIRE_DIR := wire
 WIRE_SRC := $(wildcard $(WIRE_DIR)/src/*.rs) $(WIRE_DIR)/Cargo.toml $(WIRE_DIR)/Cargo.lock
 WIRE_BIN := $(BIN)/hoplab-wire
 
-.PHONY: all setup system venv wire wire-test inferno demo test check lint typecheck unit lab-tests \
-	bench clean distclean
+.PHONY: all setup system rust venv wire wire-test inferno demo test check lint typecheck unit \
+	lab-tests bench clean distclean
 
 all: setup
 
-setup: system venv wire inferno
+setup: system rust venv wire inferno
 
-# System tools: installed only when one is missing; never pulls recommends
+# System packages: only those not installed yet; never pulls recommends
 # (wireguard-tools would otherwise bring a whole kernel image).
 system:
-	@missing=0; for t in $(APT_TOOLS); do command -v $$t >/dev/null 2>&1 || missing=1; done; \
-	if [ $$missing = 1 ]; then \
-		echo "installing system tools: $(APT_PACKAGES)"; \
+	@missing=$$(for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing system packages:" $$missing; \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-			--no-install-recommends $(APT_PACKAGES); \
+			--no-install-recommends $$missing; \
+	fi
+
+# A cargo that can build the wire (reads its version 4 Cargo.lock), or rustup's.
+rust:
+	@if ! $(CARGO) metadata --locked --offline --no-deps --format-version 1 \
+		--manifest-path $(WIRE_DIR)/Cargo.toml >/dev/null 2>&1; then \
+		echo "installing Rust $(RUST_VERSION) with rustup into ~/.cargo"; \
+		init=$$(mktemp -d)/rustup-init && \
+		curl --proto '=https' --tlsv1.2 -sSf -o $$init \
+			https://static.rust-lang.org/rustup/dist/$$(uname -m)-unknown-linux-gnu/rustup-init && \
+		chmod +x $$init && $$init -y -q --no-modify-path --profile minimal \
+			--component clippy --default-toolchain $(RUST_VERSION) && \
+		rm -r $$(dirname $$init) && \
+		$(HOME)/.cargo/bin/cargo metadata --locked --offline --no-deps --format-version 1 \
+			--manifest-path $(WIRE_DIR)/Cargo.toml >/dev/null; \
 	fi
 
 venv: $(STAMP)
@@ -46,14 +68,14 @@ INFERNO_BIN := $(BIN)/inferno-flamegraph
 
 inferno: $(INFERNO_BIN)
 
-$(INFERNO_BIN): | $(STAMP)
+$(INFERNO_BIN): | $(STAMP) rust
 	$(CARGO) install --locked --quiet --root $(VENV) inferno --version $(INFERNO_VERSION)
 
 # The userspace link emulator (docs/wire.md), installed next to the venv's python,
 # where hoplab looks for it. Rebuilt only when its sources change.
 wire: $(WIRE_BIN)
 
-$(WIRE_BIN): $(WIRE_SRC) | $(STAMP)
+$(WIRE_BIN): $(WIRE_SRC) | $(STAMP) rust
 	$(CARGO) build --release --locked --quiet --manifest-path $(WIRE_DIR)/Cargo.toml
 	install -m 0755 $(WIRE_DIR)/target/release/hoplab-wire $@
 

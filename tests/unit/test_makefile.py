@@ -1,0 +1,50 @@
+"""What `make test` (the README's test command, run by .ci/run) and `make check` run,
+read from make's dry run: the whole suite and every check, and no root for check."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def dry_run(*args: str) -> str:
+    make = shutil.which("make")
+    assert make is not None, "make is not installed"
+    proc = subprocess.run([make, "-n", "-C", str(REPO), *args], capture_output=True, text=True,
+                          timeout=60, check=False,
+                          env={k: v for k, v in os.environ.items()
+                               if k not in ("HOPLAB_REQUIRE_ALL", "MAKEFLAGS")})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_make_test_runs_lint_types_wire_and_every_test() -> None:
+    out = dry_run("test", "HOPLAB_REQUIRE_ALL=1")
+    assert ".venv/bin/ruff check src tests bench" in out
+    assert ".venv/bin/mypy\n" in out
+    assert "cargo test --locked" in out and "cargo clippy" in out
+    # pytest over all of tests/ (unit, lab, store, web), where a skip fails.
+    assert "HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q tests\n" in out
+
+
+def test_make_test_as_root_requires_every_test() -> None:
+    expected = "1" if os.geteuid() == 0 else "0"
+    assert f"HOPLAB_REQUIRE_ALL={expected} .venv/bin/pytest -q tests\n" in dry_run("test")
+
+
+def test_ci_runs_make_test_requiring_every_test() -> None:
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "make setup\n" in ci and "make test HOPLAB_REQUIRE_ALL=1\n" in ci
+
+
+def test_make_check_is_lint_types_and_unit_tests_without_root() -> None:
+    out = dry_run("check")
+    assert ".venv/bin/ruff check src tests bench" in out
+    assert ".venv/bin/mypy\n" in out
+    assert ".venv/bin/pytest -q tests/unit\n" in out
+    for needs_root in ("apt-get", "sudo", "ip netns", "cargo", "HOPLAB_REQUIRE_ALL=1"):
+        assert needs_root not in out, needs_root
