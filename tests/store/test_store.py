@@ -155,6 +155,22 @@ def test_list_runs_by_id_and_limit(store: Store) -> None:
     assert store.list_runs(limit=0) == []
     with pytest.raises(UsageError, match="limit"):
         store.list_runs(limit=-1)
+    # A page further on: offset counts matching runs, in SQL or among labels.
+    assert [r.id for r in store.list_runs(offset=1, limit=2)] == [ids["b"], ids["c"]]
+    assert [r.id for r in store.list_runs({"hops": "2"}, offset=1, limit=1)] == [ids["c"]]
+    assert [r.id for r in store.list_runs({"hops": "2"}, offset=2)] == [ids["d"]]
+    assert store.list_runs({"id": "99999999999999999999"}) == []
+    with pytest.raises(UsageError, match="offset"):
+        store.list_runs(offset=-1)
+
+
+def test_ids_in_a_range_are_counted_in_the_store(store: Store) -> None:
+    ids = sorted(_save_many(store).values())
+    assert store.count_ids(1, 10**12) == 4
+    assert store.count_ids(ids[1], 2**70) == 3        # past 64 bits: no such run, no error
+    assert store.count_ids(2**70, 2**71) == 0
+    assert store.ids_between(0, 10**12, limit=3) == ids[:3]
+    assert store.ids_between(ids[2], ids[2], limit=5) == [ids[2]]
 
 
 def test_run_summary(store: Store) -> None:

@@ -27,6 +27,10 @@ from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
 from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location
 
 _IN_CHUNK = 500             # run ids per IN (...) when reading headline metrics
+_STREAM = 500               # rows fetched at a time when runs are matched on labels
+# The largest id a query may name: SQLite's and PostgreSQL's integers are 64-bit, and a
+# bigger number in a query is an error, not "no such run".
+MAX_ID = 2**63 - 1
 
 _RUNS, _METRICS, _SERIES, _RAW = TABLES.runs, TABLES.metrics, TABLES.series, TABLES.raw_outputs
 
@@ -63,6 +67,12 @@ def _as_strings(value: Any) -> set[str]:
         return {str(value), json.dumps(value)}
     except (TypeError, ValueError):
         return {str(value)}
+
+
+def _big(n: int) -> sa.BindParameter[int]:
+    # As BIGINT: PostgreSQL's id is a 32-bit INTEGER, and a larger number bound as one
+    # is an error rather than an id no run has.
+    return sa.literal(n, sa.BigInteger)
 
 
 def _value(value: float | None) -> float:
@@ -226,32 +236,48 @@ class Store:
         return codec.decompress_raw(blob)
 
     def list_runs(self, filters: Mapping[str, str] | None = None, *,
-                  limit: int | None = None) -> list[RunSummary]:
-        """Runs in id order, at most `limit`, matching every filter.
+                  limit: int | None = None, offset: int = 0) -> list[RunSummary]:
+        """Runs in id order matching every filter: at most `limit`, after skipping `offset`.
 
         A filter key is a column (id, experiment, experiment_id, test, kind, status),
         else a label or a variant key; values compare as text.
         """
         if limit is not None and limit < 0:
             raise UsageError(f"limit must be 0 or more, not {limit}")
+        if offset < 0:
+            raise UsageError(f"offset must be 0 or more, not {offset}")
         stmt = sa.select(*(c for c in _RUNS.c if c.name not in ("metadata", "error"))
                          ).order_by(_RUNS.c.id)
         others: dict[str, str] = {}
         for key, value in (filters or {}).items():
             if key == "id":
-                if not str(value).strip().isdigit():
+                text = str(value).strip()
+                if not text.isdigit() or int(text) > MAX_ID:
                     return []
-                stmt = stmt.where(_RUNS.c.id == int(value))
+                stmt = stmt.where(_RUNS.c.id == _big(int(text)))
             elif key in FILTER_COLUMNS:
                 stmt = stmt.where(_RUNS.c[key] == str(value))
             else:
                 others[key] = str(value)
-        if limit is not None and not others:
-            stmt = stmt.limit(limit)
+        if not others:
+            stmt = stmt.offset(offset).limit(limit)
         with self._read("cannot list runs") as conn:
-            rows = [r for r in conn.execute(stmt).mappings() if self._matches(r, others)]
-            if limit is not None:
-                rows = rows[:limit]
+            rows: list[sa.RowMapping] = []
+            if others:
+                # Labels and variants are JSON: matched here, streamed so that a limit
+                # reads no more of a large store than it needs.
+                skip = offset
+                with conn.execution_options(yield_per=_STREAM).execute(stmt) as result:
+                    for r in result.mappings():
+                        if limit is not None and len(rows) >= limit:
+                            break
+                        if self._matches(r, others):
+                            if skip:
+                                skip -= 1
+                            else:
+                                rows.append(r)
+            else:
+                rows = list(conn.execute(stmt).mappings())
             headline = self._headline(conn, [r["id"] for r in rows])
         return [
             RunSummary(id=r["id"], experiment=r["experiment"], experiment_id=r["experiment_id"],
@@ -261,6 +287,25 @@ class Store:
                        metrics=headline.get(r["id"], {}))
             for r in rows
         ]
+
+    def count_ids(self, lo: int, hi: int) -> int:
+        """How many runs have an id from `lo` to `hi` (both included)."""
+        if lo > min(hi, MAX_ID):
+            return 0
+        stmt = sa.select(sa.func.count()).select_from(_RUNS).where(
+            _RUNS.c.id.between(_big(max(lo, 0)), _big(min(hi, MAX_ID))))
+        with self._read("cannot count runs") as conn:
+            return int(conn.execute(stmt).scalar() or 0)
+
+    def ids_between(self, lo: int, hi: int, *, limit: int) -> list[int]:
+        """The ids of stored runs from `lo` to `hi` (both included), the lowest `limit`."""
+        if lo > min(hi, MAX_ID) or limit <= 0:
+            return []
+        stmt = (sa.select(_RUNS.c.id)
+                .where(_RUNS.c.id.between(_big(max(lo, 0)), _big(min(hi, MAX_ID))))
+                .order_by(_RUNS.c.id).limit(limit))
+        with self._read("cannot list runs") as conn:
+            return [int(i) for i in conn.execute(stmt).scalars()]
 
     @staticmethod
     def _matches(row: sa.RowMapping, filters: Mapping[str, str]) -> bool:

@@ -30,6 +30,9 @@ from hoplab.web import pages
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
 _GZIP_MIN = 1024
 _RESERVED = {"q", "metric", "by"}
+# A compare side reads each run's metrics: a bound keeps one request's memory and time
+# bounded whatever the store holds (the CLI has none; it is not open to web pages).
+MAX_SIDE_RUNS = 1000
 
 
 @dataclass
@@ -138,7 +141,7 @@ class Dashboard:
         a, b = ((query.get(k) or [""])[-1].strip() for k in ("a", "b"))
         if not a or not b:
             return a, b, None, None
-        ids = select_pair(self.store, a, b)
+        ids = select_pair(self.store, a, b, limit=MAX_SIDE_RUNS)
         sides = [[self.store.get_run(i, series=False) for i in side] for side in ids]
         # As `hoplab compare`: without per_flow, custom tests still compare each flow.
         per_flow = True if (query.get("per_flow") or [""])[-1] in ("1", "on", "true") \

@@ -1,0 +1,90 @@
+"""One request cannot take the dashboard's memory or time, whatever numbers it names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hoplab.analysis.select import select
+from hoplab.errors import UsageError
+from hoplab.store import open_store
+from tests.helpers.runs import make_run
+
+# Run in a child whose address space is capped, so that code building a range in
+# memory fails there (MemoryError) instead of taking this machine's memory.
+_CHILD = textwrap.dedent("""
+    import json, resource, sys, time, tracemalloc
+    from hoplab.analysis.select import select
+    from hoplab.errors import UsageError
+    from hoplab.store import open_store
+    from hoplab.web.app import Dashboard
+
+    with open_store(sys.argv[1]) as store:
+        dash = Dashboard(store)
+        dash.handle("/api/runs"), dash.handle("/compare?a=1")   # imports warmed up
+        with open("/proc/self/status") as f:
+            vm = next(int(l.split()[1]) for l in f if l.startswith("VmSize:")) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (vm + 512 * 2**20, resource.RLIM_INFINITY))
+        out = {}
+        for name, target in json.loads(sys.argv[2]).items():
+            tracemalloc.start()
+            t0 = time.monotonic()
+            resp = dash.handle(target)
+            elapsed = time.monotonic() - t0
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            out[name] = {"status": resp.status, "seconds": elapsed, "peak": peak,
+                         "body": resp.body.decode(errors="replace")}
+        try:
+            select(store, "1-999999999999,10000000000000")
+        except UsageError as exc:
+            out["select"] = str(exc)
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "runs.db"
+    with open_store(str(path)) as store:
+        for rep in range(1, 5):
+            for qos in ("off", "on"):
+                store.save_run(make_run(rep=rep, variant={"qos": qos}, goodput=1e6 * rep))
+    return path
+
+
+def test_a_huge_range_is_answered_at_once_in_little_memory(db: Path) -> None:
+    targets = {"compare": "/compare?a=1-999999999999&b=8",
+               "api": "/api/compare?a=1-999999999999&b=8",
+               "beyond_64_bits": "/api/compare?a=1-99999999999999999999999&b=8",
+               "all_stored": "/api/compare?a=1-7&b=8"}
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(db), json.dumps(targets)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    for name in ("compare", "api", "beyond_64_bits"):
+        # The API answers "no run N" as 404, like /api/run/N; the page as a bad form.
+        assert out[name]["status"] == (400 if name == "compare" else 404), out[name]
+        assert out[name]["seconds"] < 1.0
+        assert out[name]["peak"] < 2 * 2**20, f"{name}: {out[name]['peak']} bytes"
+    assert "no run 9-999999999999 in sqlite" in out["compare"]["body"]
+    assert json.loads(out["api"]["body"])["error"].startswith("no run 9-999999999999 in ")
+    assert out["all_stored"]["status"] == 200
+    assert out["select"].startswith("no run 9-999999999999, 10000000000000 in ")
+
+
+def test_ranges_are_checked_in_the_store(db: Path) -> None:
+    with open_store(str(db)) as store:
+        assert select(store, "2-4,3-5") == [2, 3, 4, 5]
+        with pytest.raises(UsageError, match=r"^no run 9, 10, 12-15 in "):
+            select(store, "1-10,12-15")
+        with pytest.raises(UsageError, match="selects more than 3 runs"):
+            select(store, "1-4", limit=3)
+        with pytest.raises(UsageError, match="selects more than 3 runs"):
+            select(store, "qos=off", limit=3)
+        assert select(store, "1-3", limit=3) == [1, 2, 3]
