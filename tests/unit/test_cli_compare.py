@@ -1,9 +1,8 @@
-"""`hoplab compare` end to end: a store built from RunRecords, and a sample store."""
+"""`hoplab compare` end to end, on stores built from RunRecords."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,6 @@ import pytest
 from hoplab.cli.main import main
 from hoplab.store import open_store
 from tests.helpers.runs import make_run
-
-SAMPLE = Path("/tmp/hoplab-samples/router-and-qos.db")
 
 
 @pytest.fixture
@@ -83,12 +80,23 @@ def test_different_measurement_versions_exit_2(
     assert "only like with like" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not SAMPLE.exists(), reason=f"no sample store {SAMPLE}")
-def test_sample_store_qos_off_against_on(tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
-    copy = tmp_path / SAMPLE.name
-    shutil.copy(SAMPLE, copy)
-    assert main(["compare", "qos=off", "qos=on", "--db", str(copy), "--json"]) == 0
+def qos_store(path: Path) -> Path:
+    """A qos-under-load experiment as a router-and-QoS session stores one: four tests,
+    two repetitions with qos off and on; qos on cuts the RTT under load 10000-fold."""
+    with open_store(str(path)) as store:
+        for test in ("bulk", "fairness", "flood", "unloaded"):
+            for rep in (1, 2):
+                for qos, rtt in (("off", 900.0 + rep), ("on", 0.05 + rep / 1000)):
+                    run = make_run(test, rep=rep, variant={"qos": qos}, rtt_median=rtt,
+                                   goodput=90e6 + rep * 1e5)
+                    run.experiment = "qos-under-load"
+                    store.save_run(run)
+    return path
+
+
+def test_qos_off_against_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = qos_store(tmp_path / "router-and-qos.db")
+    assert main(["compare", "qos=off", "qos=on", "--db", str(store), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     titles = sorted(g["title"] for g in data["groups"])
     assert titles == [f"qos-under-load / {t}" for t in ("bulk", "fairness", "flood", "unloaded")]
@@ -97,7 +105,7 @@ def test_sample_store_qos_off_against_on(tmp_path: Path,
     # Two repetitions a side: a 10000-fold drop in RTT, and still no verdict at 0.05.
     assert rtt["b_median"] < rtt["a_median"] / 1000
     assert rtt["verdict"] == "not enough data" and rtt["p_value"] == pytest.approx(1 / 3)
-    assert main(["compare", "qos=off", "qos=on", "--db", str(copy), "--alpha", "0.34",
+    assert main(["compare", "qos=off", "qos=on", "--db", str(store), "--alpha", "0.34",
                  "--metric", "rtt_median"]) == 0
     out = capsys.readouterr().out
     assert "better" in out and "66 % CI" in out
