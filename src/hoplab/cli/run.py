@@ -4,26 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from typing import TYPE_CHECKING, Any
 
 from hoplab.cli import store_arg
-from hoplab.record import RunRecord
-from hoplab.render.console import console as make_console
-from hoplab.render.summary import summary_rows, summary_table
-from hoplab.run.experiment import ExperimentRunner, Job
-from hoplab.run.experiment import Progress as RunProgress
-from hoplab.spec.experiment import Experiment, Test, Variant
-from hoplab.spec.experiment_loader import load_experiment
+from hoplab.lab.signals import terminate_as_interrupt
 from hoplab.spec.names import given, lab_name
-from hoplab.store import open_store
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from hoplab.record import RunRecord
+    from hoplab.run.experiment import ExperimentRunner, Job
+    from hoplab.run.experiment import Progress as RunProgress
+    from hoplab.spec.experiment import Experiment, Test, Variant
+
+# The runner, the store and rich are imported in the functions that use them: at the
+# top they would make `hoplab run --help` take a second.
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,21 +40,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run, needs_root=True)
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP end a run as Ctrl-C does: the current run is stored as
-    interrupted and the lab comes down."""
-    def handler(_sig: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
@@ -67,6 +50,8 @@ def _expected_seconds(exp: Experiment) -> float:
 
 def _progress(exp: Experiment, bar: Progress | None, console: Console
               ) -> tuple[RunProgress, list[float]]:
+    from hoplab.run.experiment import Progress as RunProgress
+
     done = [0.0]
     total = exp.runs()
     task = bar.add_task("starting", total=_expected_seconds(exp)) if bar else None
@@ -97,6 +82,8 @@ def _progress(exp: Experiment, bar: Progress | None, console: Console
 
 def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupted: bool
           ) -> dict[str, Any]:
+    from hoplab.render.summary import summary_rows
+
     return {
         "experiment": exp.name, "experiment_id": runner.experiment_id, "seed": exp.seed,
         "store": store_desc, "interrupted": interrupted,
@@ -111,6 +98,20 @@ def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupte
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from hoplab.render.console import console as make_console
+    from hoplab.render.summary import summary_table
+    from hoplab.run.experiment import ExperimentRunner
+    from hoplab.spec.experiment_loader import load_experiment
+    from hoplab.store import open_store
+
     if args.lab_name is not None:
         given(lab_name, args.lab_name, "run --lab-name")
     exp = load_experiment(args.experiment, args.sets, repeat=args.repeat)
@@ -129,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
                           f"{_n(exp.runs(), 'run')}, seed {exp.seed}, store {store.describe()}")
         interrupted = False
         try:
-            with _sigterm_as_interrupt():
+            # The first Ctrl-C, SIGTERM or SIGHUP stops the experiment; the ones after it
+            # are ignored until the current run is stored and the lab is down.
+            with terminate_as_interrupt(shield_after_first=True):
                 if bar is not None:
                     with bar:
                         runner.run()

@@ -10,12 +10,9 @@ and one `tc -batch` run from a thread that has entered it.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,6 +23,7 @@ from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab
 from hoplab.lab.requirements import impairment_backend, requirements_problems
 from hoplab.lab.shaping import tc_lines
+from hoplab.lab.signals import shielded, terminate_as_interrupt
 from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
 from hoplab.lab.teardown import check_done, teardown
@@ -207,7 +205,8 @@ def up(lab: Lab, *, caps: Capabilities | None = None,
         result.steps[name] = now - start
         return now
 
-    with _terminate_as_interrupt():
+    # After the first signal the others are ignored: the teardown below must finish.
+    with terminate_as_interrupt(shield_after_first=True):
         try:
             t = time.monotonic()
             say("namespaces")
@@ -246,45 +245,11 @@ def up(lab: Lab, *, caps: Capabilities | None = None,
                  "stats": str(w.stats)} for w in wires.values()]
             state.save()
         except BaseException:
-            with _shielded():
+            with shielded():
                 teardown(state, run_hooks=False)
             raise
     result.seconds = time.monotonic() - t0
     return result
-
-
-@contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """Let `kill` (SIGTERM, SIGHUP) unwind like Ctrl-C, so the build is removed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    sigs = (signal.SIGTERM, signal.SIGHUP)
-    old = {sig: signal.signal(sig, interrupt) for sig in sigs}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-
-
-@contextmanager
-def _shielded() -> Iterator[None]:
-    """A second Ctrl-C must not abandon a half-done teardown."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sigs}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
 
 def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:

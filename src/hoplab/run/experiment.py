@@ -16,6 +16,7 @@ import random
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -30,6 +31,7 @@ from hoplab.lab import build, netns
 from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.plan import Plan
+from hoplab.lab.signals import shielded
 from hoplab.lab.summary import summarize
 from hoplab.record import MEASUREMENT_VERSION, RunRecord
 from hoplab.run.execute import TestResult, run_test
@@ -134,6 +136,15 @@ def _run_setup(variant: Variant, up: UpResult, cwd: Path) -> None:
                               f"{msg}")
 
 
+def _interrupted_by(e: KeyboardInterrupt) -> str:
+    # hoplab.lab.signals raises KeyboardInterrupt("signal N") for SIGTERM and SIGHUP.
+    what = str(e)
+    if what.startswith("signal ") and what[7:].isdigit() \
+            and int(what[7:]) != signal.SIGINT:
+        return f"interrupted by {signal.Signals(int(what[7:])).name}"
+    return "interrupted by the user (Ctrl-C)"
+
+
 class ExperimentRunner:
     def __init__(self, exp: Experiment, sink: RunSink, progress: Progress | None = None,
                  caps: Capabilities | None = None, lab_name: str | None = None) -> None:
@@ -154,17 +165,20 @@ class ExperimentRunner:
         variant = self.exp.variants[index]
         lab = dataclasses.replace(variant.lab, name=self.lab_name)
         self.progress.note(f"building the lab for {variant.label()}")
-        up = build.up(lab, caps=self.caps)
-        self._up = (index, up, {})
+        # build.up removes what it built if it fails; once it returns, _down owns the lab.
+        self._up = (index, build.up(lab, caps=self.caps), {})
+        up = self._up[1]
         _run_setup(variant, up, Path(self.exp.source).resolve().parent)
         self._up = (index, up, node_settings(up.plan))
         return up, self._up[2]
 
     def _down(self) -> None:
         if self._up is not None:
-            self._up = None
-            for warning in build.down(self.lab_name):
-                self.progress.note(f"warning: {warning}")
+            # A second Ctrl-C, or a SIGTERM, must not leave the lab half taken down.
+            with shielded():
+                self._up = None
+                for warning in build.down(self.lab_name):
+                    self.progress.note(f"warning: {warning}")
 
     def _record(self, job: Job, order: int, test: Test, started: float) -> RunRecord:
         variant = self.exp.variants[job.variant]
@@ -193,10 +207,11 @@ class ExperimentRunner:
             rec.metadata["nodes"] = settings
             result: TestResult = run_test(test, up.plan, workdir, self.progress.tick,
                                           Path(self.exp.source).resolve().parent)
-        except KeyboardInterrupt:
-            rec.status, rec.error = "interrupted", "interrupted by the user (Ctrl-C)"
+        except KeyboardInterrupt as e:
+            rec.status, rec.error = "interrupted", _interrupted_by(e)
             rec.duration_s = time.time() - rec.started_at
-            self._save(rec)
+            with shielded():
+                self._save(rec)
             raise
         except Exception as e:  # any failure fails this run, not the others
             # A HoplabError is a sentence for the user; anything else is a fault of ours or

@@ -1,0 +1,136 @@
+"""SIGTERM and SIGHUP stop `hoplab run` and `hoplab lab up` as Ctrl-C does, and no
+further signal, however many, can cut the teardown short: nothing is left behind and
+the finished runs are stored."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from hoplab.lab.state import LABS_DIR
+from hoplab.store import open_store
+from tests.helpers.lab import HOPLAB, lab_namespaces, live_pids, new_lab_name, pids_in
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+# The teardown command keeps the lab's teardown going for a second, for the signals
+# that follow the first one to land in it.
+LAB = """
+name = "s"
+[nodes.client]
+[nodes.r1]
+teardown = [["sleep", "1"]]
+[nodes.server]
+[[links]]
+between = ["client", "r1"]
+[[links]]
+between = ["r1", "server"]
+rate = "100mbit"
+"""
+EXPERIMENT = """
+lab = "lab.toml"
+repeat = 8
+pause = "0s"
+[[tests]]
+name = "bulk"
+kind = "tcp"
+from = "client"
+to = "server"
+duration = "1s"
+"""
+
+
+def pester(proc: subprocess.Popen[str], sig: signal.Signals, seconds: float = 30) -> None:
+    """Send `sig` every 20 ms until the process has exited."""
+    deadline = time.monotonic() + seconds
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(sig)
+        time.sleep(0.02)
+
+
+def alive(pids: set[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()
+            and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]]
+
+
+@pytest.mark.parametrize(("first", "then"), [
+    (signal.SIGTERM, signal.SIGTERM), (signal.SIGHUP, signal.SIGHUP),
+    (signal.SIGINT, signal.SIGTERM), (signal.SIGINT, signal.SIGINT)])
+def test_run_stopped_by_a_signal_and_pestered_leaves_nothing(
+        tmp_path: Path, first: signal.Signals, then: signal.Signals) -> None:
+    (tmp_path / "lab.toml").write_text(LAB)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT)
+    db = tmp_path / "runs.db"
+    name = new_lab_name()
+    proc = subprocess.Popen([*HOPLAB, "run", str(exp), "--db", str(db), "--lab-name", name],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        done = 0
+        while time.monotonic() < deadline and done < 2:
+            time.sleep(0.2)
+            if db.exists():
+                with open_store(str(db)) as store:
+                    done = len(store.list_runs())
+        assert done >= 2, "two runs should have finished within a minute"
+        time.sleep(0.5)  # part way into the next run: its iperf3 processes are running
+        inside = pids_in(lab_namespaces(name))
+        proc.send_signal(first)
+        time.sleep(0.05)
+        pester(proc, then)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert lab_namespaces(name) == set()
+    assert not (LABS_DIR / f"{name}.json").exists()
+    assert alive(inside) == []
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err, err
+    with open_store(str(db)) as store:
+        runs = store.list_runs()
+        statuses = [r.status for r in runs]
+        assert statuses[-1] == "interrupted" and statuses.count("interrupted") == 1
+        assert statuses.count("ok") == len(runs) - 1 >= 2
+        interrupted = store.get_run(runs[-1].id)
+        assert interrupted.error is not None
+        assert ("Ctrl-C" if first == signal.SIGINT else first.name) in interrupted.error
+        assert store.get_run(runs[0].id).metric("goodput") is not None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_lab_up_stopped_half_way_and_pestered_leaves_nothing(
+        tmp_path: Path, sig: signal.Signals) -> None:
+    file = tmp_path / "lab.toml"
+    file.write_text("[generate]\nchain = 150\n")
+    name = new_lab_name()
+    before = live_pids("ip", "tc")
+    proc = subprocess.Popen([*HOPLAB, "lab", "up", str(file), "--name", name],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None \
+                and not lab_namespaces(name):
+            time.sleep(0.002)
+        assert proc.poll() is None, "lab up finished before it could be interrupted"
+        proc.send_signal(sig)
+        pester(proc, sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert lab_namespaces(name) == set()
+    assert not (LABS_DIR / f"{name}.json").exists()
+    assert not (LABS_DIR / name).exists()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err, err
+    assert set(alive(live_pids("ip", "tc"))) <= before
