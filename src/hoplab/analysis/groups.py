@@ -14,7 +14,6 @@ result. split_sides is how the report finds A and B in one set of runs.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ from hoplab.analysis.compare import (
     compare_runs,
     parse_metric,
 )
+from hoplab.analysis.order import natural_key
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 
@@ -65,11 +65,6 @@ def _contrast(a: Sequence[RunRecord], b: Sequence[RunRecord], dims: list[str]) -
     return out
 
 
-def natural(text: str) -> list[tuple[int, int | str]]:
-    """A sort key that puts hops=2 before hops=10 and v1.9 before v1.10."""
-    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
-
-
 def _show(dim: str, value: str) -> str:
     return value if dim in ("experiment", "test") else f"{dim[2:]}={value}"
 
@@ -90,7 +85,7 @@ def split_sides(runs: Sequence[RunRecord]) -> tuple[str, list[RunRecord], list[R
         ((key, values),) = varying.items()
         if len(values) != 2:
             return None
-        low, high = sorted(values, key=natural)
+        low, high = sorted(values, key=natural_key)
         return (key, [r for r in runs if _dim(r, prefix + key) == low],
                 [r for r in runs if _dim(r, prefix + key) == high])
     return None
@@ -154,7 +149,7 @@ def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],
                 f"metric {n} is not in hoplab's metric registry (a newer hoplab or an "
                 "import stored it): no verdict" for n in unknown)),
             metrics=tuple(found)))
-    groups.sort(key=lambda g: natural(g.title))
+    groups.sort(key=lambda g: natural_key(g.title))
     if not groups:
         what = "metric " + ", ".join(metrics) if metrics else "test and variant"
         raise UsageError(

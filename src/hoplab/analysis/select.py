@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from hoplab.analysis.order import natural_key
 from hoplab.errors import UsageError
 from hoplab.store import Store
 
@@ -173,5 +174,6 @@ def _hint(store: Store, spec: str) -> str:
             found = row.get(key, r.labels.get(key, r.variant.get(key)))
             if found is not None:
                 seen.add(str(found).lower() if isinstance(found, bool) else str(found))
-        hints.append(f"{key} takes {', '.join(sorted(seen))}" if seen else f"no run has {key}")
+        hints.append(f"{key} takes {', '.join(sorted(seen, key=natural_key))}" if seen
+                     else f"no run has {key}")
     return f" ({'; '.join(hints)})"

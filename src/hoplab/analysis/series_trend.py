@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from hoplab.analysis.compare import parse_metric
-from hoplab.analysis.groups import natural
+from hoplab.analysis.order import natural_key
 from hoplab.store import RunSummary, Store
 
 _COLUMNS = ("experiment", "experiment_id", "test", "kind", "status", "repetition",
@@ -41,12 +41,6 @@ def _x(run: RunSummary, by: str) -> str | float | None:
     if isinstance(value, int | float):
         return float(value)
     return json.dumps(value, sort_keys=True)
-
-
-def _natural(x: str | float) -> tuple[int, float, list[tuple[int, int | str]]]:
-    if isinstance(x, float):
-        return (0, x, [])
-    return (1, 0.0, natural(x))
 
 
 def trend(store: Store, metric: str, filters: Mapping[str, str],
@@ -71,4 +65,4 @@ def trend(store: Store, metric: str, filters: Mapping[str, str],
         if value is not None and math.isfinite(value):
             points.setdefault(x, []).append(value)
     return [(x, float(np.median(v)), len(v)) for x, v in sorted(
-        points.items(), key=lambda item: _natural(item[0]))]
+        points.items(), key=lambda item: natural_key(item[0]))]

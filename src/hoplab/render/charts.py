@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from hoplab.analysis.order import natural_key
 from hoplab.record import RunRecord, Series
 from hoplab.render import decimate
 
@@ -177,11 +177,6 @@ def timeline(rec: RunRecord, budget: int = decimate.DEFAULT_POINTS) -> Chart | N
     return Chart(_chart_id(rec, "timeline"), title, {"data": data, "layout": layout}, notes)
 
 
-def _core_order(key: str) -> tuple[int, int, str]:
-    m = re.fullmatch(r"cpu(\d+)", key)
-    return (0, int(m.group(1)), key) if m else (1, 0, key)
-
-
 def cpu(rec: RunRecord, budget: int = decimate.DEFAULT_POINTS) -> Chart | None:
     """Per core, user/system/irq/softirq stacked: where a router spends its cycles."""
     states = {name for name, _ in _CPU_STATES}
@@ -194,7 +189,7 @@ def cpu(rec: RunRecord, budget: int = decimate.DEFAULT_POINTS) -> Chart | None:
         by_core = {nk: v for nk, v in by_core.items() if nk[1] != "all"}
     if not by_core:
         return None
-    cores = sorted(by_core, key=lambda nk: (nk[0], *_core_order(nk[1])))
+    cores = sorted(by_core, key=lambda nk: (natural_key(nk[0]), natural_key(nk[1])))
     cols = 1 if len(cores) <= 2 else 2
     rows = math.ceil(len(cores) / cols)
     data: list[dict[str, Any]] = []

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from hoplab import metrics
+from hoplab.analysis.order import variant_key
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 from hoplab.render.headline import HEADLINE
@@ -44,12 +45,6 @@ def cdf(runs: Sequence[RunRecord], series: str = "rtt") -> Figure:
     return fig
 
 
-def _order(value: Any) -> tuple[int, float, str]:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return (0, float(value), "")
-    return (1, 0.0, str(value))
-
-
 def _metric_name(runs: Sequence[RunRecord], metric: str | None) -> str:
     if metric:
         return metric
@@ -74,7 +69,7 @@ def _values(runs: Sequence[RunRecord], metric: str
             continue
         unit = metrics.unit(metric, found.unit)
         variant = ({"test": run.test} if len(tests) > 1 else {}) | dict(run.variant)
-        key = tuple(_order(v) for v in variant.values()) + tuple(variant)
+        key = (variant_key(variant), tuple(variant))
         groups.setdefault(key, []).append(found.value)
         variants[key] = variant
     if not groups:

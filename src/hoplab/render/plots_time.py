@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from hoplab.analysis.order import natural_key
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord, Series
 from hoplab.render.plots import (
@@ -120,16 +120,11 @@ def ping(run: RunRecord, style: str = "lines") -> Figure:
     return fig
 
 
-def _core_order(key: str | None) -> tuple[int, str]:
-    digits = re.sub(r"\D", "", key or "")
-    return (int(digits) if digits else -1, key or "")
-
-
 def cpu(run: RunRecord) -> Figure:
     parts = {(s.name.removeprefix("cpu."), s.node, s.key): s for s in run.series
              if s.name.startswith("cpu.") and s.t}
     cores = sorted({(node, key) for name, node, key in parts if name == "user"},
-                   key=lambda nk: (nk[0] or "", _core_order(nk[1])))
+                   key=lambda nk: (natural_key(nk[0] or ""), natural_key(nk[1] or "")))
     per_core = [c for c in cores if c[1] != "all"] or cores
     if not per_core:
         raise UsageError(f"run {run.id} has no CPU series (cpu.user, cpu.system, ...)")

@@ -11,6 +11,7 @@ from rich.console import Group
 from rich.table import Table
 
 from hoplab import metrics
+from hoplab.analysis.order import natural_key, variant_key
 from hoplab.analysis.stats import median
 from hoplab.analysis.trend import slope
 from hoplab.record import RunRecord
@@ -22,12 +23,8 @@ def _groups(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[RunRecor
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for r in records:
         groups.setdefault((r.test, pairs(r.variant)), []).append(r)
-    return dict(sorted(groups.items(), key=lambda kv: (kv[0][0], _sort_key(kv[1][0].variant))))
-
-
-def _sort_key(variant: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple((0, v, "") if isinstance(v, int | float) else (1, 0, str(v))
-                 for v in variant.values())
+    return dict(sorted(groups.items(), key=lambda kv: (natural_key(kv[0][0]),
+                                                       variant_key(kv[1][0].variant))))
 
 
 # A custom test is a set of flows with different jobs (bulk, interactive, ping): its
@@ -130,7 +127,8 @@ def per_hop_rows(records: Sequence[RunRecord], axis: str = "hops") -> list[dict[
         names[r.test] = name
         groups.setdefault((r.test, rest), {}).setdefault(float(hops), []).append(v)
     rows = []
-    for (test, rest), by_hops in sorted(groups.items()):
+    for (test, rest), by_hops in sorted(groups.items(),
+                                        key=lambda kv: tuple(map(natural_key, kv[0]))):
         if len(by_hops) < 2:
             continue
         xs = sorted(by_hops)

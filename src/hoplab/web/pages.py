@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from hoplab import metrics
 from hoplab.analysis.groups import Comparison
+from hoplab.analysis.order import natural_key
 from hoplab.record import RunRecord
 from hoplab.render.charts import Chart
 from hoplab.render.comparison import counts
@@ -60,7 +61,7 @@ def _facets(all_runs: Sequence[RunSummary], filters: Mapping[str, str]) -> str:
         if len(vals) < 2 and key not in filters:
             continue
         links = []
-        for v in vals:
+        for v in sorted(vals, key=natural_key):
             chosen = filters.get(key) == v
             target = {k: x for k, x in filters.items() if k != key}
             if not chosen:
