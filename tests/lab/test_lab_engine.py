@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from hoplab.lab.caps import probe
-from hoplab.lab.state import ETC_NETNS, LABS_DIR
+from hoplab.lab.clean import in_use
+from hoplab.lab.state import ETC_NETNS, LABS_DIR, all_states
 from tests.helpers.lab import (
     EXAMPLES,
     HOPLAB,
@@ -447,9 +448,11 @@ def test_delay_forced_onto_netem_needs_netem(tmp_path: Path, lab_name: str) -> N
 
 @pytest.fixture
 def no_foreign_labs() -> None:
-    """`hoplab clean` removes every hoplab lab on the machine: never run it while
-    somebody else's labs are up."""
-    others = foreign_labs()
+    """A plain `hoplab clean` removes every hoplab lab on the machine that no live
+    hoplab process uses: never run it while somebody else's such labs are up."""
+    used = [s for s in all_states() if in_use(s)]
+    spared = {f"record {s.name}" for s in used} | {n for s in used for n in s.namespaces}
+    others = foreign_labs() - spared
     if others:
         pytest.skip(f"hoplab clean would remove labs that are not ours: {sorted(others)[:3]}")
 
@@ -527,13 +530,12 @@ def interrupt_half_way(kind: str, tmp_path: Path, lab_name: str,
 
 
 @pytest.mark.parametrize("kind", ["chain150", "wireguard"])
-@pytest.mark.usefixtures("no_foreign_labs")
 def test_sigkill_half_way_then_clean(kind: str, tmp_path: Path, lab_name: str) -> None:
     before = snapshot()
     proc, _ = interrupt_half_way(kind, tmp_path, lab_name, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     assert lab_namespaces(lab_name)  # killed half way: things are left
-    cleaned = hoplab("clean")
+    cleaned = hoplab("clean", lab_name)
     assert cleaned.returncode == 0, cleaned.stderr
     assert lab_name in cleaned.stdout
     assert_back_to(before, lab_name)
@@ -568,14 +570,14 @@ def test_clean_is_idempotent_and_spares_foreign_namespaces(lab_name: str) -> Non
         subprocess.run(["ip", "netns", "del", keep], check=False)
 
 
-def test_clean_removes_an_unreadable_lab_record(no_foreign_labs: None, lab_name: str) -> None:
+def test_clean_removes_an_unreadable_lab_record(lab_name: str) -> None:
     LABS_DIR.mkdir(parents=True, exist_ok=True)
     record = LABS_DIR / f"{lab_name}.json"
     record.write_text('{"name": "trunc')  # a record cut off by a crash mid-write
     blocked = hoplab("lab", "up", str(EXAMPLES / "chain.toml"), "--name", lab_name)
     assert blocked.returncode != 0 and "unreadable lab state" in blocked.stderr
     assert lab_namespaces(lab_name) == set()
-    cleaned = hoplab("clean")
+    cleaned = hoplab("clean", lab_name)
     assert cleaned.returncode == 0
     assert f"removed unreadable lab record {lab_name}.json" in cleaned.stdout
     assert not record.exists()

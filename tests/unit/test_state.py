@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +95,36 @@ def test_a_damaged_record_is_one_clear_error(labs_dir: Path, text: str) -> None:
     (labs_dir / "x.json").write_text(text)
     with pytest.raises(LabError, match=r"unreadable lab state .*hoplab clean removes it"):
         state_mod.find("x")
+
+
+def test_the_owner_is_recorded_with_its_start_time(labs_dir: Path) -> None:
+    LabState(name="o", source="s").save()
+    rec = state_mod.find("o")
+    assert rec is not None
+    assert rec.owner_pid == os.getpid()
+    assert rec.owner_start == proc_start_time(os.getpid())
+    assert rec.owner_alive()
+
+
+def test_an_owner_whose_pid_was_recycled_is_not_alive(labs_dir: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        start = proc_start_time(child.pid)
+        assert start is not None
+        same = LabState(name="a", source="s", owner_pid=child.pid, owner_start=start)
+        assert same.owner_alive()
+        # The PID is alive, but it is some other process than the one that built the lab.
+        other = LabState(name="b", source="s", owner_pid=child.pid, owner_start=start - 1)
+        assert not other.owner_alive()
+    finally:
+        child.kill()
+        child.wait()
+    assert not same.owner_alive()
+
+
+def test_a_record_without_an_owner_start_time_has_no_live_owner(labs_dir: Path) -> None:
+    labs_dir.mkdir(parents=True)
+    (labs_dir / "old.json").write_text(json.dumps(
+        {"name": "old", "source": "s", "owner_pid": os.getpid()}))
+    rec = state_mod.find("old")
+    assert rec is not None and rec.owner_start is None and not rec.owner_alive()

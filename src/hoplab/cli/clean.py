@@ -1,4 +1,5 @@
-"""`hoplab clean`: remove every lab, namespace and process hoplab left behind."""
+"""`hoplab clean [NAME...]`: remove the labs, namespaces and processes hoplab left behind;
+a lab another hoplab process still uses is left unless --force."""
 
 from __future__ import annotations
 
@@ -6,19 +7,27 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("clean", help="remove everything hoplab created (also after a crash)")
+    p = sub.add_parser("clean", help="remove everything hoplab created (also after a crash)",
+                       description="Remove labs, namespaces and processes hoplab left "
+                                   "behind. A lab whose owner (the hoplab process that "
+                                   "built it) still runs is left alone unless --force.")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="only these labs (default: all)")
+    p.add_argument("--force", action="store_true",
+                   help="also remove labs another hoplab process is still using")
     p.set_defaults(func=run, needs_root=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from hoplab.lab.clean import clean
+    from hoplab.spec.names import given, lab_name
 
-    console = Console()
-    done = clean()
-    for line in done:
-        console.print(line)
-    if not done:
-        console.print("nothing to clean")
+    for name in args.names:
+        given(lab_name, name, "clean NAME")
+    result = clean(force=args.force, names=args.names)
+    # Plain lines, never wrapped: scripts and tests look for lab names in them.
+    for line in result.done + result.left:
+        print(line)
+    if not result.done and not result.left:
+        print("nothing to clean")
     return 0

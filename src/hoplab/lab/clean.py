@@ -1,43 +1,119 @@
-"""Remove everything hoplab created, including what a crash left behind.
+"""Remove what hoplab left behind, including what a crash left, but not a lab in use.
 
 Only things hoplab owns are touched: labs listed under /run/hoplab/labs,
 namespaces whose names carry the reserved `hoplab-` prefix, processes living
-inside those namespaces, and their /etc/netns entries.
+inside those namespaces, and their /etc/netns entries. A lab whose owner (the
+process that built it, identified by PID and start time) still runs is left
+alone unless forced: another `hoplab run`, or a test, is measuring on it.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from hoplab.lab import netns
-from hoplab.lab.state import ETC_NETNS, LABS_DIR, all_states
+from hoplab.lab.state import ETC_NETNS, LABS_DIR, LabState, all_states
 from hoplab.lab.teardown import delete_namespaces, kill_leftovers, teardown
 
 
-def clean() -> list[str]:
-    """Returns a line per thing removed; empty when there was nothing to do."""
-    done: list[str] = []
+@dataclass
+class Cleaned:
+    done: list[str] = field(default_factory=list)  # a line per thing removed
+    left: list[str] = field(default_factory=list)  # a line per lab left alone, and why
+
+
+def in_use(state: LabState) -> bool:
+    """Its owner is alive, and is not this process."""
+    return state.owner_pid != os.getpid() and state.owner_alive()
+
+
+def clean(*, force: bool = False, names: Collection[str] = ()) -> Cleaned:
+    """Remove labs whose owner has exited (every lab with `force`), and leftovers no lab
+    record claims. With `names`, only those labs and their leftovers."""
+    started = time.time()
+    prefixes = tuple(f"hoplab-{n}-" for n in names) or ("hoplab-",)
+    # Listed before the records are read: a lab built meanwhile writes its record before
+    # it creates a namespace, so none of its namespaces can pass for an orphan.
+    listed = [n for n in netns.listed("hoplab-") if n.startswith(prefixes)]
+    out = Cleaned()
     for state in all_states():
-        for warning in teardown(state):
-            done.append(f"{state.name}: {warning}")
-        done.append(f"lab {state.name}: removed ({len(state.namespaces)} namespaces)")
-    orphans = netns.listed("hoplab-")
-    done += kill_leftovers(orphans)
-    done += delete_namespaces(orphans)
+        if names and state.name not in names:
+            continue
+        if not force and in_use(state):
+            command = state.owner_command()
+            out.left.append(f"left lab {state.name}: in use by pid {state.owner_pid}"
+                            + (f" ({command})" if command else "")
+                            + f"; hoplab clean --force {state.name} removes it")
+            continue
+        for warning in _remove(state):
+            out.done.append(f"{state.name}: {warning}")
+        out.done.append(f"lab {state.name}: removed ({len(state.namespaces)} namespaces)")
+    # Read again: labs left alone, and labs whose records appeared since, claim theirs.
+    remaining = all_states()
+    claimed = {n for s in remaining for n in s.namespaces}
+    kept = {s.name for s in remaining}
+    orphans = [n for n in listed if n not in claimed and netns.exists(n)]
+    out.done += kill_leftovers(orphans)
+    out.done += delete_namespaces(orphans)
     if orphans:
-        done.append(f"removed {len(orphans)} leftover namespaces")
+        out.done.append(f"removed {len(orphans)} leftover namespaces")
     if ETC_NETNS.is_dir():
         for d in ETC_NETNS.iterdir():
-            if d.name.startswith("hoplab-"):
+            if d.name.startswith(prefixes) and d.name not in claimed \
+                    and not netns.exists(d.name):
                 shutil.rmtree(d, ignore_errors=True)
-    if LABS_DIR.is_dir():
-        # Every readable record was torn down above; what is left is debris:
-        # run directories, half-written or unreadable records.
-        for d in LABS_DIR.iterdir():
-            if d.is_dir():
-                shutil.rmtree(d, ignore_errors=True)
-            else:
-                d.unlink(missing_ok=True)
-                if d.suffix == ".json":
-                    done.append(f"removed unreadable lab record {d.name}")
+    out.done += _debris(started, kept, names)
+    return out
+
+
+# A build killed half way may leave its `ip -batch` running, still adding the namespaces
+# its record lists; a lab that was still building is watched until none appears for this
+# long (at most _SETTLE_MAX_S).
+_SETTLE_S = 0.3
+_SETTLE_MAX_S = 10.0
+
+
+def _remove(state: LabState) -> list[str]:
+    warnings = teardown(state)
+    if state.status != "building":
+        return warnings
+    now = time.monotonic()
+    quiet_until, give_up = now + _SETTLE_S, now + _SETTLE_MAX_S
+    while time.monotonic() < min(quiet_until, give_up):
+        late = [n for n in state.namespaces if netns.exists(n)]
+        if late:
+            warnings += kill_leftovers(late) + delete_namespaces(late)
+            quiet_until = time.monotonic() + _SETTLE_S
+        time.sleep(0.02)
+    return warnings
+
+
+def _debris(started: float, kept: set[str], names: Collection[str]) -> list[str]:
+    """Run directories and records no readable record accounts for: half-written or
+    unreadable ones. What changed since `started` may be a lab being built now."""
+    done: list[str] = []
+    if not LABS_DIR.is_dir():
+        return done
+    for d in LABS_DIR.iterdir():
+        stem = d.name.split(".", 1)[0]
+        if stem in kept or (names and stem not in names) or _newer(d, started):
+            continue
+        if d.is_dir():
+            shutil.rmtree(d, ignore_errors=True)
+        else:
+            d.unlink(missing_ok=True)
+            if d.suffix == ".json":
+                done.append(f"removed unreadable lab record {d.name}")
     return done
+
+
+def _newer(path: Path, than: float) -> bool:
+    try:
+        return path.stat().st_mtime >= than
+    except OSError:
+        return True

@@ -2,7 +2,9 @@
 
 Each lab has a JSON record under /run/hoplab/labs. The record lists the
 namespaces first (so a SIGKILL half way still leaves a complete list) and each
-process with its kernel start time, so that a reused PID is never killed.
+process with its kernel start time, so that a reused PID is never killed. It
+names its owner the same way (PID and start time), so that `hoplab clean` can
+tell a lab in use from one left behind.
 """
 
 from __future__ import annotations
@@ -42,11 +44,27 @@ class LabState:
     source: str
     status: str = "building"  # building | up | failed
     created: float = field(default_factory=time.time)
+    # The process that built the lab and uses it (`hoplab run`, a test, `lab up` while
+    # it builds), with its kernel start time: `hoplab clean` leaves a lab alone while
+    # this very process lives, and a recycled PID is not mistaken for it.
     owner_pid: int = field(default_factory=os.getpid)
+    owner_start: int | None = field(default_factory=lambda: proc_start_time(os.getpid()))
     namespaces: list[str] = field(default_factory=list)
     processes: list[Proc] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     version: int = STATE_VERSION
+
+    def owner_alive(self) -> bool:
+        return self.owner_start is not None \
+            and proc_start_time(self.owner_pid) == self.owner_start
+
+    def owner_command(self) -> str:
+        """The owner's command line, for messages; empty when it cannot be read."""
+        try:
+            raw = Path(f"/proc/{self.owner_pid}/cmdline").read_bytes()
+        except OSError:
+            return ""
+        return " ".join(a.decode(errors="replace") for a in raw.split(b"\0") if a)[:200]
 
     @property
     def rundir(self) -> Path:
@@ -74,6 +92,8 @@ class LabState:
         try:
             raw = json.loads(path.read_text())
             procs = [Proc(**p) for p in raw.pop("processes", [])]
+            # A record from before owners had start times has an owner nobody can vouch for.
+            raw.setdefault("owner_start", None)
             return cls(**raw, processes=procs)
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             # A record cut short by a crash, or written by another hoplab version.
