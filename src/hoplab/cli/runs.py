@@ -12,6 +12,7 @@ from typing import Any
 from hoplab import metrics
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
+from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure, pairs
 
@@ -63,7 +64,8 @@ def run_list(args: argparse.Namespace) -> int:
         runs = store.list_runs(_filters(args.filters), limit=args.limit)
         desc = store.describe()
     if args.json:
-        json.dump([dataclasses.asdict(r) for r in runs], sys.stdout, indent=2, default=str)
+        json.dump(json_safe([dataclasses.asdict(r) for r in runs]), sys.stdout, indent=2,
+                  default=str)
         sys.stdout.write("\n")
         return 0
     console = make_console()
@@ -105,7 +107,7 @@ def run_show(args: argparse.Namespace) -> int:
         rec = store.get_run(args.run_id, series=True, raw=True)
         desc = store.describe()
     if args.json:
-        json.dump(_as_json(rec, args.series), sys.stdout, indent=2, default=str)
+        json.dump(json_safe(_as_json(rec, args.series)), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return 0
     make_console().print(run_view(rec, desc))

@@ -14,13 +14,12 @@ import bz2
 import gzip
 import json
 import lzma
-import math
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hoplab.errors import HoplabError, UsageError
+from hoplab.jsonsafe import json_safe as json_safe  # the importers' metadata
 from hoplab.record import RunRecord
 
 # The first bytes of the compressed containers Flent writes (.flent.gz, .bz2, .xz).
@@ -34,18 +33,6 @@ class Options:
     experiment: str | None = None
     test: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
-
-
-def json_safe(value: Any) -> Any:
-    """`value` with NaN and infinities as None: the store refuses them in JSON columns,
-    and refusing at save time would come too late (after other files were saved)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def _decompress(path: Path, data: bytes) -> bytes:

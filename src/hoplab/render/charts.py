@@ -19,13 +19,13 @@ import numpy as np
 from hoplab.analysis.order import natural_key
 from hoplab.record import RunRecord, Series
 from hoplab.render import decimate
+from hoplab.render.units import rate_scale
 
 Figure = dict[str, Any]
 
 _CPU_STATES = (("user", "#4c78a8"), ("system", "#f58518"), ("irq", "#e45756"),
                ("softirq", "#72b7b2"))
 _LATENCY = ("rtt", "owd_up", "owd_down")
-_RATE_UNITS = ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s"), (1.0, "bit/s"))
 
 
 @dataclass
@@ -49,13 +49,6 @@ def rounded(a: np.ndarray[Any, Any], sig: int = 6) -> list[float | None]:
     if not finite.all():
         out = [None if not ok else x for x, ok in zip(out, finite.tolist(), strict=True)]
     return out
-
-
-def rate_scale(peak: float) -> tuple[float, str]:
-    for div, unit in _RATE_UNITS:
-        if peak >= div:
-            return div, unit
-    return 1.0, "bit/s"
 
 
 def _trace(s: Series, name: str, budget: int, style: dict[str, Any], scale: float = 1.0

@@ -8,6 +8,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
+from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import metric_name
 
@@ -73,18 +74,6 @@ def counts(result: Comparison) -> dict[str, int]:
     return out
 
 
-def finite_or_none(x: Any) -> Any:
-    """`x` with every NaN and infinity as None, in dicts, lists and tuples too: JSON
-    has neither, and a consumer reads null as "not computable"."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: finite_or_none(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [finite_or_none(v) for v in x]
-    return x
-
-
 def to_json(result: Comparison, explicit: bool = False) -> dict[str, Any]:
     """`groups` (each with its metrics, every field plus `label`, `name` and `unit` from
     the registry) and `unmatched`, JSON-ready."""
@@ -94,6 +83,5 @@ def to_json(result: Comparison, explicit: bool = False) -> dict[str, Any]:
         data["metrics"] = [dataclasses.asdict(m) | {"label": m.label, "name": row_name(m)}
                            for m in ordered(g, explicit)]
         groups.append(data)
-    out: dict[str, Any] = finite_or_none({"groups": groups,
-                                          "unmatched": list(result.unmatched)})
+    out: dict[str, Any] = json_safe({"groups": groups, "unmatched": list(result.unmatched)})
     return out

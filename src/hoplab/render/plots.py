@@ -30,6 +30,7 @@ from matplotlib.figure import Figure
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 from hoplab.render.plot_kinds import FORMATS, KINDS, SINGLE_RUN
+from hoplab.render.units import rate_scale
 
 MAX_POINTS = 2000
 
@@ -61,14 +62,6 @@ def keep(v: Array, max_points: int = MAX_POINTS) -> npt.NDArray[np.intp]:
             chosen.add(int(a + np.argmin(filled[a:b])))
             chosen.add(int(a + np.argmax(filled[a:b])))
     return np.array(sorted(chosen), dtype=np.intp)
-
-
-def rate_scale(max_bps: float) -> tuple[float, str]:
-    """Divisor and unit that keep rates readable: 94.1 Mbit/s, not 94100000 bit/s."""
-    for div, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
-        if max_bps >= div:
-            return div, unit
-    return 1.0, "bit/s"
 
 
 def unit_scale(values: Sequence[float], unit: str) -> tuple[float, str]:

@@ -16,10 +16,9 @@ from hoplab.render.plots import (
     keep,
     legend,
     new_figure,
-    rate_scale,
     run_title,
 )
-from hoplab.render.units import rate
+from hoplab.render.units import rate, rate_scale
 
 CPU_PARTS = ("user", "system", "irq", "softirq")
 CPU_COLORS = ("#4878d0", "#ee854a", "#d65f5f", "#956cb4")

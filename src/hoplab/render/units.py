@@ -8,11 +8,22 @@ from typing import Any
 
 from hoplab import metrics
 
+_RATE_STEPS = ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s"))
+
+
+def rate_scale(peak: float) -> tuple[float, str]:
+    """Divisor and unit that keep rates up to `peak` readable on a plot axis (94.1
+    Mbit/s, not 94100000 bit/s); the one choice for the report, dashboard and plots."""
+    for div, unit in _RATE_STEPS:
+        if abs(peak) >= div:
+            return div, unit
+    return 1.0, "bit/s"
+
 
 def rate(bps: float) -> str:
     if math.isnan(bps):
         return "-"
-    for div, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+    for div, unit in _RATE_STEPS:
         if abs(bps) >= div:
             return f"{bps / div:.3g} {unit}" if abs(bps) / div < 100 else \
                 f"{bps / div:.0f} {unit}"

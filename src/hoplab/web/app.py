@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from hoplab.errors import HoplabError, UsageError
+from hoplab.jsonsafe import json_safe
 from hoplab.render import charts
 from hoplab.render.report import plotly_js
 from hoplab.store import Store
@@ -61,16 +62,6 @@ def _filters(query: dict[str, list[str]]) -> dict[str, str]:
             raise UsageError(f"filter {item!r}: expected KEY=VALUE, e.g. hops=2")
         out[key] = value
     return out
-
-
-def _nan_free(x: Any) -> Any:
-    if isinstance(x, float) and x != x:        # NaN: JSON has none
-        return None
-    if isinstance(x, dict):
-        return {k: _nan_free(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_nan_free(v) for v in x]
-    return x
 
 
 class Dashboard:
@@ -184,19 +175,19 @@ class Dashboard:
         metric, by, filters, points = self._trend(query)
         if points is None:
             raise UsageError("give a metric: /api/trend?metric=goodput&by=hops&test=...")
-        return _json(_nan_free({"metric": metric, "by": by, "filters": filters,
+        return _json(json_safe({"metric": metric, "by": by, "filters": filters,
                                 "points": [{"x": x, "median": m, "runs": n}
                                            for x, m, n in points]}))
 
     def api_runs(self, query: dict[str, list[str]]) -> Response:
         runs = self.store.list_runs(_filters(query))
-        return _json(_nan_free([dataclasses.asdict(r) for r in runs]))
+        return _json(json_safe([dataclasses.asdict(r) for r in runs]))
 
     def api_run(self, query: dict[str, list[str]], run_id: str) -> Response:
         rec = self.store.get_run(int(run_id), series=False)
         data = dataclasses.asdict(rec)
         data.pop("series"), data.pop("raw")
-        return _json(_nan_free(data))
+        return _json(json_safe(data))
 
     def api_charts(self, query: dict[str, list[str]], run_id: str) -> Response:
         rid = int(run_id)
