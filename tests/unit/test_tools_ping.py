@@ -17,14 +17,24 @@ def load(name: str) -> ping.Result:
 
 def test_argv() -> None:
     assert ping.argv(ping.Stream("127.0.0.1", count=10, tos=0x10)) == [
-        "ping", "-4", "-D", "-n", "-O", "-i", "0.2", "-s", "56", "-c", "10", "-Q", "0x10",
-        "127.0.0.1"]
-    assert ping.argv(ping.Stream("::1", interval_s=0.05, deadline_s=5, size=100, ipv6=True)) == [
-        "ping", "-6", "-D", "-n", "-O", "-i", "0.05", "-s", "100", "-w", "5", "::1"]
+        "ping", "-4", "-D", "-n", "-O", "-i", "0.2", "-s", "56", "-c", "10", "-W", "5",
+        "-Q", "0x10", "127.0.0.1"]
+    # A duration is sent as a count (the probes leaving in [0, 5 s)), never as -w: at a
+    # deadline ping counts the probes still in flight as lost.
+    assert ping.argv(ping.Stream("::1", interval_s=0.05, duration_s=5, size=100, ipv6=True)) == [
+        "ping", "-6", "-D", "-n", "-O", "-i", "0.05", "-s", "100", "-c", "100", "-W", "5", "::1"]
+
+
+@pytest.mark.parametrize(("duration", "interval", "probes"), [
+    (5.0, 0.2, 25), (5.0, 0.3, 17), (4.0, 0.05, 80), (0.1, 0.2, 1), (10.0, 1.0, 10)])
+def test_probes_in_a_duration(duration: float, interval: float, probes: int) -> None:
+    assert ping.probes_in(duration, interval) == probes
 
 
 @pytest.mark.parametrize("stream", [
     ping.Stream("127.0.0.1"),  # never ends
+    ping.Stream("127.0.0.1", count=5, duration_s=1.0),  # which one?
+    ping.Stream("127.0.0.1", duration_s=0.0),
     ping.Stream("127.0.0.1", count=1, size=8),  # no timing in replies
     ping.Stream("127.0.0.1", count=1, ipv6=True),
 ])
@@ -91,3 +101,30 @@ def test_inconsistent_summary_raises() -> None:
     text = (DATA / "loss_v4.txt").read_text().replace("16 received", "17 received")
     with pytest.raises(ToolOutputError, match=r"ping: summary says 17 of 20 answered"):
         ping.parse(text)
+
+
+def test_deadline_counted_probes_in_flight_as_lost() -> None:
+    # The old argv (-w 5, no count) on a link with 400 ms each way: ping stopped at its
+    # deadline with the last 4 probes in flight and reported them lost.
+    r = load("wire400_deadline_v4.txt")
+    assert (r.sent, r.received, r.loss_pct) == (25, 21, 16.0)
+    assert [x.seq for x in r.replies if x.rtt_s is None] == [22, 23, 24, 25]
+
+
+def test_count_waits_for_replies_in_flight() -> None:
+    # The same link with the argv hoplab now builds for 5 s at 0.2 s (-c 25 -W 5): every
+    # probe in flight when the last one left was waited for; none was lost.
+    r = load("wire400_v4.txt")
+    assert (r.sent, r.received, r.loss_pct) == (25, 25, 0.0)
+    assert all(0.8 <= (x.rtt_s or 0) < 0.81 for x in r.replies)
+    assert r.replies[-1].t_unix - r.replies[0].t_unix == pytest.approx(4.8, abs=0.1)
+
+
+def test_count_with_loss_waits_twice_the_largest_rtt() -> None:
+    # 20 % loss on the same link: the last probe was lost, so ping waited for it (2 x the
+    # largest RTT) and then counted it lost; the 7 lost probes are real losses.
+    r = load("wire400_loss_last_v4.txt")
+    assert (r.sent, r.received, r.loss_pct) == (25, 18, 28.0)
+    lost = [x for x in r.replies if x.rtt_s is None]
+    assert len(lost) == 7 and lost[-1].seq == 25 and all(x.t_estimated for x in lost)
+    assert lost[-1].t_unix - r.replies[23].t_unix == pytest.approx(0.2, abs=0.02)

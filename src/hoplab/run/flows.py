@@ -85,5 +85,5 @@ def client_argv(flow: Flow, index: int, plan: Plan) -> list[str]:
             interval_s=flow.interval_s or 0.02, length=flow.length or 172,
             dscp=flow.tos, ipv6=flow.family == 6))
     return ping.argv(ping.Stream(
-        host=host, interval_s=flow.interval_s or 0.2, deadline_s=flow.duration_s,
+        host=host, interval_s=flow.interval_s or 0.2, duration_s=flow.duration_s,
         size=flow.size or 56, tos=flow.tos, ipv6=flow.family == 6))

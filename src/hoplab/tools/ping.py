@@ -3,11 +3,20 @@
 ``-O`` prints "no answer yet for icmp_seq=N" when probe N+1 is sent without a reply to N; a reply
 to N may still arrive later and then counts (once). "(DUP!)" replies are ignored. Sequence
 numbers are assumed not to wrap (65535 probes, over 3.6 h at 0.2 s).
+
+A stream that lasts a time is sent as a count of probes (``-c``), never with a deadline
+(``-w``): at a deadline ping stops and counts every probe still in flight as lost (an 800 ms
+round trip at 0.2 s "loses" the last 4 of 25), and with both ``-c`` and ``-w`` it does not stop
+sending at the count. With ``-c`` alone ping sends the probes, then waits for the stragglers:
+twice the largest RTT it has seen when the last probe leaves (at least one interval), or
+LINGER_S (``-W``) when no reply has come back yet. A probe is lost when its reply has not
+come by then; every probe gets at least that long.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 
@@ -15,6 +24,8 @@ from hoplab.tools import ToolOutputError, check_family
 
 # iputils allows root any interval but users no less than 2 ms; -s < 16 drops the timing.
 MIN_SIZE = 16
+# How long ping waits after its last probe when no reply at all has come back (-W).
+LINGER_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -22,25 +33,31 @@ class Stream:
     host: str
     interval_s: float = 0.2
     count: int | None = None
-    deadline_s: float | None = None
+    # Send for this long: the probes that leave in [0, duration_s), as a count.
+    duration_s: float | None = None
     size: int = 56
     tos: int | None = None
     ipv6: bool = False
 
 
+def probes_in(duration_s: float, interval_s: float) -> int:
+    """How many probes leave in [0, duration_s) at one per interval_s (at least one)."""
+    return max(1, math.ceil(duration_s / interval_s - 1e-9))
+
+
 def argv(s: Stream) -> list[str]:
-    """``ping -D -n -O`` with an explicit ``-4``/``-6``; TOS (traffic class for IPv6) via -Q."""
+    """``ping -D -n -O -c N -W LINGER_S`` with an explicit ``-4``/``-6``; TOS (traffic class
+    for IPv6) via -Q. N is ``count``, or the probes sent in ``duration_s``."""
     if s.interval_s <= 0 or s.size < MIN_SIZE:
         raise ValueError(f"ping: interval_s must be > 0 and size >= {MIN_SIZE} ({s})")
-    if s.count is None and s.deadline_s is None:
-        raise ValueError("ping: give count or deadline_s, or ping never ends")
+    if (s.count is None) == (s.duration_s is None):
+        raise ValueError("ping: give one of count and duration_s")
+    if s.duration_s is not None and s.duration_s <= 0:
+        raise ValueError(f"ping: duration_s must be > 0, not {s.duration_s}")
     check_family("ping", s.host, s.ipv6)
+    count = s.count if s.count is not None else probes_in(s.duration_s or 0.0, s.interval_s)
     out = ["ping", "-6" if s.ipv6 else "-4", "-D", "-n", "-O", "-i", f"{s.interval_s:g}",
-           "-s", str(s.size)]
-    if s.count is not None:
-        out += ["-c", str(s.count)]
-    if s.deadline_s is not None:
-        out += ["-w", f"{s.deadline_s:g}"]
+           "-s", str(s.size), "-c", str(count), "-W", f"{LINGER_S:g}"]
     if s.tos is not None:
         out += ["-Q", f"0x{s.tos:02x}"]
     return [*out, s.host]
