@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hoplab.lab import build
 from hoplab.lab.build import UpResult
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, find
+from hoplab.lab.teardown import teardown
 from hoplab.spec.model import Lab
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def remove_lab(name: str) -> None:
     state = find(name)
     if state is not None:
         with suppress(Exception):
-            build.teardown(state)
+            teardown(state)
     left = lab_namespaces(name)
     for pid in pids_in(left):
         with suppress(ProcessLookupError):

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,7 +91,7 @@ def test_hoplab_fold_matches_the_library_and_its_options(burner: Path, tmp_path:
 
 
 def _run(tmp_path: Path, db: Path, *extra: str, env: dict[str, str] | None = None
-         ) -> dict[str, object]:
+         ) -> dict[str, Any]:
     exp = tmp_path / "exp.toml"
     exp.write_text(f'lab = "{REPO}/examples/mesh-chain.toml"\n'
                    '[profile]\nnodes = ["r1", "r2"]\nfrequency = 499\n'
@@ -101,7 +102,7 @@ def _run(tmp_path: Path, db: Path, *extra: str, env: dict[str, str] | None = Non
                            name, *extra], capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})}, check=False)
     assert proc.returncode == 0, proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout)
+    result: dict[str, Any] = json.loads(proc.stdout)
     return result
 
 
@@ -140,7 +141,7 @@ def test_a_run_stores_its_profile_and_draws_it(tmp_path: Path) -> None:
 def test_without_perf_the_run_is_kept_and_its_profile_marked_missing(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     out = _run(tmp_path, db, env={"HOPLAB_PERF": "/nonexistent/perf"})
-    (run,) = out["runs"]  # type: ignore[misc]
+    (run,) = out["runs"]
     assert run["status"] == "ok" and run["metrics"]["goodput"] > 0
     with open_store(str(db)) as store:
         rec = store.get_run(run["id"])

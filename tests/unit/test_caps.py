@@ -11,6 +11,7 @@ import pytest
 from hoplab.cli import doctor
 from hoplab.lab import caps as caps_mod
 from hoplab.lab import requirements as requirements_mod
+from hoplab.lab import wire as wire_mod
 from hoplab.lab.caps import (
     FEATURE_NAMES,
     QDISC_NAMES,
@@ -71,7 +72,7 @@ def test_everything_available_no_problems() -> None:
 @pytest.fixture
 def no_wire(monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine where hoplab-wire was never built."""
-    monkeypatch.setattr(requirements_mod.wire, "binary", lambda: None)
+    monkeypatch.setattr(wire_mod, "binary", lambda: None)
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def built_wire(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     exe = tmp_path / "hoplab-wire"
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
-    monkeypatch.setattr(requirements_mod.wire, "binary", lambda: exe)
+    monkeypatch.setattr(wire_mod, "binary", lambda: exe)
 
 
 @pytest.mark.usefixtures("built_wire")
@@ -403,7 +404,7 @@ def test_doctor_says_what_a_lab_would_get(monkeypatch: pytest.MonkeyPatch, tmp_p
     a mechanism exactly when the lab could be built, and then the same backend."""
     exe = tmp_path / "hoplab-wire"
     exe.write_text("#!/bin/sh\n")
-    monkeypatch.setattr(requirements_mod.wire, "binary", lambda: exe if wired else None)
+    monkeypatch.setattr(wire_mod, "binary", lambda: exe if wired else None)
     caps = make_caps(qdiscs=CAPS_CASES[case])
     rows = doctor.report(caps)["impairments"]
     assert set(rows) == set(requirements_mod.IMPAIRMENT_SAMPLES)

@@ -6,12 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from hoplab.errors import UsageError
 from hoplab.record import Metric, RunRecord, Series
 from hoplab.render import plots
-from hoplab.render.plots import KINDS, decimate, figure, save
+from hoplab.render.plot_kinds import KINDS, SINGLE_RUN
+from hoplab.render.plots import decimate, figure, save
 
 PHASES = [{"name": "idle", "start_s": 0.0, "end_s": 2.0},
           {"name": "load", "start_s": 2.0, "end_s": 8.0},
@@ -45,14 +48,26 @@ def make_run(run_id: int = 1, hops: int = 1, rep: int = 1, goodput: float = 90e6
                 Series("lost", "count", [0.7], [1.0], flow="ping.ef"), *cpu])
 
 
-def lines(fig: object) -> list[Line2D]:
-    return [ln for ax in fig.axes for ln in ax.get_lines()]  # type: ignore[attr-defined]
+def lines(fig: Figure) -> list[Line2D]:
+    return [ln for ax in fig.axes for ln in ax.get_lines()]
+
+
+def label(line: Line2D) -> str:
+    return str(line.get_label())
+
+
+def xs(line: Line2D) -> np.ndarray:
+    return np.asarray(line.get_xdata())
+
+
+def ys(line: Line2D) -> np.ndarray:
+    return np.asarray(line.get_ydata())
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_kind_renders_to_every_format(kind: str, suffix: str, tmp_path: Path) -> None:
-    runs = [make_run()] if kind in plots.SINGLE_RUN else [
+    runs = [make_run()] if kind in SINGLE_RUN else [
         make_run(i, hops=h, rep=r, goodput=80e6 + i * 1e6)
         for i, (h, r) in enumerate([(1, 1), (1, 2), (2, 1), (2, 2)], 1)]
     out = save(figure(kind, runs), tmp_path / f"x{suffix}")
@@ -64,13 +79,13 @@ def test_every_kind_renders_to_every_format(kind: str, suffix: str, tmp_path: Pa
 def test_timeseries_total_is_the_summed_series_and_phases_are_marked() -> None:
     run = make_run()
     fig = figure("timeseries", [run])
-    total = next(ln for ln in lines(fig) if ln.get_label().startswith("total"))
+    total = next(ln for ln in lines(fig) if label(ln).startswith("total"))
     summed = np.asarray(run.series[0].v) + np.asarray(run.series[1].v)
-    assert np.allclose(np.asarray(total.get_ydata()) * 1e6, summed)   # drawn in Mbit/s
+    assert np.allclose(ys(total) * 1e6, summed)   # drawn in Mbit/s
     assert "Mbit/s" in fig.axes[0].get_ylabel() and fig.axes[1].get_ylabel() == "RTT (ms)"
-    flows = {ln.get_label() for ln in lines(fig)}
+    flows = {label(ln) for ln in lines(fig)}
     assert {"tcp-up.1", "tcp-up.2", "ping.be", "ping.ef"} <= flows
-    boundaries = [ln.get_xdata()[0] for ln in lines(fig) if ln.get_label() == "_phase"]
+    boundaries = [xs(ln)[0] for ln in lines(fig) if label(ln) == "_phase"]
     assert sorted(set(boundaries)) == [2.0, 8.0]
 
 
@@ -86,10 +101,10 @@ def test_decimation_keeps_extremes_and_the_legend_stays_exact() -> None:
     run = make_run(rtt=tuple(float(x) for x in range(20_000)))
     fig = figure("cdf", [run])
     (line,) = lines(fig)
-    assert len(line.get_xdata()) <= plots.MAX_POINTS + 2
+    assert len(xs(line)) <= plots.MAX_POINTS + 2
     every = np.concatenate([range(20_000), np.arange(20_000) * 2.0])
-    assert f"n={len(every)}" in line.get_label()
-    assert f"median {np.median(every):.3g} ms" in line.get_label()
+    assert f"n={len(every)}" in label(line)
+    assert f"median {np.median(every):.3g} ms" in label(line)
 
 
 def test_cdf_ends_at_one_per_run() -> None:
@@ -98,11 +113,11 @@ def test_cdf_ends_at_one_per_run() -> None:
     drawn = lines(fig)
     assert len(drawn) == 2
     for ln, run in zip(drawn, runs, strict=True):
-        x, y = np.asarray(ln.get_xdata()), np.asarray(ln.get_ydata())
+        x, y = xs(ln), ys(ln)
         values = sorted(v for s in run.series if s.name == "rtt" for v in s.v)
         assert y[-1] == 1.0 and x[-1] == values[-1] and x[0] == values[0]
         assert np.all(np.diff(y) > 0) and y[0] == pytest.approx(1 / len(values))
-        assert f"#{run.id}" in ln.get_label()
+        assert f"#{run.id}" in label(ln)
 
 
 def _variant_runs() -> list[RunRecord]:
@@ -117,10 +132,10 @@ def test_bar_heights_are_medians_with_min_max_error_bars() -> None:
     runs[-1].status = "failed"          # a failed run is left out, not averaged in
     fig = figure("bars", runs)
     ax = fig.axes[0]
-    heights = [p.get_height() for p in ax.patches]
+    heights = [p.get_height() for p in ax.patches if isinstance(p, Rectangle)]
     assert heights == pytest.approx([90.0, 44.0, 21.0])   # Mbit/s
     assert [t.get_text() for t in ax.get_xticklabels()] == ["hops=1", "hops=2", "hops=4"]
-    caps = sorted(float(y) for ln in ax.get_lines() for y in ln.get_ydata())
+    caps = sorted(float(y) for ln in ax.get_lines() for y in ys(ln))
     assert min(caps) == pytest.approx(20.0) and max(caps) == pytest.approx(95.0)
     assert "1 run(s) without it or not ok left out" in fig.texts[0].get_text()
 
@@ -134,14 +149,15 @@ def test_bars_colour_the_second_matrix_key() -> None:
     runs[2].variant["wireguard"] = True
     runs[3].variant["wireguard"] = False
     ax = figure("bars", runs).axes[0]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["wireguard=false",
-                                                                  "wireguard=true"]
+    legend = ax.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()] == ["wireguard=false", "wireguard=true"]
     assert len(ax.patches) == 4
 
 
 def test_box_medians_per_variant_over_repetitions() -> None:
     fig = figure("box", _variant_runs(), metric="goodput")
-    medians = {ln.get_gid(): float(np.asarray(ln.get_ydata())[0]) for ln in lines(fig)
+    medians = {ln.get_gid(): float(ys(ln)[0]) for ln in lines(fig)
                if (ln.get_gid() or "").startswith("median")}
     assert medians == pytest.approx({"median hops=1": 90.0, "median hops=2": 44.0,
                                      "median hops=4": 21.0})
@@ -152,17 +168,17 @@ def test_cpu_stack_tops_at_user_system_irq_softirq() -> None:
     run = make_run()
     fig = figure("cpu", [run])
     assert len(fig.axes) == 2            # cpu0, cpu1; "all" left out beside them
-    top = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "busy (sum)")
+    top = next(ln for ln in fig.axes[0].get_lines() if label(ln) == "busy (sum)")
     parts = [s for s in run.series if s.key == "cpu0" and s.name in (
         "cpu.user", "cpu.system", "cpu.irq", "cpu.softirq")]
-    assert np.allclose(top.get_ydata(), np.sum([s.v for s in parts], axis=0))
+    assert np.allclose(ys(top), np.sum([s.v for s in parts], axis=0))
     assert len(fig.axes[0].collections) == 4      # one stacked layer per part
 
 
 @pytest.mark.parametrize("style", ["lines", "points"])
 def test_ping_streams_named_by_tos_and_destination(style: str) -> None:
     fig = figure("ping", [make_run()], style=style)
-    labels = [ln.get_label() for ln in lines(fig) if not ln.get_label().startswith("_")]
+    labels = [label(ln) for ln in lines(fig) if not label(ln).startswith("_")]
     assert labels[0].startswith("ping.be (to server, TOS 0x00)")
     assert labels[1].startswith("ping.ef (to server, TOS 0xb8)")
     assert labels[2] == "lost (1)"

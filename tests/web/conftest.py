@@ -67,8 +67,12 @@ def page(browser: Any) -> Iterator[Any]:
     pg.on("pageerror", lambda e: errors.append(str(e)))
     # Offline for real: any request that leaves the dashboard fails the test.
     outside: list[str] = []
-    pg.route(re.compile(r"^(?!http://127\.0\.0\.1:).*"),
-             lambda route: (outside.append(route.request.url), route.abort()))
+
+    def refuse(route: Any) -> None:
+        outside.append(route.request.url)
+        route.abort()
+
+    pg.route(re.compile(r"^(?!http://127\.0\.0\.1:).*"), refuse)
     try:
         yield pg
         assert not errors, errors

@@ -31,9 +31,9 @@ def test_binds_loopback_by_default(served: Served) -> None:
     port = int(served.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=5):
         pass
-    other = [a for *_, (a, *_) in socket.getaddrinfo(socket.gethostname(), None,
-                                                     socket.AF_INET)
-             if not a.startswith("127.")]
+    other = [str(a) for *_, (a, *_) in socket.getaddrinfo(socket.gethostname(), None,
+                                                          socket.AF_INET)
+             if not str(a).startswith("127.")]
     for address in other:
         with pytest.raises(OSError), socket.create_connection((address, port), timeout=2):
             pass
@@ -79,7 +79,12 @@ def test_markup_in_labels_is_shown_as_text(served: Served) -> None:
 
 def test_list_loads_and_filters_by_label(served: Served, page: Any) -> None:
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     page.goto(served.url + "/")
     rows = page.locator("table:not(.kv) tbody tr")
     assert rows.count() == 9
