@@ -82,9 +82,12 @@ def _progress(exp: Experiment, bar: Progress | None, console: Console
 
 def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupted: bool
           ) -> dict[str, Any]:
+    from hoplab.jsonsafe import json_safe
     from hoplab.render.summary import summary_rows
 
-    return {
+    # A figure that could not be computed (NaN: Jain's index when no host got a byte)
+    # is null: JSON has no NaN.
+    out: dict[str, Any] = json_safe({
         "experiment": exp.name, "experiment_id": runner.experiment_id, "seed": exp.seed,
         "store": store_desc, "interrupted": interrupted,
         "runs": [{"id": r.id, "test": r.test, "kind": r.kind, "variant": r.variant,
@@ -94,7 +97,8 @@ def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupte
                   "grade": r.metadata.get("grade")}
                  for r in runner.records],
         "summary": summary_rows(runner.records),
-    }
+    })
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
