@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,57 @@ def test_count_with_loss_waits_twice_the_largest_rtt() -> None:
     lost = [x for x in r.replies if x.rtt_s is None]
     assert len(lost) == 7 and lost[-1].seq == 25 and all(x.t_estimated for x in lost)
     assert lost[-1].t_unix - r.replies[23].t_unix == pytest.approx(0.2, abs=0.02)
+
+
+# A real run of 70,000 probes across a lossy wire link (5 % loss, 2 ms each way) wraps
+# icmp_seq once. The capture keeps its header, the lines of probes 65,400 to 65,636 (printed
+# 65400..65535, 0..100) and its statistics; the other probes are generated in the formats of
+# those lines, with losses that make the statistics add up.
+_CAPTURED_LOST = [65404, 65451, 65454, 65464, 65468, 65529, 65534, 65558, 65608, 65636]
+_LINE = re.compile(r"^\[([\d.]+)\] (.*icmp_seq=)(\d+)( ttl=\d+ time=)([\d.]+)( ms)$")
+
+
+def _long_wrapping_output() -> tuple[str, set[int]]:
+    lines = (DATA / "wrap_excerpt_v4.txt").read_text().splitlines()
+    header, excerpt, summary = lines[0], lines[1:-4], lines[-4:]
+    first = _LINE.match(excerpt[0])
+    assert first is not None and first[3] == "65400"
+    no_answer = next(x for x in excerpt if "no answer yet" in x)
+    no_answer_fmt = no_answer[no_answer.index("]") + 2:no_answer.index("=") + 1]
+    sent0 = float(first[1]) - float(first[5]) / 1000  # probe 65400 left then
+    step, rtt_ms = 0.005032, 4.15  # the run's mean gap between probes and its typical RTT
+    generated = [*range(1, 65400), *range(65637, 70001)]
+    lost = set(generated[::20][:70000 - 66507 - len(_CAPTURED_LOST)])
+
+    def probe_lines(seqs: list[int]) -> list[str]:
+        out = []
+        for seq in seqs:
+            sent = sent0 + (seq - 65400) * step
+            if seq in lost:
+                out.append(f"[{sent + step:.6f}] {no_answer_fmt}{seq % 65536}")
+            else:
+                out.append(f"[{sent + rtt_ms / 1000:.6f}] {first[2]}{seq % 65536}{first[4]}"
+                           f"{rtt_ms:.2f}{first[6]}")
+        return out
+
+    text = "\n".join([header, *probe_lines(generated[:65399]), *excerpt,
+                      *probe_lines(generated[65399:]), *summary]) + "\n"
+    return text, lost | set(_CAPTURED_LOST)
+
+
+def test_sequence_numbers_wrap_after_65535() -> None:
+    text, lost = _long_wrapping_output()
+    assert "icmp_seq=65535 " in text and "icmp_seq=0 " in text
+    r = ping.parse(text)
+    assert (r.sent, r.received, r.loss_pct) == (70000, 66507, 4.99)
+    assert [x.seq for x in r.replies] == list(range(1, 70001))
+    assert {x.seq for x in r.replies if x.rtt_s is None} == lost
+    # Probe 65,536 was printed as icmp_seq=0; its reply is the captured one.
+    wrapped = r.replies[65535]
+    assert wrapped.rtt_s == pytest.approx(4.15e-3)
+    assert wrapped.t_unix == pytest.approx(1795429820.774006 - 4.15e-3)
+    # A late reply in the captured part lands on its own probe, not one 65,536 away.
+    assert r.replies[65496].rtt_s == pytest.approx(6.55e-3)
+    # Every probe's send time, answered or placed between its neighbours, in order.
+    times = [x.t_unix for x in r.replies]
+    assert all(b > a for a, b in itertools.pairwise(times))

@@ -1,8 +1,11 @@
 """iputils ping (20221126) argv and a parser for its ``-D -n -O`` text output.
 
 ``-O`` prints "no answer yet for icmp_seq=N" when probe N+1 is sent without a reply to N; a reply
-to N may still arrive later and then counts (once). "(DUP!)" replies are ignored. Sequence
-numbers are assumed not to wrap (65535 probes, over 3.6 h at 0.2 s).
+to N may still arrive later and then counts (once). "(DUP!)" replies are ignored.
+
+icmp_seq is 16 bits: probe 65536 is printed as icmp_seq=0, 65537 as 1 (past 3.6 h at 0.2 s).
+Each printed number is read as the probe nearest the latest one sent so far, which is right
+as long as no reply is more than 32,768 probes late.
 
 A stream that lasts a time is sent as a count of probes (``-c``), never with a deadline
 (``-w``): at a deadline ping stops and counts every probe still in flight as lost (an 800 ms
@@ -15,6 +18,7 @@ come by then; every probe gets at least that long.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import re
@@ -98,15 +102,27 @@ _COUNTS = re.compile(r"^(\d+) packets transmitted, (\d+) received(?:, \+(\d+) du
 _RTT = re.compile(r"^rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
 
 
+SEQ_MODULUS = 2**16
+
+
+def _unwrap(printed: int, latest: int) -> int:
+    """The probe number (1, 2, ... unbounded) printed as icmp_seq `printed`: the one
+    nearest `latest`, the highest probe known to have been sent."""
+    return printed + SEQ_MODULUS * round((latest - printed) / SEQ_MODULUS)
+
+
 def _send_times(sent: int, anchors: dict[int, float], default_step: float) -> dict[int, float]:
     known = sorted(anchors)
     steps = [(anchors[b] - anchors[a]) / (b - a) for a, b in itertools.pairwise(known)]
     step = sum(steps) / len(steps) if steps else default_step
     out: dict[int, float] = {}
     for seq in range(1, sent + 1):
-        lo = max((k for k in known if k <= seq), default=None)
-        hi = min((k for k in known if k >= seq), default=None)
-        if lo is not None and hi is not None and hi != lo:
+        at = bisect.bisect_left(known, seq)
+        lo = known[at - 1] if at > 0 else None
+        hi = known[at] if at < len(known) else None
+        if hi == seq:
+            out[seq] = anchors[seq]
+        elif lo is not None and hi is not None:
             out[seq] = anchors[lo] + (anchors[hi] - anchors[lo]) * (seq - lo) / (hi - lo)
         elif lo is not None:
             out[seq] = anchors[lo] + step * (seq - lo)
@@ -122,9 +138,11 @@ def parse(text: str, *, interval_s: float = 1.0) -> Result:
     answers: dict[int, tuple[float, float | None, int | None]] = {}
     anchors: dict[int, float] = {}
     host, counts, rtt = None, None, None
+    latest = 1
     for line in text.splitlines():
         if m := _REPLY.match(line):
-            seq = int(m[2])
+            seq = _unwrap(int(m[2]), latest)
+            latest = max(latest, seq)
             if m["dup"] or seq in answers:
                 continue
             rtt_s = None if m[4] is None else float(m[4]) / 1000
@@ -133,7 +151,9 @@ def parse(text: str, *, interval_s: float = 1.0) -> Result:
                 anchors[seq] = float(m[1]) - rtt_s
         elif m := _NO_ANSWER.match(line):
             # printed as probe N+1 leaves: a send time for N+1 unless its reply gave a better one
-            anchors.setdefault(int(m[2]) + 1, float(m[1]))
+            seq = _unwrap(int(m[2]), latest) + 1
+            latest = max(latest, seq)
+            anchors.setdefault(seq, float(m[1]))
         elif m := _HEADER.match(line):
             host = m[1]
         elif m := _COUNTS.match(line):
@@ -143,9 +163,11 @@ def parse(text: str, *, interval_s: float = 1.0) -> Result:
     if host is None or counts is None:
         raise ToolOutputError("ping: no statistics summary (output truncated or ping killed?)")
     sent, received = int(counts[1]), int(counts[2])
-    if len(answers) != received or any(not 1 <= s <= sent for s in answers):
-        raise ToolOutputError(f"ping: summary says {received} of {sent} answered but the "
-                              f"reply lines answer icmp_seq {sorted(answers)}")
+    outside = sorted(s for s in answers if not 1 <= s <= sent)
+    if len(answers) != received or outside:
+        raise ToolOutputError(
+            f"ping: summary says {received} of {sent} answered but the reply lines answer "
+            f"{len(answers)} probes" + (f", some not sent: {outside[:5]}" if outside else ""))
     times = _send_times(sent, {k: v for k, v in anchors.items() if k <= sent}, interval_s)
     replies = []
     for seq in range(1, sent + 1):
