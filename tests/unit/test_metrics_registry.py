@@ -197,3 +197,13 @@ def test_an_unknown_stored_metric_gets_no_verdict_a_warning_and_renders_raw() ->
     assert any("mystery is not in hoplab's metric registry" in w for w in group.warnings)
     html = run_tables(a[0])
     assert "<td class=\"\">mystery</td>" in html and "10.1 widgets" in html
+
+
+def test_every_figure_a_view_names_is_registered() -> None:
+    from hoplab.render import run_view, summary
+    from hoplab.render.headline import HEADLINE
+
+    named = {n for names in HEADLINE.values() for n in names}
+    named |= {*run_view.FLOW_COLUMNS, *run_view.IFACE_COLUMNS, *run_view.QDISC_COLUMNS,
+              *run_view.CPU_COLUMNS, *getattr(summary, "FLOW_FIGURES", ())}
+    assert sorted(n for n in named if metrics.find(n) is None) == []
