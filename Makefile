@@ -96,7 +96,8 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -q tests/unit
 
-# Lint, types and the unit tests: no root, no system tools, no network namespaces.
+# Lint (src, tests, bench), types (mypy over the same) and the unit tests: no root,
+# no system tools, no network namespaces.
 # Runs as any user who can write this checkout (its caches) and has the venv.
 check: lint typecheck unit
 

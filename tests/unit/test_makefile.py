@@ -1,11 +1,13 @@
 """What `make test` (the README's test command, run by .ci/run) and `make check` run,
-read from make's dry run: the whole suite and every check, and no root for check."""
+read from make's dry run: the whole suite and every check, and no root for check; and
+what they type-check."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,3 +50,12 @@ def test_make_check_is_lint_types_and_unit_tests_without_root() -> None:
     assert ".venv/bin/pytest -q tests/unit\n" in out
     for needs_root in ("apt-get", "sudo", "ip netns", "cargo", "HOPLAB_REQUIRE_ALL=1"):
         assert needs_root not in out, needs_root
+
+
+def test_mypy_checks_tests_and_bench_relaxed_as_httpx_does() -> None:
+    mypy = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert mypy["strict"] is True
+    assert set(mypy["files"]) == {"src/hoplab", "tests", "bench"}
+    (tests,) = [o for o in mypy["overrides"] if o["module"] == ["tests.*"]]
+    assert tests == {"module": ["tests.*"], "disallow_untyped_defs": False,
+                     "check_untyped_defs": True}
