@@ -46,8 +46,36 @@ def test_32_bit_wrap() -> None:
 
 def test_64_bit_wrap() -> None:
     # Series hold floats, exact near 2**64 only to 2**11; 2**20 below the top is exact.
-    s = Series("iface.tx_bytes", "bytes", ticks(2), [2.0**64 - 2**20, 1000.0])
-    assert counter_delta(s) == pytest.approx(2**20 + 1000)
+    s = Series("iface.tx_bytes", "bytes", ticks(3), [2.0**64 - 2**21, 2.0**64 - 2**20, 1000.0])
+    assert counter_delta(s) == pytest.approx(2**20 + 2**20 + 1000)
+
+
+def test_reset_in_the_upper_range_is_not_a_32_bit_wrap() -> None:
+    # A qdisc replaced while its 32-bit byte counter stood at 3.5e9 (0.8e9 below the
+    # top): read as a wrap, that would be 0.8e9 bytes in 0.1 s from a counter rising
+    # 1000 per 0.1 s. The 300 and 500 after the reset are kept.
+    s = Series("qdisc.sent_bytes", "bytes", ticks(4), [3.5e9 - 1000, 3.5e9, 300.0, 800.0])
+    assert counter_delta(s) == pytest.approx(1000 + 300 + 500)
+
+
+def test_reset_just_below_the_top_is_told_by_the_rate() -> None:
+    # 64-bit interface counters (Linux's) also fall only on a reset; 2**32 - 2e6 is near
+    # the 32-bit top in bytes but 200 intervals away at this counter's 10 kB per 0.1 s.
+    top = 2.0**32
+    s = Series("iface.rx_bytes", "bytes", ticks(4), [top - 2e6 - 1e4, top - 2e6, 4000.0, 14000.0])
+    assert counter_delta(s) == pytest.approx(1e4 + 4000 + 1e4)
+    # The same fall from 2e4 below the top is two intervals' worth: a genuine wrap.
+    w = Series("iface.rx_bytes", "bytes", ticks(4), [top - 3e4, top - 2e4, 4000.0, 14000.0])
+    assert counter_delta(w) == pytest.approx(1e4 + 2e4 + 4000 + 1e4)
+
+
+def test_without_a_rate_only_a_fall_from_near_the_top_is_a_wrap() -> None:
+    # Two samples give no rate: 5 below the top is a wrap, 1e9 below it a reset (which
+    # the old rule, a rise of at most a quarter of the range, took for a wrap too).
+    wrap = Series("qdisc.drops", "packets", ticks(2), [2.0**32 - 5, 3.0])
+    assert counter_delta(wrap) == 8.0
+    reset = Series("qdisc.drops", "packets", ticks(2), [2.0**32 - 1e9, 3.0])
+    assert counter_delta(reset) == 3.0
 
 
 def test_reset_counts_from_zero() -> None:

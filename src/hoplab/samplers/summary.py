@@ -1,7 +1,8 @@
 """Summary figures of sampled series over a window (the load phase of a run).
 
 Cumulative counters (iface.*, qdisc.drops/overlimits/requeues/sent_*, tcp.*)
-give their increase over the window, interface counters also a mean rate
+give their increase over the window (a fall is a wrap or a reset, told apart
+in _increase), interface counters also a mean rate
 (iface.rx_bps/tx_bps in bit/s, iface.rx_pps/tx_pps in packets/s); qdisc
 backlogs give their maximum (qdisc.backlog_bytes_max, qdisc.backlog_packets_max);
 CPU shares give their mean over the window, each sample weighted by the length
@@ -36,28 +37,51 @@ def _inside(series: Series, window: tuple[float, float] | None) -> list[int]:
     return [i for i, t in enumerate(series.t) if lo <= t <= hi]
 
 
-def _increase(prev: float, cur: float) -> float:
-    """How much a counter rose from prev to cur.
+# A fall is a wrap only if the rise it implies fits in this many intervals' worth of the
+# counter's fastest rise between other samples, or in WRAP_NEAR (a counter that was
+# within 65,536 of its top; a reset lands there once in 65,536 times).
+WRAP_SLACK = 4.0
+WRAP_NEAR = float(2**16)
 
-    A counter that went down either wrapped or was reset. It is taken as a wrap
-    of a 32-bit (or, above 2**32, a 64-bit) counter when that implies a rise of
-    at most a quarter of the counter's range; otherwise as a reset to zero (an
-    interface or qdisc deleted and created again): the rise is then cur, what
-    was counted since the reset, and whatever was counted between the previous
-    sample and the reset is lost, so the delta errs low, never high.
+
+def _peak_rate(series: Series) -> float:
+    """The counter's fastest rise per second between two consecutive samples that did
+    not fall (0.0 when there is none)."""
+    return max((max(0.0, b - a) / (tb - ta)
+                for (ta, a), (tb, b) in pairwise(zip(series.t, series.v, strict=True))
+                if b >= a and tb > ta), default=0.0)
+
+
+def _increase(prev: float, cur: float, dt: float, peak_rate: float) -> float:
+    """How much a counter rose from prev to cur over dt seconds.
+
+    A counter that went down either wrapped or was reset. A wrap of a 32-bit counter
+    (64-bit above 2**32) means it was just below the top of its range: the rise it
+    implies, top - prev + cur, is then no more than the counter counts in an interval.
+    It is taken as a wrap only when that rise is at most WRAP_SLACK times the counter's
+    fastest rise seen elsewhere in the series over dt, or at most WRAP_NEAR; otherwise
+    as a reset to zero (an interface or qdisc deleted and created again, or a 64-bit
+    counter that was never near the top). The rise is then cur, what was counted since
+    the reset; whatever was counted between the previous sample and the reset is lost,
+    so the delta errs low, never high.
     """
     if cur >= prev:
         return cur - prev
     modulus = float(2**32) if prev < 2**32 else float(2**64)
     wrapped = modulus - prev + cur
-    return wrapped if wrapped <= modulus / 4 else cur
+    return wrapped if wrapped <= max(WRAP_SLACK * peak_rate * dt, WRAP_NEAR) else cur
 
 
 def counter_delta(series: Series, window: tuple[float, float] | None = None) -> float:
     """Increase of a cumulative counter over the window (0.0 with fewer than two
-    samples in it); wraps and resets are treated as described in _increase."""
+    samples in it); wraps and resets are told apart as described in _increase, with
+    the fastest rise of the whole series."""
     idx = _inside(series, window)
-    return sum(_increase(series.v[a], series.v[b]) for a, b in pairwise(idx))
+    if len(idx) < 2:
+        return 0.0
+    peak = _peak_rate(series)
+    t, v = series.t, series.v
+    return sum(_increase(v[a], v[b], t[b] - t[a], peak) for a, b in pairwise(idx))
 
 
 def _weighted_mean(series: Series, idx: list[int]) -> float:
