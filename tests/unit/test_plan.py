@@ -642,3 +642,33 @@ def test_a_grid_keeps_its_rows_together_in_few_routes() -> None:
     assert max(len(n.routes) for n in plan.nodes) <= 120
     assert sum(len(n.routes) for n in plan.nodes) <= 80_000
     assert_all_reach_all(plan_lab(generated("grid = [6, 7]")))
+
+
+# --- the path a flow takes -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("example", ["star", "grid", "mesh", "wireguard-hops", "chain5"])
+@pytest.mark.parametrize("family", [4, 6])
+def test_path_is_the_walk_of_the_planned_routes(example: str, family: int) -> None:
+    """plan.path (what samplers and profiles watch) is, for every ordered pair, the hop
+    sequence the simulator above finds by longest-prefix match in each node's routes."""
+    plan = plan_lab(load_lab(EXAMPLES / f"{example}.toml"))
+    net = Network(plan)
+    for src in plan.nodes:
+        for dst in plan.nodes:
+            if src is dst:
+                continue
+            addr = dst.primary4 if family == 4 else dst.primary6
+            assert addr is not None
+            got = net.send(src.name, addr)
+            walked = [node for node, _ in got.devs] + [got.owner]
+            assert plan.path(src.name, dst.name, family) == walked, (src.name, dst.name)
+
+
+def test_spokes_of_a_star_talk_through_the_hub_despite_a_shortcut() -> None:
+    # A node's address is on its first link (to the hub); the h1-h2 shortcut is not the
+    # way to it, though a breadth-first search over the links would take it.
+    plan = plan_lab(load_lab(EXAMPLES / "star.toml"))
+    assert plan.path("h1", "h2") == ["h1", "hub", "h2"]
+    assert plan.path("h2", "h1", 6) == ["h2", "hub", "h1"]
+    assert plan.path("h1", "hub") == ["h1", "hub"]

@@ -88,6 +88,11 @@ class Plan:
                 return n
         raise KeyError(name)
 
+    def path(self, src: str, dst: str, family: int = 4) -> list[str]:
+        """The nodes a packet from src to dst's address crosses, ends included, as the
+        planned routes send it (see route_path)."""
+        return route_path(self, src, dst, family)
+
 
 WG_BASE_PORT = 51820
 
@@ -465,3 +470,36 @@ def hosts_file(plan: Plan) -> str:
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     lines += [f"{addr}\t{name}" for addr, name in plan.hosts]
     return "\n".join(lines) + "\n"
+
+
+def route_path(plan: Plan, src: str, dst: str, family: int = 4) -> list[str]:
+    """The nodes a packet from `src` to `dst`'s primary address of `family` crosses,
+    ends included: from each node, the neighbour on a connected subnet that holds the
+    address, else the owner of the gateway of the longest-prefix route to it, as the
+    kernel of each node will forward it with the routes planned here. This is the one
+    place that says which routers carry a flow (samplers and profiles ask it); it stops
+    early, at the last node reached, when a node has no route on."""
+    target = plan.node(dst).primary4 if family == 4 else plan.node(dst).primary6
+    if target is None:
+        return [src, dst] if src != dst else [src]
+    owner = {str(a.ip): n.name for n in plan.nodes for i in n.ifaces for a in i.addrs}
+    path = [src]
+    while path[-1] != dst and len(path) <= len(plan.nodes):
+        nxt = _next_hop(plan.node(path[-1]), target, owner)
+        if nxt is None or nxt in path:
+            break
+        path.append(nxt)
+    return path
+
+
+def _next_hop(node: NodePlan, target: IPv4Address | IPv6Address,
+              owner: dict[str, str]) -> str | None:
+    for i in node.ifaces:
+        if i.kind == "veth" and any(target in a.network for a in i.addrs):
+            return i.peer
+    best: Route | None = None
+    for r in node.routes:
+        if r.dst.version == target.version and target in r.dst \
+                and (best is None or r.dst.prefixlen > best.dst.prefixlen):
+            best = r
+    return owner.get(best.gateway) if best is not None else None

@@ -9,7 +9,6 @@ is stopped before this returns or raises.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +19,12 @@ from hoplab.record import Metric, RawOutput, Series
 from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome, client_argv, server_for
 from hoplab.run.outcome import collect
+from hoplab.run.paths import flow_ends, routers_crossed
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
 from hoplab.run.profiling import PhaseProfiler
 from hoplab.samplers import Samplers, Target, sampler_metrics
 from hoplab.samplers.wire import wire_namespaces
 from hoplab.spec.experiment import Flow, Test
-from hoplab.spec.model import Lab
 
 # How long past its planned end a client may run before it is stopped as hung.
 GRACE_S = 15.0
@@ -44,28 +43,6 @@ class TestResult:
     profile: dict[str, Any] | None = None
 
 
-def path_nodes(lab: Lab, src: str, dst: str) -> list[str]:
-    """The nodes on a shortest path from src to dst, ends included."""
-    adj: dict[str, list[str]] = {n: [] for n in lab.node_names()}
-    for lk in lab.links:
-        adj[lk.a].append(lk.b)
-        adj[lk.b].append(lk.a)
-    prev: dict[str, str | None] = {src: None}
-    queue = deque([src])
-    while queue:
-        cur = queue.popleft()
-        for nxt in adj[cur]:
-            if nxt not in prev:
-                prev[nxt] = cur
-                queue.append(nxt)
-    if dst not in prev:
-        return [src, dst]
-    path = [dst]
-    while (p := prev[path[-1]]) is not None:
-        path.append(p)
-    return path[::-1]
-
-
 def sampler_targets(test: Test, plan: Plan) -> list[Target]:
     kinds = frozenset(test.samplers.kinds) - {"cpu"}
     if not kinds:
@@ -74,10 +51,9 @@ def sampler_targets(test: Test, plan: Plan) -> list[Target]:
         chosen = list(test.samplers.nodes)
         ends: list[str] = []
     else:
-        on_path = path_nodes(plan.lab, test.src, test.dst)
-        chosen = on_path[1:-1]
+        chosen = routers_crossed(test, plan)
         # Retransmits happen at the senders: the ends keep a TCP counter.
-        ends = [test.src, test.dst] if "tcp" in kinds else []
+        ends = flow_ends(test) if "tcp" in kinds else []
     node_kinds = kinds - {"wire"}
     targets = [Target(n, plan.node(n).netns, node_kinds) for n in chosen] if node_kinds else []
     targets += [Target(n, plan.node(n).netns, frozenset({"tcp"})) for n in ends

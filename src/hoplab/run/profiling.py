@@ -16,6 +16,7 @@ from hoplab.lab.teardown import processes_in
 from hoplab.profile import analyze, fold
 from hoplab.profile.record import Recording, script
 from hoplab.record import Metric, RawOutput
+from hoplab.run.paths import routers_crossed
 from hoplab.spec.experiment import Profile, Test
 
 ATTRIBUTION = ("host-wide: a lab's nodes share one kernel, so kernel work (forwarding, "
@@ -41,8 +42,9 @@ class PhaseProfiler:
         self.profile = profile
         self.plan = plan
         self.base_dir = base_dir
+        # By default the routers the test's traffic crosses, as the planned routes go.
         self.nodes = list(profile.nodes) if profile.nodes is not None else \
-            [n.name for n in plan.nodes if n.forward]
+            routers_crossed(test, plan)
         self.recording = Recording(workdir / f"{test.name}.perf.data", profile.frequency)
         self.error: str | None = None
         self._next_scan = 0.0
