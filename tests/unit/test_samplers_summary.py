@@ -115,12 +115,13 @@ def test_tcp_and_qdisc_metrics() -> None:
 
 
 def test_cpu_mean_weights_by_interval() -> None:
-    # Intervals of 0.1, 0.1 and 0.2 s at 10 %, 20 % and 40 %: (1 + 2 + 8) / 0.4 s.
+    # In the window: half of (0.1, 0.2] at 10 %, then 0.1 s at 20 % and 0.2 s at 40 %:
+    # (0.5 + 2 + 8) / 0.35 s.
     s = Series("cpu.softirq", "%", [0.1, 0.2, 0.3, 0.5], [10.0, 10.0, 20.0, 40.0],
                node="host", key="cpu0")
     [got] = sampler_metrics([s], window=(0.15, 0.6))
     assert (got.name, got.unit, got.node, got.key) == ("cpu.softirq", "%", "host", "cpu0")
-    assert got.value == pytest.approx(27.5)
+    assert got.value == pytest.approx(30.0)
     # The first sample of a series is weighted like the interval after it.
     assert sampler_metrics([s])[0].value == pytest.approx((1 + 1 + 2 + 8) / 0.5)
 
@@ -128,3 +129,17 @@ def test_cpu_mean_weights_by_interval() -> None:
 def test_cpu_single_sample() -> None:
     s = Series("cpu.idle", "%", [0.1], [90.0], node="host", key="all")
     assert sampler_metrics([s])[0].value == pytest.approx(90.0)
+
+
+def test_cpu_mean_leaves_out_the_interval_before_the_load() -> None:
+    # Samples every 0.1 s; the load runs from 1.0 to 3.0 s at 50 %. The sample taken at
+    # 1.0 s describes (0.9, 1.0], before the load: its 99 % must not count, nor the
+    # sample at 3.1 s, which describes (3.0, 3.1].
+    t = ticks(31, start=0.1)
+    v = [99.0 if x <= 1.0 + 1e-9 or x > 3.0 + 1e-9 else 50.0 for x in t]
+    s = Series("cpu.softirq", "%", t, v, node="host", key="all")
+    [got] = sampler_metrics([s], window=(1.0, 3.0))
+    assert got.value == pytest.approx(50.0)
+    # A load phase that starts between samples takes the straddling interval's share.
+    [part] = sampler_metrics([s], window=(0.95, 3.0))
+    assert part.value == pytest.approx((99 * 0.05 + 50 * 2.0) / 2.05)

@@ -5,17 +5,19 @@ give their increase over the window (a fall is a wrap or a reset, told apart
 in _increase), interface counters also a mean rate
 (iface.rx_bps/tx_bps in bit/s, iface.rx_pps/tx_pps in packets/s); qdisc
 backlogs give their maximum (qdisc.backlog_bytes_max, qdisc.backlog_packets_max);
-CPU shares give their mean over the window, each sample weighted by the length
-of the interval it covers.
+CPU shares give their mean over the window, each sample weighted by the part of
+the interval it covers that lies inside the window: a sample taken at the very
+start of the load phase describes the interval before it and weighs nothing.
 
-A sample belongs to the window when window[0] <= t <= window[1]. Deltas and
-rates are taken between the first and the last sample inside the window, so
-they cover slightly less than the window (at most one interval at each end)
-but never count anything outside it.
+For the others a sample belongs to the window when window[0] <= t <= window[1].
+Deltas and rates are taken between the first and the last sample inside the
+window, so they cover slightly less than the window (at most one interval at
+each end) but never count anything outside it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import pairwise
 
@@ -84,22 +86,31 @@ def counter_delta(series: Series, window: tuple[float, float] | None = None) -> 
     return sum(_increase(v[a], v[b], t[b] - t[a], peak) for a, b in pairwise(idx))
 
 
-def _weighted_mean(series: Series, idx: list[int]) -> float:
-    """Mean of interval shares; sample i covers (t[i-1], t[i]]. The very first sample
-    of a series has no predecessor and is weighted like the interval after it."""
+def _covered(series: Series, i: int) -> tuple[float, float]:
+    """The interval sample i describes: (t[i-1], t[i]]; the very first sample of a
+    series has no predecessor and is taken to cover one interval like the next one."""
     t = series.t
+    if i > 0:
+        return t[i - 1], t[i]
+    return t[0] - (t[1] - t[0] if len(t) > 1 else 0.0), t[0]
+
+
+def _share_mean(series: Series, window: tuple[float, float] | None) -> float | None:
+    """Mean of interval shares, each weighted by how much of its interval lies in the
+    window; None when no interval reaches into it. Samples without any width (a single
+    one) count equally, if taken inside the window."""
+    lo, hi = window if window is not None else (-math.inf, math.inf)
     total = weights = 0.0
-    for i in idx:
-        if i > 0:
-            w = t[i] - t[i - 1]
-        elif len(t) > 1:
-            w = t[1] - t[0]
-        else:
-            w = 1.0
-        w = max(w, 0.0)
-        total += series.v[i] * w
-        weights += w
-    return total / weights if weights > 0 else sum(series.v[i] for i in idx) / len(idx)
+    for i, value in enumerate(series.v):
+        start, end = _covered(series, i)
+        w = min(end, hi) - max(start, lo)
+        if w > 0:
+            total += value * w
+            weights += w
+    if weights > 0:
+        return total / weights
+    idx = _inside(series, window)
+    return math.fsum(series.v[i] for i in idx) / len(idx) if idx else None
 
 
 def sampler_metrics(series: Sequence[Series], *,
@@ -111,16 +122,19 @@ def sampler_metrics(series: Sequence[Series], *,
         # Flow series (throughput, rtt) share the list; they are summarised elsewhere.
         if not s.name.startswith(_SAMPLED):
             continue
-        idx = _inside(s, window)
-        if not idx:
-            continue
 
         def metric(name: str, value: float, unit: str, s: Series = s) -> None:
             out.append(Metric(name, value, unit, flow=s.flow, node=s.node, key=s.key))
 
         if s.name.startswith("cpu."):
-            metric(s.name, _weighted_mean(s, idx), s.unit)
-        elif s.name in _GAUGES:
+            share = _share_mean(s, window)
+            if share is not None:
+                metric(s.name, share, s.unit)
+            continue
+        idx = _inside(s, window)
+        if not idx:
+            continue
+        if s.name in _GAUGES:
             metric(f"{s.name}_max", max(s.v[i] for i in idx), s.unit)
         elif len(idx) >= 2:
             delta = counter_delta(s, window)
