@@ -17,6 +17,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hoplab import kinds
 from hoplab import metrics as registry
 from hoplab.analysis.compare import (
     MetricComparison,
@@ -138,7 +139,7 @@ def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],
             names = [str(w) for w in wanted if (w.name, w.flow, w.node, w.key) in have]
             if not names:
                 continue
-        flows = ra[0].kind == "custom" if per_flow is None else per_flow
+        flows = kinds.per_flow(ra[0].kind) if per_flow is None else per_flow
         found = compare_runs(ra, rb, names, per_flow=flows, seed=seed,
                              resamples=resamples, alpha=alpha)
         unknown = sorted({m.metric for m in found if registry.find(m.metric) is None})

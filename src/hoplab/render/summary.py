@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from hoplab import kinds as registry
 from hoplab import metrics
 from hoplab.analysis.order import natural_key, variant_key
 from hoplab.analysis.stats import median
@@ -27,10 +28,24 @@ def _groups(records: Sequence[RunRecord]) -> dict[tuple[str, str], list[RunRecor
                                                        variant_key(kv[1][0].variant))))
 
 
-# A custom test is a set of flows with different jobs (bulk, interactive, ping): its
-# summary is one row per flow, as seed 004's table has one column per measurement.
-FLOW_FIGURES = ("goodput", "loss", "udp_jitter", "rtt_median", "rtt_p95", "rtt_jitter")
+# A kind with a flow headline (custom: a set of flows with different jobs, bulk,
+# interactive, ping) is summarised one row per flow, as seed 004's table has one column
+# per measurement, after a row for the whole run.
 ALL_FLOWS = "(all)"
+
+
+def _columns(kind: str) -> tuple[str, ...]:
+    """The figures a summary of `kind` shows: its flow headline, then its headline's
+    others (whole-run figures such as Jain's index)."""
+    k = registry.find(kind)
+    if k is None:
+        return ()
+    return tuple(dict.fromkeys((*k.flow_headline, *k.headline)))
+
+
+def _notes(kind: str) -> tuple[str, ...]:
+    k = registry.find(kind)
+    return () if k is None else k.notes
 
 
 def _figures(runs: Sequence[RunRecord], names: Sequence[str], flow: str | None
@@ -52,16 +67,18 @@ def summary_rows(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
         kind = runs[0].kind
         base = {"test": test, "kind": kind, "variant": variant, "runs": len(runs),
                 "ok": len(ok)}
-        if kind == "custom":
+        if registry.per_flow(kind):
+            flow_names = registry.get(kind).flow_headline
             flows = list(dict.fromkeys(m.flow for r in ok for m in r.metrics if m.flow))
             rows.append({**base, "flow": ALL_FLOWS,
-                         "figures": _figures(ok, ("goodput", "jain_index"), None)})
-            rows += [{**base, "flow": f, "figures": _figures(ok, FLOW_FIGURES, f)}
+                         "figures": _figures(ok, HEADLINE.get(kind, ()), None)})
+            rows += [{**base, "flow": f, "figures": _figures(ok, flow_names, f)}
                      for f in flows]
             continue
-        grades = sorted({str(r.metadata["grade"]) for r in ok if "grade" in r.metadata})
+        notes = {n: sorted({str(r.metadata[n]) for r in ok if n in r.metadata})
+                 for n in _notes(kind)}
         rows.append({**base, "figures": _figures(ok, HEADLINE.get(kind, ()), None),
-                     "grades": grades})
+                     "grades": notes.get("grade", []), "notes": notes})
     return rows
 
 
@@ -86,21 +103,22 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
         kind = rows[0]["kind"]
         table = Table(title=f"{title}: {test} ({kind})", title_justify="left")
         table.add_column("variant", no_wrap=True)
-        if kind == "custom":
+        per_flow = registry.per_flow(kind)
+        if per_flow:
             table.add_column("flow", no_wrap=True)
         table.add_column("runs ok", justify="right")
-        names = (*FLOW_FIGURES, "jain_index") if kind == "custom" else HEADLINE.get(kind, ())
+        names = _columns(kind) if per_flow else HEADLINE.get(kind, ())
         for name in names:
             table.add_column(metrics.label(name), justify="right")
-        if kind == "rrul":
-            table.add_column("grade")
+        notes = () if per_flow else _notes(kind)
+        for note in notes:
+            table.add_column(note)
         for row in rows:
-            cells = [row["variant"]] + ([row["flow"]] if kind == "custom" else [])
+            cells = [row["variant"]] + ([row["flow"]] if per_flow else [])
             cells.append(f"{row['ok']}/{row['runs']}")
             cells += [_cell(row["figures"].get(n), metrics.unit(n, units.get(n, "")))
                       for n in names]
-            if kind == "rrul":
-                cells.append(",".join(row["grades"]) or "-")
+            cells += [",".join(row["notes"].get(n, [])) or "-" for n in notes]
             table.add_row(*cells)
         tables.append(table)
     hops = per_hop_table(records, units)
@@ -117,7 +135,7 @@ def per_hop_rows(records: Sequence[RunRecord], axis: str = "hops") -> list[dict[
     names: dict[str, str] = {}
     for r in records:
         hops = r.variant.get(axis)
-        if r.status != "ok" or not isinstance(hops, int | float) or r.kind == "custom":
+        if r.status != "ok" or not isinstance(hops, int | float) or registry.per_flow(r.kind):
             continue
         name = HEADLINE.get(r.kind, ("",))[0]
         v = r.metric(name)

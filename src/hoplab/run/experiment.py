@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hoplab.errors import CapabilityError, HoplabError
+from hoplab.kinds import flow_tool
 from hoplab.lab import build, netns
 from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
@@ -37,10 +38,6 @@ from hoplab.record import MEASUREMENT_VERSION, RunRecord
 from hoplab.run.execute import TestResult, run_test
 from hoplab.run.metadata import host_metadata, node_settings
 from hoplab.spec.experiment import Experiment, Test, Variant
-
-# Debian packages that provide the tools each flow kind runs.
-_TOOLS = {"tcp": ("iperf3", "iperf3"), "udp": ("iperf3", "iperf3"),
-          "ping": ("ping", "iputils-ping"), "probe": ("irtt", "irtt")}
 
 
 class RunSink(Protocol):
@@ -77,10 +74,11 @@ def check_machine(exp: Experiment, caps: Capabilities) -> None:
     cannot build."""
     kinds = {f.kind for v in exp.variants for t in v.tests for f in t.flows}
     for k in sorted(kinds):
-        tool, package = _TOOLS[k]
-        if shutil.which(tool) is None:
-            raise CapabilityError(f"{exp.source}: {k} flows need {tool}, which is not "
-                                  f"installed: apt-get install {package} (or make setup)")
+        # The flow's kind names its tool and the Debian package that provides it.
+        need = flow_tool(k)
+        if shutil.which(need.tool) is None:
+            raise CapabilityError(f"{exp.source}: {k} flows need {need.tool}, which is not "
+                                  f"installed: apt-get install {need.package} (or make setup)")
     if shutil.which("ss") is None:
         raise CapabilityError("ss is missing: apt-get install iproute2")
     for v in exp.variants:

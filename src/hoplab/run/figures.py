@@ -4,25 +4,24 @@ Summed throughput is the per-flow series added on one 0.2 s grid. Latency
 under load (rrul) pools every ping and probe RTT by phase: the median of the
 load phase against the median of the idle phases. Per-host fairness compares
 what each sending host got while every host was sending.
+
+Each test kind (hoplab.kinds) chooses its figures with figures(): these are the
+building blocks; run_figures() asks the test's kind.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 from hoplab.analysis.stats import binned_sum, bufferbloat_grade, jain_index, median, percentile
+from hoplab.kinds import registry
 from hoplab.record import Metric, Series
 from hoplab.run.flows import REPORT_STEP_S, Outcome
 from hoplab.run.outcome import in_window, latency_metrics, rate_metrics
 from hoplab.spec.experiment import Test
 from hoplab.tools import iperf3
-
-
-def _bulk_series(outcomes: Sequence[Outcome], key: str | None = None) -> list[Series]:
-    return [s for o in outcomes if o.flow.bulk for s in o.series
-            if s.name == "throughput" and (key is None or s.key in (key, None))]
-
 
 # One direction of one flow with iperf3's totals for it: an up or down flow has one leg,
 # a --bidir flow two (its main direction is up, client -> server; the reverse is down).
@@ -57,7 +56,7 @@ def _goodput(legs: Sequence[Leg]) -> float:
     return 8 * total / width if width > 0 else 0.0
 
 
-def _totals(test: Test, outcomes: Sequence[Outcome], end: float
+def _totals(test: Test, outcomes: Sequence[Outcome], end: float, by_direction: bool
             ) -> tuple[list[Series], list[Metric]]:
     series: list[Series] = []
     metrics: list[Metric] = []
@@ -67,7 +66,7 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float
     window = (test.load.start_s, test.load.end_s)
     legs = _legs(bulk)
     groups: dict[str | None, list[Leg]] = {None: legs}
-    if test.kind == "rrul" or any(o.flow.direction != "up" for o in bulk):
+    if by_direction or any(o.flow.direction != "up" for o in bulk):
         for d in ("up", "down"):
             groups[d] = [leg for leg in legs if leg[1] == d]
     for key, group in groups.items():
@@ -92,7 +91,7 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float
             retrans = [leg.retransmits for _, _, leg in group if leg.retransmits is not None]
             if retrans:
                 metrics.append(Metric("retransmits", float(sum(retrans)), "count"))
-            udp = [leg for o, _, leg in group if o.flow.kind == "udp"]
+            udp = [leg for o, _, leg in group if o.bulk and o.bulk.protocol.upper() == "UDP"]
             lost = sum(r.lost_packets or 0 for r in udp)
             packets = sum(r.packets or 0 for r in udp)
             if packets:
@@ -118,39 +117,54 @@ def _bins_within(t: Sequence[float], v: Sequence[float], window: tuple[float, fl
             if lo - 1e-9 <= end - REPORT_STEP_S and end <= hi + 1e-9]
 
 
-def _latency(test: Test, outcomes: Sequence[Outcome]) -> tuple[list[Metric], dict[str, str]]:
-    probes = [o for o in outcomes if o.flow.kind in ("ping", "probe")]
+def _probes(outcomes: Sequence[Outcome]) -> list[Outcome]:
+    return [o for o in outcomes if registry.flow_tool(o.flow.kind).rtt]
+
+
+def _latency(outcomes: Sequence[Outcome], pool: Literal["always", "single"], loss: bool
+             ) -> list[Metric]:
+    probes = _probes(outcomes)
     if not probes:
-        return [], {}
+        return []
     pooled = [v for o in probes for v in o.rtt_ms]
-    metrics = latency_metrics(pooled, None) if test.kind != "custom" or len(probes) == 1 else []
+    metrics = latency_metrics(pooled, None) if pool == "always" or len(probes) == 1 else []
     sent = sum(o.metric_value("packets") for o in probes)
-    if sent and test.kind in ("ping", "probe", "rrul"):
+    if sent and loss:
         lost = math.fsum(o.metric_value("loss") * o.metric_value("packets") / 100
                          for o in probes)
         metrics.append(Metric("loss", 100 * lost / sent, "%"))
-    notes: dict[str, str] = {}
-    if test.kind == "rrul":
-        idle: list[float] = []
-        load: list[float] = []
-        for o in probes:
-            for t, v in zip(o.rtt_t, o.rtt_ms, strict=True):
-                phase = next((p.name for p in test.phases if p.start_s <= t < p.end_s), None)
-                if phase == "load":
-                    load.append(v)
-                elif phase is not None:
-                    idle.append(v)
-        if idle and load:
-            increase = median(load) - median(idle)
-            metrics += [Metric("latency_idle", median(idle), "ms"),
-                        Metric("latency_load", median(load), "ms"),
-                        Metric("latency_load_p95", percentile(load, 95), "ms"),
-                        Metric("latency_increase", increase, "ms")]
-            notes["grade"] = bufferbloat_grade(increase)
-    return metrics, notes
+    return metrics
 
 
-def _fairness(test: Test, outcomes: Sequence[Outcome]) -> list[Metric]:
+def phase_latency(test: Test, outcomes: Sequence[Outcome]
+                  ) -> tuple[list[Metric], dict[str, str]]:
+    """Latency under load: every RTT pooled by phase, the load's median against the idle
+    phases', and the bufferbloat grade of the difference (a note)."""
+    idle: list[float] = []
+    load: list[float] = []
+    for o in _probes(outcomes):
+        for t, v in zip(o.rtt_t, o.rtt_ms, strict=True):
+            phase = next((p.name for p in test.phases if p.start_s <= t < p.end_s), None)
+            if phase == "load":
+                load.append(v)
+            elif phase is not None:
+                idle.append(v)
+    if not (idle and load):
+        return [], {}
+    increase = median(load) - median(idle)
+    return [Metric("latency_idle", median(idle), "ms"),
+            Metric("latency_load", median(load), "ms"),
+            Metric("latency_load_p95", percentile(load, 95), "ms"),
+            Metric("latency_increase", increase, "ms")], {"grade": bufferbloat_grade(increase)}
+
+
+def fairness(test: Test, outcomes: Sequence[Outcome]) -> tuple[list[Metric], dict[str, str]]:
+    """Per-host fairness between the hosts that send: Jain's index of their rates while
+    every one of them was sending, and each host's rate and share."""
+    return _fairness(outcomes), {}
+
+
+def _fairness(outcomes: Sequence[Outcome]) -> list[Metric]:
     bulk = [o for o in outcomes if o.flow.bulk and o.bulk is not None and o.flow.duration_s]
     hosts = sorted({o.flow.sender for o in bulk})
     if len(hosts) < 2:
@@ -181,12 +195,29 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
 
 
-def run_figures(test: Test, outcomes: Sequence[Outcome], end: float
-                 ) -> tuple[list[Series], list[Metric], dict[str, str]]:
-    series, metrics = _totals(test, outcomes, end)
-    lat, notes = _latency(test, outcomes)
-    metrics += lat
-    if test.kind == "custom":
-        # Hosts competing for a link; in rrul "hosts" would be the two ends of one path.
-        metrics += _fairness(test, outcomes)
-    return series, metrics, notes
+Figures = tuple[list[Series], list[Metric], dict[str, str]]
+# A figure of a kind's own: (test, outcomes) -> whole-run metrics and notes.
+Step = Callable[[Test, Sequence[Outcome]], tuple[list[Metric], dict[str, str]]]
+
+
+def figures(*, by_direction: bool = False, pool: Literal["always", "single"] = "always",
+            probe_loss: bool = False, steps: Sequence[Step] = ()
+            ) -> Callable[[Test, Sequence[Outcome], float], Figures]:
+    """A kind's figures: summed throughput and goodput of its bulk flows (per direction
+    too when `by_direction` or any flow is not an upload), its probes' RTTs pooled
+    (`pool` "single": only when there is one probe flow, since RTTs to different
+    targets do not pool), their loss when `probe_loss`, then `steps` in order."""
+    def compute(test: Test, outcomes: Sequence[Outcome], end: float) -> Figures:
+        series, metrics = _totals(test, outcomes, end, by_direction)
+        metrics += _latency(outcomes, pool, probe_loss)
+        notes: dict[str, str] = {}
+        for step in steps:
+            more, more_notes = step(test, outcomes)
+            metrics += more
+            notes.update(more_notes)
+        return series, metrics, notes
+    return compute
+
+
+def run_figures(test: Test, outcomes: Sequence[Outcome], end: float) -> Figures:
+    return registry.get(test.kind).figures(test, outcomes, end)

@@ -1,18 +1,20 @@
 """One flow of a test: its server, its client command, and what its output becomes.
 
-iperf3 serves one test at a time, so every bulk flow gets its own one-off
-server on its own port; every probe flow its own irtt server. Clients are
-pointed at addresses from the plan, not names, so no lookup sits in the path.
+The flow's kind (hoplab.kinds) builds its server and client commands: iperf3
+serves one test at a time, so every bulk flow gets its own one-off server on its
+own port; every probe flow its own irtt server. Clients are pointed at addresses
+from the plan, not names, so no lookup sits in the path.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hoplab.kinds import registry
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.spec.experiment import Flow
-from hoplab.tools import iperf3, irtt, ping
+from hoplab.tools import iperf3
 
 IPERF3_BASE_PORT = 5201
 IRTT_BASE_PORT = 2112
@@ -59,31 +61,8 @@ def address(plan: Plan, node: str, family: int) -> str:
 
 
 def server_for(flow: Flow, index: int, plan: Plan) -> Server | None:
-    if flow.bulk:
-        port = IPERF3_BASE_PORT + index
-        return Server(flow.dst, "tcp", port, iperf3.server_argv(port))
-    if flow.kind == "probe":
-        port = IRTT_BASE_PORT + index
-        bind = address(plan, flow.dst, flow.family)
-        return Server(flow.dst, "udp", port, irtt.server_argv(bind, port))
-    return None
+    return registry.flow_tool(flow.kind).server(flow, index, plan)
 
 
 def client_argv(flow: Flow, index: int, plan: Plan) -> list[str]:
-    host = address(plan, flow.dst, flow.family)
-    if flow.bulk:
-        return iperf3.client_argv(iperf3.Client(
-            host=host, port=IPERF3_BASE_PORT + index, duration_s=flow.duration_s,
-            bytes=flow.bytes, udp=flow.kind == "udp", rate_bps=flow.rate_bps,
-            length=flow.length, reverse=flow.direction == "down",
-            bidir=flow.direction == "bidir", cport=flow.cport, congestion=flow.congestion,
-            affinity=flow.affinity, tos=flow.tos, interval_s=REPORT_STEP_S,
-            ipv6=flow.family == 6, get_server_output=True))
-    if flow.kind == "probe":
-        return irtt.client_argv(irtt.Client(
-            host=host, port=IRTT_BASE_PORT + index, duration_s=flow.duration_s or 10.0,
-            interval_s=flow.interval_s or 0.02, length=flow.length or 172,
-            dscp=flow.tos, ipv6=flow.family == 6))
-    return ping.argv(ping.Stream(
-        host=host, interval_s=flow.interval_s or 0.2, duration_s=flow.duration_s,
-        size=flow.size or 56, tos=flow.tos, ipv6=flow.family == 6))
+    return registry.flow_tool(flow.kind).client(flow, index, plan)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from hoplab.analysis.stats import mean, mean_abs_diff, percentile
 from hoplab.errors import HoplabError
+from hoplab.kinds import registry
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run.flows import Outcome
 from hoplab.run.procs import Proc
@@ -169,21 +170,16 @@ def _probe(out: Outcome, text: str, t0: float) -> None:
 
 
 def collect(flow: Flow, proc: Proc, t0: float, window: tuple[float, float]) -> Outcome:
+    """The flow's outcome from its client's output, parsed as its kind (hoplab.kinds) says."""
+    tool = registry.flow_tool(flow.kind)
     out = Outcome(flow)
     data = proc.output()
-    media = "text/plain" if flow.kind == "ping" else "application/json"
-    out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]}", data, media))
+    out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]}", data, tool.media_type))
     stderr = proc.errors()
     if stderr:
         out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]} stderr", stderr.encode()))
     try:
-        text = data.decode("utf-8", errors="replace")
-        if flow.bulk:
-            _bulk(out, text, proc.started - t0, window)
-        elif flow.kind == "probe":
-            _probe(out, text, t0)
-        else:
-            _ping(out, text, t0)
+        tool.collect(out, data.decode("utf-8", errors="replace"), t0, proc.started, window)
     except HoplabError as e:
         out.error = f"flow {flow.name}: {e}" + (f" ({stderr})" if stderr else "")
     return out

@@ -1,9 +1,10 @@
 """The validated experiment: a lab, tests made of flows, a matrix of variants, repetitions.
 
-Every test kind (tcp, udp, ping, probe, rrul, custom) is expanded by the loader
-into the same thing: a list of flows, each between two nodes with a start
-offset and a duration, plus named phases. The orchestrator only knows flows.
-Units are normalised as in the lab model: bit/s, seconds, bytes.
+Every test kind (hoplab.kinds: tcp, udp, ping, probe, rrul, custom, and any kind
+registered there) is expanded by the loader into the same thing: a list of flows,
+each between two nodes with a start offset and a duration, plus named phases. The
+orchestrator only knows flows. Units are normalised as in the lab model: bit/s,
+seconds, bytes.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hoplab.kinds import registry
 from hoplab.spec.model import Lab
 
-TEST_KINDS = ("tcp", "udp", "ping", "probe", "rrul", "custom")
-FLOW_KINDS = ("tcp", "udp", "ping", "probe")
 DIRECTIONS = ("up", "down", "bidir")
 SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp", "wire")
 
@@ -44,7 +44,8 @@ class Flow:
 
     @property
     def bulk(self) -> bool:
-        return self.kind in ("tcp", "udp")
+        """Whether the flow moves data (its kind's tool says): totals and fairness count it."""
+        return registry.flow_tool(self.kind).bulk
 
     @property
     def end_s(self) -> float | None:

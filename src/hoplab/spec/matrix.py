@@ -21,7 +21,7 @@ from typing import Any
 from hoplab.spec.loader import SpecContext
 from hoplab.spec.locate import Path
 from hoplab.spec.model import Lab
-from hoplab.spec.tests_loader import OPTIONS, option_names
+from hoplab.spec.tests_loader import option_names, options_of
 from hoplab.spec.units import kind, parse_bool, parse_command, parse_int
 
 LAB_PARAMS = ("hops", "wireguard")
@@ -158,7 +158,7 @@ def apply_to_tests(ctx: SpecContext, tests: list[dict[str, Any]], key: str, valu
         return
     hit = False
     for t in tests:
-        if key in OPTIONS.get(str(t.get("kind")), {}):
+        if key in options_of(str(t.get("kind"))):
             t[key] = value
             hit = True
     if not hit:

@@ -1,22 +1,21 @@
 """[[tests]] entries -> Test objects: per-kind options, defaults, and the flows they expand to.
 
-The option tables below are the reference for docs/experiment-format.md: each
-kind accepts exactly its keys, and an unknown key is an error naming it.
+Each kind (hoplab.kinds) declares its options and how it expands to flows; the
+keys every test has are below. The option tables are the reference for
+docs/experiment-format.md: each kind accepts exactly its keys, and an unknown key
+is an error naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from difflib import get_close_matches
 from typing import Any
 
-from hoplab.spec import option_values as ov
+from hoplab.kinds import registry
+from hoplab.kinds.registry import Parse
 from hoplab.spec.experiment import (
-    DIRECTIONS,
-    FLOW_KINDS,
     SAMPLER_KINDS,
-    TEST_KINDS,
-    Flow,
     Phase,
     Profile,
     Samplers,
@@ -27,44 +26,33 @@ from hoplab.spec.locate import Path
 from hoplab.spec.units import (
     choice,
     parse_int,
-    parse_rate,
-    parse_size,
     parse_str,
     parse_time,
 )
 
-Parse = Callable[[object], Any]
+
+def _kind(value: object) -> str:
+    # Read at each use: a kind registered after this module was imported counts too.
+    return choice(registry.names())(value)
 
 
-_COMMON: dict[str, Parse] = {"name": parse_str, "kind": choice(TEST_KINDS), "from": parse_str,
+_COMMON: dict[str, Parse] = {"name": parse_str, "kind": _kind, "from": parse_str,
                              "to": parse_str, "samplers": lambda v: v, "start": parse_time,
                              "profile": lambda v: v}
-_BULK: dict[str, Parse] = {
-    "flows": ov.positive_int, "direction": choice(DIRECTIONS), "duration": ov.whole_seconds,
-    "bytes": parse_size, "cport": ov.port, "affinity": ov.affinity, "congestion": parse_str,
-    "tos": ov.tos, "rate": parse_rate, "length": parse_size,
-}
-OPTIONS: dict[str, dict[str, Parse]] = {
-    "tcp": {**_COMMON, **_BULK},
-    "udp": {**_COMMON, **_BULK},
-    "ping": {**_COMMON, "duration": ov.duration, "interval": ov.interval, "size": parse_size,
-             "tos": ov.tos, "family": ov.family, "streams": lambda v: v},
-    "probe": {**_COMMON, "duration": ov.duration, "interval": ov.interval, "length": parse_size,
-              "tos": ov.tos, "family": ov.family},
-    "rrul": {**_COMMON, "duration": ov.whole_seconds, "idle": parse_time,
-             "flows": ov.positive_int, "congestion": parse_str, "ping_interval": ov.interval,
-             "probe_interval": ov.interval, "tos": ov.tos},
-    "custom": {**_COMMON, "flows": lambda v: v, "duration": ov.duration},
-}
-_FLOW_OPTIONS: dict[str, dict[str, Parse]] = {
-    k: {**{o: p for o, p in OPTIONS[k].items() if o not in ("samplers", "profile")},
-        "start": parse_time} for k in FLOW_KINDS}
-_STREAM_KEYS: dict[str, Parse] = {"name": parse_str, "to": parse_str, "tos": ov.tos,
-                                  "interval": ov.interval, "size": parse_size,
-                                  "family": ov.family}
+# A flow inside a custom test: its kind's options, its own ends and start, no samplers.
+_FLOW_COMMON = {k: p for k, p in _COMMON.items() if k not in ("samplers", "profile")}
+
+
+def options_of(kind: str) -> dict[str, Parse]:
+    """Every key a test of `kind` accepts, with its parser; {} for an unknown kind."""
+    found = registry.find(kind)
+    return {} if found is None else {**_COMMON, **found.options}
+
+
+def flow_options_of(kind: str) -> dict[str, Parse]:
+    return {**_FLOW_COMMON, **registry.get(kind).options}
 _SAMPLER_KEYS = ("nodes", "kinds", "interval")
 _PROFILE_KEYS = ("nodes", "frequency", "during", "categories")
-DEFAULT_DURATION = 10.0
 
 
 class _TestReader:
@@ -81,7 +69,7 @@ class _TestReader:
                                 f"{', '.join(self.nodes)}")
         return name
 
-    def options(self, raw: object, path: Path, allowed: dict[str, Parse]) -> dict[str, Any]:
+    def options(self, raw: object, path: Path, allowed: Mapping[str, Parse]) -> dict[str, Any]:
         table = self.ctx.table(raw, path, tuple(allowed))
         out = {}
         for key, value in table.items():
@@ -90,110 +78,8 @@ class _TestReader:
             self.ctx.fail((*path, "bytes"), "give duration or bytes, not both")
         return out
 
-
-def _bulk_flows(name: str, kind_: str, src: str, dst: str, o: dict[str, Any]) -> list[Flow]:
-    count = o.get("flows", 1)
-    affinity: tuple[str, ...] = o.get("affinity", ())
-    nbytes = o.get("bytes")
-    duration = None if nbytes is not None else o.get("duration", DEFAULT_DURATION)
-    rate = o.get("rate", 1_000_000 if kind_ == "udp" else None)
-    flows = []
-    for i in range(count):
-        flows.append(Flow(
-            name=f"{name}.{i + 1}" if count > 1 else name, kind=kind_, src=src, dst=dst,
-            start_s=o.get("start", 0.0), duration_s=duration, bytes=nbytes,
-            direction=o.get("direction", "up"), rate_bps=rate, length=o.get("length"),
-            cport=o["cport"] + i if "cport" in o else None,
-            affinity=affinity[i % len(affinity)] if affinity else None,
-            congestion=o.get("congestion"), tos=o.get("tos")))
-    return flows
-
-
-def _ping_flows(r: _TestReader, name: str, src: str, dst: str, o: dict[str, Any],
-                path: Path) -> list[Flow]:
-    base = dict(start_s=o.get("start", 0.0), duration_s=o.get("duration", DEFAULT_DURATION),
-                interval_s=o.get("interval", 0.2), size=o.get("size", 56), tos=o.get("tos"),
-                family=o.get("family", 4))
-    streams = o.get("streams")
-    if streams is None:
-        return [Flow(name=name, kind="ping", src=src, dst=dst, **base)]
-    flows = []
-    for i, raw in enumerate(r.ctx.array(streams, (*path, "streams"))):
-        where = (*path, "streams", i)
-        s = r.options(raw, where, _STREAM_KEYS)
-        target = r.node((*where, "to"), s["to"]) if "to" in s else dst
-        tos = s.get("tos", base["tos"])
-        label = s.get("name") or (f"tos{tos:#04x}" if tos is not None else f"to-{target}")
-        flows.append(Flow(name=f"{name}.{label}", kind="ping", src=src, dst=target, **{
-            **base, "tos": tos, "interval_s": s.get("interval", base["interval_s"]),
-            "size": s.get("size", base["size"]), "family": s.get("family", base["family"])}))
-    names = [f.name for f in flows]
-    for i, n in enumerate(names):
-        if n in names[:i]:
-            r.ctx.fail((*path, "streams", i), f"two streams are both named '{n}'; "
-                                              f"give each a name")
-    return flows
-
-
-def _probe_flow(name: str, src: str, dst: str, o: dict[str, Any]) -> Flow:
-    # A VoIP-like default: one 172-byte packet every 20 ms (G.711 at 50 packets/s).
-    return Flow(name=name, kind="probe", src=src, dst=dst, start_s=o.get("start", 0.0),
-                duration_s=o.get("duration", DEFAULT_DURATION),
-                interval_s=o.get("interval", 0.02), length=o.get("length", 172),
-                tos=o.get("tos"), family=o.get("family", 4))
-
-
-def _rrul(name: str, src: str, dst: str, o: dict[str, Any]) -> tuple[list[Flow], list[Phase]]:
-    idle = o.get("idle", 5.0)
-    load = o.get("duration", 20.0)
-    total = idle + load + idle
-    n = o.get("flows", 4)
-    bulk = {"flows": n, "duration": load, "start": idle, "congestion": o.get("congestion")}
-    flows = (_bulk_flows(f"{name}.up", "tcp", src, dst, {**bulk, "direction": "up"})
-             + _bulk_flows(f"{name}.down", "tcp", src, dst, {**bulk, "direction": "down"}))
-    flows.append(Flow(name=f"{name}.ping", kind="ping", src=src, dst=dst, duration_s=total,
-                      interval_s=o.get("ping_interval", 0.2), size=56, tos=o.get("tos")))
-    flows.append(Flow(name=f"{name}.probe", kind="probe", src=src, dst=dst, duration_s=total,
-                      interval_s=o.get("probe_interval", 0.02), length=172, tos=o.get("tos")))
-    phases = [Phase("idle", 0.0, idle), Phase("load", idle, idle + load),
-              Phase("idle-after", idle + load, total)]
-    return flows, [p for p in phases if p.end_s > p.start_s]
-
-
-def _custom(r: _TestReader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
-            path: Path) -> list[Flow]:
-    raw_flows = r.ctx.array(o.get("flows"), (*path, "flows"))
-    if not raw_flows:
-        r.ctx.fail((*path, "flows"), "a custom test needs at least one [[tests.flows]] entry")
-    flows: list[Flow] = []
-    for i, raw in enumerate(raw_flows):
-        where = (*path, "flows", i)
-        table = r.ctx.table(raw, where, None)
-        if "kind" not in table:
-            r.ctx.fail(where, f"each flow needs kind = one of {', '.join(FLOW_KINDS)}")
-        fkind = r.ctx.conv((*where, "kind"), choice(FLOW_KINDS), table["kind"])
-        fo = r.options(table, where, _FLOW_OPTIONS[fkind])
-        fsrc = r.node((*where, "from"), fo["from"]) if "from" in fo else src
-        fdst = r.node((*where, "to"), fo["to"]) if "to" in fo else dst
-        if fsrc is None or fdst is None:
-            r.ctx.fail(where, "a flow needs from and to (or the test's from and to)")
-        if "duration" not in fo and "bytes" not in fo and "duration" in o:
-            fo["duration"] = o["duration"]
-            if fkind in ("tcp", "udp") and fo["duration"] != int(fo["duration"]):
-                r.ctx.fail((*path, "duration"), "iperf3 runs for whole seconds; this "
-                                                "duration is given to tcp and udp flows")
-        fname = fo.get("name", f"{fkind}{i + 1}")
-        flows += _kind_flows(r, f"{name}.{fname}", fkind, fsrc, fdst, fo, where)
-    return flows
-
-
-def _kind_flows(r: _TestReader, name: str, kind_: str, src: str, dst: str, o: dict[str, Any],
-                path: Path) -> list[Flow]:
-    if kind_ in ("tcp", "udp"):
-        return _bulk_flows(name, kind_, src, dst, o)
-    if kind_ == "ping":
-        return _ping_flows(r, name, src, dst, o, path)
-    return [_probe_flow(name, src, dst, o)]
+    def flow_options(self, kind: str) -> Mapping[str, Parse]:
+        return flow_options_of(kind)
 
 
 def _samplers(r: _TestReader, raw: object, path: Path, default: Samplers) -> Samplers:
@@ -252,24 +138,16 @@ def read_test(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str],
     for key in ("name", "kind"):
         if key not in table:
             ctx.fail(path, f"a test needs {key} = ...")
-    kind_ = ctx.conv((*path, "kind"), choice(TEST_KINDS), table["kind"])
-    o = r.options(table, path, OPTIONS[kind_])
+    kind = registry.get(ctx.conv((*path, "kind"), _kind, table["kind"]))
+    o = r.options(table, path, options_of(kind.name))
     name = o["name"]
     src = r.node((*path, "from"), o["from"]) if "from" in o else None
     dst = r.node((*path, "to"), o["to"]) if "to" in o else None
-    if kind_ != "custom" and (src is None or dst is None):
-        ctx.fail(path, f"a {kind_} test needs from = NODE and to = NODE")
+    if kind.needs_ends and (src is None or dst is None):
+        ctx.fail(path, f"a {kind.name} test needs from = NODE and to = NODE")
     if src is not None and src == dst:
         ctx.fail((*path, "to"), f"from and to are both '{src}'")
-    phases: list[Phase] = []
-    if kind_ == "rrul":
-        assert src is not None and dst is not None
-        flows, phases = _rrul(name, src, dst, o)
-    elif kind_ == "custom":
-        flows = _custom(r, name, src, dst, o, path)
-    else:
-        assert src is not None and dst is not None
-        flows = _kind_flows(r, name, kind_, src, dst, o, path)
+    flows, phases = kind.expand(r, name, src, dst, o, path)
     if not phases:
         end = max((f.end_s or 0.0) for f in flows)
         phases = [Phase("load", 0.0, end)] if end > 0 else []
@@ -280,7 +158,7 @@ def read_test(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str],
     if "profile" in o:
         profile = _profile(r, o["profile"], (*path, "profile"), default_profile)
     first = flows[0]
-    test = Test(name=name, kind=kind_, src=src or first.src, dst=dst or first.dst,
+    test = Test(name=name, kind=kind.name, src=src or first.src, dst=dst or first.dst,
                 flows=tuple(flows), phases=tuple(phases), samplers=samplers, profile=profile,
                 options={k: v for k, v in table.items() if k not in ("samplers", "profile")})
     if profile is not None and test.phase(profile.during) is None:
@@ -300,4 +178,5 @@ def check_unique(ctx: SpecContext, tests: Sequence[Test]) -> None:
 
 def option_names() -> set[str]:
     """Every option some test kind accepts: bare matrix keys must be one of these."""
-    return {k for opts in OPTIONS.values() for k in opts} - {"name", "kind", "samplers"}
+    return {k for kind in registry.names() for k in options_of(kind)} - {"name", "kind",
+                                                                         "samplers"}
