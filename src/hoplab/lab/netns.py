@@ -12,25 +12,38 @@ per tool there; the child inherits the thread's namespace.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import subprocess
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from hoplab.errors import LabError
 
+if TYPE_CHECKING:
+    import ctypes
+    import subprocess
+
+# ctypes, subprocess and the thread pool are imported where they are used: `hoplab lab
+# exec` needs only exists() and exec_argv(), and should start in a few tens of ms.
+
 NETNS_DIR = Path("/run/netns")
 _CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
 _R = TypeVar("_R")
 
 
+@cache
+def _libc() -> ctypes.CDLL:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _setns(fd: int) -> None:
-    if _libc.setns(fd, _CLONE_NEWNET) != 0:
+    import ctypes
+
+    if _libc().setns(fd, _CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 
@@ -77,6 +90,8 @@ def tc_batch(lines: Sequence[str], what: str) -> None:
 
 
 def _batch(tool: list[str], lines: Sequence[str], what: str) -> None:
+    import subprocess
+
     if not lines:
         return
     proc = subprocess.run([*tool, "-batch", "-"], input="\n".join(lines) + "\n",
@@ -99,6 +114,8 @@ def _batch_error(stderr: str, lines: Sequence[str]) -> str:
 def run_in(name: str, argv: Sequence[str], *, input: str | None = None,
            timeout: float | None = 60.0) -> subprocess.CompletedProcess[str]:
     """Run argv inside namespace `name` and capture its output."""
+    import subprocess
+
     with entered(name):
         return subprocess.run(list(argv), input=input, capture_output=True, text=True,
                               check=False, timeout=timeout)
@@ -128,6 +145,7 @@ def workers() -> int:
 
 def in_each(names: Sequence[str], job: Callable[[str], _R]) -> list[_R]:
     """Run job(name) inside each namespace, a few threads at a time, in order."""
+    from concurrent.futures import ThreadPoolExecutor
 
     def one(name: str) -> _R:
         with entered(name):
