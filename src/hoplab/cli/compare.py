@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hoplab.analysis.groups import Comparison, compare_groups
-from hoplab.analysis.select import select_pair
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render import comparison as view
-from hoplab.render.console import console as make_console
 from hoplab.render.units import figure
-from hoplab.store import open_store
+
+if TYPE_CHECKING:
+    from hoplab.analysis.groups import Comparison
 
 _COLOURS = {"better": "green", "worse": "red", "same": "", "not enough data": "yellow",
             "n/a": "dim"}
@@ -48,6 +47,12 @@ def run_compare(args: argparse.Namespace) -> int:
         raise UsageError(f"--alpha must be between 0 and 1, not {args.alpha}")
     if args.resamples < 100:
         raise UsageError(f"--resamples {args.resamples}: a CI needs at least 100")
+    # Imported here, not at the top: numpy, scipy and SQLAlchemy take a second to import,
+    # which `hoplab compare --help` should not pay.
+    from hoplab.analysis.groups import compare_groups
+    from hoplab.analysis.select import select_pair
+    from hoplab.store import open_store
+
     with open_store(store_arg.url(args)) as store:
         ids_a, ids_b = select_pair(store, args.a, args.b)
         runs_a = [store.get_run(i, series=False) for i in ids_a]
@@ -73,6 +78,8 @@ def _as_json(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[
 def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[int],
            result: Comparison) -> None:
     from rich.table import Table
+
+    from hoplab.render.console import console as make_console
 
     console = make_console()
     level = f"{100 * (1 - args.alpha):g} % CI"
