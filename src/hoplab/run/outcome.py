@@ -96,7 +96,7 @@ def _bulk(out: Outcome, text: str, offset: float, window: tuple[float, float]) -
     retrans = [x.retransmits for x in legs if x.retransmits is not None]
     if retrans:
         out.metrics.append(Metric("retransmits", float(sum(retrans)), "count", flow=f.name))
-    if f.kind == "udp":
+    if res.protocol.upper() == "UDP":
         for name, value, unit in _udp_figures(legs):
             if value is not None:
                 out.metrics.append(Metric(name, float(value), unit, flow=f.name))
