@@ -36,8 +36,10 @@ sys.argv = ["hoplab", *argv]
 sys.exit(main(argv))
 """
 
+# importlib.metadata: what a console script generated to look up the version would
+# pay (20 ms and more); __version__ is a constant instead.
 LIBRARIES = ("sqlalchemy", "numpy", "scipy", "matplotlib", "plotly", "psycopg",
-             "cryptography", "pyroute2", "rich")
+             "cryptography", "pyroute2", "rich", "importlib.metadata")
 # hoplab's own parts that only a command's work needs: the stores, the judges, the
 # runner, the dashboard. (The renderers are caught by the libraries they draw with;
 # their tables of names and units are light and used by argument parsers.)
@@ -98,6 +100,12 @@ def test_lab_exec_reads_the_state_and_checks_the_namespace(tmp_path: Path) -> No
                                   run_dir, tmp_path)
     assert code == 2 and "gone" in err, err
     assert "hoplab.lab.state" in modules
+    assert heavy(modules, NOTHING_HEAVY) == []
+
+
+def test_lab_down_of_a_lab_that_is_not_up(tmp_path: Path) -> None:
+    code, err, modules = imported(["lab", "down", "nolab"], tmp_path / "run", tmp_path)
+    assert code == 2 and "nolab" in err, err
     assert heavy(modules, NOTHING_HEAVY) == []
 
 
