@@ -13,6 +13,12 @@ from typing import Any, Literal
 # Bumped whenever a change in how hoplab measures would make old and new
 # figures not comparable (tool options, metric definitions, clock alignment).
 MEASUREMENT_VERSION = 1
+# Runs imported from files another tool wrote were measured that tool's way (Flent's
+# goodput is the mean of its rate points, not bytes over time; an iperf3 -J output was
+# taken with its user's options, clock and report interval). Each source has its own
+# measurement version, apart from hoplab's, so compare never pairs them with hoplab's
+# runs as like with like; runs of one source still compare with each other.
+IMPORTED_MEASUREMENT_VERSIONS = {"flent": 1001, "iperf3": 1002}
 
 Status = Literal["ok", "failed", "interrupted"]
 
@@ -118,13 +124,26 @@ def check_metric_keys(run: RunRecord) -> None:
 _UDP_JITTER_RUN_KINDS = ("udp",)
 
 
+def upgrade_imported_version(run: RunRecord) -> RunRecord:
+    """Give a run imported by an older hoplab, which marked imports with hoplab's own
+    measurement version, its source's (IMPORTED_MEASUREMENT_VERSIONS)."""
+    source = (run.metadata.get("imported_from") or {}).get("format")
+    version = IMPORTED_MEASUREMENT_VERSIONS.get(source) if isinstance(source, str) else None
+    if version is not None and run.measurement_version < min(
+            IMPORTED_MEASUREMENT_VERSIONS.values()):
+        run.measurement_version = version
+    return run
+
+
 def upgrade_names(run: RunRecord) -> RunRecord:
-    """Give a run saved by an older hoplab today's metric names (docs/data-format.md).
+    """Give a run saved by an older hoplab today's metric names (docs/data-format.md),
+    and an old import its source's measurement version (upgrade_imported_version).
 
     `jitter` meant two things: iperf3's UDP jitter and the mean difference of
     consecutive RTTs; a custom test with a UDP flow and one ping stream held both as
     whole-run figures. Per flow, the flow's kind decides; for the whole run, the test's
     kind, and in a custom test the first of two was the UDP one (totals came first)."""
+    upgrade_imported_version(run)
     if not any(m.name == "jitter" for m in run.metrics):
         return run
     flows = (run.metadata.get("test") or {}).get("flows") or []

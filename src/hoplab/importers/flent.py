@@ -24,7 +24,7 @@ from typing import Any
 from hoplab.analysis.stats import mean, median
 from hoplab.errors import UsageError
 from hoplab.importers import Options, json_safe
-from hoplab.record import Metric, RawOutput, RunRecord, Series
+from hoplab.record import IMPORTED_MEASUREMENT_VERSIONS, Metric, RawOutput, RunRecord, Series
 from hoplab.run.outcome import latency_metrics, rate_metrics
 
 _RATE_UNITS = {"mbits/s": 1e6, "mbit/s": 1e6, "kbits/s": 1e3, "gbits/s": 1e9, "bits/s": 1.0}
@@ -154,6 +154,7 @@ def to_run(doc: dict[str, Any], data: bytes, path: Path, options: Options) -> Ru
         repetition=1, variant={}, labels=labels | options.labels, started_at=started,
         duration_s=end, status="failed" if failed else "ok",
         error=f"Flent: {failed} runner(s) failed" if failed else None,
+        measurement_version=IMPORTED_MEASUREMENT_VERSIONS["flent"],
         metadata={"imported_from": {"format": "flent", "file": path.name,
                                     "version": doc.get("version")},
                   "host": meta.get("LOCAL_HOST"), "kernel": meta.get("KERNEL_RELEASE"),

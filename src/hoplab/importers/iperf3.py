@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.importers import Options, json_safe
-from hoplab.record import Metric, RawOutput, RunRecord, Series
+from hoplab.record import IMPORTED_MEASUREMENT_VERSIONS, Metric, RawOutput, RunRecord, Series
 from hoplab.run.outcome import rate_metrics
 from hoplab.tools import iperf3
 
@@ -167,5 +167,6 @@ def to_run(text: str, raw: bytes, path: Path, options: Options) -> RunRecord:
         started_at=_started_at(res, path), duration_s=_duration(doc, res),
         status="failed" if res.error else "ok",
         error=None if res.error is None else f"iperf3: {res.error}",
+        measurement_version=IMPORTED_MEASUREMENT_VERSIONS["iperf3"],
         metadata=meta, metrics=metrics,
         series=series, raw=[RawOutput(path.name, raw, "application/json")])
