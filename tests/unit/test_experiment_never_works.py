@@ -95,3 +95,40 @@ def test_the_command_line_exits_2_with_the_place(tmp_path: Path) -> None:
     assert f"{path}:7: tests[0].family: family = 6 needs IPv6" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "runs.db").exists()
+
+
+ISLANDS = """
+name = "i"
+[nodes.client]
+[nodes.r1]
+[nodes.server]
+[nodes.lonely]
+[nodes.x]
+[nodes.y]
+[[links]]
+between = ["client", "r1"]
+[[links]]
+between = ["r1", "server"]
+[[links]]
+between = ["x", "y"]
+"""
+
+
+@pytest.mark.parametrize(("body", "key", "words"), [
+    ('[[tests]]\nname = "p"\nkind = "ping"\nfrom = "client"\nto = "lonely"\n',
+     "tests[0].to", "node 'lonely' has no links"),
+    ('[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\nto = "y"\n',
+     "tests[0].to", "no path of links joins 'client' and 'y'"),
+    ('[[tests]]\nname = "c"\nkind = "custom"\nfrom = "client"\nto = "server"\n'
+     '[[tests.flows]]\nkind = "tcp"\n[[tests.flows]]\nkind = "probe"\nfrom = "x"\n',
+     "tests[0].flows[1].from", "no path of links joins 'x' and 'server'"),
+])
+def test_a_flow_between_unjoined_nodes_is_refused(tmp_path: Path, body: str, key: str,
+                                                   words: str) -> None:
+    (tmp_path / "lab.toml").write_text(ISLANDS)
+    path = tmp_path / "exp.toml"
+    path.write_text('lab = "lab.toml"\n' + body)
+    with pytest.raises(SpecError) as exc:
+        load_experiment(path)
+    assert exc.value.key == key and exc.value.line is not None
+    assert words in exc.value.message

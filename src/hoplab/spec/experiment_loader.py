@@ -21,6 +21,7 @@ from hoplab.spec.experiment import Experiment, Samplers, Test, Variant
 from hoplab.spec.loader import SpecContext, load_lab_data
 from hoplab.spec.locate import split_syntax_error
 from hoplab.spec.matrix import Point, apply_point, read_matrix, with_wireguard
+from hoplab.spec.model import Lab
 from hoplab.spec.tests_loader import check_unique, read_profile, read_samplers, read_test
 from hoplab.spec.units import parse_bool, parse_int, parse_str, parse_time
 
@@ -150,6 +151,7 @@ def _variant(ctx: SpecContext, lab_text: str, lab_raw: dict[str, Any], lab_sourc
         check_unique(ctx, tests)
         for i, test in enumerate(tests):
             _check_family(ctx, test, tests_data[i], ("tests", i), lab.addressing.ipv6)
+            _check_joined(ctx, test, tests_data[i], ("tests", i), lab)
     except SpecError as e:
         if not label:
             raise
@@ -168,19 +170,47 @@ def _check_family(ctx: SpecContext, test: Test, raw: object, path: tuple[str | i
              "family = 6 needs IPv6, but the lab has ipv6 = false in [addressing]")
 
 
-def _key_path(raw: object, path: tuple[str | int, ...], key: str
+def _check_joined(ctx: SpecContext, test: Test, raw: object, path: tuple[str | int, ...],
+                  lab: Lab) -> None:
+    """A flow between nodes no path of links joins could never run (a node without
+    links has no address at all)."""
+    part = {n: n for n in lab.node_names()}
+
+    def root(n: str) -> str:
+        while part[n] != n:
+            n = part[n]
+        return n
+
+    for link in lab.links:
+        part[root(link.a)] = root(link.b)
+    for f in test.flows:
+        if root(f.src) == root(f.dst):
+            continue
+        linked = {n for lk in lab.links for n in (lk.a, lk.b)}
+        lone = next((n for n in (f.dst, f.src) if n not in linked), None)
+        # Point at where this flow's end is written: the most deeply nested of its
+        # `to` and `from` (a custom flow's own keys beat the test's), `to` on a tie.
+        ends = [k for k in (_key_path(raw, path, "to", f.dst), _key_path(raw, path, "from", f.src))
+                if k is not None and (lone is None or k[-1] == ("to" if lone == f.dst else "from"))]
+        where = max(ends, key=len) if ends else path
+        ctx.fail(where, f"node '{lone}' has no links, so no address to send to or from"
+                 if lone else f"no path of links joins '{f.src}' and '{f.dst}'")
+
+
+def _key_path(raw: object, path: tuple[str | int, ...], key: str, value: object = None
               ) -> tuple[str | int, ...] | None:
-    """The first place `key` is written under `raw`, a test's table, depth first."""
+    """The first place `key` is written under `raw`, a test's table, depth first (with
+    `value`, the first place it is written with that value)."""
     if isinstance(raw, dict):
-        if key in raw:
+        if key in raw and (value is None or raw[key] == value):
             return (*path, key)
         items: list[tuple[str | int, object]] = list(raw.items())
     elif isinstance(raw, list):
         items = list(enumerate(raw))
     else:
         return None
-    for k, value in items:
-        found = _key_path(value, (*path, k), key)
+    for k, item in items:
+        found = _key_path(item, (*path, k), key, value)
         if found is not None:
             return found
     return None
