@@ -36,8 +36,10 @@ from pyroute2 import IPRoute
 from hoplab.lab.netns import NETNS_DIR, entered
 from hoplab.record import Series
 from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
+from hoplab.spec.experiment import SAMPLER_KINDS as SAMPLER_KINDS
 
-SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp", "wire")
+# SAMPLER_KINDS is the experiment file's vocabulary (spec owns it; re-exported for
+# hoplab.samplers); all but cpu are per node.
 NODE_KINDS = frozenset(SAMPLER_KINDS) - {"cpu"}
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
