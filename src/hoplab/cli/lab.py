@@ -6,10 +6,13 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hoplab.errors import UsageError
 from hoplab.spec.names import given, lab_name, node_name
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -134,10 +137,10 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_exec(args: argparse.Namespace) -> int:
-    # Imports here, and only these two: `lab exec` is typed many times a session, and
-    # should cost hardly more than the `ip netns exec` it becomes.
-    from hoplab.lab import netns
-    from hoplab.lab.state import find
+    # `lab exec` is typed many times a session and should cost hardly more than the
+    # `ip netns exec` it becomes: it reads the node's namespace with hoplab.lab.where
+    # (os and json only), not with the full record (hoplab.lab.state).
+    from hoplab.lab import where
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -146,18 +149,17 @@ def run_exec(args: argparse.Namespace) -> int:
         raise UsageError("lab exec: give a command after --")
     given(lab_name, args.lab, "lab exec LAB")
     given(node_name, args.node, "lab exec LAB NODE")
-    state = find(args.lab)
-    if state is None:
+    spaces = where.node_namespaces(args.lab)
+    if spaces is None:
         raise UsageError(f"no lab named {args.lab!r} is up (see hoplab lab status)")
-    node = state.summary.get("nodes", {}).get(args.node)
-    if node is None:
-        names = ", ".join(state.summary.get("nodes", {}))
-        raise UsageError(f"lab {args.lab} has no node {args.node!r} (nodes: {names})")
-    if not netns.exists(node["netns"]):
+    ns = spaces.get(args.node)
+    if ns is None:
+        raise UsageError(f"lab {args.lab} has no node {args.node!r} (nodes: {', '.join(spaces)})")
+    if not where.netns_exists(ns):
         raise UsageError(f"node {args.node} of lab {args.lab} is gone; run hoplab clean")
     sys.stdout.flush()
     env = dict(os.environ, HOPLAB_LAB=args.lab, HOPLAB_NODE=args.node)
-    argv = netns.exec_argv(node["netns"], cmd)
+    argv = where.exec_argv(ns, cmd)
     os.execvpe(argv[0], argv, env)
 
 

@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from hoplab.errors import LabError
+from hoplab.lab import where
 
 if TYPE_CHECKING:
     import ctypes
     import subprocess
 
-# ctypes, subprocess and the thread pool are imported where they are used: `hoplab lab
-# exec` needs only exists() and exec_argv(), and should start in a few tens of ms.
+# ctypes, subprocess and the thread pool are imported where they are used: commands
+# that only look namespaces up should not pay for them at start-up.
 
-NETNS_DIR = Path("/run/netns")
+NETNS_DIR = Path(where.NETNS_DIR)
 _CLONE_NEWNET = 0x40000000
 _R = TypeVar("_R")
 
@@ -70,7 +71,7 @@ def entered(name: str) -> Iterator[None]:
 
 
 def exists(name: str) -> bool:
-    return (NETNS_DIR / name).exists()
+    return where.netns_exists(name)
 
 
 def listed(prefix: str = "hoplab-") -> list[str]:
@@ -122,9 +123,8 @@ def run_in(name: str, argv: Sequence[str], *, input: str | None = None,
 
 
 def exec_argv(name: str, argv: Sequence[str]) -> list[str]:
-    """argv that runs inside a node as a user would: `ip netns exec` also mounts
-    the lab's hosts file over /etc/hosts, so node names resolve."""
-    return ["ip", "netns", "exec", name, *argv]
+    """argv that runs inside a node as a user would (see where.exec_argv)."""
+    return where.exec_argv(name, argv)
 
 
 def write_sysctls(values: Iterable[tuple[str, str]]) -> None:

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.errors import LabError
+from hoplab.lab import where
 
-RUN_DIR = Path(os.environ.get("HOPLAB_RUN_DIR", "/run/hoplab"))
-LABS_DIR = RUN_DIR / "labs"
+RUN_DIR = Path(where.RUN_DIR)
+LABS_DIR = Path(where.LABS_DIR)
 ETC_NETNS = Path("/etc/netns")
 STATE_VERSION = 1
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hoplab.samplers.runner import SAMPLER_KINDS, Samplers, Target
+    from hoplab.samplers.runner import Samplers, Target
     from hoplab.samplers.summary import counter_delta, sampler_metrics
 
-__all__ = ["SAMPLER_KINDS", "Samplers", "Target", "counter_delta", "sampler_metrics"]
+# The kinds of sampler are the experiment file's vocabulary: hoplab.spec.experiment.
+__all__ = ["Samplers", "Target", "counter_delta", "sampler_metrics"]
 
-_HOMES = {"SAMPLER_KINDS": "runner", "Samplers": "runner", "Target": "runner",
-          "counter_delta": "summary", "sampler_metrics": "summary"}
+_HOMES = {"Samplers": "runner", "Target": "runner", "counter_delta": "summary",
+          "sampler_metrics": "summary"}
 
 
 def __getattr__(name: str) -> Any:
