@@ -6,11 +6,13 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from hoplab.errors import UsageError
 from hoplab.spec.names import given, lab_name, node_name
 
+# Not typing.TYPE_CHECKING: importing typing (3 ms) is a tenth of what `lab exec`
+# costs; mypy treats a name TYPE_CHECKING as true whatever defines it.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from hoplab.errors import LabError
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
 
 RUN_DIR = os.environ.get("HOPLAB_RUN_DIR", "/run/hoplab")
 LABS_DIR = os.path.join(RUN_DIR, "labs")
