@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from hoplab.analysis.select import select
+from hoplab.analysis.series_trend import trend
 from hoplab.errors import UsageError
 from hoplab.store import open_store
+from hoplab.web.app import PAGE_ROWS, Dashboard
 from tests.helpers.runs import make_run
 
 # Run in a child whose address space is capped, so that code building a range in
@@ -88,3 +90,39 @@ def test_ranges_are_checked_in_the_store(db: Path) -> None:
         with pytest.raises(UsageError, match="selects more than 3 runs"):
             select(store, "qos=off", limit=3)
         assert select(store, "1-3", limit=3) == [1, 2, 3]
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("many") / "runs.db"
+    with open_store(str(path)) as store:
+        for rep in range(450):
+            store.save_run(make_run(rep=rep, variant={"qos": "on" if rep % 2 else "off"},
+                                    goodput=1e6))
+    return path
+
+
+def test_pages_hold_a_bounded_number_of_rows(many: Path) -> None:
+    with open_store(str(many)) as store:
+        dash = Dashboard(store)
+        first = dash.handle("/").body.decode()
+        assert first.count('href="/run/') == PAGE_ROWS
+        assert "runs 1–200 (450 in the store)" in first and "?page=2" in first
+        last = dash.handle("/?page=3").body.decode()
+        assert last.count('href="/run/') == 50 and "?page=2" in last and "?page=4" not in last
+        on = dash.handle("/?qos=on&page=2").body.decode()
+        assert "runs 201–225 of those matching" in on
+        assert dash.handle("/?page=0").status == 400
+
+        resp = dash.handle("/api/runs?qos=off&limit=200&offset=100")
+        assert [r["id"] for r in json.loads(resp.body)] == list(range(201, 450, 2))[:125]
+        assert "Link" not in resp.headers
+        resp = dash.handle("/api/runs?limit=100")
+        assert len(json.loads(resp.body)) == 100
+        assert resp.headers["Link"] == '</api/runs?limit=100&offset=100>; rel="next"'
+        assert len(json.loads(dash.handle(f"/api/runs?limit={10**9}").body)) == 450
+        assert dash.handle("/api/runs?limit=x").status == 400
+
+        with pytest.raises(UsageError, match="more than 100 runs match"):
+            trend(store, "goodput", {}, limit=100)
+        assert trend(store, "goodput", {"qos": "on"}, by="qos", limit=225) == [("on", 1e6, 225)]

@@ -20,6 +20,7 @@ import numpy as np
 
 from hoplab.analysis.compare import parse_metric
 from hoplab.analysis.order import natural_key
+from hoplab.errors import UsageError
 from hoplab.store import RunSummary, Store
 
 _COLUMNS = ("experiment", "experiment_id", "test", "kind", "status", "repetition",
@@ -44,16 +45,21 @@ def _x(run: RunSummary, by: str) -> str | float | None:
 
 
 def trend(store: Store, metric: str, filters: Mapping[str, str],
-          by: str = "started_at") -> list[tuple[str | float, float, int]]:
+          by: str = "started_at", *, limit: int | None = None
+          ) -> list[tuple[str | float, float, int]]:
     """Per x value: (x, median of `metric` over its runs, number of runs), sorted by x.
 
     `metric` is NAME for a whole-run figure, or NAME@FLOW / NAME@node=N,key=K for one
-    that each run has to be read in full for."""
+    that each run has to be read in full for. UsageError past `limit` runs."""
     key = parse_metric(metric)
     wanted = dict(filters)
     wanted.setdefault("status", "ok")
     points: dict[str | float, list[float]] = {}
-    for run in store.list_runs(wanted):
+    runs = store.list_runs(wanted, limit=None if limit is None else limit + 1)
+    if limit is not None and len(runs) > limit:
+        raise UsageError(f"more than {limit} runs match; narrow the filters "
+                         "(experiment=..., test=...)")
+    for run in runs:
         x = _x(run, by)
         if x is None:
             continue

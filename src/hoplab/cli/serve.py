@@ -24,6 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="address to bind (default 127.0.0.1: this machine only; "
                         "0.0.0.0 opens it to the network, without authentication)")
     p.add_argument("--port", type=int, default=8080, help="default 8080; 0 picks a free one")
+    p.add_argument("--allow-host", dest="allow_hosts", action="append", default=[],
+                   metavar="NAME",
+                   help="a host name the browser may use to reach the dashboard besides "
+                        "its address and localhost (repeatable); requests naming any "
+                        "other host get 403, against DNS rebinding")
     p.add_argument("--quiet", action="store_true", help="do not log each request")
     p.set_defaults(func=run_serve)
 
@@ -36,7 +41,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from hoplab.render.console import console as make_console
     from hoplab.store import open_store
     from hoplab.store.url import parse_location
-    from hoplab.web.app import make_server
+    from hoplab.web.server import make_server
 
     url = store_arg.url(args)
     location = parse_location(url)
@@ -46,15 +51,13 @@ def run_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"no store at {location.description}")
     with open_store(url) as store:
         try:
-            server = make_server(store, args.host, args.port, quiet=args.quiet)
+            server = make_server(store, args.host, args.port, quiet=args.quiet,
+                                 allow_hosts=args.allow_hosts)
         except OSError as exc:
             raise UsageError(f"cannot listen on {args.host}:{args.port}: "
                              f"{exc.strerror or exc}") from None
         with server:
-            bound, port = server.server_address[:2]
-            host = bound.decode() if isinstance(bound, bytes) else str(bound)
-            shown = f"[{host}]" if ":" in host else host
-            make_console().print(f"hoplab serve: http://{shown}:{port}/ (store "
+            make_console().print(f"hoplab serve: {server.url} (store "
                                  f"{store.describe()}, read-only; Ctrl-C stops)",
                                  highlight=False, soft_wrap=True)
             sys.stdout.flush()

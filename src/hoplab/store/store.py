@@ -288,6 +288,12 @@ class Store:
             for r in rows
         ]
 
+    def count_runs(self) -> int:
+        """How many runs the store holds."""
+        with self._read("cannot count runs") as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(_RUNS)).scalar()
+                       or 0)
+
     def count_ids(self, lo: int, hi: int) -> int:
         """How many runs have an id from `lo` to `hi` (both included)."""
         if lo > min(hi, MAX_ID):

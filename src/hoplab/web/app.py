@@ -1,7 +1,7 @@
-"""`hoplab serve`: a read-only dashboard over a store, on the standard library's
-ThreadingHTTPServer. GET (and HEAD) only; every other method gets 405. Nothing here
-writes to the store, and nothing is fetched from the internet: plotly.js comes from
-the installed plotly package.
+"""`hoplab serve`'s pages and JSON documents: a read-only dashboard over a store.
+Nothing here writes to the store, and nothing is fetched from the internet: plotly.js
+comes from the installed plotly package. The HTTP side (methods, Host check, request
+cap) is in web/server.py.
 """
 
 from __future__ import annotations
@@ -10,16 +10,12 @@ import dataclasses
 import gzip
 import json
 import re
-import sys
 import threading
-import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from hoplab.errors import HoplabError, UsageError
 from hoplab.jsonsafe import json_safe
@@ -29,8 +25,13 @@ from hoplab.store import Store
 from hoplab.web import pages
 
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
-_GZIP_MIN = 1024
-_RESERVED = {"q", "metric", "by"}
+_RESERVED = {"q", "metric", "by", "page", "limit", "offset"}
+# Rows a page or a JSON answer holds at most, so that one request's time and memory do
+# not grow with the store; more are a further page (?page=2, ?offset=N).
+PAGE_ROWS = 200
+API_ROWS = 1000
+FACET_RUNS = 2000           # runs whose labels and variants offer the filter links
+TREND_RUNS = 5000
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
 # bounded whatever the store holds (the CLI has none; it is not open to web pages).
 MAX_SIDE_RUNS = 1000
@@ -62,6 +63,15 @@ def _filters(query: dict[str, list[str]]) -> dict[str, str]:
             raise UsageError(f"filter {item!r}: expected KEY=VALUE, e.g. hops=2")
         out[key] = value
     return out
+
+
+def _number(query: dict[str, list[str]], name: str, default: int, least: int) -> int:
+    text = (query.get(name) or [""])[-1].strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < least or len(text) > 12:
+        raise UsageError(f"{name}={text!r}: expected a whole number from {least}")
+    return int(text)
 
 
 class Dashboard:
@@ -108,9 +118,13 @@ class Dashboard:
 
     def runs(self, query: dict[str, list[str]]) -> Response:
         filters = _filters(query)
-        everything = self.store.list_runs()
-        shown = self.store.list_runs(filters) if filters else everything
-        return _html(pages.runs_page(shown, everything, filters, self.desc))
+        page = _number(query, "page", 1, 1)
+        shown = self.store.list_runs(filters, limit=PAGE_ROWS + 1,
+                                     offset=(page - 1) * PAGE_ROWS)
+        return _html(pages.runs_page(
+            shown[:PAGE_ROWS], self.store.list_runs(limit=FACET_RUNS), filters, self.desc,
+            total=self.store.count_runs(), page=page, more=len(shown) > PAGE_ROWS,
+            rows=PAGE_ROWS))
 
     def run(self, query: dict[str, list[str]], run_id: str) -> Response:
         rec = self.store.get_run(int(run_id), series=False)
@@ -162,7 +176,8 @@ class Dashboard:
         metric = (query.get("metric") or [""])[-1].strip()
         by = (query.get("by") or ["started_at"])[-1].strip() or "started_at"
         filters = _filters(query)
-        return metric, by, filters, trend(self.store, metric, filters, by) if metric else None
+        return metric, by, filters, (trend(self.store, metric, filters, by, limit=TREND_RUNS)
+                                     if metric else None)
 
     def trend(self, query: dict[str, list[str]]) -> Response:
         try:
@@ -180,8 +195,16 @@ class Dashboard:
                                            for x, m, n in points]}))
 
     def api_runs(self, query: dict[str, list[str]]) -> Response:
-        runs = self.store.list_runs(_filters(query))
-        return _json(json_safe([dataclasses.asdict(r) for r in runs]))
+        limit = min(_number(query, "limit", API_ROWS, 0), API_ROWS)
+        offset = _number(query, "offset", 0, 0)
+        runs = self.store.list_runs(_filters(query), limit=limit + 1, offset=offset)
+        resp = _json(json_safe([dataclasses.asdict(r) for r in runs[:limit]]))
+        if len(runs) > limit:
+            # The next page, as RFC 8288 says; the body stays a plain list of runs.
+            params = {k: v[-1] for k, v in query.items() if k != "offset"}
+            params["offset"] = str(offset + limit)
+            resp.headers["Link"] = f'</api/runs?{urlencode(params)}>; rel="next"'
+        return resp
 
     def api_run(self, query: dict[str, list[str]], run_id: str) -> Response:
         rec = self.store.get_run(int(run_id), series=False)
@@ -222,67 +245,10 @@ def _plotly_bytes() -> bytes:
     return _BUNDLE["js"]
 
 
-class Handler(BaseHTTPRequestHandler):
-    dashboard: Dashboard        # set on the subclass make_server builds
-    quiet = False
-    server_version = "hoplab"
-
-    def do_GET(self) -> None:
-        self._reply(head=False)
-
-    def do_HEAD(self) -> None:
-        self._reply(head=True)
-
-    def _refuse(self) -> None:
-        body = b"read-only dashboard: GET only\n"
-        self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
-        self.send_header("Allow", "GET, HEAD")
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
-
-    def _reply(self, head: bool) -> None:
-        try:
-            resp = self.dashboard.handle(self.path)
-        except Exception:       # a bug must not kill the server thread's client silently
-            traceback.print_exc(file=sys.stderr)
-            resp = Response(500, b"internal error (see the server's log)\n",
-                            "text/plain; charset=utf-8")
-        body = resp.body
-        if len(body) >= _GZIP_MIN and "gzip" in self.headers.get("Accept-Encoding", ""):
-            body = _gzipped(resp)
-            resp.headers["Content-Encoding"] = "gzip"
-        self.send_response(resp.status)
-        self.send_header("Content-Type", resp.content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Vary", "Accept-Encoding")
-        for k, v in resp.headers.items():
-            self.send_header(k, v)
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        if not self.quiet:
-            super().log_message(format, *args)
-
-
-def _gzipped(resp: Response) -> bytes:
-    if resp.body is _BUNDLE.get("js"):
-        if "gz" not in _BUNDLE:       # once: the bundle is 4.8 MB, 1.4 MB compressed
-            _BUNDLE["gz"] = gzip.compress(resp.body, 6, mtime=0)
+def gzipped(body: bytes) -> bytes:
+    """`body` gzip-compressed; the plotly bundle once (4.8 MB, 1.4 MB compressed)."""
+    if body is _BUNDLE.get("js"):
+        if "gz" not in _BUNDLE:
+            _BUNDLE["gz"] = gzip.compress(body, 6, mtime=0)
         return _BUNDLE["gz"]
-    return gzip.compress(resp.body, 1, mtime=0)
-
-
-def make_server(store: Store, host: str = "127.0.0.1", port: int = 8080,
-                quiet: bool = False) -> ThreadingHTTPServer:
-    handler = type("DashboardHandler", (Handler,), {"dashboard": Dashboard(store),
-                                                   "quiet": quiet})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+    return gzip.compress(body, 1, mtime=0)

@@ -72,8 +72,25 @@ def _facets(all_runs: Sequence[RunSummary], filters: Mapping[str, str]) -> str:
     return f'<table class="kv facets">{"".join(rows)}</table>' if rows else ""
 
 
+def _count(runs: Sequence[RunSummary], filters: Mapping[str, str], total: int, page: int,
+           more: bool, rows: int) -> str:
+    """How many runs are shown, with links to the pages before and after this one."""
+    if page == 1 and not more:
+        return f"{len(runs)} of {total} runs" if filters else f"{len(runs)} runs"
+    first = (page - 1) * rows + 1
+    text = (f"runs {first}–{first + len(runs) - 1}" + (" of those matching" if filters else "")
+            + f" ({total} in the store)")
+    for label, target, shown in (("previous", page - 1, page > 1), ("next", page + 1, more)):
+        if shown:
+            text += f' · <a href="{esc(_link({**filters, "page": str(target)}))}">{label}</a>'
+    return text
+
+
 def runs_page(runs: Sequence[RunSummary], all_runs: Sequence[RunSummary],
-              filters: Mapping[str, str], store: str) -> str:
+              filters: Mapping[str, str], store: str, *, total: int | None = None,
+              page: int = 1, more: bool = False, rows: int = 200) -> str:
+    """One page of runs (`page` counts from 1, `more`: pages follow); `all_runs` offer
+    the filter links."""
     q = " ".join(f"{k}={v}" for k, v in filters.items())
     form = ('<form method="get" action="/"><input type="text" name="q" '
             f'placeholder="hops=2 firmware=v2 test=tcp-up" value="{esc(q)}"> '
@@ -81,7 +98,7 @@ def runs_page(runs: Sequence[RunSummary], all_runs: Sequence[RunSummary],
     compare = ('<form method="get" action="/compare">compare A <input type="text" name="a" '
                'placeholder="qos=off or 4-6"> with B <input type="text" name="b" '
                'placeholder="qos=on or 7-9"> <button>compare</button></form>')
-    shown = (f"{len(runs)} of {len(all_runs)} runs" if filters else f"{len(runs)} runs")
+    shown = _count(runs, filters, len(all_runs) if total is None else total, page, more, rows)
     table = headline_table(runs, "/run/%d") if runs else Html(
         "<p>no runs" + (" match these filters" if filters else " in this store") + "</p>")
     return _page("Runs", f"{form}{_facets(all_runs, filters)}{compare}"
