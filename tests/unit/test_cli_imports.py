@@ -79,6 +79,21 @@ def test_help_and_version_import_nothing_heavy(argv: list[str], tmp_path: Path) 
     assert heavy(modules, NOTHING_HEAVY) == []
 
 
+def test_the_console_script_imports_nothing_heavy_for_version(tmp_path: Path) -> None:
+    # The script pip generated, as a user runs it: it must not look the version up
+    # with importlib.metadata, nor import more than the wrapper above sees.
+    script = Path(sys.executable).parent / "hoplab"
+    if not script.exists():
+        pytest.skip(f"no console script next to {sys.executable} (pip install -e .)")
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(script), "--version"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("hoplab "), proc.stderr
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+               if line.startswith("import time:") and line.count("|") == 2}
+    assert "hoplab.cli.main" in modules
+    assert heavy(modules, NOTHING_HEAVY) == []
+
+
 def test_lab_exec_of_a_lab_that_is_not_up(tmp_path: Path) -> None:
     code, err, modules = imported(["lab", "exec", "nolab", "client", "--", "true"],
                                   tmp_path / "run", tmp_path)
