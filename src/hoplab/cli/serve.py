@@ -47,9 +47,9 @@ def run_serve(args: argparse.Namespace) -> int:
     location = parse_location(url)
     path = location.url.database
     if location.backend == "sqlite" and path and not os.path.exists(path):
-        # Opening would create an empty store: a read-only dashboard must not write.
         raise UsageError(f"no store at {location.description}")
-    with open_store(url) as store:
+    # Read-only: serving never creates, migrates or switches a store's journal mode.
+    with open_store(url, read_only=True) as store:
         try:
             server = make_server(store, args.host, args.port, quiet=args.quiet,
                                  allow_hosts=args.allow_hosts)

@@ -82,6 +82,23 @@ def _too_new(version: int) -> UsageError:
                       f"this hoplab reads up to {SCHEMA_VERSION}")
 
 
+def check(engine: sa.Engine, upgrade: str) -> int:
+    """The schema version of the store behind `engine`, read without writing anything;
+    UsageError unless it is this hoplab's. `upgrade`: the command that migrates it."""
+    with engine.connect() as conn:
+        version = read_version(conn)
+        conn.rollback()
+    if version is None:
+        raise UsageError("it holds no hoplab runs (no hoplab tables)")
+    if version > SCHEMA_VERSION:
+        raise _too_new(version)
+    if version < SCHEMA_VERSION:
+        raise UsageError(f"its schema is version {version}, older than this hoplab's "
+                         f"{SCHEMA_VERSION}, and it is opened read-only; upgrade it once "
+                         f"with `{upgrade}` (which writes it), then try again")
+    return version
+
+
 def migrate(engine: sa.Engine, *, lock: Callable[[sa.Connection], None]) -> int:
     """Create or upgrade the store behind `engine`; return the schema version it had.
 

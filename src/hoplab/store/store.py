@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -82,14 +83,18 @@ def _value(value: float | None) -> float:
 class Store:
     """Runs in a SQLite file or a PostgreSQL database; open one with open_store()."""
 
-    def __init__(self, location: StoreLocation) -> None:
+    def __init__(self, location: StoreLocation, *, read_only: bool = False) -> None:
         self.location = location
+        self.read_only = read_only
         self._closed = False
-        self._engine = create_engine(location)
+        self._engine = create_engine(location, read_only=read_only)
         lock = migrations.no_lock if location.backend == "sqlite" else migrations.pg_lock
         try:
-            # The schema version this store had before opening (0: created now).
-            self.migrated_from = migrations.migrate(self._engine, lock=lock)
+            if read_only:
+                self.migrated_from = migrations.check(self._engine, _upgrade_hint(location))
+            else:
+                # The schema version this store had before opening (0: created now).
+                self.migrated_from = migrations.migrate(self._engine, lock=lock)
         except UsageError as exc:
             self._engine.dispose()
             raise UsageError(f"cannot open store {location}: {exc}") from None
@@ -112,6 +117,8 @@ class Store:
 
     @contextmanager
     def _write(self, action: str) -> Iterator[sa.Connection]:
+        if self.read_only:
+            raise HoplabError(f"store {self.location}: {action}: it is open read-only")
         with self._read(action) as conn:
             conn.execution_options(**{migrations.WRITE: True})
             with conn.begin():
@@ -353,11 +360,18 @@ class Store:
         return f"<Store {self.location}>"
 
 
-def open_store(url: str | None = None) -> Store:
-    """Open (and create or migrate) a store.
+def _upgrade_hint(location: StoreLocation) -> str:
+    where = (shlex.quote(location.description.removeprefix("sqlite "))
+             if location.backend == "sqlite" else location.description)
+    return f"hoplab runs --db {where}"
+
+
+def open_store(url: str | None = None, *, read_only: bool = False) -> Store:
+    """Open (and create or migrate) a store; `read_only`: open it without writing
+    anything, refusing a store that is missing, empty or of an older schema.
 
     None: SQLite ./hoplab.db; a path: SQLite there; sqlite:///PATH,
     postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (or postgres://). UsageError
     naming the store (never its password) if it cannot be opened.
     """
-    return Store(parse_location(url))
+    return Store(parse_location(url), read_only=read_only)

@@ -6,6 +6,7 @@ import os
 import re
 import sqlite3
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -95,8 +96,16 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.01)
 
 
-def _sqlite_engine(location: StoreLocation) -> sa.Engine:
-    engine = sa.create_engine(location.url, connect_args={"timeout": BUSY_TIMEOUT_S})
+def _read_only_url(url: sa.URL) -> sa.URL:
+    # SQLite's own read-only open (a file: URI with mode=ro): the file is never written,
+    # whatever a statement tries, and a missing file is an error rather than created.
+    path = urllib.parse.quote(url.database or "")
+    return url.set(database=f"file:{path}", query={"mode": "ro", "uri": "true"})
+
+
+def _sqlite_engine(location: StoreLocation, read_only: bool) -> sa.Engine:
+    url = _read_only_url(location.url) if read_only and location.url.database else location.url
+    engine = sa.create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
 
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
@@ -105,7 +114,8 @@ def _sqlite_engine(location: StoreLocation) -> sa.Engine:
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        _enable_wal(cursor)
+        if not read_only:
+            _enable_wal(cursor)
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 
@@ -117,15 +127,21 @@ def _sqlite_engine(location: StoreLocation) -> sa.Engine:
     return engine
 
 
-def _pg_engine(location: StoreLocation) -> sa.Engine:
+def _pg_engine(location: StoreLocation, read_only: bool) -> sa.Engine:
     connect_args: dict[str, Any] = {}
     if "connect_timeout" not in location.url.query:
         # An unreachable host would otherwise hang for the TCP timeout (minutes).
         connect_args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+    if read_only:
+        # Every transaction of the session is read-only: the server refuses any write.
+        given = location.url.query.get("options", "")
+        given = given if isinstance(given, str) else " ".join(given)
+        connect_args["options"] = f"{given} -c default_transaction_read_only=on".strip()
     return sa.create_engine(location.url, connect_args=connect_args)
 
 
-def create_engine(location: StoreLocation) -> sa.Engine:
+def create_engine(location: StoreLocation, *, read_only: bool = False) -> sa.Engine:
+    """An engine on the store; `read_only`: one that cannot write it (nor switch on WAL)."""
     if location.backend == "sqlite":
-        return _sqlite_engine(location)
-    return _pg_engine(location)
+        return _sqlite_engine(location, read_only)
+    return _pg_engine(location, read_only)
