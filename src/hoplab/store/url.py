@@ -24,7 +24,9 @@ PG_CONNECT_TIMEOUT_S = 10
 
 Backend = Literal["sqlite", "postgresql"]
 
-_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
+# From "://user:" to the last "@" of the word: a password may hold "/", ":" or even
+# an unencoded "@"; masking too much of a malformed URL is better than too little.
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)\S*@")
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,17 @@ class StoreLocation:
 
 
 def hide_password(text: str) -> str:
-    """`text` with the password of any URL in it replaced by ***."""
+    """`text` (a driver's message, say) with the password of any URL in it as ***."""
     return _PASSWORD.sub(r"\1***@", text)
+
+
+def shown_url(url: str) -> str:
+    """`url` as it may be printed: SQLAlchemy's own rendering with the password masked,
+    or, for a URL it cannot parse, hide_password's."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError):
+        return hide_password(url)
 
 
 def _sqlite(path: str) -> StoreLocation:
@@ -59,21 +70,21 @@ def parse_location(url: str | None) -> StoreLocation:
     try:
         parsed = sa.make_url(url)
     except (sa.exc.ArgumentError, ValueError) as exc:  # ValueError: a port not a number
-        raise UsageError(f"bad store URL {hide_password(url)}: {exc}") from None
+        raise UsageError(f"bad store URL {shown_url(url)}: {exc}") from None
     scheme = parsed.drivername
     if scheme == "sqlite":
         return _sqlite(parsed.database or "")
     if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
         parsed = parsed.set(drivername="postgresql+psycopg")
         if not parsed.database:
-            raise UsageError(f"bad store URL {hide_password(url)}: no database name")
+            raise UsageError(f"bad store URL {shown_url(url)}: no database name")
         user = f"{parsed.username}@" if parsed.username else ""
         host = parsed.host or "localhost"
         port = f":{parsed.port}" if parsed.port else ""
         description = f"postgresql://{user}{host}{port}/{parsed.database}"
         return StoreLocation("postgresql", parsed, description)
     raise UsageError(
-        f"bad store URL {hide_password(url)}: unsupported scheme {scheme!r} "
+        f"bad store URL {shown_url(url)}: unsupported scheme {scheme!r} "
         "(use a file path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB)"
     )
 

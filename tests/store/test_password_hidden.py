@@ -1,0 +1,39 @@
+"""A store URL's password never reaches the terminal, whatever characters it holds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from hoplab.store.url import hide_password, shown_url
+from tests.helpers.web import HOPLAB
+
+# Each fails in its own way: refused connection, a port that is no number, no database,
+# an unsupported scheme.
+URLS = ["postgresql://u:pa/ss@127.0.0.1:1/db", "postgresql://u:pa/ss@127.0.0.1:x/db",
+        "postgresql://u:pa/ss@127.0.0.1:1", "mysql://u:pa/ss@127.0.0.1/db",
+        "postgres://u:pa%2Fss@127.0.0.1:1/db"]
+
+
+@pytest.mark.parametrize("url", URLS)
+@pytest.mark.parametrize("command", [["runs"], ["serve", "--port", "0"]])
+def test_password_never_printed(url: str, command: list[str]) -> None:
+    for argv, env in (([HOPLAB, *command, "--db", url], os.environ),
+                      ([HOPLAB, *command], {**os.environ, "HOPLAB_DB": url})):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 2, done.stderr
+        assert "store" in done.stderr
+        for secret in ("pa/ss", "pa%2Fss", "pa%2fss", "/ss@"):
+            assert secret not in done.stderr + done.stdout, (argv, done.stderr)
+
+
+def test_shown_url_uses_sqlalchemys_rendering() -> None:
+    assert shown_url("postgresql://u:pa/ss@h:5/db") == "postgresql://u:***@h:5/db"
+    assert shown_url("postgresql://u:p%40ss@h/db?sslmode=require") == \
+        "postgresql://u:***@h/db?sslmode=require"
+    assert shown_url("postgresql://u:pa/ss@h:x/db") == "postgresql://u:***@h:x/db"
+    assert shown_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert hide_password("failed: postgresql://u:a:b/c@d@h/db refused") == \
+        "failed: postgresql://u:***@h/db refused"
