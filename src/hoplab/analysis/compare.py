@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hoplab import kv
 from hoplab import metrics as registry
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
@@ -64,8 +65,8 @@ def parse_metric(text: str) -> MetricKey:
         return MetricKey(name, flow=where or None)
     parts: dict[str, str] = {}
     for item in where.split(","):
-        field, eq, value = (p.strip() for p in item.partition("="))
-        if not eq or field not in _FIELDS or not value:
+        field, value = kv.split(item, f"metric {text!r}, part", "node=r1")
+        if field not in _FIELDS:
             raise UsageError(f"metric {text!r}: {item!r} is not flow=, node= or key=VALUE")
         parts[field] = value
     return MetricKey(name, **parts)

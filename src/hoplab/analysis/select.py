@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from hoplab import kv
 from hoplab.analysis.order import natural_key
 from hoplab.errors import UsageError
 from hoplab.store import Store
@@ -87,18 +88,12 @@ def _missing(store: Store, ranges: list[tuple[int, int]]) -> str | None:
 
 
 def parse_filters(spec: str) -> dict[str, str]:
-    filters: dict[str, str] = {}
     for part in spec.split(","):
-        key, sep, value = (p.strip() for p in part.partition("="))
-        if not sep or not key or not value:
+        if "=" not in part:
             raise UsageError(
                 f"selection {spec!r}: {part.strip()!r} is neither a run id, a range (12-15) "
                 "nor KEY=VALUE (qos=on, test=bulk, version=v2)")
-        if filters.get(key, value) != value:
-            raise UsageError(f"selection {spec!r}: {key} is given twice ({filters[key]} "
-                             f"and {value}); a run has one value per key")
-        filters[key] = value
-    return filters
+    return kv.parse(spec.split(","), f"selection {spec!r}, item", "qos=on")
 
 
 def select(store: Store, spec: str, *, limit: int | None = None) -> list[int]:

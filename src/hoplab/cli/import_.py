@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hoplab import metrics
+from hoplab import kv, metrics
 from hoplab.cli import store_arg
-from hoplab.errors import HoplabError, UsageError
+from hoplab.errors import HoplabError
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure
 
@@ -35,13 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _labels(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, val = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--label {item!r}: expected KEY=VALUE, e.g. --label device=rpi4")
-        out[key.strip()] = val.strip()
-    return out
+    return kv.parse(items, "--label", "--label device=rpi4")
 
 
 def run_import(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hoplab import kv
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.plot_kinds import FORMATS, KINDS, SINGLE_RUN
@@ -39,12 +40,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _resolve(store: Store, items: list[str], series: bool) -> list[RunRecord]:
     ids: list[int] = []
-    filters: dict[str, str] = {}
+    filters = kv.parse([i for i in items if "=" in i], "RUN", "hops=2 (or a run id, 7)")
     for item in items:
-        key, sep, val = item.partition("=")
-        if sep and key.strip():
-            filters[key.strip()] = val.strip()
-        elif item.strip().isdigit():
+        if "=" in item:
+            continue
+        if item.strip().isdigit():
             ids.append(int(item))
         else:
             raise UsageError(f"RUN {item!r}: a run id or KEY=VALUE, e.g. 7 or hops=2")

@@ -9,9 +9,8 @@ import sys
 import time
 from typing import Any
 
-from hoplab import metrics
+from hoplab import kv, metrics
 from hoplab.cli import store_arg
-from hoplab.errors import UsageError
 from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure, pairs
@@ -40,13 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _filters(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, val = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--filter {item!r}: expected KEY=VALUE, e.g. --filter hops=2")
-        out[key.strip()] = val.strip()
-    return out
+    return kv.parse(items, "--filter", "--filter hops=2")
 
 
 def _when(ts: float) -> str:

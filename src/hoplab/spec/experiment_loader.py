@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hoplab.errors import SpecError, UsageError
+from hoplab import kv
+from hoplab.errors import SpecError
 from hoplab.spec.experiment import Experiment, Samplers, Test, Variant
 from hoplab.spec.loader import SpecContext, load_lab_data
 from hoplab.spec.locate import split_syntax_error
@@ -45,10 +46,7 @@ def _toml(path: Path) -> tuple[str, dict[str, Any]]:
 def parse_set(item: str) -> tuple[str, Any]:
     """--set key=value; the value is read as a TOML value (2, true, "x", [1, 2]) when it
     is one, else taken as a string, so --set duration=5s works unquoted."""
-    key, sep, text = item.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. --set hops=2")
+    key, text = kv.split(item, "--set", "--set hops=2", empty_value=True)
     try:
         value: Any = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:

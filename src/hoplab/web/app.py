@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from hoplab import kv
 from hoplab.errors import HoplabError, UsageError
 from hoplab.jsonsafe import json_safe
 from hoplab.render import charts
@@ -57,11 +58,7 @@ def _json(data: Any, status: int = 200) -> Response:
 def _filters(query: dict[str, list[str]]) -> dict[str, str]:
     """Filters from ?key=value parameters and from q="key=value key=value"."""
     out = {k: v[-1] for k, v in query.items() if k not in _RESERVED and v and v[-1]}
-    for item in (query.get("q") or [""])[-1].split():
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"filter {item!r}: expected KEY=VALUE, e.g. hops=2")
-        out[key] = value
+    out.update(kv.parse((query.get("q") or [""])[-1].split(), "filter", "hops=2"))
     return out
 
 
