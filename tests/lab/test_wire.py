@@ -2,7 +2,8 @@
 
 Each accuracy test is the one docs/wire.md promises: 20 ms delay gives a 40 ms
 ping RTT (median of 100, +- 0.5 ms); 1 % loss loses 1 % +- 0.3 points of
-10,000 probes; a 50 Mbit/s rate gives TCP goodput in [45, 50.5] Mbit/s and
+10,000 probes; a 50 Mbit/s rate gives TCP goodput within 2.5 % of 47.82 Mbit/s
+(the rate counts Ethernet frames: 1448 bytes of payload per 1514-byte frame) and
 its byte queue bounds the added latency to queue / rate; a 12-then-24 Mbit/s
 trace is followed within 10 %; unimpaired, the wire carries >= 2 Gbit/s.
 """
@@ -78,7 +79,10 @@ def test_rate_50mbit_goodput_and_queue_bound(lab_up: LabUp) -> None:
     # 125 kB at 50 Mbit/s: a full queue adds 20 ms.
     up = lab_up(_two('emulator = "wire"\nforward = { rate = "50mbit", queue = "125kb" }'))
     goodput = mbit_received(iperf3(up.ns("b"), up.ns("a"), "b", seconds=5))
-    assert 45.0 <= goodput <= 50.5, goodput
+    # The wire's rate counts each frame with its Ethernet header (14 bytes, no FCS,
+    # preamble or gap): a full TCP segment is 1514 bytes carrying 1448 of payload.
+    expected = 50 * 1448 / 1514
+    assert abs(goodput - expected) <= 0.025 * expected, (goodput, expected)
     # An overload (UDP at 80 Mbit/s) keeps the queue full: pings then wait bytes / rate.
     pinger = subprocess.Popen(["ip", "netns", "exec", up.ns("a"), "ping", "-i", "0.05", "-c",
                                "50", "b"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
