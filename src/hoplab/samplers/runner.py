@@ -38,8 +38,8 @@ from hoplab.record import Series
 from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
 from hoplab.spec.experiment import SAMPLER_KINDS as SAMPLER_KINDS
 
-# SAMPLER_KINDS is the experiment file's vocabulary (spec owns it; re-exported for
-# hoplab.samplers); all but cpu are per node.
+# SAMPLER_KINDS is the experiment file's vocabulary (spec owns it; named here as the
+# list this module samples); all but cpu are per node.
 NODE_KINDS = frozenset(SAMPLER_KINDS) - {"cpu"}
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
