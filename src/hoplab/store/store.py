@@ -23,7 +23,7 @@ from hoplab.record import (
     check_metric_keys,
     upgrade_names,
 )
-from hoplab.store import codec, migrations
+from hoplab.store import budget, codec, migrations
 from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
 from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location
 
@@ -106,20 +106,28 @@ class Store:
         raise HoplabError(f"store {self.location}: {action}: {_reason(exc)}") from exc
 
     @contextmanager
-    def _read(self, action: str) -> Iterator[sa.Connection]:
+    def _read(self, action: str, *, write: bool = False) -> Iterator[sa.Connection]:
         if self._closed:
             raise HoplabError(f"store {self.location} is closed")
+        left = None if write else budget.remaining()
+        if left == 0:
+            raise budget.TooSlow(f"store {self.location}: {action}: out of time")
         try:
             with self._engine.connect() as conn:
+                if left is not None and self.location.backend == "postgresql":
+                    # Undone with the transaction when the connection goes back to the pool.
+                    conn.exec_driver_sql(f"SET statement_timeout = {max(1, int(left * 1000))}")
                 yield conn
         except sa.exc.SQLAlchemyError as exc:
+            if budget.remaining() == 0:
+                raise budget.TooSlow(f"store {self.location}: {action}: out of time") from exc
             self._fail(action, exc)
 
     @contextmanager
     def _write(self, action: str) -> Iterator[sa.Connection]:
         if self.read_only:
             raise HoplabError(f"store {self.location}: {action}: it is open read-only")
-        with self._read(action) as conn:
+        with self._read(action, write=True) as conn:
             conn.execution_options(**{migrations.WRITE: True})
             with conn.begin():
                 yield conn

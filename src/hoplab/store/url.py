@@ -13,7 +13,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from hoplab.errors import UsageError
-from hoplab.store import migrations
+from hoplab.store import budget, migrations
 
 DEFAULT_PATH = "./hoplab.db"
 
@@ -127,6 +127,7 @@ def _sqlite_engine(location: StoreLocation, read_only: bool) -> sa.Engine:
         cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         if not read_only:
             _enable_wal(cursor)
+        dbapi_conn.set_progress_handler(budget.progress_handler, budget.PROGRESS_STEPS)
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 

@@ -23,6 +23,7 @@ from hoplab.jsonsafe import json_safe
 from hoplab.render import charts
 from hoplab.render.report import plotly_js
 from hoplab.store import Store
+from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
 
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
@@ -33,6 +34,7 @@ PAGE_ROWS = 200
 API_ROWS = 1000
 FACET_RUNS = 2000           # runs whose labels and variants offer the filter links
 TREND_RUNS = 5000
+REQUEST_BUDGET_S = 10.0     # of store reads per request (store/budget.py)
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
 # bounded whatever the store holds (the CLI has none; it is not open to web pages).
 MAX_SIDE_RUNS = 1000
@@ -100,7 +102,11 @@ class Dashboard:
             m = pattern.fullmatch(url.path)
             if m:
                 try:
-                    return handler(query, *m.groups())
+                    with time_budget(REQUEST_BUDGET_S):
+                        return handler(query, *m.groups())
+                except TooSlow:
+                    return self._error(503, f"this answer took more than {REQUEST_BUDGET_S:g} s "
+                                       "of reading the store; narrow the selection", api)
                 except UsageError as exc:
                     status = 404 if str(exc).startswith("no run ") else 400
                     return self._error(status, str(exc), api)
