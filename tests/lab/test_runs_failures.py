@@ -122,3 +122,50 @@ def test_through_the_command_line_failed_runs_are_stored(tmp_path: Path) -> None
         ("hangs", "ok"), ("not-executable", "failed"), ("fine", "ok")]
     with open_store(str(db)) as store:
         assert [r.status for r in store.list_runs()] == ["ok", "failed", "ok"]
+
+
+def test_a_fault_in_a_parser_or_a_figure_keeps_what_was_measured(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing measured is lost: a bug in a parser, in the figures or in the metric names
+    fails the run, which is stored with its raw outputs (to be parsed again once fixed)."""
+    from hoplab.kinds import registry
+    from hoplab.record import Metric
+    from hoplab.run import execute
+
+    exp = load_experiment(write(tmp_path))
+    fine = exp.variants[2]
+    exp = dataclasses.replace(exp, variants=(fine, fine, fine, fine))
+    calls = {"n": 0}
+    real_figures, real_tool = execute.run_figures, registry.flow_tool
+
+    def figures(*args: object, **kw: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise ZeroDivisionError("figure bug")
+        result = real_figures(*args, **kw)  # type: ignore[arg-type]
+        if calls["n"] == 3:  # two metrics of one name, flow, node and key
+            result[1].extend([Metric("loss", 0.0, "%"), Metric("loss", 0.0, "%")])
+        return result
+
+    def tool(kind: str) -> object:
+        t = real_tool(kind)
+        if calls["n"] == 0:  # the first run's parser fails (figures not yet called)
+
+            def broken(*_a: object) -> None:
+                raise IndexError("parser bug")
+            return dataclasses.replace(t, collect=broken)
+        return t
+
+    monkeypatch.setattr(execute, "run_figures", figures)
+    monkeypatch.setattr("hoplab.run.outcome.registry.flow_tool", tool)
+    name = new_lab_name()
+    records = ExperimentRunner(exp, Sink(), lab_name=name).run()
+    assert lab_namespaces(name) == set()
+    parser, figure, twice, ok = records
+    for r, why in ((parser, "IndexError: parser bug"), (figure, "ZeroDivisionError: figure bug"),
+                   (twice, "two metrics with the same name")):
+        assert r.status == "failed" and r.error is not None and why in r.error, r.error
+        assert "raw outputs are kept" in r.error
+        ping_raw = [x for x in r.raw if x.name.endswith(" ping")]
+        assert ping_raw and b"icmp_seq=" in ping_raw[0].data
+    assert ok.status == "ok", ok.error

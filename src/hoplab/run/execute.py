@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run.figures import run_figures
@@ -111,6 +112,23 @@ def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
     return started, errors
 
 
+def _fault(what: str, e: Exception) -> str:
+    if isinstance(e, HoplabError):
+        return f"{what}: {e}"
+    return f"{what}: {type(e).__name__}: {e} (a fault in hoplab; the raw outputs are kept)"
+
+
+def _collect(flow: Flow, proc: Proc, t0: float, window: tuple[float, float]) -> Outcome:
+    """collect(), but a parser's fault fails the flow and keeps its raw output."""
+    try:
+        return collect(flow, proc, t0, window)
+    except Exception as e:
+        out = Outcome(flow)
+        out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]}", proc.output(), "text/plain"))
+        out.error = _fault(f"flow {flow.name}", e)
+        return out
+
+
 def run_test(test: Test, plan: Plan, workdir: Path,
              tick: Callable[[float], None] = lambda _t: None,
              base_dir: Path | None = None) -> TestResult:
@@ -136,18 +154,24 @@ def run_test(test: Test, plan: Plan, workdir: Path,
             samplers.stop()
         group.stop_all()
     window = (test.load.start_s, test.load.end_s or result.duration_s)
-    outcomes: list[Outcome] = [collect(f, p, t0, window) for f, p in started]
+    outcomes: list[Outcome] = [_collect(f, p, t0, window) for f, p in started]
     result.errors = errors + [o.error for o in outcomes if o.error] + result.errors
     for o in outcomes:
         result.series += o.series
         result.metrics += o.metrics
         result.raw += o.raw
-    series, metrics, notes = run_figures(test, outcomes, max(test.duration_s,
-                                                                 result.duration_s))
-    result.series += series
-    result.metrics += metrics
-    result.notes.update(notes)
-    result.metrics += sampler_metrics(result.series, window=window)
+    # What was measured (raw outputs, sampler series) is kept even when a figure cannot
+    # be computed from it: the run is stored as failed with the error, and the raw
+    # outputs let it be parsed again once the fault is fixed.
+    try:
+        series, metrics, notes = run_figures(test, outcomes, max(test.duration_s,
+                                                                     result.duration_s))
+        result.series += series
+        result.metrics += metrics
+        result.notes.update(notes)
+        result.metrics += sampler_metrics(result.series, window=window)
+    except Exception as e:  # a fault in a figure must not lose the measurement
+        result.errors.append(_fault("figures", e))
     if profiler is not None:
         prof = profiler.finish()
         result.raw += prof.raw

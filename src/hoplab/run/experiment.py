@@ -34,7 +34,7 @@ from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.plan import Plan
 from hoplab.lab.signals import shielded
 from hoplab.lab.summary import summarize
-from hoplab.record import MEASUREMENT_VERSION, RunRecord
+from hoplab.record import MEASUREMENT_VERSION, DuplicateMetric, RunRecord, check_metric_keys
 from hoplab.run.execute import TestResult, run_test
 from hoplab.run.metadata import host_metadata, node_settings
 from hoplab.spec.experiment import Experiment, Test, Variant
@@ -227,6 +227,13 @@ class ExperimentRunner:
         rec.metadata.update(result.notes)
         if result.profile is not None:
             rec.metadata["profile"] = result.profile
+        try:
+            check_metric_keys(rec)
+        except DuplicateMetric as e:
+            # A fault of ours, not of the network: the store would refuse the run, so it is
+            # kept failed with its raw outputs and series, which can be parsed again.
+            rec.metrics = []
+            result.errors.append(f"{e} (a fault in hoplab; the raw outputs are kept)")
         if result.errors:
             rec.status, rec.error = "failed", "; ".join(result.errors)
         return self._save(rec)
