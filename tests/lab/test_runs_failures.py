@@ -131,12 +131,13 @@ def test_a_fault_in_a_parser_or_a_figure_keeps_what_was_measured(
     from hoplab.kinds import registry
     from hoplab.record import Metric
     from hoplab.run import execute
+    from hoplab.run import figures as figures_mod
 
     exp = load_experiment(write(tmp_path))
     fine = exp.variants[2]
     exp = dataclasses.replace(exp, variants=(fine, fine, fine, fine))
     calls = {"n": 0}
-    real_figures, real_tool = execute.run_figures, registry.flow_tool
+    real_figures, real_tool = figures_mod.run_figures, registry.flow_tool
 
     def figures(*args: object, **kw: object) -> object:
         calls["n"] += 1
