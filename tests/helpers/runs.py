@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hoplab.record import Metric, RunRecord
+from hoplab.record import MEASUREMENT_VERSION, Metric, RunRecord
 
 UNITS = {"goodput": "bit/s", "rtt_median": "ms", "loss": "%", "packets": "count",
          "retransmits": "count"}
@@ -12,7 +12,8 @@ UNITS = {"goodput": "bit/s", "rtt_median": "ms", "loss": "%", "packets": "count"
 
 def make_run(test: str = "bulk", *, kind: str = "tcp", rep: int = 1,
              variant: dict[str, Any] | None = None, labels: dict[str, str] | None = None,
-             status: str = "ok", version: str = "0.1.0", measurement_version: int = 1,
+             status: str = "ok", version: str = "0.1.0",
+             measurement_version: int = MEASUREMENT_VERSION,
              run_id: int | None = None, started_at: float = 1_763_800_000.0,
              flows: dict[str, float] | None = None, **figures: float) -> RunRecord:
     metrics = [Metric(name, v, UNITS.get(name, "ms")) for name, v in figures.items()]

@@ -65,7 +65,8 @@ def test_v1_store_is_migrated_on_open(engine: sa.Engine, store_url: str) -> None
     assert run == RunRecord(
         experiment="wan", test="bulk", kind="tcp", repetition=2, variant={"hops": 2},
         labels={"device": "ap1"}, started_at=1.5e9, duration_s=10.0, seed=7, order=0,
-        experiment_id="e1", metadata={"hoplab_version": "0.0.9", "kernel": "6.1"},
+        experiment_id="e1", measurement_version=1,
+        metadata={"hoplab_version": "0.0.9", "kernel": "6.1"},
         metrics=[Metric("throughput", 941.0, "Mbit/s")],
         series=[Series("rtt", "ms", [0.0, 1.0, 2.0], [20.0, 21.5, 19.25], node="client")],
         raw=[RawOutput("ping", b"hello")], id=run_id,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.cli.main import main
+from hoplab.record import MEASUREMENT_VERSION
 from hoplab.store import open_store
 from tests.helpers.runs import make_run
 
@@ -75,7 +76,7 @@ def test_bad_input_exits_2(db: str, capsys: pytest.CaptureFixture[str], args: li
 def test_different_measurement_versions_exit_2(
         db: str, capsys: pytest.CaptureFixture[str]) -> None:
     with open_store(db) as store:
-        new = store.save_run(make_run(measurement_version=2, goodput=1.0))
+        new = store.save_run(make_run(measurement_version=MEASUREMENT_VERSION + 1, goodput=1.0))
     assert main(["compare", "1", str(new), "--db", db]) == 2
     assert "only like with like" in capsys.readouterr().err
 

@@ -18,6 +18,7 @@ from hoplab.analysis.compare import (
 from hoplab.analysis.groups import compare_groups
 from hoplab.errors import UsageError
 from hoplab.metrics import better
+from hoplab.record import MEASUREMENT_VERSION
 from tests.helpers.runs import make_run, side
 
 
@@ -157,7 +158,7 @@ def test_metric_spec_syntax() -> None:
 
 def test_different_measurement_versions_are_refused() -> None:
     a = side([1, 2, 3])
-    b = side([1, 2, 3], start_id=4, measurement_version=2)
+    b = side([1, 2, 3], start_id=4, measurement_version=MEASUREMENT_VERSION + 1)
     with pytest.raises(UsageError, match="only like with like"):
         compare_runs(a, b)
     with pytest.raises(UsageError, match="only like with like"):
