@@ -24,6 +24,7 @@ from hoplab.record import Metric, RunRecord, Series
 from hoplab.render.summary import summary_rows, summary_table
 from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome, address
+from hoplab.run.procs import ClientTimes
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase, Test
 from hoplab.spec.experiment_loader import load_experiment
@@ -59,10 +60,10 @@ def _client(flow: Flow, index: int, plan: Plan) -> list[str]:
             f"http://{address(plan, flow.dst, flow.family)}/"]
 
 
-def _collect(out: Outcome, text: str, t0: float, started: float,
+def _collect(out: Outcome, text: str, t0: float, client: ClientTimes,
              window: tuple[float, float]) -> None:
     times = [1000 * float(x) for x in text.split()]
-    out.series.append(Series("page_load", "ms", [started - t0] * len(times), times,
+    out.series.append(Series("page_load", "ms", [client.started - t0] * len(times), times,
                              flow=out.flow.name))
 
 
@@ -142,7 +143,8 @@ def test_without_registering_it_the_kind_is_unknown(tmp_path: Path) -> None:
 def test_its_figures_and_its_headline_in_the_summary(pageload: Kind) -> None:
     flow = Flow(name="web", kind="pageload", src="client", dst="server", duration_s=3.0)
     out = Outcome(flow)
-    _collect(out, "0.412\n0.398\n0.951\n", t0=0.0, started=0.0, window=(0.0, 3.0))
+    _collect(out, "0.412\n0.398\n0.951\n", t0=0.0, client=ClientTimes(0.0, None, None),
+             window=(0.0, 3.0))
     test = Test(name="web", kind="pageload", src="client", dst="server", flows=(flow,),
                 phases=(Phase("load", 0.0, 3.0),))
     _, figures, _ = run_figures(test, [out], 3.0)

@@ -10,6 +10,7 @@ from hoplab.lab.plan import Plan
 from hoplab.run.figures import figures
 from hoplab.run.flows import Outcome, address
 from hoplab.run.outcome import _ping
+from hoplab.run.procs import ClientTimes
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.locate import Path
@@ -61,7 +62,7 @@ def _client(flow: Flow, index: int, plan: Plan) -> list[str]:
         ipv6=flow.family == 6))
 
 
-def _collect(out: Outcome, text: str, t0: float, started: float,
+def _collect(out: Outcome, text: str, t0: float, times: ClientTimes,
              window: tuple[float, float]) -> None:
     _ping(out, text, t0)
 

@@ -11,6 +11,7 @@ from hoplab.lab.plan import Plan
 from hoplab.run.figures import figures
 from hoplab.run.flows import IRTT_BASE_PORT, Outcome, Server, address
 from hoplab.run.outcome import _probe
+from hoplab.run.procs import ClientTimes
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.locate import Path
@@ -45,7 +46,7 @@ def _client(flow: Flow, index: int, plan: Plan) -> list[str]:
         length=flow.length or 172, dscp=flow.tos, ipv6=flow.family == 6))
 
 
-def _collect(out: Outcome, text: str, t0: float, started: float,
+def _collect(out: Outcome, text: str, t0: float, times: ClientTimes,
              window: tuple[float, float]) -> None:
     _probe(out, text, t0)
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from hoplab.lab.plan import Plan
     from hoplab.record import Metric, Series
     from hoplab.run.flows import Outcome, Server
+    from hoplab.run.procs import ClientTimes
     from hoplab.spec.experiment import Flow, Phase, Test
     from hoplab.spec.loader import SpecContext
     from hoplab.spec.locate import Path
@@ -72,9 +73,10 @@ class FlowTool:
     server: Callable[[Flow, int, Plan], Server | None]
     # (flow, index, plan) -> the client's argv.
     client: Callable[[Flow, int, Plan], list[str]]
-    # (outcome, output text, run clock zero, when the client started, load window):
-    # fills the outcome's series, metrics and parsed results.
-    collect: Callable[[Outcome, str, float, float, tuple[float, float]], None]
+    # (outcome, output text, run clock zero, when the client started, its flow's data
+    # began to move and it wrote its output, load window): fills the outcome's series,
+    # metrics and parsed results.
+    collect: Callable[[Outcome, str, float, ClientTimes, tuple[float, float]], None]
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from hoplab.lab.plan import Plan
 from hoplab.run.figures import figures
 from hoplab.run.flows import IPERF3_BASE_PORT, REPORT_STEP_S, Outcome, Server, address
 from hoplab.run.outcome import _bulk
+from hoplab.run.procs import ClientTimes
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import DIRECTIONS, Flow, Phase
 from hoplab.spec.locate import Path
@@ -57,9 +58,11 @@ def _server(flow: Flow, index: int, plan: Plan) -> Server:
     return Server(flow.dst, "tcp", port, iperf3.server_argv(port))
 
 
-def _collect(out: Outcome, text: str, t0: float, started: float,
+def _collect(out: Outcome, text: str, t0: float, times: ClientTimes,
              window: tuple[float, float]) -> None:
-    _bulk(out, text, started - t0, window)
+    data, done = (None if x is None else x - t0 for x in (times.data_started,
+                                                          times.output_done))
+    _bulk(out, text, times.started - t0, window, data, done)
 
 
 def iperf3_tool(udp: bool) -> FlowTool:

@@ -79,7 +79,9 @@ def _start_servers(test: Test, plan: Plan, group: ProcessGroup) -> None:
         if server is None:
             continue
         ns = plan.node(server.node).netns
-        proc = group.start(f"server {flow.name}", ns, server.argv)
+        # A bulk flow's data starts its tool's clock: watched on both of its ends.
+        proc = group.start(f"server {flow.name}", ns, server.argv,
+                           flow=flow.name if flow.bulk else None)
         ports, procs = waits.setdefault((ns, server.proto), (set(), []))
         ports.add(server.port)
         procs.append(proc)
@@ -99,7 +101,8 @@ def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
             i, flow = pending.pop(0)
             ns = plan.node(flow.src).netns
             started.append((flow, group.start(f"client {flow.name}", ns,
-                                              client_argv(flow, i, plan))))
+                                              client_argv(flow, i, plan),
+                                              flow=flow.name if flow.bulk else None)))
         for flow, proc in started:
             if proc.popen.poll() is None and time.time() > _deadline(flow, t0):
                 errors.append(f"flow {flow.name}: {proc.argv[0]} did not finish in time; "

@@ -1,10 +1,14 @@
 """A finished flow's output -> series and per-flow metrics, on the run's clock.
 
-Alignment: iperf3 reports intervals from its own test start; the orchestrator
-records the Unix time just before it started the client, and interval ends are
-shifted by that offset (the connection set-up, a few ms on a lab, is the only
-error). ping -D and irtt report Unix times per packet, shifted by clock zero.
-Latencies are kept in milliseconds, rates in bit/s.
+Alignment: iperf3 reports intervals from its own test start, which comes after its
+control connection, parameter exchange and stream connects (from a few ms to a
+quarter of a second after its client started, when another flow fills the queue
+they cross), and only in whole seconds of Unix time. So a flow's intervals are
+placed from when its data began to move (its sender's first data write, seen by
+hoplab.run.procs), or else by the end of its test: the time its client wrote its
+report less the test's length as iperf3 measured it (clock_start). ping -D and irtt
+report Unix times per packet, shifted by clock zero. Latencies are kept in
+milliseconds, rates in bit/s.
 """
 
 from __future__ import annotations
@@ -48,10 +52,44 @@ def in_window(t: Sequence[float], v: Sequence[float], window: tuple[float, float
     return [x for s, x in zip(t, v, strict=True) if lo - 1e-9 <= s <= hi + 1e-9]
 
 
-def _bulk(out: Outcome, text: str, offset: float, window: tuple[float, float]) -> None:
+# How long after its test's last interval ended iperf3's client has written its report
+# (the results exchange with the server, then the JSON): 2.5-8 ms on an idle lab. More
+# when the exchange waits in a queue other flows keep full (up to their queueing delay,
+# 120-190 ms for four TCP flows through the 50 Mbit/s HTB of tests/lab/test_runs.py),
+# so the report's time is used only when the data's start was not seen.
+REPORT_DELAY_S = 0.005
+
+
+def clock_start(res: iperf3.Result, launched: float, data: float | None,
+               done: float | None) -> float:
+    """When an iperf3 test's clock started, on the run clock (all three arguments are too).
+
+    iperf3 starts its clock when every stream is connected, a few ms to half a second
+    after its client was `launched` (the control connection, the parameters and the
+    connects each cross the queues other flows fill), and its report has only whole
+    seconds of it. Its sender writes its first data within a round trip of that
+    start: `data`, when the flow's processes were watched (hoplab.run.procs). Else the
+    report's time `done` less the test's length as iperf3 measured it (its client or
+    server, whichever counted longer) and the exchange that follows. Never before
+    `launched`; that alone is the answer when neither is known."""
+    if data is not None:
+        return max(launched, data)
+    length = max((i.end for r in (res, res.server) if r is not None for s in r.streams
+                  for i in s.intervals), default=0.0)
+    if done is None or length <= 0:
+        return launched
+    return max(launched, done - REPORT_DELAY_S - length)
+
+
+def _bulk(out: Outcome, text: str, launched: float, window: tuple[float, float],
+          data: float | None = None, done: float | None = None) -> None:
+    """A bulk flow's series and figures. `launched`, `data` and `done` (run clock): when
+    its client started, its data began to move and its report was written; its
+    intervals are placed from clock_start()."""
     f = out.flow
     res = iperf3.parse(text)
     out.bulk = res
+    offset = clock_start(res, launched, data, done)
     # The receiver's own time span: it goes on receiving what sat in the queues after
     # the sender stopped (a full 1000-packet FIFO at 50 Mbit/s holds 0.24 s).
     if res.received_bps > 0:
@@ -179,7 +217,7 @@ def collect(flow: Flow, proc: Proc, t0: float, window: tuple[float, float]) -> O
     if stderr:
         out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]} stderr", stderr.encode()))
     try:
-        tool.collect(out, data.decode("utf-8", errors="replace"), t0, proc.started, window)
+        tool.collect(out, data.decode("utf-8", errors="replace"), t0, proc.times(), window)
     except HoplabError as e:
         out.error = f"flow {flow.name}: {e}" + (f" ({stderr})" if stderr else "")
     return out

@@ -1,0 +1,111 @@
+"""Where a bulk flow's iperf3 intervals go on the run clock (hoplab.run.outcome.clock_start)
+and how the start of its data is seen (hoplab.run.procs), on real iperf3 outputs and
+real processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from hoplab.run.flows import Outcome
+from hoplab.run.outcome import REPORT_DELAY_S, _bulk, clock_start
+from hoplab.run.procs import CONTROL_BYTES, DataStart, _Watcher
+from hoplab.spec.experiment import Flow
+from hoplab.tools import iperf3
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "iperf3"
+
+
+def _last_end(doc: dict[str, object]) -> float:
+    intervals = doc["intervals"]
+    assert isinstance(intervals, list)
+    return max(float(s["end"]) for step in intervals for s in step["streams"])
+
+
+def _lengths(name: str) -> tuple[iperf3.Result, float, float | None]:
+    """The parsed report, its client's last interval end and its server's (or None),
+    read from the JSON directly."""
+    text = (DATA / name).read_text()
+    doc = json.loads(text)
+    server = doc.get("server_output_json")
+    return iperf3.parse(text), _last_end(doc), _last_end(server) if server else None
+
+
+def test_the_data_start_places_the_test_when_it_was_seen() -> None:
+    res, _, _ = _lengths("tcp_p2_server_output.json")
+    # The client was started at 0.0; its data moved at 0.217 (another flow's queue
+    # delayed its set-up); its report, at 1.3, would say 0.29.
+    assert clock_start(res, 0.0, 0.217, 1.3) == 0.217
+
+
+@pytest.mark.parametrize("name", ["tcp_p2_server_output.json", "tcp_bidir_server_output.json",
+                                  "tcp_reverse.json", "udp_200m.json"])
+def test_without_a_data_start_the_report_time_less_the_test_length(name: str) -> None:
+    # A server's clock ends when the client's TEST_END reaches it, after the client's
+    # own: the longer of the two is the test's length.
+    res, client, server = _lengths(name)
+    length = max(client, server or 0.0)
+    assert length > 0.8
+    done = 0.25 + length + REPORT_DELAY_S
+    assert clock_start(res, 0.0, None, done) == pytest.approx(0.25, abs=1e-9)
+    if server is not None:
+        assert server > client  # the server's length is the one used
+
+
+def test_the_test_never_starts_before_its_client() -> None:
+    res, _, _ = _lengths("tcp_upload.json")
+    assert clock_start(res, 2.0, None, 2.5) == 2.0
+    assert clock_start(res, 2.0, 1.9, None) == 2.0
+    assert clock_start(res, 2.0, None, None) == 2.0
+
+
+def test_a_report_without_intervals_is_placed_at_its_clients_start() -> None:
+    res = iperf3.parse((DATA / "error_refused.json").read_text())
+    assert clock_start(res, 1.5, None, 9.0) == 1.5
+
+
+def test_bulk_series_and_span_start_at_the_data_start() -> None:
+    # Before: the intervals were placed at the client's start (0.0), so two flows whose
+    # set-ups took different times overlapped wrongly and their sum ran 2.5-4.7 % high.
+    text = (DATA / "tcp_p2_server_output.json").read_text()
+    out = Outcome(Flow(name="f", kind="tcp", src="a", dst="b", duration_s=1.0))
+    _bulk(out, text, 0.0, (0.0, 1.0), 0.3, 1.35)
+    (thr,) = [s for s in out.series if s.name == "throughput"]
+    first_end = min(i.end for s in iperf3.parse(text).server.streams  # type: ignore[union-attr]
+                    for i in s.intervals)
+    assert thr.t[0] == pytest.approx(0.3 + first_end, abs=1e-3)  # kept to the ms
+    assert out.span is not None and out.span[0] == 0.3
+
+
+def _watch(script: str) -> tuple[DataStart, float]:
+    watcher = _Watcher()
+    ds = DataStart()
+    with open("/dev/null", "wb") as sink:
+        t = time.time()
+        proc = subprocess.Popen(["sh", "-c", script], stdout=sink)
+    watcher.add(ds, proc.pid)
+    try:
+        proc.wait(timeout=10)
+        time.sleep(0.05)
+    finally:
+        watcher.stop()
+    return ds, t
+
+
+def test_the_data_start_is_the_first_write_past_the_control_messages() -> None:
+    # Some control-sized writes first (a cookie, the parameters), then data 0.3 s later:
+    # the watcher notes the data, within a few ms, not the control messages.
+    ds, t = _watch(f"printf '%{CONTROL_BYTES // 2}s' x; sleep 0.3; "
+                   f"exec head -c 131072 /dev/zero")
+    assert ds.at is not None
+    assert 0.3 <= ds.at - t < 0.3 + 0.1, ds.at - t
+
+
+def test_a_process_that_writes_no_data_has_no_data_start() -> None:
+    ds, _ = _watch(f"printf '%{CONTROL_BYTES // 2}s' x; sleep 0.1")
+    assert ds.at is None
+    assert ds.pids == []  # the exited process is no longer polled
