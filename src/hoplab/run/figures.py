@@ -46,7 +46,7 @@ def _goodput(legs: Sequence[Leg]) -> float:
     """Bytes received in every leg over the time from the first start to the last end.
     Adding each flow's own rate would overstate it: flows that start apart count
     their bytes over windows that do not coincide. Each leg's receiver counted for
-    bytes / rate seconds from its client's start."""
+    bytes / rate seconds from its test's start (its span, hoplab.run.outcome.clock_start)."""
     spans = [(o.span[0], o.span[0] + 8 * leg.received_bytes / leg.received_bps)
              for o, _, leg in legs if o.span is not None and leg.received_bps > 0]
     if not spans:
@@ -73,7 +73,7 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float, by_direction: b
         if not group:
             continue
         flows = list({id(o): o for o, _, _ in group}.values())
-        # Each flow's intervals start when its client started (its span), not a whole
+        # Each flow's intervals start when its test started (its span), not a whole
         # step before the first interval's end: iperf3's first interval runs a little long.
         # A --bidir flow's series are per direction (key); the others' have no key.
         flows_series = [(s, o.span[0] if o.span else None) for o in flows for s in o.series
