@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.run.flows import Outcome
-from hoplab.run.outcome import REPORT_DELAY_S, _bulk, clock_start
+from hoplab.run.outcome import REPORT_DELAY_S, _bulk, client_lag, clock_start
 from hoplab.run.procs import CONTROL_BYTES, DataStart, _Watcher
 from hoplab.spec.experiment import Flow
 from hoplab.tools import iperf3
@@ -79,6 +79,34 @@ def test_bulk_series_and_span_start_at_the_data_start() -> None:
                     for i in s.intervals)
     assert thr.t[0] == pytest.approx(0.3 + first_end, abs=1e-3)  # kept to the ms
     assert out.span is not None and out.span[0] == 0.3
+
+
+def test_a_downloads_intervals_start_when_the_word_to_start_reached_its_client() -> None:
+    # A real download through the lab's 50 Mbit/s bottleneck, started while another
+    # download filled the queue: the server's clock started 61 ms before the client's
+    # (the word to start waited in that queue), and ran 61 ms longer.
+    name = "tcp_reverse_queued_server_output.json"
+    res, client, server = _lengths(name)
+    assert server is not None and res.reverse
+    assert client_lag(res) == pytest.approx(server - client) and 0.05 < client_lag(res) < 0.07
+    out = Outcome(Flow(name="f", kind="tcp", src="a", dst="b", duration_s=5.0,
+                       direction="down"))
+    _bulk(out, (DATA / name).read_text(), 0.0, (0.0, 5.0), 0.2, None)
+    (thr,) = [s for s in out.series if s.name == "throughput"]
+    first_end = min(i.end for s in res.streams for i in s.intervals)
+    assert thr.t[0] == pytest.approx(0.2 + client_lag(res) + first_end, abs=1e-3)
+    assert out.span is not None and out.span[0] == pytest.approx(0.2 + client_lag(res))
+
+
+def test_no_lag_for_an_upload_or_without_the_servers_report() -> None:
+    # An upload's series are the server's, on the server's clock: not shifted.
+    text = (DATA / "tcp_p2_server_output.json").read_text()
+    out = Outcome(Flow(name="f", kind="tcp", src="a", dst="b", duration_s=1.0))
+    _bulk(out, text, 0.0, (0.0, 1.0), 0.3, None)
+    server_first = min(i.end for s in iperf3.parse(text).server.streams  # type: ignore[union-attr]
+                       for i in s.intervals)
+    assert out.series[0].t[0] == pytest.approx(0.3 + server_first, abs=1e-3)
+    assert client_lag(iperf3.parse((DATA / "tcp_reverse.json").read_text())) == 0.0
 
 
 def _watch(script: str) -> tuple[DataStart, float]:

@@ -22,7 +22,7 @@ def _imported(path: Path, tmp_path: Path) -> RunRecord:
 
 
 def test_the_captures_are_all_there() -> None:
-    assert len(FILES) == 12
+    assert len(FILES) == 13
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

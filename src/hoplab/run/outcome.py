@@ -81,6 +81,20 @@ def clock_start(res: iperf3.Result, launched: float, data: float | None,
     return max(launched, done - REPORT_DELAY_S - length)
 
 
+def client_lag(res: iperf3.Result) -> float:
+    """How much later than the server's the client's clock started: the server starts
+    its own as it sends the word to start, the client when that word arrives (behind
+    the queue a download fills). Both stop when the client's time is up: the client at
+    once, the server when the client's word reaches it, a moment later where the
+    client's direction is not queued, so the server counted longer by about the lag.
+    Zero without the server's report."""
+    if res.server is None:
+        return 0.0
+    client, server = (max((i.end for s in r.streams for i in s.intervals), default=0.0)
+                      for r in (res, res.server))
+    return max(0.0, server - client) if client > 0 and server > 0 else 0.0
+
+
 def _bulk(out: Outcome, text: str, launched: float, window: tuple[float, float],
           data: float | None = None, done: float | None = None) -> None:
     """A bulk flow's series and figures. `launched`, `data` and `done` (run clock): when
@@ -89,27 +103,36 @@ def _bulk(out: Outcome, text: str, launched: float, window: tuple[float, float],
     f = out.flow
     res = iperf3.parse(text)
     out.bulk = res
+    # The server's clock start; the client's intervals (what a download receives) are
+    # on the client's clock, `lag` later.
     offset = clock_start(res, launched, data, done)
+    lag = client_lag(res)
     # The receiver's own time span: it goes on receiving what sat in the queues after
     # the sender stopped (a full 1000-packet FIFO at 50 Mbit/s holds 0.24 s).
     if res.received_bps > 0:
-        out.span = (offset, offset + 8 * res.received_bytes / res.received_bps)
+        start = offset + (lag if res.reverse else 0.0)
+        out.span = (start, start + 8 * res.received_bytes / res.received_bps)
     if res.error:
         out.error = f"flow {f.name}: iperf3: {res.error}"
     # Receiver-side intervals (the server's, via --get-server-output, for uploads) are
     # goodput; the sender's count what was written into the socket. Fall back to the
     # sender's for streams whose receiver's are missing (a server that died,
     # or an output taken without --get-server-output).
-    per_stream = iperf3.throughput_series(res, received=True)
-    for sid, pair in iperf3.throughput_series(res, received=False).items():
-        per_stream.setdefault(sid, pair)
     upward = {s.id: s.sender for s in res.streams}
+    # Each stream's series, and whether it is the client's own (its receiving streams',
+    # or its sending ones' in the fallback), so on the client's clock.
+    per_stream = {sid: (pair, upward.get(sid) is False)
+                  for sid, pair in iperf3.throughput_series(res, received=True).items()}
+    for sid, pair in iperf3.throughput_series(res, received=False).items():
+        per_stream.setdefault(sid, (pair, upward.get(sid) is True))
     groups: dict[str | None, dict[float, float]] = {}
-    for sid, (ts, vs) in per_stream.items():
+    for sid, ((ts, vs), on_client) in per_stream.items():
         key = ("up" if upward.get(sid, True) else "down") if f.direction == "bidir" else None
         acc = groups.setdefault(key, {})
+        shift = lag if on_client else 0.0
         for t, v in zip(ts, vs, strict=True):
-            acc[round(t, 3)] = acc.get(round(t, 3), 0.0) + v
+            when = round(t + shift, 3)
+            acc[when] = acc.get(when, 0.0) + v
     for key, acc in sorted(groups.items(), key=lambda kv: str(kv[0])):
         times = sorted(acc)
         at = [offset + x for x in times]
