@@ -15,7 +15,8 @@ from typing import Any, Literal
 # 2: ping streams are a count of probes, not a deadline (loss no longer counts probes in
 # flight); --bidir goodput counts both directions; summed rates are binned by each
 # interval's span; rrul's load window and the load-phase CPU mean leave out the idle
-# interval before the load; udp_jitter and rtt_jitter replace jitter.
+# interval before the load; udp_jitter and rtt_jitter replace jitter; a bulk flow's
+# intervals start when its data began to move, not when its client started.
 MEASUREMENT_VERSION = 2
 # Runs imported from files another tool wrote were measured that tool's way (Flent's
 # goodput is the mean of its rate points, not bytes over time; an iperf3 -J output was
