@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +116,18 @@ def start_server(db: Path, *extra: str, timeout: float = 30.0
             return proc, line.decode()
     stop_server(proc)
     raise AssertionError(f"hoplab serve did not start: {line!r}")
+
+
+@contextmanager
+def serving(db: Path, ids: dict[str, list[int]]) -> Iterator[Served]:
+    """`hoplab serve` of `db` on a free port of 127.0.0.1, stopped on the way out."""
+    proc, line = start_server(db, "--port", "0")
+    match = URL.search(line)
+    assert match
+    try:
+        yield Served(f"http://127.0.0.1:{match.group(1)}", ids, proc, line)
+    finally:
+        stop_server(proc)
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> None:

@@ -15,11 +15,9 @@ import pytest
 from hoplab.store import open_store
 from tests.helpers.web import (
     CHROMIUM,
-    URL,
     Served,
     sample_runs,
-    start_server,
-    stop_server,
+    serving,
 )
 
 
@@ -35,14 +33,8 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
 
 @pytest.fixture(scope="session")
 def served(store_path: tuple[Path, dict[str, list[int]]]) -> Iterator[Served]:
-    db, ids = store_path
-    proc, line = start_server(db, "--port", "0")
-    match = URL.search(line)
-    assert match
-    try:
-        yield Served(f"http://127.0.0.1:{match.group(1)}", ids, proc, line)
-    finally:
-        stop_server(proc)
+    with serving(*store_path) as s:
+        yield s
 
 
 @pytest.fixture(scope="session")

@@ -11,20 +11,14 @@ from pathlib import Path
 import pytest
 
 from hoplab.web.server import MAX_REFUSALS, MAX_REQUESTS, host_allowed, split_host
-from tests.helpers.web import URL, Served, start_server, stop_server
+from tests.helpers.web import Served, serving
 
 
 @pytest.fixture(scope="module")
 def own(store_path: tuple[Path, dict[str, list[int]]]) -> Iterator[Served]:
     """A server of its own: these tests hold all its request slots for a while."""
-    db, ids = store_path
-    proc, line = start_server(db, "--port", "0")
-    match = URL.search(line)
-    assert match
-    try:
-        yield Served(f"http://127.0.0.1:{match.group(1)}", ids, proc, line)
-    finally:
-        stop_server(proc)
+    with serving(*store_path) as s:
+        yield s
 
 
 def _port(served: Served) -> int:
