@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.lab.state import LABS_DIR
+from hoplab.lab.state import LABS_DIR, proc_start_time
 from hoplab.store import open_store
 from tests.helpers.lab import (
     EXAMPLES,
@@ -61,8 +61,8 @@ def pester(proc: subprocess.Popen[str], sig: signal.Signals, seconds: float = 30
 
 
 def alive(pids: set[int]) -> list[int]:
-    return [pid for pid in pids if Path(f"/proc/{pid}").exists()
-            and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]]
+    """Those still running: a zombie has no start time (hoplab.lab.state)."""
+    return [pid for pid in pids if proc_start_time(pid) is not None]
 
 
 # (signal.SIGINT, None): one Ctrl-C, as a user presses it, and nothing after.
