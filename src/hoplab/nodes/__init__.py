@@ -1,0 +1,1 @@
+"""Where a lab node's commands run: a network namespace here, or a device over SSH."""

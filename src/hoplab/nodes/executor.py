@@ -1,0 +1,122 @@
+"""The one seam between hoplab and the place a node's commands run.
+
+Traffic, samplers, profiles, metadata, setup and teardown call a node's
+Executor and never ask which kind it is. Implementations: a network namespace
+on this machine (hoplab.nodes.netns_exec), a device over SSH
+(hoplab.nodes.ssh_exec) and, for unit tests, hoplab.nodes.fake.
+
+Every argv is a list; an implementation that crosses a shell (SSH) quotes it
+once, at that boundary, so no name, address or option from a lab file can run a
+shell command on either side. Every call has a timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from hoplab.errors import HoplabError
+
+
+class ExecutorError(HoplabError):
+    """A node could not be reached or did not answer: names the node and what failed."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A finished command: its exit status and output, as subprocess gives them."""
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class ProcessId:
+    """A process on a node, told apart from a later one with the same PID by its start
+    time (clock ticks since the node booted, field 22 of /proc/PID/stat): what a state
+    file records, so `hoplab clean` stops that process and never another."""
+    node: str
+    pid: int
+    start_ticks: int
+
+
+@runtime_checkable
+class Process(Protocol):
+    """A long-lived process on a node (a tool server or client, perf, a sampler).
+    Its stdout and stderr go to local files, so a chatty tool never blocks."""
+
+    name: str
+    argv: list[str]
+    ident: ProcessId
+    out: Path
+    err: Path
+    started: float          # this machine's Unix time just before it was started
+
+    def poll(self) -> int | None:
+        """Its exit status, or None while it runs."""
+
+    def wait(self, timeout: float) -> int:
+        """Wait up to timeout s for it to exit; raises TimeoutError."""
+
+
+@runtime_checkable
+class LineChannel(Protocol):
+    """A long-lived request/response process: one request line in, a reply out,
+    ended by a terminator line. Samplers pace a device with it from this side."""
+
+    def ask(self, line: str, timeout: float) -> list[str]:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+@dataclass
+class Facts:
+    """What a node is: filled once per lab build, stored in every run's metadata.
+    Anything that could not be read is absent from `values` and named in `missing`
+    with the reason, never guessed."""
+    values: dict[str, Any] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Executor(Protocol):
+    node: str       # the lab node's name
+    kind: str       # "netns", "ssh" or "fake": for display only, never for branching
+
+    def run(self, argv: Sequence[str], *, input: str | None = None,
+            timeout: float = 60.0, env: Mapping[str, str] | None = None) -> Completed:
+        """Run argv to completion; raises ExecutorError when the node cannot be
+        reached and TimeoutError after `timeout`, having stopped the command."""
+
+    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> Process:
+        """Start a long-lived process; it is tracked until stop() or exit."""
+
+    def stop(self, proc: Process, grace: float = 2.0) -> None:
+        """SIGTERM, then SIGKILL after `grace` s; a process already gone is no error."""
+
+    def signal(self, proc: Process, signum: int) -> None:
+        """Send one signal (perf writes its data on SIGINT)."""
+
+    def channel(self, argv: Sequence[str], terminator: str) -> LineChannel:
+        """Start argv as a request/response process (see LineChannel)."""
+
+    def read_file(self, path: str, timeout: float = 10.0) -> bytes | None:
+        """A file's bytes on the node, None when it does not exist."""
+
+    def copy_back(self, remote: str, local: Path, timeout: float = 600.0) -> None:
+        """Copy a file from the node to this machine (SCP or cat where there is no SFTP)."""
+
+    def which(self, tools: Sequence[str]) -> dict[str, str | None]:
+        """Each tool's path on the node, None where it is missing."""
+
+    def facts(self) -> Facts:
+        """Model, firmware, kernel, CPU, drivers and offloads, sysctls, qdiscs,
+        tool versions, uptime."""
+
+    def close(self) -> None:
+        """Stop every process still tracked and release connections."""
