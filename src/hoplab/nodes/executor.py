@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from hoplab.errors import HoplabError
+from hoplab.samplers.qdisc import QdiscStats
 
 
 class ExecutorError(HoplabError):
@@ -83,6 +84,38 @@ class Facts:
     missing: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class Snapshot:
+    """One sample of a node's counters, as text of the files the parsers in
+    hoplab.samplers read (cpu.parse_proc_stat, ifaces.parse_net_dev,
+    tcp.tcp_counters) plus parsed qdiscs. `proc_stat` is None on a node that shares
+    this machine's CPUs (a namespace: the host CPU series covers it). What a node
+    cannot give is None here and named in `missing` with the reason, never zero.
+    `extra` carries series only some nodes have: (name, unit, key, value), e.g. the
+    hoplab-wire counters of a namespace or the sampler's own CPU share on a device."""
+    proc_stat: str | None = None
+    net_dev: str | None = None
+    snmp: str | None = None
+    netstat: str | None = None
+    qdiscs: list[QdiscStats] | None = None
+    extra: list[tuple[str, str, str | None, float]] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class CounterSource(Protocol):
+    """A node's counters, read once per tick by one sampler thread (opened in that
+    thread: a namespace source enters the namespace there; a device source keeps one
+    long-lived SSH session and asks for one sample per request line, so pacing and
+    timestamps are this machine's)."""
+
+    def read(self) -> Snapshot:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
 @runtime_checkable
 class Executor(Protocol):
     node: str       # the lab node's name
@@ -117,6 +150,10 @@ class Executor(Protocol):
     def facts(self) -> Facts:
         """Model, firmware, kernel, CPU, drivers and offloads, sysctls, qdiscs,
         tool versions, uptime."""
+
+    def counters(self, kinds: frozenset[str]) -> CounterSource:
+        """A counter source for the sampler kinds (ifaces, qdisc, tcp, wire, cpu);
+        call it in the thread that will read it."""
 
     def close(self) -> None:
         """Stop every process still tracked and release connections."""
