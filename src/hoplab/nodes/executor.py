@@ -120,11 +120,17 @@ class CounterSource(Protocol):
 class Executor(Protocol):
     node: str       # the lab node's name
     kind: str       # "netns", "ssh" or "fake": for display only, never for branching
+    machine: str    # the kernel its commands share: one perf profiles all nodes of one
+                    # machine ("local" for every namespace here, the SSH target of a device)
 
     def run(self, argv: Sequence[str], *, input: str | None = None,
-            timeout: float = 60.0, env: Mapping[str, str] | None = None) -> Completed:
-        """Run argv to completion; raises ExecutorError when the node cannot be
-        reached and TimeoutError after `timeout`, having stopped the command."""
+            timeout: float = 60.0, env: Mapping[str, str] | None = None,
+            cwd: str | None = None) -> Completed:
+        """Run argv to completion, in directory `cwd` of the node when given (a
+        variant's setup script named relative to its experiment file); raises
+        ExecutorError when the node cannot be reached and TimeoutError after
+        `timeout`, having stopped the command. A command that does not exist is
+        exit 127 with "NAME: command not found", as a shell says it."""
 
     def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> Process:
         """Start a long-lived process; it is tracked until stop() or exit."""
@@ -134,6 +140,21 @@ class Executor(Protocol):
 
     def signal(self, proc: Process, signum: int) -> None:
         """Send one signal (perf writes its data on SIGINT)."""
+
+    def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
+        """Stop a process a state file recorded (`hoplab clean` after a crash, when
+        no Process object is left): SIGTERM, then SIGKILL, and only while that PID
+        still has the recorded start time."""
+
+    def written(self, proc: Process) -> int | None:
+        """Bytes proc has written so far (/proc/PID/io wchar), polled every ms to see
+        when a flow's data starts to move; None where the node cannot answer that
+        cheaply (a device over SSH) or the process is gone: the caller then places
+        the flow by its tool's report."""
+
+    def pids(self) -> set[int] | None:
+        """PIDs of the processes living in the node (a profile's per-node share);
+        None where the node is a whole machine and every PID is its own."""
 
     def channel(self, argv: Sequence[str], terminator: str) -> LineChannel:
         """Start argv as a request/response process (see LineChannel)."""

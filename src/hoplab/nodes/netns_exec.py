@@ -1,0 +1,353 @@
+"""A node that is a network namespace on this machine.
+
+Short commands run in a thread that entered the namespace with setns()
+(hoplab.lab.netns.entered: 1.2 ms per namespace where `ip -n` costs 1.8 and
+pyroute2 4.5, bench/netns_methods.py); long-lived processes start through
+`ip netns exec`, which also mounts the lab's hosts file so node names resolve,
+and each gets its own session so Ctrl-C at the terminal reaches hoplab only.
+A process is told apart from a later one with its PID by its start time in
+/proc/PID/stat, which is what the lab's state file records for `hoplab clean`.
+
+A namespace shares this machine's kernel and CPUs: its counters come from
+/proc/thread-self/net/* and a netlink socket opened inside it, read by one
+thread that entered it once; its CPU is the host's series (proc_stat None).
+With netns None the executor is this machine as it is (the root namespace),
+what perf and the tests of this module use.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hoplab.errors import LabError
+from hoplab.lab import netns as ns_lib
+from hoplab.lab import where
+from hoplab.lab.state import proc_start_time
+from hoplab.nodes.executor import (
+    Completed,
+    CounterSource,
+    ExecutorError,
+    Facts,
+    LineChannel,
+    Process,
+    ProcessId,
+    Snapshot,
+)
+from hoplab.samplers import qdisc
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from pyroute2 import IPRoute
+
+
+def _written(pid: int) -> int | None:
+    """wchar of /proc/PID/io: bytes the process has written so far; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+@dataclass
+class NetnsProcess:
+    name: str
+    argv: list[str]
+    ident: ProcessId
+    out: Path
+    err: Path
+    started: float
+    popen: subprocess.Popen[bytes]
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{self.name} still runs after {timeout:g} s") from None
+
+
+class _PipeChannel:
+    """A request/response child: one line in, lines out up to the terminator."""
+
+    def __init__(self, popen: subprocess.Popen[str], terminator: str, node: str) -> None:
+        self.popen = popen
+        self.terminator = terminator
+        self.node = node
+
+    def ask(self, line: str, timeout: float) -> list[str]:
+        import selectors
+
+        assert self.popen.stdin is not None and self.popen.stdout is not None
+        try:
+            self.popen.stdin.write(line + "\n")
+            self.popen.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise ExecutorError(f"node {self.node}: channel closed ({exc})") from None
+        out: list[str] = []
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.popen.stdout, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise TimeoutError(f"node {self.node}: no reply within {timeout:g} s")
+                got = self.popen.stdout.readline()
+                if not got:
+                    raise ExecutorError(f"node {self.node}: channel ended")
+                got = got.rstrip("\n")
+                if got == self.terminator:
+                    return out
+                out.append(got)
+
+    def close(self) -> None:
+        if self.popen.stdin is not None:
+            self.popen.stdin.close()
+        try:
+            self.popen.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
+
+
+def _ns_id(path: str | os.PathLike[str]) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+class NetnsCounters:
+    """Counters of one namespace, read by the thread that created this source: it
+    enters the namespace once and stays there until close(). A namespace deleted
+    while it is sampled is noticed on the next read (the thread's own reference
+    would otherwise keep it and its counters alive after `ip netns del`)."""
+
+    def __init__(self, netns: str | None, kinds: frozenset[str]) -> None:
+        self.netns = netns
+        self.kinds = kinds
+        self._ctx: AbstractContextManager[None] | None = None
+        self._ipr: IPRoute | None = None
+        self._names: dict[int, str] = {}
+        if netns is not None:
+            self._ctx = ns_lib.entered(netns)
+            self._ctx.__enter__()
+        try:
+            self._mine = _ns_id("/proc/thread-self/ns/net")
+            if "qdisc" in kinds:
+                from pyroute2 import IPRoute
+
+                self._ipr = IPRoute()
+        except BaseException:
+            self.close()
+            raise
+
+    def read(self) -> Snapshot:
+        if self.netns is not None:
+            try:
+                named: tuple[int, int] | None = _ns_id(ns_lib.NETNS_DIR / self.netns)
+            except FileNotFoundError:
+                named = None
+            if named != self._mine:
+                raise LabError(f"namespace {self.netns} disappeared")
+        snap = Snapshot()
+        if "ifaces" in self.kinds:
+            snap.net_dev = _text("/proc/thread-self/net/dev")
+        if self._ipr is not None:
+            snap.qdiscs = _qdiscs(self._ipr, self._names)
+        if "tcp" in self.kinds:
+            snap.snmp = _text("/proc/thread-self/net/snmp")
+            try:
+                snap.netstat = _text("/proc/thread-self/net/netstat")
+            except FileNotFoundError:
+                snap.missing["tcp.lost_retransmit"] = "no /proc/net/netstat"
+        if "wire" in self.kinds and self.netns is not None:
+            from hoplab.samplers import wire
+
+            units = {name: unit for name, unit, _ in wire.FIELDS}
+            for direction, values in wire.read(self.netns).items():
+                for name, amount in values.items():
+                    snap.extra.append((name, units[name], direction, amount))
+        return snap
+
+    def close(self) -> None:
+        if self._ipr is not None:
+            self._ipr.close()
+            self._ipr = None
+        if self._ctx is not None:
+            ctx, self._ctx = self._ctx, None
+            ctx.__exit__(None, None, None)
+
+
+def _text(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[qdisc.QdiscStats]:
+    msgs = list(ipr.get_qdiscs())
+    try:
+        return qdisc.from_netlink(msgs, names)
+    except KeyError:
+        # An interface we have not seen (or renamed): refresh the index map once.
+        names.clear()
+        names.update({link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()})
+        # An interface deleted between the two dumps has no name any more: leave it out.
+        return qdisc.from_netlink([m for m in msgs if m["index"] in names], names)
+
+
+class NetnsExecutor:
+    kind = "netns"
+    machine = "local"
+
+    def __init__(self, node: str, netns: str | None) -> None:
+        self.node = node
+        self.netns = netns
+        self._procs: list[NetnsProcess] = []
+
+    def __repr__(self) -> str:
+        return f"NetnsExecutor({self.node!r}, {self.netns!r})"
+
+    def _entered(self) -> AbstractContextManager[None]:
+        from contextlib import nullcontext
+
+        return ns_lib.entered(self.netns) if self.netns is not None else nullcontext()
+
+    def run(self, argv: Sequence[str], *, input: str | None = None,
+            timeout: float = 60.0, env: Mapping[str, str] | None = None,
+            cwd: str | None = None) -> Completed:
+        args = list(argv)
+        full_env = {**os.environ, **env} if env is not None else None
+        try:
+            with self._entered():
+                done = subprocess.run(args, input=input, capture_output=True, text=True,
+                                      errors="replace", check=False, timeout=timeout,
+                                      env=full_env, cwd=cwd,
+                                      stdin=None if input is not None else subprocess.DEVNULL)
+        except LabError as exc:
+            raise ExecutorError(f"node {self.node}: {exc}") from None
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"node {self.node}: {' '.join(args)} did not finish in "
+                               f"{timeout:g} s; stopped") from None
+        except FileNotFoundError:
+            # As a shell says it, so a caller reads one answer from every kind of node.
+            return Completed(tuple(args), 127, "", f"{args[0]}: command not found")
+        except PermissionError as exc:
+            return Completed(tuple(args), 126, "", f"{args[0]}: {exc.strerror}")
+        return Completed(tuple(args), done.returncode, done.stdout, done.stderr)
+
+    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> NetnsProcess:
+        full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
+        with out.open("wb") as fo, err.open("wb") as fe:
+            started = time.time()
+            try:
+                popen = subprocess.Popen(full, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+            except FileNotFoundError:
+                raise ExecutorError(f"node {self.node}: cannot start {full[0]}: "
+                                    "not installed") from None
+        # `ip netns exec` execs the tool in place: this PID is the tool's. A process that
+        # is already a zombie has no start time; it is our child, so its PID is not reused.
+        ticks = proc_start_time(popen.pid) or 0
+        proc = NetnsProcess(name, list(argv), ProcessId(self.node, popen.pid, ticks), out, err,
+                            started, popen)
+        self._procs.append(proc)
+        return proc
+
+    def stop(self, proc: Process, grace: float = 2.0) -> None:
+        mine = self._own(proc)
+        if mine in self._procs:
+            self._procs.remove(mine)
+        if mine.popen.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(mine.popen.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                mine.popen.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def signal(self, proc: Process, signum: int) -> None:
+        mine = self._own(proc)
+        if mine.popen.poll() is None:
+            with suppress(ProcessLookupError):
+                os.killpg(mine.popen.pid, signum)
+
+    def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
+        from hoplab.lab.state import Proc, stop_process
+
+        stop_process(Proc(ident.pid, ident.start_ticks, [], ident.node, ""), grace)
+
+    def written(self, proc: Process) -> int | None:
+        return _written(proc.ident.pid)
+
+    def pids(self) -> set[int] | None:
+        if self.netns is None:
+            return None
+        from hoplab.lab.teardown import processes_in
+
+        return set(processes_in([self.netns]).get(self.netns, []))
+
+    def channel(self, argv: Sequence[str], terminator: str) -> LineChannel:
+        full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
+        try:
+            popen = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                                     start_new_session=True)
+        except FileNotFoundError:
+            raise ExecutorError(f"node {self.node}: cannot start {full[0]}") from None
+        return _PipeChannel(popen, terminator, self.node)
+
+    def read_file(self, path: str, timeout: float = 10.0) -> bytes | None:
+        # /proc/sys/net and /proc/net answer for the namespace of the reading thread.
+        try:
+            with self._entered(), open(path, "rb") as f:
+                return f.read()
+        except LabError as exc:
+            raise ExecutorError(f"node {self.node}: {exc}") from None
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def copy_back(self, remote: str, local: Path, timeout: float = 600.0) -> None:
+        # One file system: a copy, unless it is already there.
+        if Path(remote).resolve() != local.resolve():
+            shutil.copyfile(remote, local)
+
+    def which(self, tools: Sequence[str]) -> dict[str, str | None]:
+        return {t: shutil.which(t) for t in tools}
+
+    def facts(self) -> Facts:
+        # The kernel, CPU and tools are this machine's, in every run's host metadata.
+        return Facts(values={"netns": self.netns} if self.netns is not None else {})
+
+    def counters(self, kinds: frozenset[str]) -> CounterSource:
+        return NetnsCounters(self.netns, kinds)
+
+    def close(self) -> None:
+        for proc in reversed(self._procs):
+            self.stop(proc)
+        self._procs.clear()
+
+    def _own(self, proc: Process) -> NetnsProcess:
+        if not isinstance(proc, NetnsProcess):
+            raise TypeError(f"{proc.name} was not started by a namespace executor")
+        return proc

@@ -1,0 +1,68 @@
+"""The one place that knows which kind of executor a lab node has.
+
+A node's entry in the lab's summary (hoplab.lab.summary, kept in the state
+file) names its kind ("kind", default "netns", a namespace on this machine)
+and what that kind needs to reach it. KINDS maps a kind to the function that
+makes its executor from that entry: a new kind of node (a device over SSH)
+is one more entry, and nothing else in hoplab asks which kind a node is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from hoplab.errors import LabError
+from hoplab.lab.plan import Plan
+from hoplab.lab.state import LabState
+from hoplab.nodes.executor import Executor
+from hoplab.nodes.netns_exec import NetnsExecutor
+
+Factory = Callable[[str, Mapping[str, Any]], Executor]
+
+
+def _netns(node: str, info: Mapping[str, Any]) -> Executor:
+    return NetnsExecutor(node, str(info["netns"]))
+
+
+KINDS: dict[str, Factory] = {"netns": _netns}
+
+
+def executor_for(node: str, info: Mapping[str, Any]) -> Executor:
+    """The executor of one node, from its entry in the lab's summary."""
+    kind = str(info.get("kind", "netns"))
+    try:
+        factory = KINDS[kind]
+    except KeyError:
+        raise LabError(f"node {node}: unknown node kind {kind!r} "
+                       f"(known: {', '.join(sorted(KINDS))})") from None
+    return factory(node, info)
+
+
+def executors(plan: Plan) -> dict[str, Executor]:
+    """Every node of a planned lab that is up, by name, in the plan's order."""
+    from hoplab.lab.summary import summarize
+
+    return {name: executor_for(name, info)
+            for name, info in summarize(plan)["nodes"].items()}
+
+
+def state_executors(state: LabState) -> dict[str, Executor]:
+    """Every node a lab's state file names (`hoplab clean` and teardown after a crash:
+    what was recorded, not what a lab file now says)."""
+    return {name: executor_for(name, info)
+            for name, info in state.summary.get("nodes", {}).items()}
+
+
+def wire_executors(state: LabState | None) -> dict[str, Executor]:
+    """The userspace wires (hoplab-wire) of a lab, by short name ("w.INDEX"): each
+    lives in a namespace of its own on this machine, whatever its ends are."""
+    if state is None:
+        return {}
+    return {w["name"]: NetnsExecutor(w["name"], w["netns"])
+            for w in state.summary.get("wires", [])}
+
+
+def close_all(nodes: Mapping[str, Executor]) -> None:
+    for ex in nodes.values():
+        ex.close()
