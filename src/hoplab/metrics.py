@@ -119,6 +119,12 @@ register(
     _m("latency_load", "ms", "loaded RTT", "lower"),
     _m("latency_load_p95", "ms", "loaded RTT p95", "lower"),
     _m("latency_increase", "ms", "added latency", "lower"),
+    # Spikes of an RTT series above its own running baseline (hoplab.analysis.spikes):
+    # how many, the largest, and the period they recur with when they do.
+    _m("spikes", "count", "RTT spikes", "lower"),
+    _m("spike_max", "ms", "largest spike", "lower"),
+    _m("spike_period", "s", "spike period", "neutral"),
+    _m("spike_period_confidence", "%", "period confidence", "neutral"),
 )
 
 # Rates in bit/s. The whole-run ones also per direction (_up, _down) when a test

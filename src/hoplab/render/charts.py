@@ -19,6 +19,7 @@ import numpy as np
 from hoplab.analysis.order import natural_key
 from hoplab.record import RunRecord, Series
 from hoplab.render import decimate
+from hoplab.render.spike_text import spike_marks
 from hoplab.render.units import rate_scale
 
 Figure = dict[str, Any]
@@ -126,6 +127,14 @@ def _latency_traces(rec: RunRecord, lat: Sequence[Series], budget: int, refs: di
         trace, note = _trace(s, label, budget, style | refs)
         data.append(trace)
         notes += [note] if note else []
+        spikes = next((x for x in rec.series if x.name == "rtt_spike" and x.flow == s.flow
+                       and s.name == "rtt"), None)
+        if spikes is not None:
+            t, y = spike_marks(s, spikes)
+            data.append({"type": "scatter", "mode": "markers", "name": f"{s.flow} spikes",
+                         "x": rounded(np.asarray(t), 7), "y": rounded(np.asarray(y)),
+                         "marker": {"symbol": "triangle-down", "size": 9, "color": "#d62728"},
+                         "hovertext": [f"+{v:.3g} ms" for v in spikes.v], **refs})
     return data, notes
 
 

@@ -16,6 +16,7 @@ from hoplab.render import comparison as view
 from hoplab.render.charts import Chart, figure_json
 from hoplab.render.headline import HEADLINE
 from hoplab.render.run_view import CPU_COLUMNS, FLOW_COLUMNS, IFACE_COLUMNS, QDISC_COLUMNS
+from hoplab.render.spike_text import spike_lines
 from hoplab.render.units import figure, pairs
 from hoplab.store import RunSummary
 
@@ -153,6 +154,9 @@ def run_tables(rec: RunRecord) -> Html:
          if whole else None),
         ("flows", _flows_table(rec)),
         ("per flow", _matrix(flows, "flow", FLOW_COLUMNS)),
+        ("latency spikes", Html("<ul>" + "".join(f"<li>{esc(line)}</li>"
+                                                 for line in spike_lines(rec)) + "</ul>")
+         if spike_lines(rec) else None),
         ("CPU in the load phase (host-wide)", _matrix(_by(rec.metrics, "cpu."), "core",
                                                       CPU_COLUMNS)),
         ("interfaces in the load phase", _matrix(_by(rec.metrics, "iface."), "interface",

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from hoplab import metrics
 from hoplab.record import Metric, RunRecord
+from hoplab.render.spike_text import spike_lines
 from hoplab.render.units import figure, pairs
 
 CPU_COLUMNS = tuple(f"cpu.{s}" for s in ("user", "system", "irq", "softirq", "idle"))
@@ -73,8 +74,8 @@ def _matrix(title: str, rows: dict[str, dict[str, Metric]], first: str,
 
 # Which figures each table shows, in order; their labels are the registry's.
 FLOW_COLUMNS = ("goodput", "sent_rate", "throughput_p5", "retransmits", "loss", "udp_jitter",
-                "rtt_min", "rtt_median", "rtt_p99", "rtt_jitter", "owd_up_median",
-                "owd_down_median", "jitter")
+                "rtt_min", "rtt_median", "rtt_p99", "rtt_jitter", "spikes", "spike_max",
+                "spike_period", "owd_up_median", "owd_down_median", "jitter")
 IFACE_COLUMNS = ("iface.rx_bps", "iface.tx_bps", "iface.tx_pps", "iface.rx_drops",
                  "iface.tx_drops")
 QDISC_COLUMNS = ("qdisc.sent_bytes", "qdisc.drops", "qdisc.overlimits",
@@ -121,6 +122,9 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
         _matrix("TCP retransmitted segments", tcp, "node", ("tcp.retrans_segs",)),
     ]
     parts += [t for t in tables if t is not None]
+    spikes = spike_lines(rec)
+    if spikes:
+        parts.append(Text("latency spikes\n" + "\n".join(f"  {line}" for line in spikes)))
     if rec.series:
         names: dict[str, int] = {}
         for s in rec.series:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from hoplab.analysis.spikes import spike_figures
 from hoplab.analysis.stats import mean, mean_abs_diff, percentile
 from hoplab.errors import HoplabError
 from hoplab.kinds import registry
@@ -184,13 +185,21 @@ def _udp_figures(legs: Sequence[iperf3.Result | iperf3.Totals]
             ("lost_packets", float(lost), "count"), ("packets", float(packets), "count")]
 
 
+def _spikes(out: Outcome, rtt: Series) -> None:
+    more_metrics, more_series = spike_figures(rtt)
+    out.metrics += more_metrics
+    out.series += more_series
+
+
 def _ping(out: Outcome, text: str, t0: float) -> None:
     res = ping.parse(text)
     answered = [r for r in res.replies if r.rtt_s is not None]
     out.rtt_t = [r.t_unix - t0 for r in answered]
     out.rtt_ms = [(r.rtt_s or 0.0) * 1000 for r in answered]
     lost = [r.t_unix - t0 for r in res.replies if r.rtt_s is None]
-    out.series.append(Series("rtt", "ms", out.rtt_t, out.rtt_ms, flow=out.flow.name))
+    rtt = Series("rtt", "ms", out.rtt_t, out.rtt_ms, flow=out.flow.name)
+    out.series.append(rtt)
+    _spikes(out, rtt)
     if lost:
         out.series.append(Series("lost", "count", lost, [1.0] * len(lost), flow=out.flow.name))
     out.metrics += latency_metrics(out.rtt_ms, out.flow.name)
@@ -206,7 +215,9 @@ def _probe(out: Outcome, text: str, t0: float) -> None:
     answered = [s for s in res.samples if s.rtt_s is not None]
     out.rtt_t = [s.t_unix - t0 for s in answered]
     out.rtt_ms = [(s.rtt_s or 0.0) * 1000 for s in answered]
-    out.series.append(Series("rtt", "ms", out.rtt_t, out.rtt_ms, flow=name))
+    rtt = Series("rtt", "ms", out.rtt_t, out.rtt_ms, flow=name)
+    out.series.append(rtt)
+    _spikes(out, rtt)
     for attr, key in (("send_delay_s", "owd_up"), ("receive_delay_s", "owd_down"),
                       ("ipdv_s", "ipdv")):
         pts = [(s.t_unix - t0, getattr(s, attr) * 1000) for s in answered
