@@ -19,6 +19,7 @@ from pathlib import Path as FsPath
 from typing import NoReturn, TypeVar
 
 from hoplab.errors import SpecError
+from hoplab.spec import devices as dev
 from hoplab.spec import generate as gen
 from hoplab.spec import names
 from hoplab.spec.locate import Locator, Path, split_syntax_error
@@ -55,16 +56,23 @@ N = TypeVar("N", IPv4Network, IPv6Network)
 Net = IPv4Network | IPv6Network
 Iface = IPv4Interface | IPv6Interface
 
-_TOP_KEYS = ("name", "nodes", "links", "generate", "link_defaults", "tunnels", "addressing")
-_NODE_KEYS = ("forward", "sysctls", "offloads", "nat", "setup", "teardown")
+_TOP_KEYS = ("name", "nodes", "links", "generate", "link_defaults", "tunnels", "addressing",
+             "accept_new_host_keys")
+_NODE_KEYS = ("forward", "sysctls", "offloads", "nat", "setup", "teardown", "ssh", "ssh_options")
+# What a device's node table may not ask: hoplab builds nothing on a device.
+_NOT_ON_DEVICES = {
+    "forward": 'set sysctls = { "net.ipv4.ip_forward" = 1 } if the device should forward',
+    "nat": "masquerade with a setup command on the device (nft or iptables)",
+}
 _LINK_OPTION_KEYS = ("rate", "delay", "jitter", "loss", "loss_burst", "duplicate", "reorder",
                      "trace", "queue", "qdisc", "emulator",
                      "wireguard", "mtu", "forward", "reverse")
-_LINK_KEYS = ("between", *_LINK_OPTION_KEYS, "subnet4", "subnet6", "addresses")
+_LINK_KEYS = ("between", *_LINK_OPTION_KEYS, "subnet4", "subnet6", "addresses", "attach")
+# Keys a cable to a device cannot honour: hoplab builds and shapes nothing on it.
+_NOT_ON_CABLES = ("wireguard", "mtu", "subnet4", "subnet6", "emulator")
 _TUNNEL_KEYS = ("name", "between", "type", "subnet4", "subnet6")
 _ADDRESSING_KEYS = ("pool4", "pool6", "tunnel_pool4", "tunnel_pool6", "ipv6")
-# Feature names as `ethtool -K` spells them; others are too driver-specific for veths.
-OFFLOADS = ("gro", "gso", "tso", "lro", "sg", "rx", "tx", "rxvlan", "txvlan", "ntuple", "rxhash")
+OFFLOADS = dev.OFFLOADS
 
 _TUNNEL_NAME = re.compile(r"[a-z0-9]{1,8}")
 _SYSCTL = re.compile(r"[a-z0-9_-]+(?:[./][a-z0-9_-]+)*")
@@ -293,15 +301,29 @@ def _addresses(ctx: _Ctx, value: object, path: Path, subnets: dict[int, Net | No
 
 
 def _explicit_link(ctx: _Ctx, raw: object, path: Path, index: int, nodes: Collection[str],
-                   defaults: _Options, ipv6: bool) -> Link:
+                   defaults: _Options, ipv6: bool, devices: Collection[str] = ()) -> Link:
     table = ctx.table(raw, path, _LINK_KEYS)
     if "between" not in table:
         ctx.fail(path, 'missing required key "between" (the two nodes this link joins)')
     ends = ctx.pair(table["between"], (*path, "between"), nodes)
     own = _options(ctx, table, path)
+    if any(e in devices for e in ends):
+        return _cable(ctx, table, path, _link(ctx, index, ends, defaults, own), devices, ipv6)
+    if "attach" in table:
+        ctx.fail((*path, "attach"), "attach cables a host NIC to a device: one end of the "
+                                    "link must be a device (a node with ssh = ...)")
     subnet4, subnet6 = _subnets(ctx, table, path, ipv6)
     link = replace(_link(ctx, index, ends, defaults, own), subnet4=subnet4, subnet6=subnet6)
-    if "addresses" in table:
+    raw_addresses = table.get("addresses")
+    if isinstance(raw_addresses, dict):
+        given = dev.address_table(raw_addresses, (*path, "addresses"), ends, (), ipv6,
+                                  ctx.fail)
+        for x, y in _table_pairs(ctx, given, ends, (*path, "addresses")):
+            if isinstance(x, IPv4Interface) and isinstance(y, IPv4Interface):
+                link = replace(link, addr_a4=x, addr_b4=y)
+            elif isinstance(x, IPv6Interface) and isinstance(y, IPv6Interface):
+                link = replace(link, addr_a6=x, addr_b6=y)
+    elif "addresses" in table:
         subnets: dict[int, Net | None] = {4: subnet4, 6: subnet6}
         for x, y in _addresses(ctx, table["addresses"], (*path, "addresses"), subnets, ipv6):
             if isinstance(x, IPv4Interface) and isinstance(y, IPv4Interface):
@@ -309,6 +331,59 @@ def _explicit_link(ctx: _Ctx, raw: object, path: Path, index: int, nodes: Collec
             elif isinstance(x, IPv6Interface) and isinstance(y, IPv6Interface):
                 link = replace(link, addr_a6=x, addr_b6=y)
     return link
+
+
+def _table_pairs(ctx: _Ctx, given: dict[str, list[tuple[dev.Iface | dev.Addr, Path]]],
+                 ends: tuple[str, str],
+                 path: Path) -> list[tuple[Iface, Iface]]:
+    """Pairs (side a, side b) per family from { a = ..., b = ... } between namespaces."""
+    out: list[tuple[Iface, Iface]] = []
+    mine = {n: {a.version: (a, w) for a, w in given.get(n, [])
+                if isinstance(a, IPv4Interface | IPv6Interface)} for n in ends}
+    for version in (4, 6):
+        xa, xb = mine[ends[0]].get(version), mine[ends[1]].get(version)
+        if xa is None and xb is None:
+            continue
+        if xa is None or xb is None:
+            missing = ends[0] if xa is None else ends[1]
+            ctx.fail(path, f"give {missing}'s IPv{version} address too, or neither")
+        (x, _), (y, where_y) = xa, xb
+        if x.network != y.network or x.ip == y.ip:
+            ctx.fail(where_y, f"{y} must be a different address in the same subnet as {x}")
+        out.append((x, y))
+    return out
+
+
+def _cable(ctx: _Ctx, table: dict[str, object], path: Path, link: Link,
+           devices: Collection[str], ipv6: bool) -> Link:
+    """A link with a device end: a cable hoplab neither builds nor shapes."""
+    for key in _NOT_ON_CABLES:
+        if key in table:
+            ctx.fail((*path, key), f"'{key}' is not for a link to a device: hoplab builds "
+                                   f"nothing on a cable; configure the device with setup "
+                                   f"commands")
+    if not (link.forward.is_plain() and link.reverse.is_plain()):
+        ctx.fail(path, "a link to a device is a cable hoplab does not shape; shape it on the "
+                       "device with a setup command (tc), or shape a namespace link")
+    ends = (link.a, link.b)
+    attached = dev.attach(table["attach"], (*path, "attach"), ends, ctx.fail) \
+        if "attach" in table else ()
+    for node, _nic in attached:
+        if node in devices:
+            ctx.fail((*path, "attach", node), f"{node} is a device: its NICs are its own; "
+                                              f"attach names this machine's NIC for a "
+                                              f"namespace end")
+    for node in ends:
+        if node not in devices and node not in dict(attached):
+            other = link.b if node == link.a else link.a
+            ctx.fail(path, f"{node} (a namespace) reaches device {other} only through a host "
+                           f'NIC cabled to it: add attach = {{ {node} = "NIC" }}')
+    raw = table.get("addresses", {})
+    if not isinstance(raw, dict):
+        ctx.fail((*path, "addresses"), "name each end on a link to a device: addresses = "
+                                       f'{{ {ends[0]} = "...", {ends[1]} = "..." }}')
+    given = dev.address_table(raw, (*path, "addresses"), ends, devices, ipv6, ctx.fail)
+    return dev.device_link(replace(link, attach=attached), given, devices, path, ctx.fail)
 
 
 def _subnets(ctx: _Ctx, table: dict[str, object], path: Path,
@@ -326,6 +401,18 @@ def _subnets(ctx: _Ctx, table: dict[str, object], path: Path,
 def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
     ctx.conv(path, lambda v: names.node_name(parse_str(v)), name)
     table = ctx.table(raw, path, _NODE_KEYS)
+    ssh = None
+    if "ssh" in table:
+        destination = ctx.conv((*path, "ssh"), dev.destination, table["ssh"])
+        options = ctx.table(table.get("ssh_options", {}), (*path, "ssh_options"),
+                            dev.SSH_OPTION_KEYS)
+        ssh = dev.ssh_target(destination, options, (*path, "ssh_options"), ctx.fail)
+        for key, instead in _NOT_ON_DEVICES.items():
+            if key in table:
+                ctx.fail((*path, key), f"'{key}' is not for a device (nodes.{name}.ssh): "
+                                       f"hoplab builds nothing on it; {instead}")
+    elif "ssh_options" in table:
+        ctx.fail((*path, "ssh_options"), 'ssh_options needs ssh = "user@host" beside it')
     forward = None
     if "forward" in table:
         forward = ctx.conv((*path, "forward"), parse_bool, table["forward"])
@@ -345,11 +432,17 @@ def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
             sysctls.append((key, str(value)))
         else:
             ctx.fail(where, f"a sysctl value is a string, integer or boolean, got {kind(value)}")
-    offloads = tuple(
-        (key, ctx.conv((*path, "offloads", key), parse_bool, value))
-        for key, value in ctx.table(table.get("offloads", {}), (*path, "offloads"),
-                                    OFFLOADS).items()
-    )
+    iface_offloads: tuple[tuple[str, str, bool], ...] = ()
+    if ssh is not None:
+        offloads, iface_offloads = dev.device_offloads(
+            ctx.table(table.get("offloads", {}), (*path, "offloads"), None),
+            (*path, "offloads"), ctx.fail)
+    else:
+        offloads = tuple(
+            (key, ctx.conv((*path, "offloads", key), parse_bool, value))
+            for key, value in ctx.table(table.get("offloads", {}), (*path, "offloads"),
+                                        OFFLOADS).items()
+        )
     nat = None
     if "nat" in table:
         nat_table = ctx.table(table["nat"], (*path, "nat"), ("out",))
@@ -362,7 +455,8 @@ def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
         for key in ("setup", "teardown")
     }
     return Node(name=name, forward=forward, sysctls=tuple(sysctls), offloads=offloads, nat=nat,
-                setup=commands["setup"], teardown=commands["teardown"])
+                setup=commands["setup"], teardown=commands["teardown"], ssh=ssh,
+                iface_offloads=iface_offloads)
 
 
 def _check_nat(ctx: _Ctx, nodes: Sequence[Node], links: Sequence[Link]) -> None:
@@ -392,6 +486,18 @@ def _check_overlaps(ctx: _Ctx, links: Sequence[Link], generated: int) -> None:
                     ctx.fail(("links", link.index - generated, given),
                              f"{net} overlaps {other} of links[{index}]")
             seen.append((net, link.index - generated))
+
+
+def _check_nics(ctx: _Ctx, links: Sequence[Link], generated: int) -> None:
+    """One host NIC is cabled to one device end."""
+    seen: dict[str, int] = {}
+    for link in links[generated:]:
+        for node, nic in link.attach:
+            k = link.index - generated
+            if nic in seen:
+                ctx.fail(("links", k, "attach", node), f"{nic} is already attached by "
+                                                       f"links[{seen[nic]}]")
+            seen[nic] = k
 
 
 def _generate(ctx: _Ctx, raw: object) -> gen.Topology:
@@ -493,15 +599,28 @@ def _build(ctx: _Ctx, data: dict[str, object], name: str | None) -> Lab:
     defaults_path: Path = ("link_defaults",)
     defaults = _options(ctx, ctx.table(top.get("link_defaults", {}), defaults_path,
                                        _LINK_OPTION_KEYS), defaults_path)
+    devices = {n.name for n in nodes if n.is_device}
+    for name in devices & set(topo.nodes):
+        ctx.fail(("nodes", name, "ssh"), f"'{name}' is a generated node; a device is declared "
+                                         f"with its links in [[links]]")
     links = [_link(ctx, i, ends, defaults, _Options()) for i, ends in enumerate(topo.links)]
     for i, raw in enumerate(ctx.array(top.get("links", []), ("links",))):
         links.append(_explicit_link(ctx, raw, ("links", i), len(links), order, defaults,
-                                    addressing.ipv6))
+                                    addressing.ipv6, devices))
     _check_nat(ctx, nodes, links)
     _check_overlaps(ctx, links, len(topo.links))
+    _check_nics(ctx, links, len(topo.links))
     tunnels = _tunnels(ctx, top.get("tunnels", []), order, links, addressing.ipv6)
+    for k, t in enumerate(tunnels):
+        for end in (t.a, t.b):
+            if end in devices:
+                ctx.fail(("tunnels", k, "between"), f"{end} is a device: hoplab builds no "
+                                                    "tunnel on it; use setup commands")
+    accept = False
+    if "accept_new_host_keys" in top:
+        accept = ctx.conv(("accept_new_host_keys",), parse_bool, top["accept_new_host_keys"])
     return Lab(name=lab_name, nodes=nodes, links=tuple(links), tunnels=tunnels,
-               addressing=addressing, source=ctx.source)
+               addressing=addressing, source=ctx.source, accept_new_host_keys=accept)
 
 
 def load_lab_text(text: str, source: str, name: str | None = None) -> Lab:

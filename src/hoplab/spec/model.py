@@ -7,7 +7,14 @@ bits per second, times are seconds, sizes are bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
+from ipaddress import (
+    IPv4Address,
+    IPv4Interface,
+    IPv4Network,
+    IPv6Address,
+    IPv6Interface,
+    IPv6Network,
+)
 
 # Queue disciplines a link may ask for. The lab engine decides, per kernel,
 # whether each can be built (see hoplab.lab.requirements).
@@ -56,8 +63,24 @@ class Direction:
 
 
 @dataclass(frozen=True)
+class DeviceEnd:
+    """A device's end of a link: the device's own address, which hoplab checks (present
+    on the device) and never sets. `address` None: the address SSH reaches the device
+    at. `prefixlen` None: the prefix the device has on that address, read at lab up."""
+
+    node: str
+    address: IPv4Address | IPv6Address | None = None
+    prefixlen: int | None = None
+
+
+@dataclass(frozen=True)
 class Link:
-    """A point-to-point link. `forward` shapes a->b, `reverse` shapes b->a."""
+    """A point-to-point link. `forward` shapes a->b, `reverse` shapes b->a.
+
+    A link between two namespaces is a veth pair. A link with a device end (a node
+    reached over SSH) is a cable: the namespace end is a host NIC (`attach`) moved
+    into the namespace for the lab's life, the device end is whatever the device has.
+    """
 
     index: int
     a: str
@@ -74,6 +97,17 @@ class Link:
     addr_b4: IPv4Interface | None = None
     addr_a6: IPv6Interface | None = None
     addr_b6: IPv6Interface | None = None
+    # (namespace node, host NIC) for each end cabled to a device.
+    attach: tuple[tuple[str, str], ...] = ()
+    # The device ends, whose addresses the lab engine reads and checks at lab up.
+    device_ends: tuple[DeviceEnd, ...] = ()
+
+    def nic(self, node: str) -> str | None:
+        """The host NIC attached for `node`'s end, None for a veth or a device end."""
+        return next((nic for n, nic in self.attach if n == node), None)
+
+    def device_end(self, node: str) -> DeviceEnd | None:
+        return next((d for d in self.device_ends if d.node == node), None)
 
     @property
     def label(self) -> str:
@@ -88,6 +122,25 @@ class Nat:
 
 
 @dataclass(frozen=True)
+class SshTarget:
+    """How to reach a device: `destination` as written ("user@host", or a Host alias of
+    ~/.ssh/config), and the options given beside it."""
+
+    destination: str
+    port: int | None = None
+    identity: str | None = None  # a private key file, "~" expanded
+    jump: str | None = None      # "user@bastion", as ssh -J takes it
+
+    @property
+    def user(self) -> str | None:
+        return self.destination.rsplit("@", 1)[0] if "@" in self.destination else None
+
+    @property
+    def host(self) -> str:
+        return self.destination.rsplit("@", 1)[-1]
+
+
+@dataclass(frozen=True)
 class Node:
     name: str
     # None: decided by the planner (two or more links forward).
@@ -98,6 +151,15 @@ class Node:
     nat: Nat | None = None
     setup: tuple[tuple[str, ...], ...] = ()
     teardown: tuple[tuple[str, ...], ...] = ()
+    # A device reached over SSH: hoplab builds nothing on it and changes only what the
+    # file asks (sysctls, offloads, setup), restoring it at lab down.
+    ssh: SshTarget | None = None
+    # Device offloads for one named interface: (interface, feature, on).
+    iface_offloads: tuple[tuple[str, str, bool], ...] = ()
+
+    @property
+    def is_device(self) -> bool:
+        return self.ssh is not None
 
 
 @dataclass(frozen=True)
@@ -136,6 +198,8 @@ class Lab:
     addressing: Addressing = field(default_factory=Addressing)
     # Where the lab came from, for messages.
     source: str = "<memory>"
+    # Trust a device's host key the first time it is seen (it is then pinned).
+    accept_new_host_keys: bool = False
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -145,3 +209,6 @@ class Lab:
 
     def node_names(self) -> tuple[str, ...]:
         return tuple(n.name for n in self.nodes)
+
+    def devices(self) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.ssh is not None)
