@@ -1,0 +1,89 @@
+//! hoplab-fold: `perf script` output (a file, or standard input) to folded stacks on
+//! standard output, byte for byte as FlameGraph's stackcollapse-perf.pl prints them.
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Write};
+use std::process::ExitCode;
+
+use hoplab_fold::{Folder, Options};
+
+const USAGE: &str = "usage: hoplab-fold [--pid] [--tid] [--kernel] [--jit] [--all] [--addrs] \
+[--event-filter=EVENT] [FILE]";
+
+fn main() -> ExitCode {
+    let mut opt = Options::default();
+    let mut file: Option<String> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--pid" => opt.pid = true,
+            "--tid" => opt.tid = true,
+            "--kernel" => opt.frames.kernel = true,
+            "--jit" => opt.frames.jit = true,
+            "--all" => {
+                opt.frames.kernel = true;
+                opt.frames.jit = true;
+            }
+            "--addrs" => opt.frames.addrs = true,
+            "--event-filter" => match args.next() {
+                Some(e) => opt.event_filter = Some(e.into_bytes()),
+                None => {
+                    eprintln!("hoplab-fold: --event-filter needs an event name\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            _ if a.starts_with("--event-filter=") => {
+                opt.event_filter = Some(a["--event-filter=".len()..].as_bytes().to_vec());
+            }
+            _ if a.starts_with('-') && a != "-" => {
+                eprintln!("hoplab-fold: unknown option {a}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+            _ if file.is_some() => {
+                eprintln!("hoplab-fold: one input file at most\n{USAGE}");
+                return ExitCode::from(2);
+            }
+            _ => file = Some(a),
+        }
+    }
+    let mut folder = Folder::new(opt);
+    const BUF: usize = 1 << 20;
+    let read = match file.as_deref() {
+        None | Some("-") => folder.read(BufReader::with_capacity(BUF, io::stdin().lock())),
+        Some(path) => match File::open(path) {
+            Ok(f) => folder.read(BufReader::with_capacity(BUF, f)),
+            Err(e) => {
+                eprintln!("hoplab-fold: cannot read {path}: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    if let Err(e) = read {
+        eprintln!("hoplab-fold: reading {}: {e}", file.as_deref().unwrap_or("standard input"));
+        return ExitCode::from(2);
+    }
+    let u = &folder.unrecognized;
+    if u.count > 0 {
+        for (n, l) in &u.first {
+            eprintln!("hoplab-fold: line {n}: unrecognized: {}", String::from_utf8_lossy(l));
+        }
+        if u.count > u.first.len() as u64 {
+            eprintln!("hoplab-fold: {} unrecognized lines in all", u.count);
+        }
+    }
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    match folder.write(&mut out).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`| head`) is the reader's choice, not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hoplab-fold: writing: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
