@@ -1,0 +1,156 @@
+"""Adaptive verdicts (analysis/adaptive.py) on known answers and against simulation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from hoplab.analysis.adaptive import (
+    BAD,
+    FIRST_BATCH,
+    GOOD,
+    SKIP,
+    classify,
+    half_step,
+    judge,
+    judge_runs,
+    next_repetitions,
+)
+from hoplab.analysis.power import detectable_change
+from hoplab.errors import UsageError
+from hoplab.record import MEASUREMENT_VERSION
+from tests.helpers.runs import side
+
+CV = 0.05
+
+
+def _verdicts(change: float, n: int, bound: float | None, trials: int,
+              seed: int = 11) -> dict[str, float]:
+    """How often each verdict of judge comes out for normal repetitions with the given
+    true change; p from the call compare.py makes (scipy's Mann-Whitney, two-sided),
+    here for all trials at once. The first trials also go the whole way bisect goes
+    (stored runs through judge_runs) and must agree."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(100e6, CV * 100e6, (trials, n))
+    b = rng.normal(100e6 * (1 + change), CV * 100e6, (trials, n))
+    p = stats.mannwhitneyu(a, b, alternative="two-sided", axis=1).pvalue
+    counts = {"different": 0, "same": 0, "unknown": 0}
+    for i in range(trials):
+        v = judge(a[i], b[i], float(p[i]), bound=bound)
+        if i < 20:
+            whole = judge_runs(side(list(a[i])), side(list(b[i]), start_id=n + 1), "goodput",
+                               bound=bound)
+            assert whole.verdict == v.verdict
+            assert whole.p == pytest.approx(v.p)
+        counts[v.verdict] += 1
+    return {k: v / trials for k, v in counts.items()}
+
+
+@pytest.mark.parametrize("n", [8, 12])
+def test_different_comes_as_often_as_the_power_formula_says(n: int) -> None:
+    # The change power.py says is found 80 % of the time at n vs n, p < 0.01: the
+    # verdict function says "different" that often in simulation, and half of it
+    # far less often. (The formula runs 4 to 5 points optimistic at these sizes: the
+    # rank test's efficiency of 3/pi against t is reached only for large n; 20,000
+    # trials of scipy's test alone give 0.752 at n = 8 and 0.758 at n = 12.)
+    change = detectable_change(CV, n, n, alpha=0.01, power=0.8)
+    assert 0.05 < change < 0.12
+    assert _verdicts(change, n, None, 3000)["different"] == pytest.approx(0.8, abs=0.06)
+    assert _verdicts(change / 2, n, None, 1000)["different"] < 0.35
+
+
+def test_no_change_is_almost_never_different() -> None:
+    assert _verdicts(0.0, 10, None, 2000)["different"] <= 0.02
+
+
+def test_same_needs_the_interval_inside_the_bound() -> None:
+    # No true change, bound 10 %, 5 % noise: at 10 repetitions the 98 % interval of the
+    # change (+-2.76 * 5 % * sqrt(2/10) = +-6.2 %) fits inside +-10 % nearly always.
+    found = _verdicts(0.0, 10, 0.10, 400)
+    assert found["same"] > 0.9
+    # A true change as large as the bound is called "same" at most alpha of the time
+    # (each one-sided test rejects it wrongly at most 1 %).
+    assert _verdicts(0.10, 10, 0.10, 2000)["same"] <= 0.02
+    # At 5 repetitions the interval (+-2.9 * 5 % * sqrt(2/5) = +-9.3 %) rarely fits: unknown.
+    assert _verdicts(0.0, 5, 0.10, 400)["unknown"] > 0.4
+
+
+def test_five_against_five_can_be_different_four_against_four_cannot() -> None:
+    assert FIRST_BATCH == 5
+    v = judge_runs(side([100.0, 101, 99, 100.5, 99.5]), side([80.0, 81, 79, 80.5, 79.5],
+                                                           start_id=6), "goodput", bound=None)
+    assert v.verdict == "different" and v.p is not None and v.p == pytest.approx(2 / 252)
+    assert v.change == pytest.approx(-0.2)
+    v = judge_runs(side([100.0, 101, 99, 100.5]), side([80.0, 81, 79, 80.5], start_id=5),
+                   "goodput", bound=None)
+    assert v.verdict == "unknown" and v.p == pytest.approx(2 / 70)
+    assert math.isinf(v.power.detectable)
+    assert "cannot reach p < 0.01" in v.power.describe()
+
+
+def test_the_interval_is_welchs() -> None:
+    # Two known samples: mean(a) = 100, mean(b) = 104, variances 2.5 and 10, n = 5 each.
+    a, b = [98.0, 99, 100, 101, 102], [100.0, 102, 104, 106, 108]
+    v = judge(a, b, 0.5, bound=0.1)
+    se = math.sqrt(2.5 / 5 + 10 / 5)
+    dof = se ** 4 / ((2.5 / 5) ** 2 / 4 + (10 / 5) ** 2 / 4)
+    half = stats.t.ppf(0.99, dof) * se
+    assert v.ci == pytest.approx(((4 - half) / 100, (4 + half) / 100))
+    assert v.verdict == "same"
+
+
+def _v(verdict_g: str, verdict_b: str) -> tuple[object, object]:
+    same, diff = [100.0] * 5, [100.0, 100.1, 99.9, 100.2, 99.8]
+    base = judge(same, diff, 0.5, bound=0.1)
+    return (base.__class__(**{**base.__dict__, "verdict": verdict_g}),
+            base.__class__(**{**base.__dict__, "verdict": verdict_b}))
+
+
+@pytest.mark.parametrize(("g", "b", "answer", "final"), [
+    ("same", "different", GOOD, True),
+    ("same", "unknown", GOOD, True),
+    ("different", "same", BAD, True),
+    ("unknown", "same", BAD, True),
+    ("different", "different", SKIP, True),     # a third level: more repetitions won't help
+    ("unknown", "unknown", SKIP, False),
+    ("unknown", "different", SKIP, False),
+    ("same", "same", SKIP, False),
+])
+def test_classify(g: str, b: str, answer: int, final: bool) -> None:
+    vg, vb = _v(g, b)
+    c = classify(vg, vb)  # type: ignore[arg-type]
+    assert (c.answer, c.final) == (answer, final)
+
+
+def test_unknown_says_what_the_repetitions_can_detect() -> None:
+    rng = np.random.default_rng(3)
+    good = [float(x) for x in rng.normal(100, 5, 6)]
+    commit = [float(x) for x in rng.normal(101.5, 5, 6)]
+    v = judge(good, commit, 0.3, bound=0.015)
+    assert v.verdict == "unknown"
+    text = classify(v, v).reason
+    assert "smallest change detectable with 6 vs 6 repetitions" in text
+    assert "a 1.5 % change needs" in text
+
+
+def test_half_step() -> None:
+    assert half_step([100.0, 101, 99], [80.0, 79, 81]) == 10.0
+
+
+def test_schedule_doubles_up_to_the_cap() -> None:
+    sizes, n = [], 0
+    while (step := next_repetitions(n, 24)) is not None:
+        sizes.append(step)
+        n = step
+    assert sizes == [5, 10, 20, 24]
+    assert next_repetitions(5, 5) is None
+
+
+def test_runs_measured_differently_are_refused() -> None:
+    a = side([100.0] * 5)
+    b = side([90.0] * 5, start_id=6, measurement_version=MEASUREMENT_VERSION - 1)
+    with pytest.raises(UsageError, match="measurement versions"):
+        judge_runs(a, b, "goodput", bound=0.1)
