@@ -26,7 +26,7 @@ WIRE_BIN := $(BIN)/hoplab-wire
 
 all: setup
 
-setup: system rust venv wire inferno
+setup: system rust venv wire inferno fold
 
 # System packages: only those not installed yet; never pulls recommends
 # (wireguard-tools would otherwise bring a whole kernel image).
@@ -86,6 +86,40 @@ wire-test:
 	$(CARGO) clippy --locked --quiet --all-targets --manifest-path $(WIRE_DIR)/Cargo.toml \
 		-- -D warnings
 
+# The folder of perf stacks (docs/profiles.md), stackcollapse-perf.pl's rules in Rust,
+# installed next to the venv's python like the wire.
+.PHONY: fold fold-test flamegraph-ref
+FOLD_DIR := fold
+FOLD_SRC := $(wildcard $(FOLD_DIR)/src/*.rs) $(FOLD_DIR)/Cargo.toml $(FOLD_DIR)/Cargo.lock
+FOLD_BIN := $(BIN)/hoplab-fold
+
+fold: $(FOLD_BIN) flamegraph-ref
+
+$(FOLD_BIN): $(FOLD_SRC) | $(STAMP) rust
+	$(CARGO) build --release --locked --quiet --manifest-path $(FOLD_DIR)/Cargo.toml
+	install -m 0755 $(FOLD_DIR)/target/release/hoplab-fold $@
+
+fold-test:
+	$(CARGO) test --locked --quiet --manifest-path $(FOLD_DIR)/Cargo.toml
+	$(CARGO) clippy --locked --quiet --all-targets --manifest-path $(FOLD_DIR)/Cargo.toml \
+		-- -D warnings
+
+# FlameGraph's stackcollapse-perf.pl (CDDL), the reference hoplab fold is checked and
+# timed against (tests/unit/test_fold_reference.py, bench/profile.py): fetched at a
+# pinned commit into build/, never committed.
+FLAMEGRAPH_COMMIT := 41fee1f99f9276008b7cd112fca19dc3ea84ac32
+STACKCOLLAPSE_PL := build/flamegraph/stackcollapse-perf.pl
+STACKCOLLAPSE_SHA256 := 74faa47a29d8df07cb06731dfd8bb94dc4c165b9d811ac6b4c9449eea2ac25d8
+
+flamegraph-ref: $(STACKCOLLAPSE_PL)
+
+$(STACKCOLLAPSE_PL):
+	mkdir -p $(dir $@)
+	curl --proto '=https' --tlsv1.2 -sSf -o $@.part \
+		https://raw.githubusercontent.com/brendangregg/FlameGraph/$(FLAMEGRAPH_COMMIT)/stackcollapse-perf.pl
+	echo "$(STACKCOLLAPSE_SHA256)  $@.part" | sha256sum -c --quiet
+	mv $@.part $@
+
 demo: setup
 	$(BIN)/python -m hoplab.demo
 
@@ -108,7 +142,7 @@ check: lint typecheck unit
 # there as the kernel lacking a feature. `make test HOPLAB_REQUIRE_ALL=0` allows skips.
 HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 
-test: setup lint typecheck wire-test
+test: setup lint typecheck wire-test fold-test
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \
 	if [ "$$left" != 0 ]; then echo "tests left $$left hoplab namespaces behind"; exit 1; fi

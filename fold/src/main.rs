@@ -37,7 +37,7 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             _ if a.starts_with("--event-filter=") => {
-                opt.event_filter = Some(a["--event-filter=".len()..].as_bytes().to_vec());
+                opt.event_filter = Some(a.as_bytes()["--event-filter=".len()..].to_vec());
             }
             _ if a.starts_with('-') && a != "-" => {
                 eprintln!("hoplab-fold: unknown option {a}\n{USAGE}");

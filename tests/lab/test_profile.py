@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.root,
-    pytest.mark.skipif(find("perf") is None or find("inferno-collapse-perf") is None
+    pytest.mark.skipif(find("perf") is None or find("hoplab-fold") is None
+                       or find("inferno-flamegraph") is None
                        or shutil.which("gcc") is None,
-                       reason="needs perf, inferno (make setup) and gcc"),
+                       reason="needs perf, hoplab-fold and inferno (make setup) and gcc"),
 ]
 
 

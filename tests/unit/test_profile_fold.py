@@ -14,8 +14,8 @@ from hoplab.profile.tools import find
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profile"
 SCRIPT = (DATA / "burner.perf-script.txt").read_text()
-needs_inferno = pytest.mark.skipif(find("inferno-collapse-perf") is None,
-                                   reason="inferno is installed by make setup")
+needs_folder = pytest.mark.skipif(find("hoplab-fold") is None,
+                                   reason="hoplab-fold is built by make setup")
 
 
 def leaf_counts(text: str, comm: str) -> Counter[str]:
@@ -31,7 +31,7 @@ def leaf_counts(text: str, comm: str) -> Counter[str]:
     return out
 
 
-@needs_inferno
+@needs_folder
 def test_folded_counts_match_the_capture() -> None:
     stacks = fold.parse(fold.collapse(SCRIPT, ("pid",)))
     burner = Counter({s: c for s, c in stacks.items() if s.startswith("burner-")})
@@ -44,7 +44,7 @@ def test_folded_counts_match_the_capture() -> None:
     assert analyze.samples(burner) == sum(expected.values())
 
 
-@needs_inferno
+@needs_folder
 def test_pid_and_kernel_options_follow_stackcollapse_conventions() -> None:
     plain = fold.parse(fold.collapse(SCRIPT, ()))
     marked = fold.parse(fold.collapse(SCRIPT, ("pid", "kernel")))

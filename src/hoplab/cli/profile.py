@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run_profile)
     c = sub.add_parser("fold", help="perf script output -> folded stacks on stdout",
                        description="Fold `perf script` output (a file, or standard input) "
-                                   "into stacks, as FlameGraph's stackcollapse-perf.pl does.")
+                                   "into stacks, byte for byte as FlameGraph's "
+                                   "stackcollapse-perf.pl does.")
     c.add_argument("file", nargs="?", help="perf script output (default: standard input)")
     for opt, what in (("pid", "include the PID with process names"),
                       ("tid", "include the PID and TID with process names"),
@@ -54,6 +55,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       ("all", "all annotations (--kernel --jit)"),
                       ("addrs", "raw addresses where symbols cannot be found")):
         c.add_argument(f"--{opt}", action="store_true", help=what)
+    c.add_argument("--event-filter", metavar="EVENT",
+                   help="fold samples of this event only (default: the first event seen)")
     c.set_defaults(func=run_fold)
 
 
@@ -162,14 +165,23 @@ def run_profile(args: argparse.Namespace) -> int:
 
 
 def run_fold(args: argparse.Namespace) -> int:
+    import subprocess
+
     from hoplab.profile import fold
 
     opts = [o for o in fold.OPTIONS if getattr(args, o)]
-    try:
-        text = Path(args.file).read_text(errors="replace") if args.file else sys.stdin.read()
-    except OSError as e:
-        raise UsageError(f"cannot read {args.file}: {e.strerror}") from None
-    if not text.strip():
-        raise HoplabError("no perf script output to fold")
-    sys.stdout.write(fold.collapse(text, opts))
+    argv = fold.argv(opts, args.event_filter)
+    if args.file is not None:
+        path = Path(args.file)
+        if not path.is_file():
+            raise UsageError(f"cannot read {args.file}: no such file")
+        if path.stat().st_size == 0:
+            raise UsageError(f"{args.file} is empty: no perf script output to fold")
+        argv.append(str(path))
+    # The folder streams the input and writes to our standard output itself: nothing
+    # passes through Python, so memory holds the distinct stacks, not the input.
+    sys.stdout.flush()
+    done = subprocess.run(argv, check=False)
+    if done.returncode != 0:
+        raise HoplabError(f"hoplab-fold failed (exit {done.returncode})")
     return 0

@@ -1,10 +1,12 @@
-"""perf script output -> folded stacks ("a;b;c COUNT"), with inferno-collapse-perf.
+"""perf script output -> folded stacks ("a;b;c COUNT"), with hoplab-fold.
 
-`hoplab fold` keeps the conventions of FlameGraph's stackcollapse-perf.pl:
-one line per distinct stack, frames root first, separated by ';', the process
-name as the root frame (with -PID or -PID/TID under --pid/--tid), kernel frames
-suffixed _[k] and JIT frames _[j] under --kernel/--jit/--all, and raw addresses
-for unresolved frames under --addrs.
+hoplab-fold (fold/, a Rust program built by `make setup`) gives byte for byte the
+output of FlameGraph's stackcollapse-perf.pl: one line per distinct stack, sorted,
+frames root first, separated by ';', the process name as the root frame (with -PID or
+-PID/TID under --pid/--tid), kernel frames suffixed _[k] and JIT frames _[j] under
+--kernel/--jit/--all, and raw addresses for unresolved frames under --addrs. It
+reads its input once, line by line: its memory holds the distinct stacks, not the
+input. tests/unit/test_fold_flamegraph.py checks it on FlameGraph's own test set.
 """
 
 from __future__ import annotations
@@ -12,23 +14,42 @@ from __future__ import annotations
 import subprocess
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
-from hoplab.errors import HoplabError
+from hoplab.errors import HoplabError, UsageError
 from hoplab.profile.tools import need
 
 OPTIONS = ("pid", "tid", "kernel", "jit", "all", "addrs")
+FOLDER = "hoplab-fold"
 
 
-def collapse(script_text: str, options: Sequence[str] = ("all", "pid")) -> str:
+def argv(options: Sequence[str] = ("all", "pid"), event: str | None = None) -> list[str]:
+    """The folder's command line (its input: a file or standard input, added by callers)."""
     for opt in options:
         if opt not in OPTIONS:
             raise ValueError(f"unknown fold option {opt!r}; use {', '.join(OPTIONS)}")
-    tool = need("inferno-collapse-perf")
-    proc = subprocess.run([tool, "--quiet", *[f"--{o}" for o in options]], input=script_text,
-                          capture_output=True, text=True, errors="replace", check=False)
+    extra = [f"--event-filter={event}"] if event else []
+    return [need(FOLDER), *[f"--{o}" for o in options], *extra]
+
+
+def _checked(proc: subprocess.CompletedProcess[str]) -> str:
     if proc.returncode != 0:
-        raise HoplabError(f"inferno-collapse-perf failed: {' '.join(proc.stderr.split())[:300]}")
+        raise HoplabError(f"{FOLDER} failed: {' '.join(proc.stderr.split())[:300]}")
     return proc.stdout
+
+
+def collapse(script_text: str, options: Sequence[str] = ("all", "pid")) -> str:
+    """Folds perf script output held in memory."""
+    return _checked(subprocess.run(argv(options), input=script_text, capture_output=True,
+                                   text=True, errors="replace", check=False))
+
+
+def collapse_file(path: Path, options: Sequence[str] = ("all", "pid")) -> str:
+    """Folds a perf script output file, which the folder streams (never read in here)."""
+    if not path.is_file():
+        raise UsageError(f"cannot read {path}: no such file")
+    return _checked(subprocess.run([*argv(options), str(path)], capture_output=True,
+                                   text=True, errors="replace", check=False))
 
 
 def parse(folded: str) -> Counter[str]:

@@ -1,8 +1,8 @@
-"""Finding perf and inferno's binaries, and saying plainly when one is missing.
+"""Finding perf, hoplab-fold and inferno's binaries, and saying plainly when one is missing.
 
-inferno (the Rust port of FlameGraph) is built by `make setup` with
-`cargo install --locked inferno` into the virtualenv's bin directory, next to
-the hoplab command; a system-wide install on PATH works too.
+hoplab-fold (fold/, the folder) and inferno (the Rust port of FlameGraph, which draws
+the flame graphs) are built by `make setup` into the virtualenv's bin directory, next
+to the hoplab command; a system-wide install on PATH works too.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def need(tool: str) -> str:
         return path
     if tool == "perf":
         raise CapabilityError("perf is not installed: apt-get install linux-perf (or make setup)")
+    if tool == "hoplab-fold":
+        raise CapabilityError("hoplab-fold is not installed: run make fold (or make setup), "
+                              "which builds fold/ with cargo")
     raise CapabilityError(f"{tool} is not installed: it comes with inferno {INFERNO_VERSION}; "
                           f"run make setup, or cargo install --locked inferno "
                           f"--version {INFERNO_VERSION}")

@@ -8,6 +8,7 @@ is stopped before this returns or raises.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,18 +70,28 @@ def sampler_targets(test: Test, plan: Plan) -> list[Target]:
 def _deadline(flow: Flow, t0: float) -> float:
     if flow.duration_s is None:
         return t0 + flow.start_s + BYTES_LIMIT_S
-    return t0 + flow.start_s + flow.duration_s + GRACE_S + 0.1 * flow.duration_s
+    # A web flow's last load may start just before its end and take its whole timeout.
+    return (t0 + flow.start_s + flow.duration_s + GRACE_S + 0.1 * flow.duration_s
+            + (flow.timeout_s or 0.0))
 
 
-def _start_servers(test: Test, plan: Plan, group: ProcessGroup) -> None:
+def _start_servers(test: Test, plan: Plan, group: ProcessGroup, homes: list[Path]) -> None:
+    """Start every flow's server; `homes` gets the directories made for servers with
+    files of their own (removed by the caller once they have stopped)."""
     waits: dict[tuple[str, str], tuple[set[int], list[Proc]]] = {}
     for i, flow in enumerate(test.flows):
         server = server_for(flow, i, plan)
         if server is None:
             continue
+        argv = server.argv
+        if server.prepare is not None:
+            home = group.workdir / f"server-{i}"
+            homes.append(home)
+            home.mkdir()
+            argv = server.prepare(home)
         ns = plan.node(server.node).netns
         # A bulk flow's data starts its tool's clock: watched on both of its ends.
-        proc = group.start(f"server {flow.name}", ns, server.argv,
+        proc = group.start(f"server {flow.name}", ns, argv,
                            flow=flow.name if flow.bulk else None)
         ports, procs = waits.setdefault((ns, server.proto), (set(), []))
         ports.add(server.port)
@@ -139,8 +150,9 @@ def run_test(test: Test, plan: Plan, workdir: Path,
     samplers: Samplers | None = None
     profiler = PhaseProfiler(test, test.profile, plan, workdir, base_dir or Path.cwd()) \
         if test.profile is not None else None
+    homes: list[Path] = []
     try:
-        _start_servers(test, plan, group)
+        _start_servers(test, plan, group, homes)
         t0 = time.time()
         result = TestResult(started_at=t0)
         samplers = Samplers(sampler_targets(test, plan), cpu="cpu" in test.samplers.kinds,
@@ -156,6 +168,8 @@ def run_test(test: Test, plan: Plan, workdir: Path,
         if samplers is not None:
             samplers.stop()
         group.stop_all()
+        for home in homes:
+            shutil.rmtree(home, ignore_errors=True)
     window = (test.load.start_s, test.load.end_s or result.duration_s)
     outcomes: list[Outcome] = [_collect(f, p, t0, window) for f, p in started]
     result.errors = errors + [o.error for o in outcomes if o.error] + result.errors

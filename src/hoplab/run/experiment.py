@@ -76,9 +76,10 @@ def check_machine(exp: Experiment, caps: Capabilities) -> None:
     for k in sorted(kinds):
         # The flow's kind names its tool and the Debian package that provides it.
         need = flow_tool(k)
-        if shutil.which(need.tool) is None:
-            raise CapabilityError(f"{exp.source}: {k} flows need {need.tool}, which is not "
-                                  f"installed: apt-get install {need.package} (or make setup)")
+        for tool, package in ((need.tool, need.package), *need.needs):
+            if shutil.which(tool) is None:
+                raise CapabilityError(f"{exp.source}: {k} flows need {tool}, which is not "
+                                      f"installed: apt-get install {package} (or make setup)")
     if shutil.which("ss") is None:
         raise CapabilityError("ss is missing: apt-get install iproute2")
     for v in exp.variants:
