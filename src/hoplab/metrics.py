@@ -162,6 +162,19 @@ register(
     _m("host_share", "%", "host share", "neutral"),
 )
 
+# Page loads (the web kind), timed by the browser's Navigation Timing from the
+# navigation's start: time to first byte, DOM content loaded, the load event. The bare
+# name is the median over the loads that completed; failed loads are counted apart.
+register(
+    *(_m(f"web_{t}{suffix}", "ms", f"{text}{label}", "lower")
+      for t, text in (("ttfb", "first byte"), ("dcl", "DOM loaded"), ("load", "page load"))
+      for suffix, label in (("", ""), ("_mean", " mean"), ("_p95", " p95"))),
+    _m("web_load_stddev", "ms", "page load stddev", "lower"),
+    _m("web_bytes", "bytes", "page bytes", "neutral"),
+    _m("web_loads", "count", "page loads", "neutral"),
+    _m("web_failed", "count", "failed loads", "lower"),
+)
+
 # Samplers, over the load phase (samplers/summary.py). CPU shares are work done,
 # except idle (spare capacity).
 register(

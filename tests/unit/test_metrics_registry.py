@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hoplab import metrics
+from hoplab import kinds, metrics
 from hoplab.analysis.groups import compare_groups
 from hoplab.importers import Options, load_file
 from hoplab.profile import analyze
@@ -24,6 +24,7 @@ from hoplab.render.html import run_tables
 from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome
 from hoplab.run.outcome import _bulk, _ping, _probe
+from hoplab.run.procs import ClientTimes
 from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
 from hoplab.samplers.summary import sampler_metrics
 from hoplab.spec.experiment import Flow, Phase
@@ -55,6 +56,13 @@ def _probe_outcome(name: str, file: str) -> Outcome:
     return out
 
 
+def _web_outcome(name: str, file: str) -> Outcome:
+    out = Outcome(Flow(name=name, kind="web", src="a", dst="z", loads=5, timeout_s=10.0))
+    kinds.flow_tool("web").collect(out, (DATA / "pageload" / file).read_text(), 0.0,
+                                   ClientTimes(0.0, None, None), (0.0, 10.0))
+    return out
+
+
 def _test_runs() -> Iterator[tuple[str, list[Metric]]]:
     """(what, metrics) of a run of each test kind, flows' metrics included."""
     def run(kind: str, outcomes: list[Outcome]) -> list[Metric]:
@@ -78,11 +86,14 @@ def _test_runs() -> Iterator[tuple[str, list[Metric]]]:
     yield "rrul", run("rrul", [_bulk_outcome("up", "tcp_upload.json"),
                                _bulk_outcome("down", "tcp_reverse.json", direction="down"),
                                _ping_outcome("p", "loopback_v4.txt")])
+    for file in ("ok_50ms.jsonl", "refused.jsonl"):
+        yield f"web {file}", run("web", [_web_outcome("w", file)])
     yield "custom", run("custom", [_bulk_outcome("a", "tcp_upload.json", src="hostA"),
                                    _bulk_outcome("b", "tcp_upload.json", src="hostB"),
                                    _bulk_outcome("u", "udp_200m.json", kind="udp"),
                                    _ping_outcome("p", "loss_v4.txt"),
-                                   _probe_outcome("q", "loopback.json")])
+                                   _probe_outcome("q", "loopback.json"),
+                                   _web_outcome("w", "ok_50ms.jsonl")])
 
 
 def _ramp(name: str, unit: str, node: str, key: str | None, values: list[float]) -> Series:
@@ -139,7 +150,8 @@ def test_every_produced_metric_is_registered_with_its_unit() -> None:
     # The fixtures reach every kind of figure: a sampler, a profile, both directions.
     assert {"goodput_up", "throughput_p5_down", "wire.dropped_queue", "cpu.softirq",
             "qdisc.backlog_bytes_max", "tcp.retrans_segs", "iface.rx_bps", "latency_increase",
-            "owd_up_median", "loss_down", "jain_index", "host_share"} <= names
+            "owd_up_median", "loss_down", "jain_index", "host_share", "web_ttfb_p95",
+            "web_load_stddev", "web_failed"} <= names
     unknown = sorted({f"{m.name} (from {what})" for what, m in produced
                       if metrics.find(m.name) is None})
     assert not unknown, f"metrics missing from hoplab/metrics.py: {unknown}"

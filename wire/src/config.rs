@@ -5,6 +5,7 @@
 //! `delay=0.02,jitter=0.002,loss=1,rate=50000000,queue_bytes=125000`.
 
 use crate::loss::{GilbertElliott, LossModel};
+use crate::qdisc::{Kind, QdiscConfig};
 use crate::trace::Trace;
 
 /// Held bytes per direction when nothing smaller is asked for: bounds memory at
@@ -30,6 +31,8 @@ pub struct DirConfig {
     pub rate_bps: Option<u64>,
     pub trace: Option<Trace>,
     pub queue: Option<QueueLimit>,
+    /// The rate limiter's queue discipline (fifo unless asked).
+    pub qdisc: QdiscConfig,
     pub max_held_bytes: u64,
     pub seed: u64,
 }
@@ -45,6 +48,7 @@ impl Default for DirConfig {
             rate_bps: None,
             trace: None,
             queue: None,
+            qdisc: QdiscConfig::default(),
             max_held_bytes: DEFAULT_MAX_HELD,
             seed: 1,
         }
@@ -120,11 +124,21 @@ pub fn parse(spec: &str, read: &dyn Fn(&str) -> Result<String, String>) -> Resul
             "max_held" => c.max_held_bytes = num(k, v)?,
             "seed" => c.seed = num(k, v)?,
             "trace" => c.trace = Some(Trace::parse(&read(v)?).map_err(|e| format!("{v}: {e}"))?),
-            _ => return Err(format!("{item}: unknown impairment {k:?}")),
+            _ => {
+                if !c.qdisc.set(k, v)? {
+                    return Err(format!("{item}: unknown impairment {k:?}"));
+                }
+            }
         }
     }
     if c.rate_bps.is_some() && c.trace.is_some() {
         return Err("rate and trace exclude each other".into());
+    }
+    if c.qdisc.kind != Kind::Fifo && c.trace.is_some() {
+        return Err("a trace is served from a fifo queue only".into());
+    }
+    if c.qdisc.kind != Kind::Fifo && c.rate_bps.is_none() {
+        return Err("a queue discipline needs a rate (it queues in front of the bottleneck)".into());
     }
     c.loss = match (ge, burst) {
         (Some(params), _) => LossModel::Ge { params, bad: false },
@@ -154,6 +168,17 @@ mod tests {
     }
 
     #[test]
+    fn qdisc_options_as_tc_names_them() {
+        let c = parse("rate=20000000,qdisc=fq_codel,target=0.005,interval=0.1,flows=1024,quantum=1514,limit=10240,memory_limit=33554432,ecn=0,keys=src", &no_files).unwrap();
+        assert_eq!(c.qdisc.kind, Kind::FqCodel);
+        assert_eq!(c.qdisc.target, 5_000_000);
+        assert_eq!(c.qdisc.ecn, Some(false));
+        assert_eq!(c.qdisc.keys, crate::flow::SRC);
+        let c = parse("rate=1000000,qdisc=sfq,perturb=5,limit=10,divisor=16", &no_files).unwrap();
+        assert_eq!((c.qdisc.perturb, c.qdisc.limit, c.qdisc.divisor), (5_000_000_000, Some(10), 16));
+    }
+
+    #[test]
     fn burst_turns_loss_into_gilbert() {
         let c = parse("loss=2,loss_burst=4", &no_files).unwrap();
         assert!(matches!(c.loss, LossModel::Ge { .. }));
@@ -161,7 +186,8 @@ mod tests {
 
     #[test]
     fn refuses_nonsense() {
-        for bad in ["delay=-1", "loss=101", "rate=0", "bogus=1", "delay", "ge=1/2", "loss_burst=0.5", "trace=x"] {
+        for bad in ["delay=-1", "loss=101", "rate=0", "bogus=1", "delay", "ge=1/2", "loss_burst=0.5", "trace=x",
+                    "qdisc=fq_codel", "rate=1000,qdisc=fq_codel,target=x", "rate=1000,qdisc=sfq,divisor=3"] {
             assert!(parse(bad, &no_files).is_err(), "{bad}");
         }
     }

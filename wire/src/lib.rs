@@ -5,11 +5,14 @@
 //! duplication, rate, trace-driven capacity). Everything but the socket I/O is
 //! pure and unit-tested here; `io` and `main.rs` hold the Linux specifics.
 
+pub mod codel;
 pub mod config;
+pub mod flow;
 pub mod frame;
 pub mod io;
 pub mod loss;
 pub mod pipeline;
+pub mod qdisc;
 pub mod rng;
 pub mod stats;
 pub mod trace;

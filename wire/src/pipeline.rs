@@ -1,15 +1,20 @@
 //! The impairment pipeline of one direction, in netem's order:
-//! loss -> duplication -> bottleneck (rate or trace, drop-tail queue) ->
-//! delay line (delay + jitter, optionally reordering) -> out.
+//! loss -> duplication -> bottleneck (rate or trace, behind a queue discipline:
+//! see `qdisc`) -> delay line (delay + jitter, optionally reordering) -> out.
+//!
+//! A frame leaves the queue when the bottleneck starts sending it (as a qdisc
+//! hands a packet to the driver) and reaches the delay line when its last bit
+//! is sent; its sojourn (queue wait) is counted in the stats' histogram.
 //!
 //! Pure: frames and times go in, frames come out when due; the caller owns
 //! the clock and the sockets, which keeps every rule here testable.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::config::{DirConfig, QueueLimit, DEFAULT_QUEUE_PACKETS};
+use crate::qdisc::Qdisc;
 use crate::frame::{Shape, ETH_HLEN};
 use crate::loss::LossModel;
 use crate::rng::Rng;
@@ -59,10 +64,7 @@ pub struct Pipeline {
     cfg: DirConfig,
     rng: Rng,
     loss: LossModel,
-    queue: VecDeque<Frame>,
-    q_bytes: u64,
-    q_segs: u64,
-    q_mem: u64,
+    queue: Qdisc,
     busy_until: Nanos,
     cursor: Option<Cursor>,
     credit: u64,
@@ -82,14 +84,13 @@ impl Pipeline {
     /// `origin`: when the trace (if any) starts, normally the wire's start.
     pub fn new(cfg: DirConfig, stats: Arc<DirStats>, origin: Nanos) -> Self {
         let cursor = cfg.trace.as_ref().map(|_| Cursor::new(origin));
+        let limit = cfg.queue.or(Some(QueueLimit::Packets(DEFAULT_QUEUE_PACKETS)));
+        let queue = Qdisc::new(&cfg.qdisc, limit, cfg.seed, origin);
         Pipeline {
             rng: Rng::new(cfg.seed),
             loss: cfg.loss.clone(),
             cfg,
-            queue: VecDeque::new(),
-            q_bytes: 0,
-            q_segs: 0,
-            q_mem: 0,
+            queue,
             busy_until: 0,
             cursor,
             credit: 0,
@@ -140,22 +141,22 @@ impl Pipeline {
     }
 
     fn memory_full(&self, f: &Frame) -> bool {
-        self.q_mem + self.held_mem + f.data.len() as u64 > self.cfg.max_held_bytes
+        self.queue.mem() + self.held_mem + f.data.len() as u64 > self.cfg.max_held_bytes
     }
 
     fn admit(&mut self, f: Frame, now: Nanos) {
         if !self.cfg.is_shaped() {
             return self.hold(f, now);
         }
-        let limit = self.cfg.queue.or(Some(QueueLimit::Packets(DEFAULT_QUEUE_PACKETS)));
-        if Self::over(limit, self.q_segs, self.q_bytes, &f) || self.memory_full(&f) {
+        if self.memory_full(&f) {
             stats::inc(&self.stats.dropped_queue);
             return;
         }
-        self.q_bytes += f.shape.wire_bytes;
-        self.q_segs += f.shape.segs as u64;
-        self.q_mem += f.data.len() as u64;
-        self.queue.push_back(f);
+        if self.queue.is_empty() && self.cfg.rate_bps.is_some() {
+            // An idle bottleneck starts on this frame when it arrives.
+            self.busy_until = self.busy_until.max(f.arrival);
+        }
+        self.queue.enqueue(f, &self.stats);
         self.publish_queue();
         self.advance(now);
     }
@@ -186,38 +187,38 @@ impl Pipeline {
     }
 
     fn publish_queue(&self) {
-        stats::set(&self.stats.queue_bytes, self.q_bytes);
-        stats::set(&self.stats.queue_packets, self.q_segs);
+        stats::set(&self.stats.queue_bytes, self.queue.bytes());
+        stats::set(&self.stats.queue_packets, self.queue.segs());
+        stats::set(&self.stats.flows_active, self.queue.flows_active());
     }
 
-    fn dequeue(&mut self) -> Frame {
-        let f = self.queue.pop_front().expect("dequeue from an empty bottleneck");
-        self.q_bytes -= f.shape.wire_bytes;
-        self.q_segs -= f.shape.segs as u64;
-        self.q_mem -= f.data.len() as u64;
-        self.publish_queue();
-        f
+    fn sojourn(&self, f: &Frame, t: Nanos) {
+        let b = stats::sojourn_bucket(t.saturating_sub(f.arrival));
+        stats::add(&self.stats.sojourn[b], f.shape.segs as u64);
     }
 
-    /// Move every frame whose transmission on the bottleneck ended by `now`.
+    /// Start sending every frame the bottleneck is free for by `now`.
     pub fn advance(&mut self, now: Nanos) {
         self.next_shaper = None;
+        self.queue.tick(now, &self.stats);
         if let Some(rate) = self.cfg.rate_bps {
-            while let Some(head) = self.queue.front() {
-                let start = head.arrival.max(self.busy_until);
-                let tx = (head.shape.wire_bytes * 8 * NS_PER_SEC).div_ceil(rate);
-                let finish = start + tx;
-                if finish > now {
-                    self.next_shaper = Some(finish);
-                    return;
+            while !self.queue.is_empty() {
+                if self.busy_until > now {
+                    self.next_shaper = Some(self.busy_until);
+                    break;
                 }
-                let f = self.dequeue();
+                // The discipline decides at the moment the link frees up.
+                let t = self.busy_until;
+                let Some(f) = self.queue.dequeue(t, &self.stats) else { break };
+                self.sojourn(&f, t);
+                let finish = t + (f.shape.wire_bytes * 8 * NS_PER_SEC).div_ceil(rate);
                 self.busy_until = finish;
                 self.hold(f, finish);
             }
+            self.publish_queue();
         } else if let (Some(tr), Some(cur)) = (self.cfg.trace.as_ref(), self.cursor.as_mut()) {
             let mut out = Vec::new();
-            while let Some(head) = self.queue.front() {
+            while let Some(head) = self.queue.fifo_front() {
                 if !self.serving {
                     cur.seek(tr, head.arrival);
                     self.credit = 0;
@@ -237,7 +238,7 @@ impl Pipeline {
                 if self.next_shaper.is_some() {
                     break;
                 }
-                let f = self.queue.pop_front().expect("head exists");
+                let f = self.queue.dequeue(now, &self.stats).expect("head exists");
                 self.credit -= need;
                 let left = self.last_opp;
                 if self.queue.is_empty() {
@@ -246,9 +247,7 @@ impl Pipeline {
                 out.push((f, left));
             }
             for (f, t) in out {
-                self.q_bytes -= f.shape.wire_bytes;
-                self.q_segs -= f.shape.segs as u64;
-                self.q_mem -= f.data.len() as u64;
+                self.sojourn(&f, t);
                 self.hold(f, t);
             }
             self.publish_queue();
@@ -271,14 +270,11 @@ impl Pipeline {
     /// When something next has to happen, if anything waits.
     pub fn next_wake(&self) -> Option<Nanos> {
         let held = self.held.peek().map(|h| h.due);
-        match (held, self.next_shaper) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [held, self.next_shaper, self.queue.next_timer()].into_iter().flatten().min()
     }
 
     pub fn held_memory(&self) -> u64 {
-        self.q_mem + self.held_mem
+        self.queue.mem() + self.held_mem
     }
 }
 
@@ -380,17 +376,18 @@ mod tests {
 
     #[test]
     fn queue_limit_bounds_latency() {
-        // 100 frames at once into a 10-packet queue at 12 Mbit/s: 10 pass, 90 dropped,
-        // the last one out after 10 ms (bytes in queue / rate).
+        // 100 frames at once into a 10-packet queue at 12 Mbit/s: the first goes on
+        // the wire at once (out of the queue, as a qdisc hands it to the driver), 10
+        // wait, 89 are dropped; the last one is out after 11 ms (frames / rate).
         let mut p = pipe("rate=12000000,queue_packets=10");
         let arr: Vec<_> = (0..100).map(|_| (0, 1500)).collect();
         let out = drive(&mut p, &arr, 50 * MS);
-        assert_eq!(out.len(), 10);
-        assert_eq!(*out.last().unwrap(), 10 * MS);
-        assert_eq!(p.stats.dropped_queue.load(std::sync::atomic::Ordering::Relaxed), 90);
+        assert_eq!(out.len(), 11);
+        assert_eq!(*out.last().unwrap(), 11 * MS);
+        assert_eq!(p.stats.dropped_queue.load(std::sync::atomic::Ordering::Relaxed), 89);
         let mut p = pipe("rate=12000000,queue_bytes=4500");
         let out = drive(&mut p, &arr, 50 * MS);
-        assert_eq!(out.len(), 3);
+        assert_eq!(out.len(), 4);
     }
 
     #[test]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-BUILTIN = ("tcp", "udp", "ping", "probe", "rrul", "custom")
+BUILTIN = ("tcp", "udp", "ping", "probe", "rrul", "custom", "web")
 
 for _name in BUILTIN:
     importlib.import_module(f"hoplab.kinds.{_name}")

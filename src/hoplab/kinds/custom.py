@@ -11,6 +11,7 @@ from hoplab.kinds.probe import PROBE_METRICS
 from hoplab.kinds.registry import Kind, Parse, Reader, register
 from hoplab.kinds.tcp import BULK_METRICS
 from hoplab.kinds.udp import UDP_METRICS
+from hoplab.kinds.web import WEB_METRICS
 from hoplab.run.figures import fairness, figures
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
@@ -59,7 +60,8 @@ KIND = register(Kind(
     # the two ends of one path).
     figures=figures(pool="single", steps=(fairness,)),
     headline=("goodput", "jain_index", "rtt_median", "rtt_jitter", "udp_jitter", "loss"),
-    metrics=(*BULK_METRICS, *UDP_METRICS, *PROBE_METRICS, "jain_index", "host_rate",
-             "host_share"),
+    metrics=(*BULK_METRICS, *UDP_METRICS, *PROBE_METRICS, *WEB_METRICS, "jain_index",
+             "host_rate", "host_share"),
     needs_ends=False,
-    flow_headline=("goodput", "loss", "udp_jitter", "rtt_median", "rtt_p95", "rtt_jitter")))
+    flow_headline=("goodput", "loss", "udp_jitter", "rtt_median", "rtt_p95", "rtt_jitter",
+                   "web_load", "web_failed")))

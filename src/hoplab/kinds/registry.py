@@ -77,6 +77,9 @@ class FlowTool:
     # began to move and it wrote its output, load window): fills the outcome's series,
     # metrics and parsed results.
     collect: Callable[[Outcome, str, float, ClientTimes, tuple[float, float]], None]
+    # Other executables its flows run (its server, when that is another tool), each with
+    # the Debian package that has it: checked with `tool` before anything runs.
+    needs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ from the plan, not names, so no lookup sits in the path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hoplab.kinds import registry
 from hoplab.lab.plan import Plan
@@ -28,6 +30,10 @@ class Server:
     proto: str  # "tcp" | "udp"
     port: int
     argv: list[str]
+    # A server with files of its own (nginx: its config and pages) gets a directory in
+    # the run's work directory, made before it starts and removed once it has stopped:
+    # prepare writes them there and returns the server's argv (which replaces argv).
+    prepare: Callable[[Path], list[str]] | None = None
 
 
 @dataclass

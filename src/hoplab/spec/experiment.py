@@ -41,6 +41,10 @@ class Flow:
     interval_s: float | None = None
     size: int | None = None
     family: int = 4
+    # A web flow: the sizes of its page's objects, how many loads, each one's timeout.
+    objects: tuple[int, ...] = ()
+    loads: int | None = None
+    timeout_s: float | None = None
 
     @property
     def bulk(self) -> bool:

@@ -1,0 +1,194 @@
+"""web: page loads timed by a real browser (seed 004's Chrome benchmark in six scenarios).
+
+The `to` node serves a page of `objects` objects of `object_size` bytes each (or
+of the sizes listed) with nginx; the `from` node loads it `loads` times in
+headless Chromium, a fresh browser context each time, and reports the browser's
+own Navigation Timing per load: time to first byte, DOM content loaded, the load
+event, and what the page weighed on the wire. A load that does not reach its load
+event within `timeout` (or whose page is not a 2xx) is a failed load, counted in
+web_failed, never an error of the run. As a flow of a custom test it loads the
+page while other flows (bulk uploads, a UDP flood) run: with a duration (the
+test's), its loads are spread over it and none starts after it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from hoplab.analysis.stats import mean, percentile
+from hoplab.kinds.registry import FlowTool, Kind, Parse, Reader, register
+from hoplab.lab.plan import Plan
+from hoplab.record import Metric, Series
+from hoplab.run.figures import figures
+from hoplab.run.flows import Outcome, Server, address
+from hoplab.run.procs import ClientTimes
+from hoplab.spec import option_values as ov
+from hoplab.spec.experiment import Flow, Phase, Test
+from hoplab.spec.locate import Path
+from hoplab.spec.units import parse_size, parse_time
+from hoplab.tools import nginx, pageload
+
+WEB_BASE_PORT = 8080
+DEFAULT_OBJECTS = 10
+DEFAULT_OBJECT_SIZE = 50_000
+DEFAULT_LOADS = 10
+DEFAULT_TIMEOUT_S = 30.0
+# Without a duration the loads run back to back; hoplab stops a flow of unknown length
+# after hoplab.run.execute.BYTES_LIMIT_S (600 s), so every load's timeout must fit in it
+# with the browser's start.
+_UNTIMED_LIMIT_S = 540.0
+
+# Each of the browser's timings (ms from the navigation's start): the median is the
+# figure under the bare name, with its mean and 95th percentile.
+TIMINGS = ("ttfb", "dcl", "load")
+WEB_METRICS = (*(f"web_{t}{s}" for t in TIMINGS for s in ("", "_mean", "_p95")),
+               "web_load_stddev", "web_bytes", "web_loads", "web_failed")
+
+
+def _objects(value: object) -> int:
+    n = ov.positive_int(value) if value != 0 else 0
+    if n > 1000:
+        raise ValueError(f"a page of at most 1000 objects, got {n}")
+    return n
+
+
+def _object_sizes(value: object) -> tuple[int, ...]:
+    """One size for every object ("50kb"), or each object's size (["10kb", "200kb"])."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise ValueError("an empty list of object sizes")
+    sizes = tuple(parse_size(x) for x in items)
+    small = [s for s in sizes if s < nginx.MIN_OBJECT]
+    if small:
+        raise ValueError(f"an object is at least {nginx.MIN_OBJECT} bytes (an SVG image "
+                         f"padded to its size), got {small[0]}")
+    return sizes
+
+
+def _timeout(value: object) -> float:
+    seconds = parse_time(value)
+    if seconds < 0.5:
+        raise ValueError(f"a timeout must be at least 0.5s, got {value!r}")
+    return seconds
+
+
+OPTIONS: dict[str, Parse] = {"objects": _objects, "object_size": _object_sizes,
+                             "loads": ov.positive_int, "timeout": _timeout,
+                             "duration": ov.duration, "family": ov.family}
+
+
+def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
+            path: Path) -> tuple[list[Flow], list[Phase]]:
+    assert src is not None and dst is not None
+    given = o.get("object_size", (DEFAULT_OBJECT_SIZE,))
+    # A list of sizes is the page's objects unless `objects` says how many (then cycled).
+    count = o.get("objects", len(given) if "object_size" in o and len(given) > 1
+                  else DEFAULT_OBJECTS)
+    sizes = tuple(given[i % len(given)] for i in range(count))
+    loads, timeout = o.get("loads", DEFAULT_LOADS), o.get("timeout", DEFAULT_TIMEOUT_S)
+    duration = o.get("duration")
+    if duration is None and loads * timeout > _UNTIMED_LIMIT_S:
+        r.ctx.fail((*path, "loads"), f"{loads} loads of up to {timeout:g} s each may take "
+                                     f"longer than hoplab lets a flow run "
+                                     f"({_UNTIMED_LIMIT_S:g} s): give fewer loads, a "
+                                     f"shorter timeout or a duration")
+    return [Flow(name=name, kind="web", src=src, dst=dst, start_s=o.get("start", 0.0),
+                 duration_s=duration, family=o.get("family", 4), objects=sizes,
+                 loads=loads, timeout_s=timeout)], []
+
+
+def _port(index: int) -> int:
+    return WEB_BASE_PORT + index
+
+
+def _server(flow: Flow, index: int, plan: Plan) -> Server:
+    port, ipv6 = _port(index), flow.family == 6
+    return Server(flow.dst, "tcp", port, [],
+                  prepare=lambda home: nginx.prepare(home, port, flow.objects, ipv6))
+
+
+def url(flow: Flow, index: int, plan: Plan) -> str:
+    host = address(plan, flow.dst, flow.family)
+    return f"http://{f'[{host}]' if flow.family == 6 else host}:{_port(index)}/"
+
+
+def _client(flow: Flow, index: int, plan: Plan) -> list[str]:
+    # hoplab's own interpreter runs the browser's driver, in the node's namespace.
+    return pageload.argv(sys.executable, pageload.Plan(
+        url(flow, index, plan), flow.loads or DEFAULT_LOADS,
+        flow.timeout_s or DEFAULT_TIMEOUT_S, flow.duration_s))
+
+
+def _stats(prefix: str, values: Sequence[float], flow: str | None) -> list[Metric]:
+    if not values:
+        return []
+    return [Metric(prefix, percentile(values, 50), "ms", flow=flow),
+            Metric(f"{prefix}_mean", mean(values), "ms", flow=flow),
+            Metric(f"{prefix}_p95", percentile(values, 95), "ms", flow=flow)]
+
+
+def web_metrics(timings: dict[str, list[float]], sizes: Sequence[float], made: int,
+                failed: int, flow: str | None) -> list[Metric]:
+    """The figures of the loads that completed (each timing's values, in ms, and what each
+    load weighed) and the counts of all the loads made."""
+    out: list[Metric] = []
+    for t in TIMINGS:
+        out += _stats(f"web_{t}", timings.get(t, []), flow)
+    load = timings.get("load", [])
+    if len(load) > 1:
+        out.append(Metric("web_load_stddev", statistics.stdev(load), "ms", flow=flow))
+    if sizes:
+        out.append(Metric("web_bytes", percentile(sizes, 50), "bytes", flow=flow))
+    return [*out, Metric("web_loads", float(made), "count", flow=flow),
+            Metric("web_failed", float(failed), "count", flow=flow)]
+
+
+def _collect(out: Outcome, text: str, t0: float, times: ClientTimes,
+             window: tuple[float, float]) -> None:
+    res = pageload.parse(text)
+    name = out.flow.name
+    ok = [x for x in res.loads if x.ok]
+    for t in TIMINGS:
+        pts = [(x.start - t0, v) for x in ok if (v := getattr(x, f"{t}_ms")) is not None]
+        out.series.append(Series(f"web_{t}", "ms", [p[0] for p in pts], [p[1] for p in pts],
+                                 flow=name))
+    sized = [x for x in ok if x.transfer_bytes is not None]
+    out.series.append(Series("web_bytes", "bytes", [x.start - t0 for x in sized],
+                             [float(x.transfer_bytes or 0) for x in sized], flow=name))
+    if res.failed:
+        out.series.append(Series("web_failed", "count", [x.start - t0 for x in res.failed],
+                                 [1.0] * len(res.failed), flow=name))
+    out.metrics += web_metrics({t: _values(out, f"web_{t}") for t in TIMINGS},
+                               _values(out, "web_bytes"), len(res.loads), len(res.failed),
+                               name)
+    if not res.done:
+        out.error = (f"flow {name}: the browser stopped after {len(res.loads)} of "
+                     f"{res.planned} loads")
+
+
+def _values(out: Outcome, series: str) -> list[float]:
+    return [v for s in out.series if s.name == series for v in s.v]
+
+
+def _pooled(test: Test, outcomes: Sequence[Outcome]) -> tuple[list[Metric], dict[str, str]]:
+    """Every web flow's loads as one distribution: the run's figures."""
+    web = [o for o in outcomes if o.flow.kind == "web"]
+    if not web:
+        return [], {}
+    timings = {t: [v for o in web for v in _values(o, f"web_{t}")] for t in TIMINGS}
+    sizes = [v for o in web for v in _values(o, "web_bytes")]
+    made = sum(int(o.metric_value("web_loads")) for o in web)
+    failed = sum(int(o.metric_value("web_failed")) for o in web)
+    return web_metrics(timings, sizes, made, failed, None), {}
+
+
+KIND = register(Kind(
+    name="web", options=OPTIONS, expand=_expand, figures=figures(steps=(_pooled,)),
+    headline=("web_load", "web_dcl", "web_ttfb", "web_load_p95", "web_failed"),
+    metrics=WEB_METRICS,
+    flow=FlowTool(tool="chromium", package="chromium", bulk=False, rtt=False,
+                  media_type="application/x-ndjson", server=_server, client=_client,
+                  collect=_collect, needs=(("nginx", "nginx"),))))

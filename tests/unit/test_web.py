@@ -1,0 +1,214 @@
+"""The web kind: nginx's page, the pageload client's output (captured from real runs in
+tests/data/pageload), the figures of a run's loads and the test keys."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from hoplab import kinds, metrics
+from hoplab.errors import SpecError
+from hoplab.kinds import web
+from hoplab.run.figures import run_figures
+from hoplab.run.flows import Outcome
+from hoplab.run.procs import ClientTimes
+from hoplab.spec.experiment import Flow, Phase, Test
+from hoplab.spec.experiment_loader import load_experiment
+from hoplab.tools import ToolOutputError, nginx, pageload
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pageload"
+# The page the captures loaded: 4 objects of 20 kB (tests/data/README.md).
+CAPTURED_SIZES = (20_000,) * 4
+
+
+def _text(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+# --- nginx's page ---------------------------------------------------------------------
+
+def test_objects_are_svg_images_of_exactly_their_size(tmp_path: Path) -> None:
+    argv = nginx.prepare(tmp_path, 8080, (nginx.MIN_OBJECT, 1000, 50_000))
+    root = tmp_path / nginx.ROOT
+    sizes = [len((root / nginx.object_name(i)).read_bytes()) for i in range(3)]
+    assert sizes == [nginx.MIN_OBJECT, 1000, 50_000]
+    body = (root / "o3.svg").read_bytes()
+    assert body.startswith(b"<svg ") and body.endswith(b"--></svg>\n")
+    assert body.count(b"--") == 2  # the padding never closes the comment early
+    page = (root / nginx.PAGE).read_text()
+    assert [f'src="o{i}.svg"' in page for i in (1, 2, 3)] == [True] * 3
+    assert 'rel="icon" href="data:,"' in page  # no favicon request of its own
+    assert nginx.page_bytes((nginx.MIN_OBJECT, 1000, 50_000)) == \
+        len(page.encode()) + nginx.MIN_OBJECT + 51_000
+    assert argv == ["nginx", "-p", f"{tmp_path}/", "-c", str(tmp_path / "nginx.conf"),
+                    "-e", "stderr"]
+
+
+def test_its_config_keeps_everything_in_its_directory(tmp_path: Path) -> None:
+    conf = nginx.config(tmp_path, 8081, ipv6=False)
+    assert "daemon off;" in conf and "listen 8081;" in conf and "gzip off;" in conf
+    paths = [w.rstrip(";") for w in conf.split() if w.startswith("/")]
+    assert paths and all(p.startswith(str(tmp_path)) for p in paths), paths
+    assert "listen [::]:8081 ipv6only=on;" in nginx.config(tmp_path, 8081, ipv6=True)
+    with pytest.raises(ValueError, match="at least"):
+        nginx.svg(nginx.MIN_OBJECT - 1, seed=0)
+
+
+# --- the client's output --------------------------------------------------------------
+
+def test_parse_loads_over_a_50ms_link() -> None:
+    res = pageload.parse(_text("ok_50ms.jsonl"))
+    assert res.done and res.planned == 5 and res.browser == "Chromium 156.0.8078.79"
+    assert [x.index for x in res.loads] == [1, 2, 3, 4, 5] and not res.failed
+    first = res.loads[0]
+    assert (first.status, first.objects, first.transfer_bytes) == (200, 4, 81838)
+    assert first.ttfb_ms == pytest.approx(321.9) and first.load_ms == pytest.approx(868.7)
+    # A fresh connection's first byte is a handshake and a request: two 100 ms RTTs.
+    assert min(x.ttfb_ms or 0 for x in res.loads) >= 200.0
+    # What crossed the wire: the page's bodies and five responses' HTTP headers.
+    headers = (first.transfer_bytes or 0) - nginx.page_bytes(CAPTURED_SIZES)
+    assert 5 * 150 <= headers <= 5 * 400, headers
+
+
+def test_failed_loads_are_loads_not_errors() -> None:
+    refused = pageload.parse(_text("refused.jsonl"))
+    assert refused.done and len(refused.failed) == 2
+    assert "ERR_CONNECTION_REFUSED" in (refused.loads[0].error or "")
+    silent = pageload.parse(_text("no_answer.jsonl"))
+    assert [x.error for x in silent.failed] == ["no load event within 2 s"] * 2
+    missing = pageload.parse(_text("not_found.jsonl"))
+    (load,) = missing.failed
+    assert (load.status, load.error) == (404, "HTTP status 404")
+
+
+def test_a_stopped_client_keeps_its_loads() -> None:
+    res = pageload.parse(_text("killed.jsonl"))
+    assert not res.done and res.planned == 20 and len(res.loads) == 1
+    assert res.loads[0].ok
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "no output"),
+    ('{"tool": "iperf3"}\n', "first line is not its header"),
+    ('{"tool": "pageload"}\nnot json\n{"done": true}\n', "line 2 is not JSON"),
+    ('{"tool": "pageload"}\n{"load": 1, "ok": true}\n', "line 2: a load needs start"),
+    ('{"tool": "pageload"}\n{"load": 1, "start": 1, "ok": true, "ttfb_ms": "x"}\n',
+     "line 2: ttfb_ms is not a number"),
+])
+def test_parse_refuses_what_is_not_its_output(text: str, message: str) -> None:
+    with pytest.raises(ToolOutputError, match=message):
+        pageload.parse(text)
+
+
+def test_argv_runs_this_module_with_the_plan() -> None:
+    argv = pageload.argv("/py", pageload.Plan("http://10.0.0.2:8080/", 5, 30.0, 12.5))
+    assert argv == ["/py", "-m", "hoplab.tools.pageload", "http://10.0.0.2:8080/",
+                    "--loads", "5", "--timeout", "30", "--duration", "12.5"]
+    with pytest.raises(ValueError):
+        pageload.argv("/py", pageload.Plan("http://x/", 0, 30.0))
+
+
+# --- figures --------------------------------------------------------------------------
+
+def _outcome(name: str, file: str, t0: float) -> Outcome:
+    flow = Flow(name=name, kind="web", src="a", dst="b", objects=CAPTURED_SIZES, loads=5,
+                timeout_s=10.0)
+    out = Outcome(flow)
+    kinds.flow_tool("web").collect(out, _text(file), t0, ClientTimes(t0, None, None),
+                                   (0.0, 10.0))
+    return out
+
+
+def test_figures_are_the_distribution_of_the_completed_loads() -> None:
+    res = pageload.parse(_text("ok_50ms.jsonl"))
+    t0 = res.loads[0].start - 1.0
+    ok = _outcome("page", "ok_50ms.jsonl", t0)
+    assert ok.error is None
+    (load,) = [s for s in ok.series if s.name == "web_load"]
+    assert load.unit == "ms" and load.v == [x.load_ms for x in res.loads]
+    assert load.t == pytest.approx([x.start - t0 for x in res.loads])
+    assert load.t[0] == pytest.approx(1.0)
+    loads = [x.load_ms or 0.0 for x in res.loads]
+    ttfb = [x.ttfb_ms or 0.0 for x in res.loads]
+    got = {m.name: m.value for m in ok.metrics}
+    assert got["web_load"] == pytest.approx(statistics.median(loads))
+    assert got["web_load_mean"] == pytest.approx(statistics.mean(loads))
+    assert got["web_load_stddev"] == pytest.approx(statistics.stdev(loads))
+    assert got["web_ttfb"] == pytest.approx(statistics.median(ttfb))
+    assert (got["web_bytes"], got["web_loads"], got["web_failed"]) == (81838, 5, 0)
+    assert all(m.flow == "page" for m in ok.metrics)
+    for m in ok.metrics:
+        assert metrics.lookup(m.name).unit == m.unit, m
+
+
+def test_failed_loads_are_counted_and_the_run_figures_pool_the_flows() -> None:
+    ok = _outcome("page", "ok_50ms.jsonl", 0.0)
+    refused = _outcome("down", "refused.jsonl", 0.0)
+    assert refused.error is None  # a page that does not load is a measurement
+    assert {m.name: m.value for m in refused.metrics} == {"web_loads": 2, "web_failed": 2}
+    (failed,) = [s for s in refused.series if s.name == "web_failed"]
+    assert failed.v == [1.0, 1.0]
+    test = Test(name="w", kind="web", src="a", dst="b", flows=(ok.flow, refused.flow),
+                phases=(Phase("load", 0.0, 10.0),))
+    _, found, _ = run_figures(test, [ok, refused], 10.0)
+    pooled = {m.name: m.value for m in found if m.flow is None}
+    assert (pooled["web_loads"], pooled["web_failed"]) == (7, 2)
+    assert pooled["web_load"] == {m.name: m.value for m in ok.metrics}["web_load"]
+
+
+def test_a_stopped_client_fails_its_flow_but_keeps_its_loads() -> None:
+    out = _outcome("page", "killed.jsonl", 0.0)
+    assert out.error == "flow page: the browser stopped after 1 of 20 loads"
+    assert {m.name: m.value for m in out.metrics}["web_loads"] == 1
+
+
+# --- test keys ------------------------------------------------------------------------
+
+LAB = 'name = "w"\n[nodes.a]\n[nodes.b]\n[[links]]\nbetween = ["a", "b"]\n'
+
+
+def _load(tmp_path: Path, body: str) -> list[Test]:
+    (tmp_path / "lab.toml").write_text(LAB)
+    path = tmp_path / "exp.toml"
+    path.write_text('lab = "lab.toml"\n[[tests]]\nname = "page"\n' + body)
+    return [t for v in load_experiment(path, ()).variants for t in v.tests]
+
+
+def test_keys_and_their_defaults(tmp_path: Path) -> None:
+    (test,) = _load(tmp_path, 'kind = "web"\nfrom = "a"\nto = "b"\n')
+    (flow,) = test.flows
+    assert (flow.kind, flow.loads, flow.timeout_s, flow.duration_s) == ("web", 10, 30.0, None)
+    assert flow.objects == (50_000,) * 10 and not flow.bulk
+    (test,) = _load(tmp_path, 'kind = "web"\nfrom = "a"\nto = "b"\nobjects = 3\n'
+                              'object_size = ["1kb", "2kib"]\nloads = 4\ntimeout = "5s"\n'
+                              'duration = "20s"\n')
+    (flow,) = test.flows
+    assert flow.objects == (1000, 2048, 1000)
+    assert (flow.loads, flow.timeout_s, flow.duration_s) == (4, 5.0, 20.0)
+    (test,) = _load(tmp_path, 'kind = "web"\nfrom = "a"\nto = "b"\n'
+                              'object_size = ["1kb", "2kb"]\n')
+    assert test.flows[0].objects == (1000, 2000)  # a list is the page's objects
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ('object_size = "10b"\n', r"tests\[0\]\.object_size.*at least 75 bytes"),
+    ("objects = 1001\n", r"tests\[0\]\.objects.*at most 1000"),
+    ('timeout = "100ms"\n', r"tests\[0\]\.timeout.*at least 0.5s"),
+    ('loads = 30\ntimeout = "20s"\n', r"tests\[0\]\.loads.*30 loads of up to 20 s"),
+])
+def test_bad_keys_name_the_key(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        _load(tmp_path, 'kind = "web"\nfrom = "a"\nto = "b"\n' + body)
+
+
+def test_a_custom_test_loads_pages_while_its_other_flows_run(tmp_path: Path) -> None:
+    (test,) = _load(tmp_path, 'kind = "custom"\nduration = "8s"\n'
+                              '[[tests.flows]]\nkind = "tcp"\nfrom = "a"\nto = "b"\n'
+                              '[[tests.flows]]\nkind = "web"\nname = "page"\nfrom = "a"\n'
+                              'to = "b"\nloads = 4\n')
+    assert [(f.name, f.kind, f.duration_s) for f in test.flows] == [
+        ("page.tcp1", "tcp", 8.0), ("page.page", "web", 8.0)]
+    assert "web_load" in kinds.get("custom").flow_headline
+    assert set(web.WEB_METRICS) <= set(kinds.get("custom").metrics)
