@@ -121,8 +121,8 @@ def test_a_hostile_ssh_destination_is_refused(value: str) -> None:
 @pytest.mark.parametrize(("options", "key", "says"), [
     ('{ port = 0 }', "port", "not a TCP port"),
     ('{ port = "22" }', "port", "expected an integer"),
-    ('{ identity = "-oProxyCommand=x" }', "identity", "key file path"),
-    ('{ identity = "/k/a key" }', "identity", "key file path"),
+    ('{ identity = "-oProxyCommand=x" }', "identity", "file path"),
+    ('{ identity = "/k/a key" }', "identity", "file path"),
     ('{ jump = "-J x" }', "jump", "jump host"),
     ('{ jump = "me@b;id" }', "jump", "jump host"),
     ('{ user = "root" }', "user", "unknown key"),

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from hoplab.errors import CapabilityError, LabError, UsageError
-from hoplab.lab import netns, wire, wireguard
+from hoplab.lab import devices, netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab
 from hoplab.lab.requirements import impairment_backend, requirements_problems
@@ -27,6 +27,7 @@ from hoplab.lab.signals import shielded, terminate_as_interrupt
 from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
 from hoplab.lab.teardown import check_done, teardown
+from hoplab.nodes.executor import Executor
 from hoplab.spec.model import Lab
 
 Progress = Callable[[str], None]
@@ -86,7 +87,7 @@ def _ip_lines(node: NodePlan, kinds: tuple[str, ...]) -> list[str]:
     for i in node.ifaces:
         if i.kind not in kinds:
             continue
-        if i.kind == "veth":
+        if i.kind in ("veth", "nic"):
             lines.append(f"link set {i.name} up")
         for a in i.addrs:
             flag = " nodad" if a.version == 6 else ""
@@ -99,7 +100,7 @@ def _ip_lines(node: NodePlan, kinds: tuple[str, ...]) -> list[str]:
 
 def _configure_veths(lab: Lab, node: NodePlan, wired: frozenset[int] = frozenset()) -> None:
     what = f"node {node.name}"
-    netns.ip_batch(_ip_lines(node, ("veth",)), what)
+    netns.ip_batch(_ip_lines(node, ("veth", "nic")), what)
     tc: list[str] = []
     for i in node.ifaces:
         if i.kind == "veth" and i.link not in wired:
@@ -166,37 +167,77 @@ def validate(plan: Plan) -> None:
                              f"({names}) nor a neighbour")
 
 
-def preflight(lab: Lab, caps: Capabilities | None = None) -> Plan:
+def preflight(lab: Lab, caps: Capabilities | None = None) -> Plan | None:
+    """What this machine must have, then the plan; None for a lab whose devices'
+    addresses are read at lab up (it is planned then)."""
     caps = caps or probe()
     problems = requirements_problems(lab, caps)
     if problems:
         raise CapabilityError(f"{lab.source}: this machine cannot build lab {lab.name!r}:\n  "
                               + "\n  ".join(problems))
+    if any(lk.is_cable and lk.addr_a4 is None and lk.addr_a6 is None for lk in lab.links) \
+            or any(e.address is None for lk in lab.links for e in lk.device_ends):
+        return None
     plan = plan_lab(lab)
     validate(plan)
     return plan
 
 
-def up(lab: Lab, *, caps: Capabilities | None = None,
-       progress: Progress | None = None) -> UpResult:
+def up(lab: Lab, *, caps: Capabilities | None = None, progress: Progress | None = None,
+       tools: Mapping[str, Collection[str]] | None = None,
+       why: Mapping[str, str] | None = None) -> UpResult:
+    """Build `lab`. `tools`: what the tests will run on each device, checked there
+    before anything is touched (`why`, by "node:tool", says which test needs it)."""
+    from hoplab.nodes.registry import executor_for
+
     t0 = time.monotonic()
     caps = caps or probe()
+    devices.check_nics(lab)
+    # Reaching, reading and checking every device touches nothing on it.
+    execs = devices.connect(lab, executor_for)
+    try:
+        if execs:
+            views = dict(zip(execs, _in_parallel(devices.view, list(execs.values())),
+                             strict=True))
+            lab = devices.resolve(lab, views)
+            needs = devices.tools_needed(lab)
+            for node, wanted in (tools or {}).items():
+                needs.setdefault(node, set()).update(wanted)
+            devices.check_tools(lab, execs, needs, why)
+        return _up(lab, caps, progress, execs, t0)
+    finally:
+        devices.close(execs.values())
+
+
+def _in_parallel(job: Callable[[Executor], devices.DeviceView],
+                   items: list[Executor]) -> list[devices.DeviceView]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(items)))) as pool:
+        return list(pool.map(job, items))
+
+
+def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
+        execs: Mapping[str, Executor], t0: float) -> UpResult:
     plan = preflight(lab, caps)
+    assert plan is not None  # device addresses are resolved by now
+    local = [n for n in plan.nodes if not lab.node(n.name).is_device]
     old = find(lab.name)
-    if old is not None and any(netns.exists(n) for n in old.namespaces):
+    if old is not None and (any(netns.exists(n) for n in old.namespaces) or old.devices):
         raise UsageError(f"lab {lab.name!r} is already up; take it down first: "
                          f"hoplab lab down {lab.name}")
-    taken = [n.netns for n in plan.nodes if netns.exists(n.netns)]
+    taken = [n.netns for n in local if netns.exists(n.netns)]
     if taken:
         raise UsageError(f"namespace {taken[0]} already exists; run hoplab clean")
     src = Path(lab.source)
     state = LabState(name=lab.name, source=str(src.resolve()) if src.exists() else lab.source,
-                     namespaces=[n.netns for n in plan.nodes])
+                     namespaces=[n.netns for n in local])
     wires = {w.index: w for w in wire.plan_wires(
         lab.name, [lk for lk in lab.links if impairment_backend(lk, caps) == "wire"],
         state.rundir)}
     state.namespaces += [w.netns for w in wires.values()]
     state.save()
+    devices.record_devices(state, lab)
     result = UpResult(state, plan, 0.0)
     say = progress or (lambda _msg: None)
 
@@ -211,7 +252,10 @@ def up(lab: Lab, *, caps: Capabilities | None = None,
             t = time.monotonic()
             say("namespaces")
             netns.ip_batch([f"netns add {n}" for n in state.namespaces], "creating namespaces")
-            by_ns = {n.netns: n for n in plan.nodes}
+            moves = devices.attach_nics(state, plan)
+            netns.ip_batch([f"link set {nic} netns {ns}" for nic, ns in moves],
+                           "attaching host NICs")
+            by_ns = {n.netns: n for n in local}
             netns.in_each(list(by_ns), lambda ns: netns.write_sysctls(
                 _base_sysctls(by_ns[ns], plan.diameter)))
             wire_ns = [w.netns for w in wires.values()]
@@ -238,6 +282,11 @@ def up(lab: Lab, *, caps: Capabilities | None = None,
             _write_hosts(plan, state)
             _run_commands(plan, "setup")
             t = step("hosts+setup", t)
+            if execs:
+                say("devices")
+                devices.apply(state, plan, execs)
+                _check_cables(plan)
+                t = step("devices", t)
             state.status = "up"
             state.summary = summarize(plan)
             state.summary["wires"] = [
@@ -343,11 +392,32 @@ def _ping_from(jobs: dict[str, list[str]], ns: str) -> None:
             raise LabError(f"WireGuard tunnel from {ns} to {addr} does not carry traffic")
 
 
+def _check_cables(plan: Plan) -> None:
+    """Each namespace cabled to a device reaches the device's address on the cable."""
+    jobs: dict[str, list[str]] = {}
+    for node in plan.nodes:
+        for i in node.ifaces:
+            if i.kind == "nic":
+                far = next(x for x in plan.node(i.peer).ifaces if x.link == i.link)
+                jobs.setdefault(node.netns, []).extend(str(a.ip) for a in far.addrs)
+    def ping(ns: str) -> None:
+        for addr in jobs[ns]:
+            got = subprocess.run(["ping", "-c1", "-W3", "-q", addr], capture_output=True,
+                                 text=True, check=False)
+            if got.returncode != 0:
+                node = ns.removeprefix(f"hoplab-{plan.lab.name}-")
+                raise LabError(f"node {node} does not reach {addr} over its cable: is the "
+                               f"NIC cabled to the device, and the device's port up?")
+    netns.in_each(list(jobs), ping)
+
+
 def _write_hosts(plan: Plan, state: LabState) -> None:
     state.rundir.mkdir(parents=True, exist_ok=True)
     hosts = state.rundir / "hosts"
     hosts.write_text(hosts_file(plan))
     for node in plan.nodes:
+        if plan.lab.node(node.name).is_device:
+            continue
         d = ETC_NETNS / node.netns
         d.mkdir(parents=True, exist_ok=True)
         link = d / "hosts"
@@ -361,6 +431,8 @@ def _run_commands(plan: Plan, which: str) -> None:
     cwd = Path(plan.lab.source).parent if plan.lab.source.endswith(".toml") else None
     for node in plan.nodes:
         spec = plan.lab.node(node.name)
+        if spec.is_device:
+            continue  # a device's commands run over SSH (hoplab.lab.devices)
         cmds = spec.setup if which == "setup" else spec.teardown
         for argv in cmds:
             env = dict(os.environ, HOPLAB_LAB=plan.lab.name, HOPLAB_NODE=node.name)

@@ -23,7 +23,7 @@ from ipaddress import (
 )
 
 from hoplab.errors import SpecError
-from hoplab.spec.model import Direction, Lab, Tunnel
+from hoplab.spec.model import Direction, Lab, Link, Tunnel
 
 IPNetwork = IPv4Network | IPv6Network
 IPInterface = IPv4Interface | IPv6Interface
@@ -34,7 +34,10 @@ class Iface:
     """One interface of a node."""
 
     name: str
-    kind: str  # "veth" | "wg-hop" | "wg-tunnel"
+    # "veth"; "nic" (a host NIC cabled to a device, moved into a namespace); "device"
+    # (a device's own interface, which hoplab reads and never configures);
+    # "wg-hop" | "wg-tunnel"
+    kind: str
     link: int | None  # link index, None for end-to-end tunnels
     peer: str  # the node on the other end
     addrs: tuple[IPInterface, ...]
@@ -95,6 +98,8 @@ class Plan:
 
 
 WG_BASE_PORT = 51820
+# Interfaces that carry a link's own addresses (not a tunnel's).
+UNDERLAY = ("veth", "nic", "device")
 
 
 def netns_name(lab: str, node: str) -> str:
@@ -158,8 +163,16 @@ def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
                                 file=src, key=f"links[{link.index}]")
         explicit |= mine
         explicit |= {a.network for a in (link.addr_b4, link.addr_b6) if a is not None}
-    need4 = [lk for lk in lab.links if lk.subnet4 is None and lk.addr_a4 is None]
-    need6 = [lk for lk in lab.links if lk.subnet6 is None and lk.addr_a6 is None]
+    for link in lab.links:
+        if link.is_cable and link.addr_a4 is None and link.addr_a6 is None:
+            # The lab engine reads a device's addresses before it plans (devices.resolve).
+            raise SpecError(f"{link.label}: the device's address is not known yet",
+                            file=src, key=f"links[{link.index}].addresses")
+    # A cable carries only the families its ends have; nothing is planned on it.
+    need4 = [lk for lk in lab.links if lk.subnet4 is None and lk.addr_a4 is None
+             and not lk.is_cable]
+    need6 = [lk for lk in lab.links if lk.subnet6 is None and lk.addr_a6 is None
+             and not lk.is_cable]
     auto4 = iter(_subnets(ad.pool4, 30, len(need4), explicit, "addressing.pool4", src))
     auto6 = iter(_subnets(ad.pool6, 64, len(need6) if ad.ipv6 else 0, explicit,
                           "addressing.pool6", src))
@@ -173,9 +186,10 @@ def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
     oa: dict[int, tuple[IPInterface, ...]] = {}
     ob: dict[int, tuple[IPInterface, ...]] = {}
     for link in lab.links:
-        v4 = _family_pair(link.addr_a4, link.addr_b4, link.subnet4, auto4)
-        pairs = [v4]
-        if ad.ipv6 or link.subnet6 or link.addr_a6:
+        pairs = []
+        if link.addr_a4 is not None or not link.is_cable:
+            pairs.append(_family_pair(link.addr_a4, link.addr_b4, link.subnet4, auto4))
+        if (ad.ipv6 and not link.is_cable) or link.subnet6 or link.addr_a6:
             pairs.append(_family_pair(link.addr_a6, link.addr_b6, link.subnet6, auto6))
         a_side[link.index] = tuple(p[0] for p in pairs)
         b_side[link.index] = tuple(p[1] for p in pairs)
@@ -195,6 +209,18 @@ def _family_pair(a: IPInterface | None, b: IPInterface | None, subnet: IPNetwork
     if subnet is not None:  # the loader checked it has room for two hosts
         return _pair(subnet)
     return _pair(next(auto))
+
+
+def _end_name(link: Link, node: str, veth: str) -> tuple[str, str]:
+    """An end's interface name and kind: a veth named by the planner, the host NIC
+    attached for a namespace, or the device's own interface."""
+    nic = link.nic(node)
+    if nic is not None:
+        return nic, "nic"
+    end = link.device_end(node)
+    if end is not None:
+        return end.ifname or veth, "device"
+    return veth, "veth"
 
 
 def _bfs(start: int, adj: list[list[tuple[int, _Edge]]]) -> tuple[list[int], list[int]]:
@@ -297,10 +323,11 @@ def plan_lab(lab: Lab) -> Plan:
         ia, ib = counter[link.a], counter[link.b]
         counter[link.a] += 1
         counter[link.b] += 1
-        na, nb = f"eth{ia}", f"eth{ib}"
-        ifaces[link.a].append(Iface(na, "veth", link.index, link.b, a_side[link.index],
+        na, ka = _end_name(link, link.a, f"eth{ia}")
+        nb, kb = _end_name(link, link.b, f"eth{ib}")
+        ifaces[link.a].append(Iface(na, ka, link.index, link.b, a_side[link.index],
                                     link.forward, link.mtu))
-        ifaces[link.b].append(Iface(nb, "veth", link.index, link.a, b_side[link.index],
+        ifaces[link.b].append(Iface(nb, kb, link.index, link.a, b_side[link.index],
                                     link.reverse, link.mtu))
         for x in a_side[link.index]:
             subnet_owner.append((x.network, link.a, link.b))
@@ -401,7 +428,7 @@ def _primaries(ifaces: dict[str, list[Iface]]
     p6: dict[str, IPv6Address] = {}
     for n, lst in ifaces.items():
         for i in lst:
-            if i.kind != "veth":
+            if i.kind not in UNDERLAY:
                 continue
             for a in i.addrs:
                 if isinstance(a, IPv4Interface):
@@ -495,7 +522,7 @@ def route_path(plan: Plan, src: str, dst: str, family: int = 4) -> list[str]:
 def _next_hop(node: NodePlan, target: IPv4Address | IPv6Address,
               owner: dict[str, str]) -> str | None:
     for i in node.ifaces:
-        if i.kind == "veth" and any(target in a.network for a in i.addrs):
+        if i.kind in UNDERLAY and any(target in a.network for a in i.addrs):
             return i.peer
     best: Route | None = None
     for r in node.routes:

@@ -127,6 +127,8 @@ def _wireguard_problems(what: str, caps: Capabilities) -> list[str]:
 def _node_problems(lab: Lab, caps: Capabilities) -> list[str]:
     out: list[str] = []
     for node in lab.nodes:
+        if node.is_device:
+            continue  # its tools are the device's, checked over SSH (hoplab.lab.devices)
         label = f"node {node.name}"
         if node.nat is not None and not caps.has_feature("nat"):
             if not caps.has_tool("nft"):

@@ -54,6 +54,11 @@ class LabState:
     processes: list[Proc] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     version: int = STATE_VERSION
+    # Devices by node: how to reach each again and what to put back (previous sysctl and
+    # offload values, teardown commands), written before each change (lab.devices).
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Host NICs moved into the lab's namespaces, with their state before (lab.devices).
+    attached: list[dict[str, Any]] = field(default_factory=list)
 
     def owner_alive(self) -> bool:
         return self.owner_start is not None \

@@ -48,6 +48,12 @@ def summarize(plan: Plan) -> dict[str, Any]:
             "nat": spec.nat.out if spec.nat else None,
             "teardown": [list(c) for c in spec.teardown],
         }
+        if spec.is_device:
+            from hoplab.lab.devices import ssh_entry
+
+            # Reached over SSH (hoplab.nodes.registry); its teardown commands run from
+            # the state's device record, with its settings put back (lab.devices.restore).
+            nodes[n.name].update(ssh_entry(spec, lab), netns=None, teardown=[])
     links = [
         {"index": lk.index, "between": [lk.a, lk.b], "wireguard": lk.wireguard,
          "forward": _direction(lk.forward), "reverse": _direction(lk.reverse)}

@@ -30,7 +30,7 @@ from hoplab.spec.locate import Path
 from hoplab.spec.model import DeviceEnd, Link, SshTarget
 from hoplab.spec.units import kind, parse_bool, parse_int, parse_str
 
-SSH_OPTION_KEYS = ("port", "identity", "jump")
+SSH_OPTION_KEYS = ("port", "identity", "jump", "known_hosts")
 # A user name, a host name, an IPv4 or IPv6 address, or a Host alias: never an option
 # (a leading '-'), never a shell word, never a second destination.
 _USER = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,31}"
@@ -58,7 +58,9 @@ def destination(value: object) -> str:
 
 
 def ssh_target(dest: str, options: Mapping[str, object], path: Path, fail: Fail) -> SshTarget:
-    port = identity = jump = None
+    port = jump = None
+    identity = _path(options, "identity", path, fail)
+    known_hosts = _path(options, "known_hosts", path, fail)
     if "port" in options:
         try:
             port = parse_int(options["port"])
@@ -66,20 +68,25 @@ def ssh_target(dest: str, options: Mapping[str, object], path: Path, fail: Fail)
             fail((*path, "port"), str(e))
         if not 1 <= port <= 65535:
             fail((*path, "port"), f"{port} is not a TCP port (1 to 65535)")
-    if "identity" in options:
-        raw = options["identity"]
-        if not isinstance(raw, str) or not _IDENTITY.fullmatch(raw):
-            fail((*path, "identity"), f"expected a key file path like '~/.ssh/lab_ed25519', "
-                                      f"got {raw!r}" if isinstance(raw, str) else
-                 f"expected a key file path, got {kind(raw)}")
-        identity = os.path.expanduser(raw)
     if "jump" in options:
         raw = options["jump"]
         if not isinstance(raw, str) or not _JUMP.fullmatch(raw):
             fail((*path, "jump"), "expected user@host or host[:port] of a jump host, got "
                                   + (repr(raw) if isinstance(raw, str) else kind(raw)))
         jump = raw
-    return SshTarget(destination=dest, port=port, identity=identity, jump=jump)
+    return SshTarget(destination=dest, port=port, identity=identity, jump=jump,
+                     known_hosts=known_hosts)
+
+
+def _path(options: Mapping[str, object], key: str, path: Path, fail: Fail) -> str | None:
+    if key not in options:
+        return None
+    raw = options[key]
+    if not isinstance(raw, str):
+        fail((*path, key), f"expected a file path, got {kind(raw)}")
+    if not _IDENTITY.fullmatch(raw):
+        fail((*path, key), f"expected a file path like '~/.ssh/lab_ed25519', got {raw!r}")
+    return os.path.expanduser(raw)
 
 
 def device_offloads(table: Mapping[str, object], path: Path, fail: Fail

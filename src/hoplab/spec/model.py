@@ -71,6 +71,8 @@ class DeviceEnd:
     node: str
     address: IPv4Address | IPv6Address | None = None
     prefixlen: int | None = None
+    # The device's interface holding the address: read at lab up.
+    ifname: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,11 @@ class Link:
         return next((d for d in self.device_ends if d.node == node), None)
 
     @property
+    def is_cable(self) -> bool:
+        """Joins a device: hoplab creates no veth for it and shapes nothing on it."""
+        return bool(self.device_ends or self.attach)
+
+    @property
     def label(self) -> str:
         return f"links[{self.index}] ({self.a} <-> {self.b})"
 
@@ -130,6 +137,7 @@ class SshTarget:
     port: int | None = None
     identity: str | None = None  # a private key file, "~" expanded
     jump: str | None = None      # "user@bastion", as ssh -J takes it
+    known_hosts: str | None = None  # else ~/.ssh/known_hosts, "~" expanded
 
     @property
     def user(self) -> str | None:
