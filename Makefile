@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # (python3-venv) and building Rust code (gcc and libc6-dev: the linker; curl for rustup);
 # dropbear, static BusyBox and OpenSSH's server for the emulated devices (tests/helpers/devices.py).
 APT_PACKAGES := iperf3 irtt fping iputils-ping iproute2 nftables ethtool \
-	wireguard-tools wireguard-go linux-perf postgresql chromium \
+	wireguard-tools wireguard-go linux-perf postgresql chromium nginx \
 	python3-venv gcc libc6-dev curl ca-certificates \
 	dropbear-bin busybox-static openssh-server openssh-client
 
