@@ -10,8 +10,10 @@ what they are (a leading "-", whitespace, control or shell characters).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hoplab.errors import UsageError
 
@@ -59,6 +61,16 @@ class SshTarget:
                                      f"{path!r}")
         if not 0 < self.connect_timeout <= 600 or not 0 < self.command_timeout <= 86400:
             raise SshTargetError(f"node {self.node}: timeouts must be positive")
+
+    @classmethod
+    def of(cls, node: str, spec: Any, *, accept_new_host_keys: bool = False) -> SshTarget:
+        """From a lab file's checked `ssh`/`ssh_options` (hoplab.spec.model.SshTarget, or
+        a mapping of the same keys as a lab's state file keeps them)."""
+        def get(key: str) -> Any:
+            return spec.get(key) if isinstance(spec, Mapping) else getattr(spec, key, None)
+        return cls(node=node, destination=str(get("destination")), port=get("port"),
+                   identity=get("identity"), jump=get("jump"), known_hosts=get("known_hosts"),
+                   accept_new_host_keys=accept_new_host_keys)
 
     @property
     def user(self) -> str | None:

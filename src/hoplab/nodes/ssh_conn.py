@@ -1,0 +1,219 @@
+"""One SSH connection to a device, used from ordinary threads.
+
+The client is asyncssh (bench/ssh_clients.py and docs/devices.md say why): it runs
+in one event-loop thread per connection, and `call()` runs a coroutine there with a
+timeout. Channels are opened one at a time (a lock around each open): dropbear, the
+SSH server of OpenWrt, drops a connection on which two channel opens cross (OpenWrt
+issue 11208). Authentication is by key or agent only: password and
+keyboard-interactive methods are switched off, so no password is ever asked for,
+passed or logged. Host keys are checked against known_hosts; an unknown key is
+refused with the way to accept it, a changed key is always refused.
+
+A lost connection raises ExecutorError naming the node; the next call connects
+again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncssh
+
+from hoplab.nodes.executor import ExecutorError
+from hoplab.nodes.ssh_target import SshTarget
+
+T = TypeVar("T")
+
+ACCEPT_HINT = ("accept it with `--accept-new-host-keys` or the lab option "
+               "`accept_new_host_keys = true`, or add it to {known_hosts} yourself "
+               "(ssh-keyscan, or one ssh login)")
+
+
+class HostKeyError(ExecutorError):
+    """The device's host key is unknown (and not to be accepted) or changed."""
+
+
+class SshConnection:
+    """A device's connection: connects on first use and again after a loss."""
+
+    def __init__(self, target: SshTarget) -> None:
+        self.target = target
+        self.node = target.node
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name=f"ssh-{target.node}", daemon=True)
+        self._thread.start()
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._closed = False
+        self.connects = 0          # how many times it connected (1 + reconnections)
+
+    # --- running coroutines from other threads -----------------------------------------
+
+    def call(self, fn: Callable[[asyncssh.SSHClientConnection], Awaitable[T]],
+             timeout: float) -> T:
+        """Run fn(connection) in the loop thread, connecting first if needed. Raises
+        TimeoutError after `timeout` s (fn cleans up on cancellation), ExecutorError
+        when the device cannot be reached or the connection is lost."""
+        if self._closed:
+            raise ExecutorError(f"node {self.node}: connection already closed")
+
+        async def with_conn() -> T:
+            conn = await self._connected()
+            try:
+                return await fn(conn)
+            except (asyncssh.Error, OSError, EOFError) as e:
+                self._lost(conn)
+                raise ExecutorError(f"node {self.node} ({self.target.destination}): "
+                                    f"connection lost: {_why(e)}") from e
+
+        fut = asyncio.run_coroutine_threadsafe(asyncio.wait_for(with_conn(), timeout),
+                                               self._loop)
+        try:
+            return fut.result()
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            raise TimeoutError(f"node {self.node}: no answer within {timeout:g} s") from None
+
+    def submit(self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
+        """Schedule a coroutine in the loop thread (for background readers)."""
+        async def run() -> T:
+            return await coro
+        return asyncio.run_coroutine_threadsafe(run(), self._loop)
+
+    async def open_process(self, conn: asyncssh.SSHClientConnection, command: str,
+                           **kw: Any) -> asyncssh.SSHClientProcess[Any]:
+        """A new session channel running `command`, opened while no other open is in
+        flight on this connection (dropbear, OpenWrt issue 11208)."""
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            return await conn.create_process(command, **kw)
+
+    # --- connecting ---------------------------------------------------------------------
+
+    async def _connected(self) -> asyncssh.SSHClientConnection:
+        conn = self._conn
+        if conn is not None and not conn.is_closed():
+            return conn
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._conn is not None and not self._conn.is_closed():
+                return self._conn
+            self._conn = await self._connect()
+            self.connects += 1
+            return self._conn
+
+    def _options(self) -> dict[str, Any]:
+        t = self.target
+        kw: dict[str, Any] = {
+            "known_hosts": str(t.known_hosts_path()),
+            # Keys or the agent; never a password, never a prompt.
+            "password_auth": False, "kbdint_auth": False, "gss_auth": False,
+            "connect_timeout": t.connect_timeout,
+            # A dead link is noticed within ~15 s even when no command is running.
+            "keepalive_interval": 5, "keepalive_count_max": 3,
+        }
+        if t.user:
+            kw["username"] = t.user
+        if t.port:
+            kw["port"] = t.port
+        if t.identity:
+            kw["client_keys"] = [str(t.identity_path())]
+        if t.jump:
+            kw["tunnel"] = t.jump
+        return kw
+
+    async def _connect(self) -> asyncssh.SSHClientConnection:
+        t = self.target
+        kh = t.known_hosts_path()
+        try:
+            try:
+                return await asyncssh.connect(t.host, **self._options())
+            except asyncssh.HostKeyNotVerifiable as e:
+                state = _known_state(kh, t.host, t.port)
+                if state == "changed":
+                    raise HostKeyError(
+                        f"node {self.node}: the host key of {t.host} is not the one in {kh}: "
+                        f"refused (a reinstalled device, or someone in between; if the "
+                        f"device was reinstalled, remove its old line from {kh})") from e
+                if not t.accept_new_host_keys:
+                    raise HostKeyError(
+                        f"node {self.node}: unknown host key of {t.host} (not in {kh}); "
+                        + ACCEPT_HINT.format(known_hosts=kh)) from e
+                await self._accept_new(kh)
+                return await asyncssh.connect(t.host, **self._options())
+        except HostKeyError:
+            raise
+        except asyncssh.PermissionDenied as e:
+            raise ExecutorError(
+                f"node {self.node}: {t.destination} refused our keys (hoplab uses keys or an "
+                f"agent only, never a password): {_why(e)}") from e
+        except (asyncssh.Error, OSError, TimeoutError) as e:
+            raise ExecutorError(f"node {self.node}: cannot connect to {t.destination}: "
+                                f"{_why(e)}") from e
+
+    async def _accept_new(self, kh: Path) -> None:
+        t = self.target
+        kw: dict[str, Any] = {}
+        if t.port:
+            kw["port"] = t.port
+        if t.jump:
+            kw["tunnel"] = t.jump
+        key = await asyncssh.get_server_host_key(t.host, **kw)
+        if key is None:
+            raise HostKeyError(f"node {self.node}: {t.host} sent no host key")
+        name = t.host if not t.port or t.port == 22 else f"[{t.host}]:{t.port}"
+        kh.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with kh.open("a") as f:
+            f.write(f"{name} {key.export_public_key('openssh').decode().strip()}\n")
+
+    def _lost(self, conn: asyncssh.SSHClientConnection) -> None:
+        if self._conn is conn:
+            self._conn = None
+        conn.abort()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+
+        async def shut() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                try:
+                    await asyncio.wait_for(self._conn.wait_closed(), 2)
+                except (TimeoutError, asyncssh.Error, OSError):
+                    self._conn.abort()
+                self._conn = None
+
+        with contextlib.suppress(TimeoutError, concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+def _known_state(kh: Path, host: str, port: int | None) -> str:
+    """"changed" when known_hosts holds keys for this host (so the one offered is not
+    among them), else "unknown"."""
+    if not kh.is_file():
+        return "unknown"
+    try:
+        known = asyncssh.read_known_hosts(str(kh))
+    except (asyncssh.Error, OSError, ValueError):
+        return "unknown"
+    keys = known.match(host, "", None if port in (None, 22) else port)[0]
+    return "changed" if keys else "unknown"
+
+
+def _why(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return text.splitlines()[0] if text.strip() else type(e).__name__

@@ -1,0 +1,423 @@
+"""The Executor of a device reached over SSH (an OpenWrt router, a Linux board).
+
+Every command is an argv quoted once (hoplab.nodes.ssh_quote) and starts by telling
+its PID and start ticks, so a process is stopped by PID only while those ticks still
+match: never another process that reused the PID, also after a crash
+(`stop_recorded`). Every call has a timeout; a command that overruns is killed on the
+device. Files come back with `cat` over a channel (dropbear has no SFTP).
+
+The device's uptime and boot id are read at each (re)connection: an uptime that went
+back, or a new boot id, counts as a reboot (`reboots`, `check_rebooted()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal as _signal
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from hoplab.nodes.executor import (
+    Completed,
+    CounterSource,
+    ExecutorError,
+    Facts,
+    LineChannel,
+    ProcessId,
+)
+from hoplab.nodes.ssh_conn import SshConnection
+from hoplab.nodes.ssh_quote import SH_WHICH, SIGNAL_CHECKED, parse_stat, remote_command
+from hoplab.nodes.ssh_target import SshTarget
+
+# read_file's exit status for "no such file" (cat's own is 1 for any error).
+_MISSING = 97
+_READ = '[ -e "$1" ] || exit 97; exec cat -- "$1"'
+_WHICH = SH_WHICH + 'for t; do w "$t" || echo; done'
+_BOOT = "read -r u _ </proc/uptime; b=; read -r b </proc/sys/kernel/random/boot_id; echo $u $b"
+
+
+def _signum(status: Any) -> int | None:
+    name = getattr(status, "exit_signal", None)
+    if not name:
+        return None
+    sig = getattr(_signal, f"SIG{name[0]}", None)
+    return -int(sig) if sig is not None else -1
+
+
+async def _header(proc: asyncssh.SSHClientProcess[bytes], node: str) -> tuple[int, int]:
+    line = await proc.stdout.readline()
+    try:
+        return parse_stat(line.decode(errors="replace"))
+    except (ValueError, IndexError):
+        err = b""
+        with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error):
+            err = await asyncio.wait_for(proc.stderr.read(4096), 1)
+        raise ExecutorError(f"node {node}: the device's shell did not start the command: "
+                            f"{(line + err).decode(errors='replace').strip()[:300]}") from None
+
+
+class SshProcess:
+    """A long-lived process on a device; its output is copied into local files."""
+
+    def __init__(self, name: str, argv: list[str], ident: ProcessId, out: Path, err: Path,
+                 started: float) -> None:
+        self.name = name
+        self.argv = argv
+        self.ident = ident
+        self.out = out
+        self.err = err
+        self.started = started
+        self._done = threading.Event()
+        self._status: int | None = None
+        self.lost = False       # the connection dropped while it ran: its fate is unknown
+
+    def _finish(self, status: int) -> None:
+        self._status = status
+        self._done.set()
+
+    def poll(self) -> int | None:
+        return self._status if self._done.is_set() else None
+
+    def wait(self, timeout: float) -> int:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"{self.name} on {self.ident.node} still running after "
+                               f"{timeout:g} s")
+        assert self._status is not None
+        return self._status
+
+
+class SshLineChannel:
+    """A request/response process on a device (see executor.LineChannel)."""
+
+    def __init__(self, conn: SshConnection, proc: asyncssh.SSHClientProcess[bytes],
+                 terminator: str, ident: ProcessId) -> None:
+        self._conn = conn
+        self._proc = proc
+        self._terminator = terminator
+        self.ident = ident
+
+    def ask(self, line: str, timeout: float) -> list[str]:
+        if "\n" in line:
+            raise ValueError("a request is one line")
+
+        async def go(_: asyncssh.SSHClientConnection) -> list[str]:
+            self._proc.stdin.write((line + "\n").encode())
+            out: list[str] = []
+            while True:
+                raw = await self._proc.stdout.readline()
+                if not raw:
+                    raise EOFError("the device's end of the channel exited")
+                got = raw.decode(errors="replace").rstrip("\n")
+                if got == self._terminator:
+                    return out
+                out.append(got)
+
+        return self._conn.call(go, timeout)
+
+    def close(self) -> None:
+        async def shut(_: asyncssh.SSHClientConnection) -> None:
+            self._proc.stdin.write_eof()
+            try:
+                await asyncio.wait_for(self._proc.wait_closed(), 2)
+            except TimeoutError:
+                self._proc.close()
+        with contextlib.suppress(ExecutorError, TimeoutError):
+            self._conn.call(shut, 3)
+
+
+class SshExecutor:
+    kind = "ssh"
+
+    def __init__(self, target: SshTarget) -> None:
+        self.target = target
+        self.node = target.node
+        port = f":{target.port}" if target.port else ""
+        self.machine = f"ssh:{target.destination}{port}"
+        self.conn = SshConnection(target)
+        self._procs: dict[int, SshProcess] = {}
+        self._boot: tuple[float, str] | None = None     # (uptime, boot id) last seen
+        self._seen_connects = 0
+        self.reboots = 0
+
+    # --- commands -----------------------------------------------------------------------
+
+    def _run_bytes(self, argv: Sequence[str], stdin: bytes | None, timeout: float,
+                   env: Mapping[str, str] | None = None,
+                   cwd: str | None = None) -> tuple[int, bytes, bytes]:
+        command = remote_command(argv, env, cwd)
+        ident: list[tuple[int, int]] = []
+
+        async def go(conn: asyncssh.SSHClientConnection) -> tuple[int, bytes, bytes]:
+            proc = await self.conn.open_process(conn, command, encoding=None)
+            try:
+                ident.append(await _header(proc, self.node))
+                if stdin:
+                    proc.stdin.write(stdin)
+                proc.stdin.write_eof()
+                out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
+                status = await proc.wait(check=False)
+            finally:
+                proc.close()
+            rc = status.exit_status
+            if rc is None or rc < 0:
+                rc = _signum(status) or 255
+            return rc, out, err
+
+        self._note_connection()
+        try:
+            return self.conn.call(go, timeout)
+        except TimeoutError:
+            # Stop the overrunning command on the device, by PID and start ticks.
+            if ident:
+                pid, ticks = ident[0]
+                with contextlib.suppress(ExecutorError, TimeoutError):
+                    self._signal_checked(_signal.SIGKILL, [(pid, ticks)], 10)
+            raise TimeoutError(f"node {self.node}: {argv[0]} did not finish within "
+                               f"{timeout:g} s (stopped)") from None
+
+    def run(self, argv: Sequence[str], *, input: str | None = None,
+            timeout: float = 60.0, env: Mapping[str, str] | None = None,
+            cwd: str | None = None) -> Completed:
+        rc, out, err = self._run_bytes(argv, input.encode() if input is not None else None,
+                                       timeout, env, cwd)
+        return Completed(tuple(argv), rc, out.decode(errors="replace"),
+                         err.decode(errors="replace"))
+
+    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> SshProcess:
+        command = remote_command(argv)
+        started = time.time()
+        self._note_connection()
+
+        async def go(conn: asyncssh.SSHClientConnection) -> SshProcess:
+            proc = await self.conn.open_process(conn, command, encoding=None)
+            pid, ticks = await _header(proc, self.node)
+            proc.stdin.write_eof()
+            p = SshProcess(name, list(argv), ProcessId(self.node, pid, ticks), out, err,
+                           started)
+            asyncio.get_running_loop().create_task(self._pump(proc, p))
+            return p
+
+        p = self.conn.call(go, self.target.connect_timeout + 10)
+        self._procs[p.ident.pid] = p
+        return p
+
+    async def _pump(self, proc: asyncssh.SSHClientProcess[bytes], p: SshProcess) -> None:
+        async def copy(stream: asyncssh.SSHReader[bytes], path: Path) -> None:
+            with path.open("wb") as f:
+                while chunk := await stream.read(65536):
+                    f.write(chunk)
+                    f.flush()
+        status = 255
+        try:
+            await asyncio.gather(copy(proc.stdout, p.out), copy(proc.stderr, p.err))
+            res = await proc.wait(check=False)
+            status = res.exit_status if res.exit_status is not None and \
+                res.exit_status >= 0 else (_signum(res) or 255)
+        except (asyncssh.Error, OSError, EOFError):
+            p.lost = True
+        finally:
+            if proc.exit_status is None and proc.exit_signal is None:
+                p.lost = True
+            p._finish(status)
+
+    def _signal_checked(self, sig: int, pairs: Sequence[tuple[int, int]],
+                        timeout: float) -> set[tuple[int, int]]:
+        """Send sig to each (pid, ticks) still alive with those ticks; the ones alive."""
+        args = [str(int(sig))] + [str(x) for pair in pairs for x in pair]
+        rc, out, err = self._run_bytes(["sh", "-c", SIGNAL_CHECKED, "sh", *args], None,
+                                       timeout)
+        if rc != 0:
+            raise ExecutorError(f"node {self.node}: signalling processes failed: "
+                                f"{err.decode(errors='replace').strip()}")
+        alive = set()
+        for line in out.decode().split("\n"):
+            if line.strip():
+                pid, ticks = line.split()
+                alive.add((int(pid), int(ticks)))
+        return alive
+
+    def signal(self, proc: Any, signum: int) -> None:
+        self._signal_checked(signum, [(proc.ident.pid, proc.ident.start_ticks)], 10)
+
+    def stop(self, proc: Any, grace: float = 2.0) -> None:
+        stop_pairs(self, [(proc.ident.pid, proc.ident.start_ticks)], grace)
+        if isinstance(proc, SshProcess):
+            # The channel closes once the device's end exits; give it a moment.
+            with contextlib.suppress(TimeoutError):
+                proc.wait(2.0)
+        self._procs.pop(proc.ident.pid, None)
+
+    def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
+        if ident.node != self.node:
+            raise ValueError(f"{ident} is not a process of node {self.node}")
+        stop_pairs(self, [(ident.pid, ident.start_ticks)], grace)
+
+    def written(self, proc: Any) -> int | None:
+        # One SSH round trip per poll is far from the 1 ms polling this is for.
+        return None
+
+    def pids(self) -> set[int] | None:
+        return None     # a device is a whole machine
+
+    def channel(self, argv: Sequence[str], terminator: str) -> LineChannel:
+        command = remote_command(argv)
+
+        async def go(conn: asyncssh.SSHClientConnection) -> SshLineChannel:
+            proc = await self.conn.open_process(conn, command, encoding=None)
+            pid, ticks = await _header(proc, self.node)
+            return SshLineChannel(self.conn, proc, terminator,
+                                  ProcessId(self.node, pid, ticks))
+
+        self._note_connection()
+        return self.conn.call(go, self.target.connect_timeout + 10)
+
+    def read_file(self, path: str, timeout: float = 10.0) -> bytes | None:
+        rc, out, err = self._run_bytes(["sh", "-c", _READ, "sh", path], None, timeout)
+        if rc == _MISSING:
+            return None
+        if rc != 0:
+            raise ExecutorError(f"node {self.node}: reading {path} failed: "
+                                f"{err.decode(errors='replace').strip()}")
+        return out
+
+    def copy_back(self, remote: str, local: Path, timeout: float = 600.0) -> None:
+        command = remote_command(["sh", "-c", _READ, "sh", remote])
+        part = local.with_name(local.name + ".part")
+
+        async def go(conn: asyncssh.SSHClientConnection) -> tuple[int, bytes]:
+            proc = await self.conn.open_process(conn, command, encoding=None)
+            try:
+                await _header(proc, self.node)
+                proc.stdin.write_eof()
+                with part.open("wb") as f:
+                    while chunk := await proc.stdout.read(1 << 20):
+                        f.write(chunk)
+                err = await proc.stderr.read()
+                status = await proc.wait(check=False)
+            finally:
+                proc.close()
+            return (status.exit_status if status.exit_status is not None else 255), err
+
+        self._note_connection()
+        try:
+            rc, err = self.conn.call(go, timeout)
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
+        if rc != 0:
+            part.unlink(missing_ok=True)
+            what = "no such file" if rc == _MISSING else err.decode(errors="replace").strip()
+            raise ExecutorError(f"node {self.node}: copying {remote} back failed: {what}")
+        part.replace(local)
+
+    def which(self, tools: Sequence[str]) -> dict[str, str | None]:
+        if not tools:
+            return {}
+        res = self.run(["sh", "-c", _WHICH, "sh", *tools], timeout=10)
+        lines = res.stdout.split("\n")
+        return {t: (lines[i].strip() or None) if i < len(lines) else None
+                for i, t in enumerate(tools)}
+
+    def facts(self) -> Facts:
+        from hoplab.nodes.ssh_facts import collect_facts
+        return collect_facts(self)
+
+    def counters(self, kinds: frozenset[str]) -> CounterSource:
+        from hoplab.samplers.device import DeviceCounterSource
+        return DeviceCounterSource(self.target, kinds)
+
+    # --- reboots --------------------------------------------------------------------------
+
+    def _note_connection(self) -> None:
+        """After each new connection, read the device's uptime and boot id once."""
+        if self.conn.connects == self._seen_connects and self._boot is not None:
+            return
+        self.check_rebooted()
+        self._seen_connects = self.conn.connects
+
+    def check_rebooted(self) -> bool:
+        """Whether the device rebooted since hoplab last looked (uptime went back or the
+        boot id changed); counted in `reboots`."""
+        rc, out, _ = self._run_bytes_raw(["sh", "-c", _BOOT])
+        fields = out.decode().split()
+        if rc != 0 or not fields:
+            return False
+        uptime = float(fields[0])
+        boot = fields[1] if len(fields) > 1 else ""
+        prev = self._boot
+        self._boot = (uptime, boot)
+        if prev is None:
+            return False
+        rebooted = uptime < prev[0] or (bool(boot) and bool(prev[1]) and boot != prev[1])
+        if rebooted:
+            self.reboots += 1
+        return rebooted
+
+    def _run_bytes_raw(self, argv: Sequence[str]) -> tuple[int, bytes, bytes]:
+        command = remote_command(argv)
+
+        async def go(conn: asyncssh.SSHClientConnection) -> tuple[int, bytes, bytes]:
+            proc = await self.conn.open_process(conn, command, encoding=None)
+            try:
+                await _header(proc, self.node)
+                proc.stdin.write_eof()
+                out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
+                status = await proc.wait(check=False)
+            finally:
+                proc.close()
+            return (status.exit_status if status.exit_status is not None else 255), out, err
+
+        return self.conn.call(go, 10)
+
+    def uptime(self) -> float | None:
+        """The device's uptime as last read (s)."""
+        return self._boot[0] if self._boot else None
+
+    def close(self) -> None:
+        try:
+            live = [(p.ident.pid, p.ident.start_ticks) for p in self._procs.values()
+                    if p.poll() is None or p.lost]
+            if live:
+                with contextlib.suppress(ExecutorError, TimeoutError):
+                    stop_pairs(self, live, 2.0)
+        finally:
+            self._procs.clear()
+            self.conn.close()
+
+
+def stop_pairs(ex: SshExecutor, pairs: Sequence[tuple[int, int]], grace: float) -> None:
+    """SIGTERM the (pid, start ticks) still alive, SIGKILL those left after `grace` s."""
+    alive = ex._signal_checked(_signal.SIGTERM, pairs, 10)
+    deadline = time.monotonic() + grace
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = ex._signal_checked(0, sorted(alive), 10)
+    if alive:
+        ex._signal_checked(_signal.SIGKILL, sorted(alive), 10)
+        deadline = time.monotonic() + 5
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = ex._signal_checked(0, sorted(alive), 10)
+    if alive:
+        raise ExecutorError(f"node {ex.node}: processes survive SIGKILL: "
+                            f"{sorted(p for p, _ in alive)}")
+
+
+def stop_recorded(target: SshTarget, idents: Sequence[ProcessId], grace: float = 2.0) -> None:
+    """Stop processes recorded in a state file after a crash (`hoplab clean`): connect
+    again and stop each PID whose start ticks still match. Raises ExecutorError when the
+    device cannot be reached."""
+    pairs = [(i.pid, i.start_ticks) for i in idents if i.node == target.node]
+    if not pairs:
+        return
+    ex = SshExecutor(target)
+    try:
+        stop_pairs(ex, pairs, grace)
+    finally:
+        ex.close()

@@ -1,0 +1,189 @@
+"""What a device is, read over SSH in one command with BusyBox ash alone.
+
+One script prints sections ("@@@ NAME" lines) that `parse_facts` turns into Facts:
+model (/tmp/sysinfo/model as OpenWrt writes it, else /proc/device-tree/model),
+firmware (/etc/openwrt_release, else /etc/os-release), kernel, CPU, uptime and boot
+id, sysctls (hoplab.run.metadata.SYSCTLS), drivers and offloads (ethtool -i / -k, when
+ethtool is installed), qdiscs (tc, when installed) and tool versions. Whatever the
+device cannot tell is named in `missing` with the reason and the package to install.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hoplab.nodes.executor import Facts
+from hoplab.nodes.ssh_quote import SH_WHICH
+from hoplab.samplers.tc_text import parse_tc_text
+
+if TYPE_CHECKING:
+    from hoplab.nodes.executor import Executor
+
+# (tool, argv after the tool that prints its version, OpenWrt package, Debian package)
+TOOLS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
+    ("iperf3", ("--version",), "iperf3", "iperf3"),
+    ("irtt", ("version",), "irtt", "irtt"),
+    ("perf", ("--version",), "perf", "linux-perf"),
+    ("tc", ("-V",), "tc-tiny or tc-full", "iproute2"),
+    ("ethtool", ("--version",), "ethtool", "ethtool"),
+    ("ping", ("-V",), "iputils-ping (or BusyBox's ping)", "iputils-ping"),
+)
+
+_SCRIPT = r'''s() { echo "@@@ $*"; }
+has() { w "$1" >/dev/null; }
+s model; cat /tmp/sysinfo/model 2>/dev/null || cat /proc/device-tree/model 2>/dev/null
+s openwrt_release; cat /etc/openwrt_release 2>/dev/null
+s os_release; cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null
+s uname; uname -r; uname -v; uname -m
+s cpuinfo; cat /proc/cpuinfo
+s uptime; cat /proc/uptime
+s boot_id; cat /proc/sys/kernel/random/boot_id 2>/dev/null
+for k in $SYSCTLS; do
+  s sysctl "$k"; p=$(echo "$k" | tr . /); cat /proc/sys/"$p" 2>/dev/null
+done
+s ifaces; for i in /sys/class/net/*; do echo "${i##*/}"; done
+if has ethtool; then
+  for i in /sys/class/net/*; do
+    n=${i##*/}; [ "$n" = lo ] && continue
+    s ethtool_i "$n"; ethtool -i "$n" 2>&1
+    s ethtool_k "$n"; ethtool -k "$n" 2>&1
+  done
+fi
+has tc && { s tc; tc -s qdisc show 2>&1; }
+for t in $TOOLS; do
+  has "${t%%:*}" || continue
+  s tool "${t%%:*}"; "${t%%:*}" "${t#*:}" 2>&1 </dev/null
+done
+s end
+'''
+
+
+def script_argv(sysctls: tuple[str, ...]) -> list[str]:
+    tools = " ".join(f"{t}:{args[0]}" for t, args, _, _ in TOOLS)
+    return ["env", f"SYSCTLS={' '.join(sysctls)}", f"TOOLS={tools}", "sh", "-c",
+            SH_WHICH + _SCRIPT]
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    cur: list[str] | None = None
+    for line in text.split("\n"):
+        if line.startswith("@@@ "):
+            cur = out.setdefault(line[4:].strip(), [])
+        elif cur is not None:
+            cur.append(line)
+    return {k: [x for x in v if x.strip()] for k, v in out.items()}
+
+
+def _kv(lines: list[str]) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k.strip()] = v.strip().strip("'\"")
+    return out
+
+
+def _cpu(lines: list[str]) -> tuple[str | None, int]:
+    model = None
+    count = 0
+    for line in lines:
+        k, _, v = line.partition(":")
+        k = k.strip().lower()
+        if k == "processor":
+            count += 1
+            # ARM's old kernels print "Processor : ARMv7 ..." once, no per-core index.
+            if not v.strip().isdigit() and model is None:
+                model = v.strip()
+                count -= 1
+        elif k in ("model name", "cpu model", "hardware") and model is None:
+            model = v.strip()
+    return model, count
+
+
+def _offloads(lines: list[str]) -> dict[str, str]:
+    out = {}
+    for line in lines[1:]:
+        k, sep, v = line.strip().partition(":")
+        if sep and v.split():
+            out[k.strip()] = v.split()[0]
+    return out
+
+
+def parse_facts(text: str, sysctls: tuple[str, ...]) -> Facts:
+    sec = _sections(text)
+    f = Facts()
+    v, miss = f.values, f.missing
+    if "end" not in sec:
+        miss["facts"] = "the facts script did not finish"
+    model = " ".join(x.replace("\0", "").strip() for x in sec.get("model", [])).strip()
+    if model:
+        v["model"] = model
+    else:
+        miss["model"] = "neither /tmp/sysinfo/model nor /proc/device-tree/model on the device"
+    owrt = _kv(sec.get("openwrt_release", []))
+    osr = _kv(sec.get("os_release", []))
+    if owrt:
+        v["firmware"] = owrt.get("DISTRIB_DESCRIPTION") or owrt.get("DISTRIB_RELEASE", "")
+        v["firmware_release"] = owrt
+    elif osr:
+        v["firmware"] = osr.get("PRETTY_NAME") or osr.get("NAME", "")
+        v["firmware_release"] = osr
+    else:
+        miss["firmware"] = "neither /etc/openwrt_release nor /etc/os-release on the device"
+    uname = sec.get("uname", [])
+    if len(uname) >= 3:
+        v["kernel"], v["kernel_build"], v["machine"] = uname[0], uname[1], uname[2]
+    else:
+        miss["kernel"] = "uname failed on the device"
+    cpu_model, cpus = _cpu(sec.get("cpuinfo", []))
+    if cpu_model:
+        v["cpu_model"] = cpu_model
+    else:
+        miss["cpu_model"] = "/proc/cpuinfo names no model"
+    v["cpus"] = max(cpus, 1)
+    up = sec.get("uptime", [])
+    if up:
+        v["uptime_s"] = float(up[0].split()[0])
+    if sec.get("boot_id"):
+        v["boot_id"] = sec["boot_id"][0].strip()
+    v["sysctls"] = {k: " ".join(" ".join(sec[f"sysctl {k}"]).split())
+                    for k in sysctls if sec.get(f"sysctl {k}")}
+    for k in sysctls:
+        if not sec.get(f"sysctl {k}"):
+            miss[f"sysctl {k}"] = "not in /proc/sys on the device"
+    ifaces = [i for i in sec.get("ifaces", []) if i != "lo"]
+    v["interfaces"] = ifaces
+    if any(k.startswith("ethtool_i ") for k in sec):
+        v["drivers"] = {i: _kv([x.replace(": ", "=", 1) for x in sec.get(f"ethtool_i {i}", [])])
+                        for i in ifaces}
+        v["offloads"] = {i: _offloads(sec.get(f"ethtool_k {i}", [])) for i in ifaces}
+    else:
+        why = "ethtool not installed on the device (OpenWrt package ethtool)"
+        miss["drivers"] = miss["offloads"] = why
+    if "tc" in sec:
+        qd: list[dict[str, Any]] = []
+        try:
+            qd = [q.__dict__ | {"key": q.key}
+                  for q in parse_tc_text("\n".join(sec["tc"]))]
+        except ValueError as e:
+            miss["qdiscs"] = f"tc output not understood: {e}"
+        v["qdiscs"] = qd
+    else:
+        miss["qdiscs"] = "tc not installed on the device (OpenWrt package tc-tiny or tc-full)"
+    tools = {}
+    for name, _, owrt_pkg, deb_pkg in TOOLS:
+        out = sec.get(f"tool {name}")
+        if out:
+            tools[name] = out[0].strip()
+        else:
+            miss[f"tool {name}"] = (f"not installed (OpenWrt package {owrt_pkg}, Debian "
+                                    f"package {deb_pkg})")
+    v["tools"] = tools
+    return f
+
+
+def collect_facts(ex: Executor, timeout: float = 30.0) -> Facts:
+    from hoplab.run.metadata import SYSCTLS
+    res = ex.run(script_argv(SYSCTLS), timeout=timeout)
+    return parse_facts(res.stdout, SYSCTLS)
