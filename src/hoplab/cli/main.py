@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plot": ("plot", "draw stored runs (PNG, SVG, PDF)"),
     "import": ("import_", "load iperf3 JSON outputs and Flent data files as runs"),
     "export": ("export", "write one run as JSON or CSV"),
+    "bisect": ("bisect", "find the commit that changed a figure (git bisect that knows noise)"),
 }
 
 
