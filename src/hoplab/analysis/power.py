@@ -44,12 +44,12 @@ class Power:
     def describe(self) -> str:
         """One sentence for a "cannot tell" message."""
         if math.isinf(self.detectable):
-            text = (f"{self.n_a} vs {self.n_b} repetitions cannot reach p < {self.alpha:g} "
+            text = (f"{self.n_a} vs {self.n_b} repetitions cannot reach p < {self.alpha:.2g} "
                     "whatever the change")
         else:
             text = (f"smallest change detectable with {self.n_a} vs {self.n_b} repetitions "
                     f"at {self.cv * 100:.1f} % noise: {self.detectable * 100:.1f} % "
-                    f"({self.power * 100:.0f} % power, p < {self.alpha:g})")
+                    f"({self.power * 100:.0f} % power, p < {self.alpha:.2g})")
         if self.change is not None:
             need = (f"{self.needed} repetitions per side" if self.needed is not None
                     else f"more than {_MAX_REPETITIONS} repetitions per side")
@@ -83,7 +83,12 @@ def _t_power(change: float, cv: float, n_a: float, n_b: float, alpha: float) -> 
     dof = max(n_a + n_b - 2, 1.0)
     ncp = change / (cv * math.sqrt(1 / n_a + 1 / n_b))
     crit = float(stats.t.ppf(1 - alpha / 2, dof))
-    return float(stats.nct.sf(crit, dof, ncp) + stats.nct.cdf(-crit, dof, ncp))
+    exact = float(stats.nct.sf(crit, dof, ncp) + stats.nct.cdf(-crit, dof, ncp))
+    if math.isfinite(exact):
+        return exact
+    # scipy's noncentral t gives NaN for some large ncp and dof; there the normal
+    # approximation of the noncentral t (Johnson and Welch) is within 0.01 of it.
+    return float(stats.norm.sf((crit - ncp) / math.sqrt(1 + crit**2 / (2 * dof))))
 
 
 def achieved_power(change: float, cv: float, n_a: int, n_b: int, alpha: float) -> float:

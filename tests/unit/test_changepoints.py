@@ -1,0 +1,126 @@
+"""Change points on synthetic series with known answers (issue 12)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hoplab.analysis.changepoints import (
+    benjamini_hochberg,
+    detect,
+    detect_many,
+    locate,
+)
+
+STEPS = [(20, 25.0), (40, -15.0), (60, -49.0), (80, 10.0)]
+SMALL = (100, -5.0)
+
+
+def _series(seed: int, n: int, steps: list[tuple[int, float]], cv: float = 0.05,
+            reps: int = 3) -> list[list[float]]:
+    rng = np.random.default_rng(seed)
+    level = np.full(n, 100.0)
+    for at, pct in steps:
+        level[at:] *= 1 + pct / 100
+    return [list(rng.normal(x, x * cv, reps)) for x in level]
+
+
+def test_four_steps_found_at_their_exact_places_with_their_sizes():
+    found = detect(_series(1, 120, [*STEPS, SMALL]), change=-0.05)
+    cps = {cp.index: cp for cp in found.change_points}
+    for at, pct in STEPS:
+        assert at in cps, f"step {pct:+} % at {at} not found: {sorted(cps)}"
+        cp = cps[at]
+        # The change is measured between the neighbouring change points only.
+        assert cp.change_pct == pytest.approx(pct, abs=3.0)
+        assert cp.ci_pct[0] < pct < cp.ci_pct[1]
+        assert cp.ci_pct[1] - cp.ci_pct[0] < 8
+        assert cp.p < 1e-6
+    assert cps[60].median_before == pytest.approx(100 * 1.25 * 0.85, rel=0.03)
+    assert cps[60].median_after == pytest.approx(100 * 1.25 * 0.85 * 0.51, rel=0.03)
+
+
+def test_the_small_step_is_found_or_said_to_be_below_detection():
+    found = detect(_series(1, 120, [*STEPS, SMALL]), change=-0.05)
+    extra = [cp for cp in found.change_points if cp.index not in dict(STEPS)]
+    power = found.power
+    assert power is not None
+    assert found.cv == pytest.approx(0.05, rel=0.1)
+    if extra:
+        (cp,) = extra
+        assert abs(cp.index - SMALL[0]) <= 2
+        assert cp.change_pct == pytest.approx(-5, abs=2)
+    else:
+        assert power.detectable > 0.05
+    # The figure itself: a 3-repetition series detects 4.5-5 % between 20-value stretches.
+    assert 0.044 < power.detectable < 0.05
+    assert power.needed is not None and power.needed <= 60
+
+
+def _hit_rate(step: float, trials: int) -> float:
+    hits = 0
+    for seed in range(trials):
+        cuts = locate(_series(5000 + seed, 40, [(20, -step * 100)]))
+        hits += any(abs(c - 20) <= 2 for c in cuts)
+    return hits / trials
+
+
+@pytest.mark.slow
+def test_power_figure_agrees_with_simulating_the_detector():
+    power = detect(_series(1, 120, []), change=-0.05).power
+    assert power is not None
+    # At the detectable size the detector finds the step 80 % of the time; at 70 % of
+    # it, far less often.
+    assert _hit_rate(power.detectable, 150) == pytest.approx(0.8, abs=0.08)
+    assert _hit_rate(power.detectable * 0.7, 150) < 0.5
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_pure_noise_gives_at_most_one_false_change_point_in_1000_values(seed):
+    assert len(locate(_series(seed, 1000, []))) <= 1
+
+
+def test_heavy_tailed_noise_gives_no_false_change_point():
+    rng = np.random.default_rng(4)
+    values = [list(100 + 3 * rng.standard_t(3, 3)) for _ in range(500)]
+    assert locate(values) == []
+
+
+def test_appending_values_never_moves_an_earlier_change_point():
+    values = _series(2, 120, [*STEPS, SMALL])
+    full = locate(values)
+    for n in range(10, 121, 7):
+        assert full[:len(locate(values[:n]))] == locate(values[:n])
+    # A new step after the old ones adds a change point and leaves the rest alone.
+    more = values + _series(3, 30, [(0, 40.0)])
+    assert locate(more)[:len(full)] == full
+
+
+def test_uneven_repetitions_and_single_values_are_used():
+    rng = np.random.default_rng(6)
+    values = [list(rng.normal(100 if i < 30 else 80, 4, 1 + i % 4)) for i in range(60)]
+    assert locate(values) == [30]
+
+
+def test_constant_values_have_no_change_point_and_an_empty_value_is_refused():
+    assert locate([[5.0, 5.0]] * 30) == []
+    with pytest.raises(ValueError, match="at least one repetition"):
+        detect([[1.0], []])
+
+
+def test_benjamini_hochberg_keeps_what_the_step_up_rule_keeps():
+    # Sorted p: 0.001 <= 0.05*1/5, 0.008 <= 0.02, 0.039 > 0.03, 0.041 > 0.04, 0.2 > 0.05;
+    # the largest rank passing is 2.
+    assert benjamini_hochberg([0.041, 0.001, 0.2, 0.008, 0.039], 0.05) == [
+        False, True, False, True, False]
+    # Step-up: rank 3 passes (0.03 <= 0.03) and carries rank 2 (0.025 > 0.02) with it.
+    assert benjamini_hochberg([0.001, 0.025, 0.03], 0.05) == [True, True, True]
+
+
+def test_detect_many_drops_change_points_that_fail_across_metrics():
+    strong = _series(7, 60, [(30, 30.0)])
+    found = detect_many({"a": strong, "b": _series(8, 60, [])})
+    assert [cp.index for cp in found["a"].change_points] == [30]
+    assert found["b"].change_points == ()
+    loose = detect_many({"a": strong}, level=1e-300)
+    assert loose["a"].change_points == ()
