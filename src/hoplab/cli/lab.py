@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("file")
     up.add_argument("--name", help="lab name (default: the file's name key)")
     up.add_argument("--json", action="store_true", help="machine-readable output")
+    up.add_argument("--accept-new-host-keys", action="store_true",
+                    help="trust a device's SSH host key the first time it is seen (it is "
+                         "then pinned in known_hosts); a changed key is still refused")
     up.set_defaults(func=run_up, needs_root=True)
 
     st = lsub.add_parser("status", help="labs that are up, their nodes and links")
@@ -56,6 +59,10 @@ def run_up(args: argparse.Namespace) -> int:
     from hoplab.spec import load_lab
 
     lab = load_lab(args.file, name=args.name)
+    if args.accept_new_host_keys:
+        import dataclasses
+
+        lab = dataclasses.replace(lab, accept_new_host_keys=True)
     console = Console(stderr=args.json)
     with console.status(f"building lab {lab.name}") as spinner:
         result = build.up(lab, progress=lambda s: spinner.update(f"building lab {lab.name}: {s}"))
@@ -116,7 +123,8 @@ def run_status(args: argparse.Namespace) -> int:
                       f"{len(lab['nodes'])} nodes, {len(lab['links'])} links, "
                       f"{len(lab['processes'])} processes")
         table = Table()
-        for col in ("link", "between", "a->b", "b->a", "state"):
+        for col in ("link", "between", "a->b", "b->a", "emulator", "queue a->b", "queue b->a",
+                    "state"):
             table.add_column(col)
         nodes = lab["nodes"]
         for link in lab["links"][:200]:
@@ -131,7 +139,8 @@ def run_status(args: argparse.Namespace) -> int:
                 state = f"{state} (wire)" if link["wire"]["running"] else "down (wire stopped)"
             wg = " (wireguard)" if link["wireguard"] else ""
             table.add_row(str(link["index"]), f"{a} <-> {b}{wg}", _fmt_rate(link["forward"]),
-                          _fmt_rate(link["reverse"]), state)
+                          _fmt_rate(link["reverse"]), link.get("emulator", "-"),
+                          link.get("forward_queue", "-"), link.get("reverse_queue", "-"), state)
         console.print(table)
         for problem in lab["problems"]:
             console.print(f"[red]problem:[/] {problem}")
@@ -154,9 +163,11 @@ def run_exec(args: argparse.Namespace) -> int:
     spaces = where.node_namespaces(args.lab)
     if spaces is None:
         raise UsageError(f"no lab named {args.lab!r} is up (see hoplab lab status)")
-    ns = spaces.get(args.node)
-    if ns is None:
+    if args.node not in spaces:
         raise UsageError(f"lab {args.lab} has no node {args.node!r} (nodes: {', '.join(spaces)})")
+    ns = spaces[args.node]
+    if ns == "None":  # a device: its commands run over SSH, not in a namespace here
+        raise UsageError(f"node {args.node} of lab {args.lab} is a device; reach it with ssh")
     if not where.netns_exists(ns):
         raise UsageError(f"node {args.node} of lab {args.lab} is gone; run hoplab clean")
     sys.stdout.flush()

@@ -28,6 +28,10 @@ def lab_status(state: LabState, *, links: bool = True) -> dict[str, Any]:
     problems: list[str] = []
     for name, info in nodes.items():
         ns = info["netns"]
+        if info.get("kind") == "ssh":
+            # A device: status does not connect to it; its interfaces are its own.
+            out_nodes[name] = {**info, "present": True, "link_state": {}}
+            continue
         present = netns.exists(ns)
         ifstate = _links_state(ns) if present and links else {}
         if not present:
@@ -38,8 +42,9 @@ def lab_status(state: LabState, *, links: bool = True) -> dict[str, Any]:
             if links and present and st not in ("up", "unknown"):
                 problems.append(f"{name}/{iface['name']} is {st}")
         out_nodes[name] = {**info, "present": present, "link_state": ifstate}
+    devices = {n for n, info in nodes.items() if info.get("kind") == "ssh"}
     procs = [{"pid": p.pid, "node": p.node, "role": p.role, "alive": p.alive()}
-             for p in state.processes]
+             for p in state.processes if p.node not in devices]
     problems += [f"{p['role']} on {p['node']} (pid {p['pid']}) is not running"
                  for p in procs if not p["alive"]]
     link_rows = [dict(lk) for lk in state.summary.get("links", [])]

@@ -48,6 +48,8 @@ class Direction:
     reorder: bool | None = None
     # A mahimahi trace of delivery opportunities (absolute path), instead of a rate.
     trace: str | None = None
+    # The qdisc's options, tc's names, sorted (see hoplab.spec.qdisc_options).
+    qdisc_options: tuple[tuple[str, str | int | float | bool], ...] = ()
 
     def needs_netem(self) -> bool:
         """Impairments beyond rate and queue: netem's, or the wire's."""

@@ -1,0 +1,65 @@
+"""The examples in examples/devices/, as written, pointed at emulated devices.
+
+A test cables emulated devices (tests.helpers.devices) as a person cables real
+ones, configures them as their own admin would (addresses, forwarding), and
+loads an example with only what differs on this machine replaced: each `ssh`
+destination by the emulated device's, the key and known_hosts by the farm's, and
+each host NIC name by one of this test's.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+
+from tests.helpers.devices import Device, Farm
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "devices"
+_SSH = re.compile(r'^ssh = "([^"]+)".*$', re.M)
+_SSH_OPTIONS = re.compile(r"^ssh_options = .*\n", re.M)
+
+
+def adapt(text: str, devices: Mapping[str, Device], nics: Mapping[str, str] | None = None
+          ) -> str:
+    """`text` with each `ssh = "DEST"` whose DEST is a key of `devices` pointed at that
+    device (its address, the farm's key and known_hosts) and each NIC renamed."""
+    text = _SSH_OPTIONS.sub("", text)
+
+    def ssh(m: re.Match[str]) -> str:
+        dev = devices[m.group(1)]
+        return (f'ssh = "root@{dev.address}"\n'
+                f'ssh_options = {{ identity = "{dev.farm.identity}", '
+                f'known_hosts = "{dev.farm.known_hosts}" }}')
+
+    text = _SSH.sub(ssh, text)
+    for old, new in (nics or {}).items():
+        text = re.sub(rf'"{re.escape(old)}"', f'"{new}"', text)
+    return text
+
+
+def nic_names(*roles: str) -> dict[str, str]:
+    """Fresh host NIC names (the kernel allows 15 bytes), one per role."""
+    token = secrets.token_hex(2)
+    return {role: f"hlc{token}{k}" for k, role in enumerate(roles)}
+
+
+def cable_router(farm: Farm, nics: Mapping[str, str], kind: str = "linux-board") -> Device:
+    """Seed 002's router under test: two ports, rt0 on 192.168.10.1/24 cabled to
+    nics["hl-c0"] and rt1 on 192.168.20.1/24 cabled to nics["hl-s0"], forwarding, as
+    its own configuration has it; the host ends are left down, as a free NIC is."""
+    router = farm.add(kind)  # type: ignore[arg-type]
+    for port, nic, addr in (("rt0", nics["hl-c0"], "192.168.10.1/24"),
+                            ("rt1", nics["hl-s0"], "192.168.20.1/24")):
+        router.cable(port, nic)
+        configure(router, ["ip", "addr", "add", addr, "dev", port],
+                  ["ip", "link", "set", port, "up"])
+    configure(router, ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+    return router
+
+
+def configure(dev: Device, *commands: list[str]) -> None:
+    for argv in commands:
+        done = dev.exec(*argv)
+        assert done.returncode == 0, f"{dev.name}: {argv}: {done.stderr}"

@@ -1,0 +1,225 @@
+"""Labs with devices, through the CLI as a person types it: examples/devices/router-dut.toml
+against an emulated router; bad input refused before anything is touched; what a lab
+changes on a device put back by lab down and by clean after a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.device_labs import EXAMPLES, adapt, cable_router, configure, nic_names
+from tests.helpers.devices import Device, Farm, farm
+from tests.helpers.lab import hoplab, namespaces
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture(scope="module")
+def devices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
+    with farm(tmp_path_factory.mktemp("farm")) as f:
+        yield f
+
+
+def _sysfs(nic: str, name: str) -> str | None:
+    try:
+        return (Path("/sys/class/net") / nic / name).read_text().strip()
+    except OSError:
+        return None
+
+
+def _dut(devices: Farm, tmp_path: Path, lab_name: str, extra: str = ""
+         ) -> tuple[Path, Device, dict[str, str]]:
+    nics = nic_names("hl-c0", "hl-s0")
+    router = cable_router(devices, nics)
+    text = adapt((EXAMPLES / "router-dut.toml").read_text(), {"root@10.99.0.2": router}, nics)
+    text = text.replace('name = "dut"', f'name = "{lab_name}"')
+    if extra:
+        text = text.replace("[[links]]", extra + "\n[[links]]", 1)
+    path = tmp_path / "router-dut.toml"
+    path.write_text(text)
+    return path, router, nics
+
+
+def _global_addrs(dev: Device) -> list[str]:
+    return [line.split()[3] for line in dev.exec("ip", "-o", "addr", "show").stdout.splitlines()
+            if "scope global" in line]
+
+
+def _read(dev: Device, path: str) -> str:
+    got = dev.exec("cat", path)
+    assert got.returncode == 0, got.stderr
+    return got.stdout.strip()
+
+
+def test_router_dut_up_and_down_as_written(devices: Farm, tmp_path: Path,
+                                           lab_name: str) -> None:
+    path, router, nics = _dut(devices, tmp_path, lab_name)
+    before = _global_addrs(router)
+    up = hoplab("lab", "up", str(path), "--json")
+    assert up.returncode == 0, up.stderr
+    summary = json.loads(up.stdout)
+    assert summary["nodes"]["router"]["kind"] == "ssh"
+    # The device's own interfaces, found by their addresses.
+    assert [i["name"] for i in summary["nodes"]["router"]["interfaces"]] == ["rt0", "rt1"]
+    client_ns = f"hoplab-{lab_name}-client"
+    # The host NICs live in the ends' namespaces for the lab's life...
+    assert _sysfs(nics["hl-c0"], "ifindex") is None
+    inside = subprocess.run(["ip", "-n", client_ns, "-o", "addr", "show", "dev",
+                             nics["hl-c0"]], capture_output=True, text=True, check=True)
+    assert "192.168.10.2/24" in inside.stdout
+    # ...routed through the device's addresses: the client reaches the server over it.
+    route = subprocess.run(["ip", "-n", client_ns, "route", "get", "192.168.20.2"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "via 192.168.10.1" in route
+    ping = hoplab("lab", "exec", lab_name, "client", "--", "ping", "-c2", "-W2", "server")
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+    # Nothing was configured on the device.
+    assert _global_addrs(router) == before
+    down = hoplab("lab", "down", lab_name)
+    assert down.returncode == 0, down.stderr
+    # ...and come back, down as they were, with no address.
+    for nic in nics.values():
+        assert _sysfs(nic, "ifindex") is not None, f"{nic} did not come back"
+        assert int(_sysfs(nic, "flags") or "0", 16) & 1 == 0
+    assert not any(n.startswith(f"hoplab-{lab_name}-") for n in namespaces())
+
+
+SETTINGS = '''sysctls = { "net.ipv4.tcp_ecn" = 1, "net.core.somaxconn" = 1234 }
+offloads = { gro = false }
+setup = [["ip", "route", "add", "198.51.100.0/24", "dev", "rt0"]]
+teardown = [["ip", "route", "del", "198.51.100.0/24", "dev", "rt0"]]
+'''
+
+
+def _settings(router: Device) -> tuple[str, str, str, str]:
+    gro = " ".join(router.exec("ethtool", "-k", "rt0").stdout.split("generic-receive-offload:")
+                   [1].split()[:1])
+    mark = "yes" if router.exec("ip", "route", "show", "198.51.100.0/24").stdout.strip() \
+        else "no"
+    return (_read(router, "/proc/sys/net/ipv4/tcp_ecn"),
+            _read(router, "/proc/sys/net/core/somaxconn"), gro, mark)
+
+
+def _with_settings(path: Path) -> None:
+    text = path.read_text()
+    head, tail = text.split("[[links]]", 1)
+    path.write_text(head.rstrip() + "\n" + SETTINGS + "\n[[links]]" + tail)
+
+
+def test_device_settings_are_applied_and_put_back(devices: Farm, tmp_path: Path,
+                                                  lab_name: str) -> None:
+    path, router, _ = _dut(devices, tmp_path, lab_name)
+    configure(router, ["ethtool", "-K", "rt0", "gro", "on"],
+              ["sysctl", "-qw", "net.ipv4.tcp_ecn=2"])
+    before = _settings(router)
+    assert before[2:] == ("on", "no")
+    _with_settings(path)
+    up = hoplab("lab", "up", str(path))
+    assert up.returncode == 0, up.stderr
+    assert _settings(router) == ("1", "1234", "off", "yes")
+    state = json.loads(Path(f"/run/hoplab/labs/{lab_name}.json").read_text())
+    assert state["devices"]["router"]["sysctls"] == [["net.ipv4.tcp_ecn", "2"],
+                                                     ["net.core.somaxconn", before[1]]]
+    down = hoplab("lab", "down", lab_name)
+    assert down.returncode == 0 and "warning" not in down.stderr, down.stderr
+    assert _settings(router) == before
+
+
+def test_clean_after_sigkill_puts_the_device_and_nics_back(devices: Farm, tmp_path: Path,
+                                                          lab_name: str) -> None:
+    path, router, nics = _dut(devices, tmp_path, lab_name)
+    configure(router, ["ethtool", "-K", "rt0", "gro", "on"],
+              ["sysctl", "-qw", "net.ipv4.tcp_ecn=2"])
+    before = _settings(router)
+    _with_settings(path)
+    # A process that builds the lab, then holds it (as `hoplab run` does) until killed.
+    script = ("import sys, time\nfrom hoplab.lab import build\nfrom hoplab.spec import load_lab\n"
+              "build.up(load_lab(sys.argv[1]))\nprint('up', flush=True)\ntime.sleep(600)\n")
+    with subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE,
+                          text=True) as owner:
+        try:
+            assert owner.stdout is not None and owner.stdout.readline().strip() == "up"
+            assert _settings(router) == ("1", "1234", "off", "yes")
+        finally:
+            os.kill(owner.pid, signal.SIGKILL)
+            owner.wait()
+    clean = hoplab("clean", lab_name)
+    assert clean.returncode == 0, clean.stderr
+    assert _settings(router) == before
+    for nic in nics.values():
+        assert _sysfs(nic, "ifindex") is not None, f"{nic} did not come back"
+    assert not any(n.startswith(f"hoplab-{lab_name}-") for n in namespaces())
+    assert not Path(f"/run/hoplab/labs/{lab_name}.json").exists()
+
+
+def _line(path: Path, needle: str) -> int:
+    return next(k for k, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def _refused(path: Path, *want: str) -> str:
+    t0 = time.monotonic()
+    got = hoplab("lab", "up", str(path))
+    assert got.returncode == 2, (got.stdout, got.stderr)
+    for w in want:
+        assert w in got.stderr, got.stderr
+    assert time.monotonic() - t0 < 30
+    return got.stderr
+
+
+def _untouched(lab_name: str, nics: dict[str, str]) -> None:
+    assert not any(n.startswith(f"hoplab-{lab_name}-") for n in namespaces())
+    assert not Path(f"/run/hoplab/labs/{lab_name}.json").exists()
+    for nic in nics.values():
+        assert _sysfs(nic, "ifindex") is not None
+
+
+def test_bad_input_is_refused_before_anything_is_touched(devices: Farm, tmp_path: Path,
+                                                         lab_name: str) -> None:
+    path, router, nics = _dut(devices, tmp_path, lab_name)
+    good = path.read_text()
+    # A NIC that does not exist.
+    path.write_text(good.replace(nics["hl-c0"], "hlnosuch0"))
+    _refused(path, f"{path}:{_line(path, 'attach = { client')}: links[0].attach.client: no network interface 'hlnosuch0'")
+    # A NIC that is up with an address in use.
+    subprocess.run(["ip", "addr", "add", "10.254.77.1/24", "dev", nics["hl-s0"]], check=True)
+    subprocess.run(["ip", "link", "set", nics["hl-s0"], "up"], check=True)
+    try:
+        path.write_text(good)
+        _refused(path, f"{path}:{_line(path, 'attach = { server')}: links[1].attach.server: {nics['hl-s0']} is up with "
+                       "addresses in use (10.254.77.1/24)")
+    finally:
+        subprocess.run(["ip", "addr", "flush", "dev", nics["hl-s0"]], check=True)
+        subprocess.run(["ip", "link", "set", nics["hl-s0"], "down"], check=True)
+    # An address the device does not have.
+    path.write_text(good.replace('router = "192.168.20.1"', 'router = "192.168.20.9"'))
+    _refused(path, f"{path}:{_line(path, '192.168.20.9')}: links[1].addresses.router: 192.168.20.9 is not an address "
+                   "of device router (it has: ")
+    # Unreachable (nothing listens on that port) and unauthenticated (a key it does not know).
+    path.write_text(good.replace("ssh_options = {", "ssh_options = { port = 2,"))
+    err = _refused(path, f"{path}:{_line(path, 'ssh = ')}: nodes.router.ssh: device router "
+                         f"(root@{router.address}): ")
+    assert "keys" not in err and "refused" in err.lower(), err
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)],
+                   check=True)
+    path.write_text(good.replace(str(devices.identity), str(stranger)))
+    err = _refused(path, f"{path}:{_line(path, 'ssh = ')}: nodes.router.ssh: device router")
+    assert "refused our keys" in err, err
+    _untouched(lab_name, nics)
+    # A tool the lab needs that the device lacks: an OpenWrt-like router has no ethtool.
+    owrt_nics = nic_names("hl-c0", "hl-s0")
+    owrt = cable_router(devices, owrt_nics, kind="openwrt-like")
+    text = adapt((EXAMPLES / "router-dut.toml").read_text(), {"root@10.99.0.2": owrt},
+                 owrt_nics).replace('name = "dut"', f'name = "{lab_name}"')
+    path.write_text(text.replace("[[links]]", "offloads = { gro = false }\n[[links]]", 1))
+    _refused(path, "nodes.router.ssh: device router lacks ethtool, which this lab needs: "
+                   "opkg install ethtool (OpenWrt) or apt-get install ethtool")
+    _untouched(lab_name, owrt_nics)
