@@ -187,20 +187,23 @@ def test_bad_input_is_refused_before_anything_is_touched(devices: Farm, tmp_path
     good = path.read_text()
     # A NIC that does not exist.
     path.write_text(good.replace(nics["hl-c0"], "hlnosuch0"))
-    _refused(path, f"{path}:{_line(path, 'attach = { client')}: links[0].attach.client: no network interface 'hlnosuch0'")
+    at = _line(path, "attach = { client")
+    _refused(path, f"{path}:{at}: links[0].attach.client: no network interface 'hlnosuch0'")
     # A NIC that is up with an address in use.
     subprocess.run(["ip", "addr", "add", "10.254.77.1/24", "dev", nics["hl-s0"]], check=True)
     subprocess.run(["ip", "link", "set", nics["hl-s0"], "up"], check=True)
     try:
         path.write_text(good)
-        _refused(path, f"{path}:{_line(path, 'attach = { server')}: links[1].attach.server: {nics['hl-s0']} is up with "
+        at = _line(path, "attach = { server")
+        _refused(path, f"{path}:{at}: links[1].attach.server: {nics['hl-s0']} is up with "
                        "addresses in use (10.254.77.1/24)")
     finally:
         subprocess.run(["ip", "addr", "flush", "dev", nics["hl-s0"]], check=True)
         subprocess.run(["ip", "link", "set", nics["hl-s0"], "down"], check=True)
     # An address the device does not have.
     path.write_text(good.replace('router = "192.168.20.1"', 'router = "192.168.20.9"'))
-    _refused(path, f"{path}:{_line(path, '192.168.20.9')}: links[1].addresses.router: 192.168.20.9 is not an address "
+    at = _line(path, "192.168.20.9")
+    _refused(path, f"{path}:{at}: links[1].addresses.router: 192.168.20.9 is not an address "
                    "of device router (it has: ")
     # Unreachable (nothing listens on that port) and unauthenticated (a key it does not know).
     path.write_text(good.replace("ssh_options = {", "ssh_options = { port = 2,"))
