@@ -154,3 +154,15 @@ def test_runs_measured_differently_are_refused() -> None:
     b = side([90.0] * 5, start_id=6, measurement_version=MEASUREMENT_VERSION - 1)
     with pytest.raises(UsageError, match="measurement versions"):
         judge_runs(a, b, "goodput", bound=0.1)
+
+
+def test_a_drift_smaller_than_the_bound_is_same_though_the_rank_test_sees_it() -> None:
+    # Measured in the lab (tests/lab/test_bisect.py): the bad commit at 76.9 Mbit/s
+    # and the first bad commit at 77.0, each 5 runs with 0.3 % noise. Five runs a side
+    # without overlap give p = 0.0079 < 0.01, but the change is +0.2 % against a bound
+    # of +-12.4 % (half the 20 % step): the same level.
+    bad = [76.85, 76.90, 76.88, 76.92, 76.87]
+    commit = [77.02, 77.05, 77.00, 77.08, 77.03]
+    v = judge(bad, commit, 2 / 252, bound=0.124)
+    assert v.verdict == "same"
+    assert judge(bad, commit, 2 / 252, bound=None).verdict == "different"
