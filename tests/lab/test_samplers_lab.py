@@ -11,6 +11,7 @@ import pytest
 from pyroute2 import IPRoute
 
 from hoplab.lab.netns import entered
+from hoplab.nodes.netns_exec import NetnsExecutor
 from hoplab.record import Series
 from hoplab.samplers import Samplers, Target, counter_delta
 from hoplab.samplers.qdisc import QdiscStats, from_netlink, parse_tc_json
@@ -25,7 +26,7 @@ HEADER_BYTES = 66
 
 
 def target(up: UpLab, node: str, kinds: frozenset[str] = ALL) -> Target:
-    return Target(node, up.ns(node), kinds)
+    return Target(node, NetnsExecutor(node, up.ns(node)), kinds)
 
 
 def find(series: list[Series], name: str, node: str | None, key: str | None) -> Series:
@@ -130,8 +131,8 @@ def test_namespace_deleted_mid_run(lab_up: LabUp) -> None:
 
 
 def test_samplers_report_a_missing_namespace() -> None:
-    smp = Samplers([Target("ghost", "hoplab-nosuchlab-ghost", ALL)], cpu=False,
-                   clock_zero=time.time())
+    ghost = NetnsExecutor("ghost", "hoplab-nosuchlab-ghost")
+    smp = Samplers([Target("ghost", ghost, ALL)], cpu=False, clock_zero=time.time())
     smp.start()
     assert smp.stop() == []
     assert smp.errors and "does not exist" in smp.errors[0]

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from hoplab.nodes.netns_exec import written_by
 from hoplab.run.flows import Outcome
 from hoplab.run.outcome import REPORT_DELAY_S, _bulk, client_lag, clock_start
 from hoplab.run.procs import CONTROL_BYTES, DataStart, _Watcher
@@ -115,7 +117,7 @@ def _watch(script: str) -> tuple[DataStart, float]:
     with open("/dev/null", "wb") as sink:
         t = time.time()
         proc = subprocess.Popen(["sh", "-c", script], stdout=sink)
-    watcher.add(ds, proc.pid)
+    watcher.add(ds, partial(written_by, proc.pid))
     try:
         proc.wait(timeout=10)
         time.sleep(0.05)

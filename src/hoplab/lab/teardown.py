@@ -1,7 +1,10 @@
 """Taking a lab down: teardown commands, its processes, its namespaces, its files.
 
-Never stops half way: every step runs even when an earlier one failed, and
-what went wrong comes back as warnings.
+Teardown commands run and recorded processes are stopped through each node's
+executor (hoplab.nodes.registry, from the nodes the state file names), so a
+lab's devices are reached as its namespaces are. Never stops half way: every
+step runs even when an earlier one failed, and what went wrong comes back as
+warnings.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-from hoplab.errors import LabError
+from hoplab.errors import HoplabError, LabError
 from hoplab.lab import netns, wire
-from hoplab.lab.state import ETC_NETNS, LabState, stop_process
+from hoplab.lab.state import ETC_NETNS, LabState
 
 
 def check_done(proc: subprocess.CompletedProcess[str], what: str) -> None:
@@ -25,22 +28,43 @@ def check_done(proc: subprocess.CompletedProcess[str], what: str) -> None:
 
 def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
     """Remove everything the record lists. Returns warnings; never stops half way."""
+    from hoplab.nodes.executor import ExecutorError, ProcessId
+    from hoplab.nodes.netns_exec import NetnsExecutor
+    from hoplab.nodes.registry import close_all, state_executors, wire_executors
+
     warnings: list[str] = []
     live = [n for n in state.namespaces if netns.exists(n)]
+    try:
+        nodes = {**wire_executors(state), **state_executors(state)}
+    except HoplabError as exc:
+        warnings.append(str(exc))
+        nodes = {}
     if run_hooks:
         for node, argv in _recorded_teardown(state):
-            ns = state.summary["nodes"][node]["netns"]
-            if ns not in live:
+            try:
+                done = nodes[node].run(argv, timeout=120)
+            except (ExecutorError, OSError, TimeoutError, KeyError) as exc:
+                # Its namespace is gone (a crash half way), or its device cannot be reached.
+                warnings.append(f"node {node}: teardown {' '.join(argv)}: {exc}")
                 continue
-            with netns.entered(ns):
-                try:
-                    done = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                          timeout=120)
-                    check_done(done, f"node {node}: teardown {' '.join(argv)}")
-                except (OSError, subprocess.SubprocessError, LabError) as exc:
-                    warnings.append(str(exc))
+            if done.returncode != 0:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+                warnings.append(f"node {node}: teardown {' '.join(argv)}: "
+                                f"exit {done.returncode}: {' '.join(tail)}")
     for proc in state.processes:
-        stop_process(proc)
+        # A process of a node the record does not name (an older record) is this machine's.
+        ex = nodes.get(proc.node) or NetnsExecutor(proc.node, None)
+        try:
+            ex.stop_recorded(ProcessId(proc.node, proc.pid, proc.start))
+        except HoplabError as exc:
+            warnings.append(f"{proc.role} on {proc.node} (pid {proc.pid}): {exc}")
+    from hoplab.lab.devices import give_back_nics, restore
+
+    # Devices: teardown commands, then offloads and sysctls back as recorded; host NICs
+    # back to this machine before their namespaces go (a veth would die with them).
+    warnings += restore(state, nodes)
+    close_all(nodes)
+    warnings += give_back_nics(state)
     wire.forget_exited()
     warnings += kill_leftovers(live)
     warnings += delete_namespaces(live)

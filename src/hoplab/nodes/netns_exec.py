@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from pyroute2 import IPRoute
 
 
-def _written(pid: int) -> int | None:
+def written_by(pid: int) -> int | None:
     """wchar of /proc/PID/io: bytes the process has written so far; None once it is gone."""
     try:
         with open(f"/proc/{pid}/io") as f:
@@ -298,7 +298,7 @@ class NetnsExecutor:
         stop_process(Proc(ident.pid, ident.start_ticks, [], ident.node, ""), grace)
 
     def written(self, proc: Process) -> int | None:
-        return _written(proc.ident.pid)
+        return written_by(proc.ident.pid)
 
     def pids(self) -> set[int] | None:
         if self.netns is None:
@@ -333,7 +333,10 @@ class NetnsExecutor:
             shutil.copyfile(remote, local)
 
     def which(self, tools: Sequence[str]) -> dict[str, str | None]:
-        return {t: shutil.which(t) for t in tools}
+        # This machine's lookup: HOPLAB_PERF, the virtualenv's bin, then PATH.
+        from hoplab.profile.tools import find
+
+        return {t: find(t) for t in tools}
 
     def facts(self) -> Facts:
         # The kernel, CPU and tools are this machine's, in every run's host metadata.

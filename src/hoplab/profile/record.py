@@ -1,45 +1,65 @@
-"""perf record during one phase of a test, then perf script.
+"""perf record during one phase of a test, then perf script, on the node's machine.
 
-A lab's nodes are namespaces on one kernel, so perf samples the whole host
-(-a): forwarding and WireGuard in softirq run in whatever task the CPU was in,
-and cannot be told apart by namespace. Samples are therefore kept host-wide;
-what can be attributed is the user-space processes living in a node (its
-iperf3, its wireguard-go), listed by PID while the phase runs.
+perf runs where the profiled nodes' kernel is, through the node's executor: a
+lab's namespaces are on one kernel, this machine's, so one perf samples the
+whole host (-a): forwarding and WireGuard in softirq run in whatever task the
+CPU was in, and cannot be told apart by namespace. A device's perf samples the
+device. perf script runs there too (the symbols are that machine's) and its
+output is copied back. `data` is the recording's path on the node and here
+(its directory is made on the node first); on this machine it is one file.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hoplab.errors import HoplabError
+from hoplab.errors import CapabilityError, HoplabError
+from hoplab.nodes.executor import Executor, Process
+from hoplab.nodes.netns_exec import NetnsExecutor
 from hoplab.profile.tools import need
+
+# Fields the folder needs (pid and tid included). Without the period field, every
+# sample counts one, as in perf report's sample counts.
+SCRIPT_FIELDS = "comm,pid,tid,cpu,time,event,ip,sym,dso"
+PERF_MISSING = ("perf is not installed where {node} runs: apt-get install linux-perf (or make "
+                "setup); on OpenWrt: opkg install perf (a kernel with KERNEL_PERF_EVENTS)")
+
+
+def this_machine() -> Executor:
+    return NetnsExecutor("host", None)
 
 
 @dataclass
 class Recording:
     data: Path
     frequency: int
+    node: Executor = field(default_factory=this_machine)
     started: float = 0.0
     stopped: float = 0.0
-    proc: subprocess.Popen[bytes] | None = None
+    proc: Process | None = None
     log: Path | None = None
     pids: dict[str, set[int]] = field(default_factory=dict)
 
+    def _perf(self) -> str:
+        perf = self.node.which(["perf"]).get("perf")
+        if perf is None:
+            raise CapabilityError(PERF_MISSING.format(node=self.node.node))
+        return perf
+
     def start(self) -> None:
-        perf = need("perf")
+        perf = self._perf()
         self.log = self.data.with_suffix(".log")
-        with self.log.open("wb") as log:
-            # -g: frame-pointer call graphs, which the kernel always has; user stacks of
-            # binaries built without frame pointers end early, and say so ([unknown]).
-            self.proc = subprocess.Popen(
-                [perf, "record", "-a", "-g", "-F", str(self.frequency), "-o", str(self.data)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+        self.node.run(["mkdir", "-p", str(self.data.parent)], timeout=10)
+        # -g: frame-pointer call graphs, which the kernel always has; user stacks of
+        # binaries built without frame pointers end early, and say so ([unknown]).
+        self.proc = self.node.start(
+            "perf record", [perf, "record", "-a", "-g", "-F", str(self.frequency), "-o",
+                            str(self.data)],
+            out=self.data.with_suffix(".out"), err=self.log)
         self.started = time.time()
 
     def running(self) -> bool:
@@ -50,28 +70,46 @@ class Recording:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
+            self.node.signal(self.proc, signal.SIGINT)
             try:
                 self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.stopped = time.time()
+            except TimeoutError:
+                self.node.stop(self.proc, grace=0.0)
+        if not self.stopped:
+            self.stopped = time.time()
 
     def failure(self) -> str | None:
         """Why there is no profile, in perf's words, or None."""
-        if self.data.exists() and self.data.stat().st_size > 0:
+        if self.node.run(["test", "-s", str(self.data)], timeout=10).returncode == 0:
             return None
-        text = self.log.read_text(errors="replace") if self.log and self.log.exists() else ""
+        text = ""
+        for f in (self.log, self.data.with_suffix(".out")):
+            if f is not None and f.exists():
+                text += f.read_text(errors="replace")
         return " ".join(text.split())[:300] or "perf wrote no data"
+
+    def script(self) -> str:
+        """perf script of the recording, run on its node, its output copied back here;
+        both files are then removed from the node."""
+        perf = self._perf()
+        out = self.data.with_suffix(".script")
+        try:
+            # The shell only redirects: every value is an argument ($0..$3), never code.
+            done = self.node.run(["sh", "-c", 'exec "$0" script -i "$1" -F "$2" > "$3"',
+                                  perf, str(self.data), SCRIPT_FIELDS, str(out)],
+                                 timeout=600)
+            if done.returncode != 0:
+                raise HoplabError(f"perf script failed: {' '.join(done.stderr.split())[:300]}")
+            self.node.copy_back(str(out), out)
+            return out.read_text(errors="replace")
+        finally:
+            self.node.run(["rm", "-f", str(self.data), str(out)], timeout=10)
 
 
 def script(data: Path) -> str:
-    """perf script with the fields the folder needs (pid and tid included). Without the
-    period field, every sample counts one, as in perf report's sample counts."""
+    """perf script, on this machine, with the fields the folder needs."""
     perf = need("perf")
-    proc = subprocess.run([perf, "script", "-i", str(data), "-F",
-                           "comm,pid,tid,cpu,time,event,ip,sym,dso"],
+    proc = subprocess.run([perf, "script", "-i", str(data), "-F", SCRIPT_FIELDS],
                           capture_output=True, text=True, errors="replace", check=False,
                           timeout=600)
     if proc.returncode != 0:

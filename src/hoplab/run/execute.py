@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan
+from hoplab.lab.state import find
+from hoplab.nodes.executor import Executor
+from hoplab.nodes.registry import close_all, executors, wire_executors
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome, client_argv, server_for
@@ -25,7 +28,6 @@ from hoplab.run.paths import flow_ends, routers_crossed
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
 from hoplab.run.profiling import PhaseProfiler
 from hoplab.samplers import Samplers, Target, sampler_metrics
-from hoplab.samplers.wire import wire_namespaces
 from hoplab.spec.experiment import Flow, Test
 
 # How long past its planned end a client may run before it is stopped as hung.
@@ -45,7 +47,7 @@ class TestResult:
     profile: dict[str, Any] | None = None
 
 
-def sampler_targets(test: Test, plan: Plan) -> list[Target]:
+def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> list[Target]:
     kinds = frozenset(test.samplers.kinds) - {"cpu"}
     if not kinds:
         return []
@@ -57,13 +59,12 @@ def sampler_targets(test: Test, plan: Plan) -> list[Target]:
         # Retransmits happen at the senders: the ends keep a TCP counter.
         ends = flow_ends(test) if "tcp" in kinds else []
     node_kinds = kinds - {"wire"}
-    targets = [Target(n, plan.node(n).netns, node_kinds) for n in chosen] if node_kinds else []
-    targets += [Target(n, plan.node(n).netns, frozenset({"tcp"})) for n in ends
-                if n not in chosen]
+    targets = [Target(n, nodes[n], node_kinds) for n in chosen] if node_kinds else []
+    targets += [Target(n, nodes[n], frozenset({"tcp"})) for n in ends if n not in chosen]
     if "wire" in kinds:
         # Links carried by hoplab-wire: its frame and drop counters, per direction.
-        targets += [Target(name, ns, frozenset({"wire"}))
-                    for name, ns in wire_namespaces(plan.lab.name)]
+        targets += [Target(name, ex, frozenset({"wire"}))
+                    for name, ex in wire_executors(find(plan.lab.name)).items()]
     return targets
 
 
@@ -89,15 +90,14 @@ def _start_servers(test: Test, plan: Plan, group: ProcessGroup, homes: list[Path
             homes.append(home)
             home.mkdir()
             argv = server.prepare(home)
-        ns = plan.node(server.node).netns
         # A bulk flow's data starts its tool's clock: watched on both of its ends.
-        proc = group.start(f"server {flow.name}", ns, argv,
+        proc = group.start(f"server {flow.name}", server.node, argv,
                            flow=flow.name if flow.bulk else None)
-        ports, procs = waits.setdefault((ns, server.proto), (set(), []))
+        ports, procs = waits.setdefault((server.node, server.proto), (set(), []))
         ports.add(server.port)
         procs.append(proc)
-    for (ns, proto), (ports, procs) in waits.items():
-        wait_listening(ns, proto, ports, procs)
+    for (node, proto), (ports, procs) in waits.items():
+        wait_listening(group.nodes[node], proto, ports, procs)
 
 
 def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
@@ -106,16 +106,15 @@ def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
     pending = sorted(enumerate(test.flows), key=lambda x: x[1].start_s)
     started: list[tuple[Flow, Proc]] = []
     errors: list[str] = []
-    while pending or any(p.popen.poll() is None for _, p in started):
+    while pending or any(p.poll() is None for _, p in started):
         now = time.time()
         while pending and t0 + pending[0][1].start_s <= now:
             i, flow = pending.pop(0)
-            ns = plan.node(flow.src).netns
-            started.append((flow, group.start(f"client {flow.name}", ns,
+            started.append((flow, group.start(f"client {flow.name}", flow.src,
                                               client_argv(flow, i, plan),
                                               flow=flow.name if flow.bulk else None)))
         for flow, proc in started:
-            if proc.popen.poll() is None and time.time() > _deadline(flow, t0):
+            if proc.poll() is None and time.time() > _deadline(flow, t0):
                 errors.append(f"flow {flow.name}: {proc.argv[0]} did not finish in time; "
                               f"stopped")
                 group.stop(proc)
@@ -145,23 +144,45 @@ def _collect(flow: Flow, proc: Proc, t0: float, window: tuple[float, float]) -> 
 
 def run_test(test: Test, plan: Plan, workdir: Path,
              tick: Callable[[float], None] = lambda _t: None,
-             base_dir: Path | None = None) -> TestResult:
-    group = ProcessGroup(workdir)
+             base_dir: Path | None = None,
+             nodes: Mapping[str, Executor] | None = None) -> TestResult:
+    """Run test on the lab of plan, whose nodes' executors are `nodes` (made here from
+    the plan, and closed at the end, when not given)."""
+    own = nodes is None
+    nodes = executors(plan) if nodes is None else nodes
+    try:
+        return _run_test(test, plan, workdir, tick, base_dir, nodes)
+    finally:
+        if own:
+            close_all(nodes)
+
+
+def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], None],
+              base_dir: Path | None, nodes: Mapping[str, Executor]) -> TestResult:
+    group = ProcessGroup(workdir, nodes, plan.lab.name)
     samplers: Samplers | None = None
-    profiler = PhaseProfiler(test, test.profile, plan, workdir, base_dir or Path.cwd()) \
-        if test.profile is not None else None
+    profiler = PhaseProfiler(test, test.profile, plan, nodes, workdir,
+                             base_dir or Path.cwd()) if test.profile is not None else None
     homes: list[Path] = []
     try:
         _start_servers(test, plan, group, homes)
+        samplers = Samplers(sampler_targets(test, plan, nodes),
+                            cpu="cpu" in test.samplers.kinds,
+                            clock_zero=0.0, interval_s=test.samplers.interval_s)
+        # Opening a node's counters (a namespace entered, a device's session) takes time
+        # the clients must not wait for: it comes before the clock starts.
+        samplers.open()
         t0 = time.time()
+        samplers.clock_zero = t0
         result = TestResult(started_at=t0)
-        samplers = Samplers(sampler_targets(test, plan), cpu="cpu" in test.samplers.kinds,
-                            clock_zero=t0, interval_s=test.samplers.interval_s)
         samplers.start()
         started, errors = _run_clients(test, plan, group, t0, tick, profiler)
         result.duration_s = time.time() - t0
         result.series += samplers.stop()
         result.errors += [f"sampler: {e}" for e in samplers.errors]
+        if samplers.missing:
+            # What a node could not give is said, never stored as zeros.
+            result.notes["samplers_missing"] = "; ".join(samplers.missing)
     finally:
         if profiler is not None:
             profiler.stop()

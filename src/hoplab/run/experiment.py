@@ -17,23 +17,25 @@ import re
 import secrets
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from hoplab.errors import CapabilityError, HoplabError
 from hoplab.kinds import flow_tool
-from hoplab.lab import build, netns
+from hoplab.lab import build
 from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
+from hoplab.lab.devices import device_labels, test_tools
 from hoplab.lab.plan import Plan
 from hoplab.lab.signals import shielded
 from hoplab.lab.summary import summarize
+from hoplab.nodes.executor import Executor
+from hoplab.nodes.registry import close_all, executors
 from hoplab.record import MEASUREMENT_VERSION, DuplicateMetric, RunRecord, check_metric_keys
 from hoplab.run.execute import TestResult, run_test
 from hoplab.run.metadata import host_metadata, node_settings
@@ -114,21 +116,17 @@ def expand(arg: str, node: str, plan: Plan) -> str:
 SETUP_TIMEOUT_S = 120.0
 
 
-def _run_setup(variant: Variant, up: UpResult, cwd: Path) -> None:
+def run_setup(variant: Variant, plan: Plan, nodes: Mapping[str, Executor], cwd: Path) -> None:
+    """A variant's setup commands, each on its node, in the experiment file's directory."""
     for node, raw_argv in variant.setup:
-        argv = [expand(a, node, up.plan) for a in raw_argv]
-        with netns.entered(up.plan.node(node).netns):
-            try:
-                proc = subprocess.run(list(argv), capture_output=True, text=True, cwd=cwd,
-                                      check=False, timeout=SETUP_TIMEOUT_S)
-            except FileNotFoundError:
-                raise HoplabError(f"setup.{node}: command not found: {argv[0]}") from None
-            except subprocess.TimeoutExpired:
-                raise HoplabError(f"setup.{node}: {' '.join(argv)} did not finish in "
-                                  f"{SETUP_TIMEOUT_S:g} s; stopped") from None
-            except OSError as e:
-                raise HoplabError(f"setup.{node}: cannot run {argv[0]}: "
-                                  f"{e.strerror or e}") from None
+        argv = [expand(a, node, plan) for a in raw_argv]
+        try:
+            proc = nodes[node].run(argv, cwd=str(cwd), timeout=SETUP_TIMEOUT_S)
+        except TimeoutError:
+            raise HoplabError(f"setup.{node}: {' '.join(argv)} did not finish in "
+                              f"{SETUP_TIMEOUT_S:g} s; stopped") from None
+        if proc.returncode == 127 and proc.stderr.endswith("command not found"):
+            raise HoplabError(f"setup.{node}: command not found: {argv[0]}")
         if proc.returncode != 0:
             msg = " ".join((proc.stderr or proc.stdout).split())[:300]
             raise HoplabError(f"setup.{node}: {' '.join(argv)} exited {proc.returncode}: "
@@ -155,6 +153,7 @@ class ExperimentRunner:
         self.lab_name = lab_name or "x" + secrets.token_hex(4)
         self.records: list[RunRecord] = []
         self._up: tuple[int, UpResult, dict[str, Any]] | None = None
+        self._nodes: dict[str, Executor] = {}
         self._host = host_metadata(self.caps)
 
     def _lab_for(self, index: int) -> tuple[UpResult, dict[str, Any]]:
@@ -165,10 +164,12 @@ class ExperimentRunner:
         lab = dataclasses.replace(variant.lab, name=self.lab_name)
         self.progress.note(f"building the lab for {variant.label()}")
         # build.up removes what it built if it fails; once it returns, _down owns the lab.
-        self._up = (index, build.up(lab, caps=self.caps), {})
+        needs, why = test_tools(lab, variant.tests)
+        self._up = (index, build.up(lab, caps=self.caps, tools=needs, why=why), {})
         up = self._up[1]
-        _run_setup(variant, up, Path(self.exp.source).resolve().parent)
-        self._up = (index, up, node_settings(up.plan))
+        self._nodes = executors(up.plan)
+        run_setup(variant, up.plan, self._nodes, Path(self.exp.source).resolve().parent)
+        self._up = (index, up, node_settings(up.plan, self._nodes))
         return up, self._up[2]
 
     def _down(self) -> None:
@@ -176,6 +177,8 @@ class ExperimentRunner:
             # A second Ctrl-C, or a SIGTERM, must not leave the lab half taken down.
             with shielded():
                 self._up = None
+                nodes, self._nodes = self._nodes, {}
+                close_all(nodes)
                 for warning in build.down(self.lab_name):
                     self.progress.note(f"warning: {warning}")
 
@@ -205,7 +208,8 @@ class ExperimentRunner:
             rec.metadata["lab"] = summarize(up.plan)
             rec.metadata["nodes"] = settings
             result: TestResult = run_test(test, up.plan, workdir, self.progress.tick,
-                                          Path(self.exp.source).resolve().parent)
+                                          Path(self.exp.source).resolve().parent,
+                                          nodes=self._nodes)
         except KeyboardInterrupt as e:
             rec.status, rec.error = "interrupted", _interrupted_by(e)
             rec.duration_s = time.time() - rec.started_at

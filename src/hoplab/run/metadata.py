@@ -1,8 +1,8 @@
 """What a run records about where it ran: host, kernel, tools, and each node's settings.
 
 Collected once per experiment (host and tools) and once per lab build (sysctls,
-offloads and qdiscs of every node), since those do not change between the
-runs on one lab.
+offloads, qdiscs and facts of every node, through each node's executor), since
+those do not change between the runs on one lab.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import platform
 import socket
-import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from hoplab import __version__
-from hoplab.lab import netns
 from hoplab.lab.caps import Capabilities
 from hoplab.lab.plan import Plan
+from hoplab.nodes.executor import Executor
 
 SYSCTLS = (
     "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
@@ -50,20 +50,17 @@ def host_metadata(caps: Capabilities) -> dict[str, Any]:
     }
 
 
-def _read_sysctls() -> dict[str, str]:
+def _read_sysctls(node: Executor) -> dict[str, str]:
     out = {}
     for key in SYSCTLS:
-        path = Path("/proc/sys") / key.replace(".", "/")
-        try:
-            out[key] = " ".join(path.read_text().split())
-        except OSError:
-            continue
+        raw = node.read_file("/proc/sys/" + key.replace(".", "/"))
+        if raw is not None:
+            out[key] = " ".join(raw.decode(errors="replace").split())
     return out
 
 
-def _offloads(ifname: str) -> dict[str, str]:
-    res = subprocess.run(["ethtool", "-k", ifname], capture_output=True, text=True,
-                         check=False, timeout=10)
+def _offloads(node: Executor, ifname: str) -> dict[str, str]:
+    res = node.run(["ethtool", "-k", ifname], timeout=10)
     out = {}
     for line in res.stdout.splitlines():
         key, _, value = line.strip().partition(":")
@@ -72,9 +69,8 @@ def _offloads(ifname: str) -> dict[str, str]:
     return out
 
 
-def _qdiscs() -> list[dict[str, Any]]:
-    res = subprocess.run(["tc", "-j", "qdisc", "show"], capture_output=True, text=True,
-                         check=False, timeout=10)
+def _qdiscs(node: Executor) -> list[dict[str, Any]]:
+    res = node.run(["tc", "-j", "qdisc", "show"], timeout=10)
     try:
         data = json.loads(res.stdout or "[]")
     except json.JSONDecodeError:
@@ -82,15 +78,30 @@ def _qdiscs() -> list[dict[str, Any]]:
     return [q for q in data if isinstance(q, dict) and q.get("dev") != "lo"]
 
 
-def node_settings(plan: Plan) -> dict[str, Any]:
-    """Sysctls, offloads and qdiscs of every node, read inside each namespace."""
-    by_ns = {n.netns: n for n in plan.nodes}
+def _settings(node: Executor, ifaces: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"sysctls": _read_sysctls(node),
+                           "offloads": {i: _offloads(node, i) for i in ifaces},
+                           "qdiscs": _qdiscs(node)}
+    facts = node.facts()
+    out.update(facts.values)
+    if facts.missing:
+        out["missing"] = dict(facts.missing)
+    return out
 
-    def read(ns: str) -> dict[str, Any]:
-        node = by_ns[ns]
-        return {"sysctls": _read_sysctls(),
-                "offloads": {i.name: _offloads(i.name) for i in node.ifaces},
-                "qdiscs": _qdiscs()}
 
-    settings = netns.in_each(list(by_ns), read)
-    return {by_ns[ns].name: s for ns, s in zip(by_ns, settings, strict=True)}
+def node_settings(plan: Plan, nodes: Mapping[str, Executor]) -> dict[str, Any]:
+    """Sysctls, offloads, qdiscs and facts of every node, read through its executor, a
+    few nodes at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hoplab.lab.netns import workers
+
+    names = [n.name for n in plan.nodes]
+
+    def read(name: str) -> dict[str, Any]:
+        return _settings(nodes[name], [i.name for i in plan.node(name).ifaces])
+
+    if len(names) <= 1:
+        return {n: read(n) for n in names}
+    with ThreadPoolExecutor(max_workers=workers()) as pool:
+        return dict(zip(names, pool.map(read, names), strict=True))

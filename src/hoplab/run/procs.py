@@ -1,30 +1,32 @@
-"""Tool processes inside lab nodes: start, wait until a server listens, stop, reap.
+"""Tool processes on lab nodes: start, wait until a server listens, stop.
 
-Every process a test starts is registered with a ProcessGroup, which stops
-them all on any exit path (end of test, error, Ctrl-C): nothing is left
-behind. Output goes to files, not pipes, so a chatty tool (ping at 50 Hz for
-minutes) never blocks on a full pipe.
+Every process a test starts goes through its node's executor and is
+registered with a ProcessGroup, which stops them all on any exit path (end of
+test, error, Ctrl-C): nothing is left behind, and each is written into the
+lab's state file while it runs, so `hoplab clean` stops it after a SIGKILL.
+Output goes to files, not pipes, so a chatty tool (ping at 50 Hz for minutes)
+never blocks on a full pipe.
 
 The group also notes when a flow's data began to move: the first moment one of
 its processes (client or server) had written more than its control messages
-(/proc/PID/io wchar, read every millisecond until then). A bulk tool's own
-clock starts within a round trip of it, and only whole seconds of that start
-are in its report (see hoplab.run.outcome).
+(Executor.written, /proc/PID/io wchar in a namespace, read every millisecond
+until then). A bulk tool's own clock starts within a round trip of it, and only
+whole seconds of that start are in its report (see hoplab.run.outcome). A node
+that cannot answer that cheaply (a device) answers None, and the flow is placed
+by its report.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from hoplab.errors import HoplabError
-from hoplab.lab import netns
+from hoplab.nodes.executor import Executor, Process
+from hoplab.nodes.tracking import ProcessRecord
 
 # Bytes a process writes before its data moves: iperf3's cookie (37 bytes per
 # connection), its parameters (a JSON object of some 300 bytes) and one-byte states.
@@ -51,19 +53,9 @@ class DataStart:
 
     def __init__(self) -> None:
         self.at: float | None = None
-        self.pids: list[int] = []
+        # How much each of its processes has written so far (None once it is gone).
+        self.pids: list[Callable[[], int | None]] = []
         self.polled: float | None = None
-
-
-def _written(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/io") as f:
-            for line in f:
-                if line.startswith("wchar:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 class _Watcher:
@@ -77,9 +69,9 @@ class _Watcher:
                                        daemon=True)
         self.thread.start()
 
-    def add(self, ds: DataStart, pid: int) -> None:
+    def add(self, ds: DataStart, written: Callable[[], int | None]) -> None:
         with self.lock:
-            ds.pids.append(pid)
+            ds.pids.append(written)
             if ds not in self.flows:
                 self.flows.append(ds)
 
@@ -92,13 +84,14 @@ class _Watcher:
                 with self.lock:
                     pids = list(ds.pids)
                 now = time.time()
-                seen = {pid: _written(pid) for pid in pids}
-                if any(n is not None and n > CONTROL_BYTES for n in seen.values()):
+                seen = [(read, read()) for read in pids]
+                if any(n is not None and n > CONTROL_BYTES for _, n in seen):
                     ds.at = now if ds.polled is None else (ds.polled + now) / 2
                     continue
                 ds.polled = now
+                gone = {id(read) for read, n in seen if n is None}
                 with self.lock:  # an exited process has no io file: stop polling it
-                    ds.pids = [pid for pid in ds.pids if seen.get(pid, 0) is not None]
+                    ds.pids = [read for read in ds.pids if id(read) not in gone]
 
     def stop(self) -> None:
         self.done.set()
@@ -108,12 +101,29 @@ class _Watcher:
 @dataclass
 class Proc:
     name: str
-    argv: list[str]
-    popen: subprocess.Popen[bytes]
-    out: Path
-    err: Path
-    started: float  # Unix time just before the exec
+    process: Process
+    node: Executor
     data: DataStart | None = None  # its flow's, when watched
+
+    @property
+    def argv(self) -> list[str]:
+        return self.process.argv
+
+    @property
+    def out(self) -> Path:
+        return self.process.out
+
+    @property
+    def err(self) -> Path:
+        return self.process.err
+
+    @property
+    def started(self) -> float:
+        """Unix time just before its start."""
+        return self.process.started
+
+    def poll(self) -> int | None:
+        return self.process.poll()
 
     def output(self) -> bytes:
         return self.out.read_bytes() if self.out.exists() else b""
@@ -140,61 +150,52 @@ class Proc:
 
 
 class ProcessGroup:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, nodes: Mapping[str, Executor], lab: str) -> None:
         self.workdir = workdir
+        self.nodes = nodes
         self.procs: list[Proc] = []
         self.flows: dict[str, DataStart] = {}
+        self.record = ProcessRecord(lab)
         self._watcher: _Watcher | None = None
 
-    def start(self, name: str, ns: str, argv: Sequence[str], flow: str | None = None
+    def start(self, name: str, node: str, argv: Sequence[str], flow: str | None = None
               ) -> Proc:
-        """Start argv in ns. With `flow`, note when that flow's data began to move: the
+        """Start argv on node. With `flow`, note when that flow's data began to move: the
         processes started with one flow name share one DataStart."""
         slug = name.replace("/", "_").replace(" ", "_")
         out, err = self.workdir / f"{slug}.out", self.workdir / f"{slug}.err"
-        full = netns.exec_argv(ns, argv)
-        with out.open("wb") as fo, err.open("wb") as fe:
-            started = time.time()
-            try:
-                # Its own process group, so Ctrl-C at the terminal reaches hoplab only and
-                # hoplab decides how the tool stops (a killed iperf3 prints no JSON).
-                popen = subprocess.Popen(full, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
-            except FileNotFoundError:
-                raise HoplabError(f"cannot start {argv[0]}: not installed") from None
-        proc = Proc(name, list(argv), popen, out, err, started)
+        ex = self.nodes[node]
+        try:
+            process = ex.start(name, argv, out=out, err=err)
+        except FileNotFoundError:
+            raise HoplabError(f"cannot start {argv[0]}: not installed") from None
+        proc = Proc(name, process, ex)
         self.procs.append(proc)
+        self.record.started(process, f"test: {name}")
         if flow is not None:
             proc.data = self.flows.setdefault(flow, DataStart())
             if self._watcher is None:
                 self._watcher = _Watcher()
-            self._watcher.add(proc.data, popen.pid)
+            self._watcher.add(proc.data, lambda: ex.written(process))
         return proc
 
     def stop(self, proc: Proc, grace: float = 2.0) -> None:
-        if proc.popen.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(proc.popen.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                proc.popen.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        proc.node.stop(proc.process, grace)
 
     def stop_all(self) -> None:
         if self._watcher is not None:
             self._watcher.stop()
-        for proc in reversed(self.procs):
-            self.stop(proc)
+        try:
+            for proc in reversed(self.procs):
+                self.stop(proc)
+        finally:
+            self.record.stopped(p.process.ident for p in self.procs
+                                if p.process.poll() is not None)
 
 
-def _listening(ns: str, proto: str) -> set[int]:
+def _listening(node: Executor, proto: str) -> set[int]:
     flag = "-Hltn" if proto == "tcp" else "-Hlun"
-    res = netns.run_in(ns, ["ss", flag], timeout=10)
+    res = node.run(["ss", flag], timeout=10)
     ports = set()
     for line in res.stdout.splitlines():
         fields = line.split()
@@ -206,21 +207,22 @@ def _listening(ns: str, proto: str) -> set[int]:
     return ports
 
 
-def wait_listening(ns: str, proto: str, ports: Iterable[int], procs: Sequence[Proc],
+def wait_listening(node: Executor, proto: str, ports: Iterable[int], procs: Sequence[Proc],
                    timeout: float = 10.0) -> None:
-    """Return once every port listens in ns; fail early, naming the tool, if one of the
-    server processes exits instead."""
+    """Return once every port listens on node; fail early, naming the tool, if one of
+    the server processes exits instead."""
     want = set(ports)
     deadline = time.monotonic() + timeout
     while True:
-        missing = want - _listening(ns, proto)
+        missing = want - _listening(node, proto)
         if not missing:
             return
         for p in procs:
-            if p.popen.poll() is not None:
+            code = p.poll()
+            if code is not None:
                 raise HoplabError(f"{p.name} exited before it listened "
-                                  f"(exit {p.popen.returncode}): {p.errors() or 'no message'}")
+                                  f"(exit {code}): {p.errors() or 'no message'}")
         if time.monotonic() > deadline:
-            raise HoplabError(f"servers in {ns} did not listen on {proto} "
+            raise HoplabError(f"servers on {node.node} did not listen on {proto} "
                               f"{sorted(missing)} within {timeout:g} s")
         time.sleep(0.02)

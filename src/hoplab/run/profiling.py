@@ -6,15 +6,16 @@ profile marked missing and the reason, never with a made-up one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan
-from hoplab.lab.teardown import processes_in
+from hoplab.nodes.executor import Executor
 from hoplab.profile import analyze, fold
-from hoplab.profile.record import Recording, script
+from hoplab.profile.record import Recording
 from hoplab.record import Metric, RawOutput
 from hoplab.run.paths import routers_crossed
 from hoplab.spec.experiment import Profile, Test
@@ -34,8 +35,8 @@ class ProfileResult:
 
 
 class PhaseProfiler:
-    def __init__(self, test: Test, profile: Profile, plan: Plan, workdir: Path,
-                 base_dir: Path) -> None:
+    def __init__(self, test: Test, profile: Profile, plan: Plan,
+                 nodes: Mapping[str, Executor], workdir: Path, base_dir: Path) -> None:
         phase = test.phase(profile.during)
         assert phase is not None  # checked when the experiment was loaded
         self.window = (phase.start_s, phase.end_s)
@@ -45,8 +46,16 @@ class PhaseProfiler:
         # By default the routers the test's traffic crosses, as the planned routes go.
         self.nodes = list(profile.nodes) if profile.nodes is not None else \
             routers_crossed(test, plan)
-        self.recording = Recording(workdir / f"{test.name}.perf.data", profile.frequency)
+        self.nodes_ex = {n: nodes[n] for n in self.nodes}
+        # One perf per machine: the nodes of one kernel share it.
+        machines = sorted({ex.machine for ex in self.nodes_ex.values()})
         self.error: str | None = None
+        if len(machines) > 1:
+            self.error = (f"the profiled nodes ({', '.join(self.nodes)}) are on "
+                          f"{len(machines)} machines; profile one machine's nodes per test")
+        where = next(iter(self.nodes_ex.values()), None) or nodes[next(iter(nodes))]
+        self.recording = Recording(workdir / f"{test.name}.perf.data", profile.frequency,
+                                   where)
         self._next_scan = 0.0
 
     def tick(self, t: float) -> None:
@@ -67,9 +76,10 @@ class PhaseProfiler:
                 rec.stop()
 
     def _scan(self) -> None:
-        by_ns = {self.plan.node(n).netns: n for n in self.nodes}
-        for ns, pids in processes_in(list(by_ns)).items():
-            self.recording.pids.setdefault(by_ns[ns], set()).update(pids)
+        for node, ex in self.nodes_ex.items():
+            pids = ex.pids()
+            if pids:
+                self.recording.pids.setdefault(node, set()).update(pids)
 
     def stop(self) -> None:
         self.recording.stop()
@@ -87,7 +97,7 @@ class PhaseProfiler:
             md.update(status="missing", reason=reason)
             return out
         try:
-            stacks = fold.parse(fold.collapse(script(self.recording.data), ("all", "pid")))
+            stacks = fold.parse(fold.collapse(self.recording.script(), ("all", "pid")))
         except HoplabError as e:
             md.update(status="missing", reason=str(e))
             return out

@@ -1,10 +1,17 @@
 """Sample CPU, interface, qdisc and TCP counters on lab nodes while a test runs.
 
-One thread per target enters the node's namespace with setns() and stays
-there, reading /proc/thread-self/net/{dev,snmp,netstat} and dumping qdiscs
-over a pyroute2 netlink socket opened inside the namespace; one more thread
-reads /proc/stat for the host. Every sample is stamped with time.time() minus
-the run's clock zero, so the series share one clock with the flows.
+One thread per target opens its node's counter source (Executor.counters) and
+reads it once per tick: a namespace's source enters the namespace once and
+reads /proc/thread-self/net/{dev,snmp,netstat} and a netlink qdisc dump there;
+a device's keeps one SSH session and is asked for one sample per tick. One
+more thread reads /proc/stat for the host. Every sample is stamped with
+time.time() minus the run's clock zero, on this machine, so the series share
+one clock with the flows.
+
+A node that has CPUs of its own (a device) gives its /proc/stat in its
+snapshot, recorded as cpu.* of that node; a namespace's CPU is the host's.
+What a node cannot give is named in its snapshot's `missing` and noted once
+in `missing` here ("node: series: reason"), never recorded as zero.
 
 Cost, measured on the 2-core target (getrusage of the process over 10 s, idle
 lab) with 5 nodes sampled for ifaces + qdisc + tcp and CPU at 10 Hz: 0.106 CPU
@@ -14,16 +21,12 @@ per node-sample. Per node-sample, thread CPU: qdisc netlink dump and parse
 snmp + netstat 0.21 ms, net/dev 0.04 ms; the rest is recording and thread
 switching. The CPU sampler alone costs 0.005 CPU s per wall second.
 
-A sampler that fails (its namespace was deleted, a read failed) stops, adds a
-line to `errors` and keeps what it sampled; the others go on. A deleted
-namespace is noticed by comparing /run/netns/NAME with the namespace the thread
-is in on every tick, since the thread's own reference keeps the namespace (and
-its counters) alive after `ip netns del`.
+A sampler that fails (its namespace was deleted, a device stopped answering)
+stops, adds a line to `errors` and keeps what it sampled; the others go on.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,11 +34,9 @@ from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
 
-from pyroute2 import IPRoute
-
-from hoplab.lab.netns import NETNS_DIR, entered
+from hoplab.nodes.executor import Executor, Snapshot
 from hoplab.record import Series
-from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
+from hoplab.samplers import cpu, ifaces, qdisc, tcp
 from hoplab.spec.experiment import SAMPLER_KINDS as SAMPLER_KINDS
 
 # SAMPLER_KINDS is the experiment file's vocabulary (spec owns it; named here as the
@@ -47,9 +48,9 @@ STOP_TIMEOUT_S = 5.0
 
 @dataclass(frozen=True)
 class Target:
-    node: str                # the lab node name
-    netns: str               # its namespace (hoplab-LAB-NODE), see hoplab.lab.plan.netns_name
-    kinds: frozenset[str]    # subset of NODE_KINDS (cpu is host-wide)
+    node: str                # the lab node name (a wire's short name, w.INDEX)
+    executor: Executor       # where its counters are read
+    kinds: frozenset[str]    # subset of NODE_KINDS (cpu of the host is a thread of its own)
 
 
 class _Recorder:
@@ -67,11 +68,6 @@ class _Recorder:
         s.v.append(v)
 
 
-def _ns_id(path: str | os.PathLike[str]) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
-
-
 class Samplers:
     def __init__(self, targets: Sequence[Target], *, cpu: bool, clock_zero: float,
                  interval_s: float = 0.1) -> None:
@@ -86,9 +82,13 @@ class Samplers:
         self.clock_zero = clock_zero
         self.interval_s = interval_s
         self.errors: list[str] = []
+        # Series a node could not give, "node: what: reason", each said once.
+        self.missing: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads: list[tuple[threading.Thread, _Recorder]] = []
+        self._go = threading.Event()
+        self._threads: list[tuple[threading.Thread, _Recorder, _Gate]] = []
+        self._started = False
         self._result: list[Series] | None = None
 
     def __enter__(self) -> Samplers:
@@ -99,36 +99,52 @@ class Samplers:
                  tb: TracebackType | None) -> None:
         self.stop()
 
-    def start(self) -> None:
-        """Start the threads; return once each has a first sample (or has failed)."""
+    def open(self) -> None:
+        """Start the threads and let each open its node's counter source (enter a
+        namespace, open a session to a device); return once every one is open (or has
+        failed). Nothing is sampled before start(), so opening, which may take a
+        fraction of a second, can come before the run's clock zero."""
         if self._threads:
-            raise RuntimeError("samplers already started")
-        jobs: list[tuple[str, Callable[[_Recorder, threading.Event], None]]] = []
+            raise RuntimeError("samplers already opened")
+        jobs: list[tuple[str, Callable[[_Recorder, _Gate], None]]] = []
         if self.cpu:
             jobs.append(("cpu", self._run_cpu))
         for tg in self.targets:
             jobs.append((tg.node, partial(self._run_target, tg)))
-        readies = []
         for name, job in jobs:
-            rec, ready = _Recorder(), threading.Event()
-            th = threading.Thread(target=self._guard, args=(name, job, rec, ready),
+            rec, gate = _Recorder(), _Gate()
+            th = threading.Thread(target=self._guard, args=(name, job, rec, gate),
                                   name=f"hoplab-sampler-{name}", daemon=True)
-            self._threads.append((th, rec))
-            readies.append(ready)
+            self._threads.append((th, rec, gate))
             th.start()
+        self._await("opened", "not open")
+
+    def start(self) -> None:
+        """Start sampling (opening first if open() was not called); return once each
+        thread has a first sample (or has failed)."""
+        if self._started:
+            raise RuntimeError("samplers already started")
+        if not self._threads:
+            self.open()
+        self._started = True
+        self._go.set()
+        self._await("ready", "no first sample")
+
+    def _await(self, what: str, fault: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
-        for (th, _), ready in zip(self._threads, readies, strict=True):
-            if not ready.wait(max(0.0, deadline - time.monotonic())):
-                self._error(f"{th.name}: no first sample after {START_TIMEOUT_S:g} s")
+        for th, _, gate in self._threads:
+            if not getattr(gate, what).wait(max(0.0, deadline - time.monotonic())):
+                self._error(f"{th.name}: {fault} after {START_TIMEOUT_S:g} s")
 
     def stop(self) -> list[Series]:
         """Stop and join the threads and return every series; later calls return the same."""
         if self._result is not None:
             return self._result
         self._stop.set()
+        self._go.set()
         deadline = time.monotonic() + STOP_TIMEOUT_S
         out: list[Series] = []
-        for th, rec in self._threads:
+        for th, rec, _ in self._threads:
             th.join(max(0.0, deadline - time.monotonic()))
             if th.is_alive():
                 self._error(f"{th.name}: did not stop within {STOP_TIMEOUT_S:g} s")
@@ -142,14 +158,21 @@ class Samplers:
         with self._lock:
             self.errors.append(msg)
 
-    def _guard(self, name: str, job: Callable[[_Recorder, threading.Event], None],
-               rec: _Recorder, ready: threading.Event) -> None:
+    def _guard(self, name: str, job: Callable[[_Recorder, _Gate], None],
+               rec: _Recorder, gate: _Gate) -> None:
         try:
-            job(rec, ready)
+            job(rec, gate)
         except Exception as exc:
             self._error(f"sampler {name}: {exc}")
         finally:
-            ready.set()
+            gate.opened.set()
+            gate.ready.set()
+
+    def _begin(self, gate: _Gate) -> bool:
+        """Say this thread is open and wait for start(); False when stopped first."""
+        gate.opened.set()
+        self._go.wait()
+        return not self._stop.is_set()
 
     def _ticks(self, ready: threading.Event) -> Callable[[], bool]:
         """A function that sleeps until the next tick; False once stop() was called.
@@ -168,9 +191,11 @@ class Samplers:
     def _now(self) -> float:
         return time.time() - self.clock_zero
 
-    def _run_cpu(self, rec: _Recorder, ready: threading.Event) -> None:
+    def _run_cpu(self, rec: _Recorder, gate: _Gate) -> None:
+        if not self._begin(gate):
+            return
         prev = cpu.read_proc_stat()
-        wait = self._ticks(ready)
+        wait = self._ticks(gate.ready)
         while wait():
             t, cur = self._now(), cpu.read_proc_stat()
             for row, times in cur.items():
@@ -180,55 +205,63 @@ class Samplers:
                     rec.add(f"cpu.{state}", "%", "host", row, t, pct)
             prev = cur
 
-    def _run_target(self, tg: Target, rec: _Recorder, ready: threading.Event) -> None:
-        with entered(tg.netns):
-            mine = _ns_id("/proc/thread-self/ns/net")
-            ipr = IPRoute() if "qdisc" in tg.kinds else None
-            try:
-                names: dict[int, str] = {}
-                wait = self._ticks(ready)
-                while True:
-                    try:
-                        named = _ns_id(NETNS_DIR / tg.netns)
-                    except FileNotFoundError:
-                        named = None
-                    if named != mine:
-                        raise RuntimeError(f"namespace {tg.netns} disappeared")
-                    self._sample(tg, rec, ipr, names)
-                    if not wait():
-                        break
-            finally:
-                if ipr is not None:
-                    ipr.close()
+    def _run_target(self, tg: Target, rec: _Recorder, gate: _Gate) -> None:
+        # Opened in this thread: a namespace's source enters the namespace here.
+        src = tg.executor.counters(tg.kinds)
+        try:
+            if not self._begin(gate):
+                return
+            state = _TargetState()
+            wait = self._ticks(gate.ready)
+            while True:
+                snap = src.read()
+                self._sample(tg, rec, snap, state)
+                if not wait():
+                    break
+        finally:
+            src.close()
 
-    def _sample(self, tg: Target, rec: _Recorder, ipr: IPRoute | None,
-                names: dict[int, str]) -> None:
+    def _sample(self, tg: Target, rec: _Recorder, snap: Snapshot, state: _TargetState) -> None:
         t = self._now()
-        if "ifaces" in tg.kinds:
-            for dev, c in ifaces.read_net_dev().items():
+        node = tg.node
+        if snap.net_dev is not None:
+            for dev, c in ifaces.parse_net_dev(snap.net_dev).items():
                 for name, unit, field in ifaces.FIELDS:
-                    rec.add(name, unit, tg.node, dev, t, getattr(c, field))
-        if ipr is not None:
-            for q in _qdiscs(ipr, names):
-                for name, unit, field in qdisc.FIELDS:
-                    rec.add(name, unit, tg.node, q.key, t, getattr(q, field))
-        if "tcp" in tg.kinds:
-            for name, value in tcp.read_tcp().items():
-                rec.add(name, "segments", tg.node, None, t, value)
-        if "wire" in tg.kinds:
-            units = {name: unit for name, unit, _ in wire.FIELDS}
-            for direction, values in wire.read(tg.netns).items():
-                for name, amount in values.items():
-                    rec.add(name, units[name], tg.node, direction, t, amount)
+                    rec.add(name, unit, node, dev, t, getattr(c, field))
+        for q in snap.qdiscs or ():
+            for name, unit, field in qdisc.FIELDS:
+                rec.add(name, unit, node, q.key, t, getattr(q, field))
+        if snap.snmp is not None:
+            for name, value in tcp.tcp_counters(snap.snmp, snap.netstat).items():
+                rec.add(name, "segments", node, None, t, value)
+        if snap.proc_stat is not None:
+            cur = cpu.parse_proc_stat(snap.proc_stat)
+            for row, times in cur.items():
+                before = state.cpu.get(row)
+                got = cpu.shares(before, times) if before is not None else None
+                for st, pct in (got or {}).items():
+                    rec.add(f"cpu.{st}", "%", node, row, t, pct)
+            state.cpu = cur
+        for name, unit, key, amount in snap.extra:
+            rec.add(name, unit, node, key, t, amount)
+        for what, reason in snap.missing.items():
+            if what not in state.missing:
+                state.missing.add(what)
+                with self._lock:
+                    self.missing.append(f"{node}: {what}: {reason}")
 
 
-def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[qdisc.QdiscStats]:
-    msgs = list(ipr.get_qdiscs())
-    try:
-        return qdisc.from_netlink(msgs, names)
-    except KeyError:
-        # An interface we have not seen (or renamed): refresh the index map once.
-        names.clear()
-        names.update({link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()})
-        # An interface deleted between the two dumps has no name any more: leave it out.
-        return qdisc.from_netlink([m for m in msgs if m["index"] in names], names)
+class _Gate:
+    """A sampler thread's two steps: its source is open; it has a first sample."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.ready = threading.Event()
+
+
+class _TargetState:
+    """What one target's thread keeps between samples."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, cpu.CpuTimes] = {}
+        self.missing: set[str] = set()
