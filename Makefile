@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # dropbear, static BusyBox and OpenSSH's server for the emulated devices (tests/helpers/devices.py).
 APT_PACKAGES := iperf3 irtt fping iputils-ping iproute2 nftables ethtool \
 	wireguard-tools wireguard-go linux-perf postgresql chromium nginx \
-	python3-venv gcc libc6-dev curl ca-certificates \
+	python3-venv gcc libc6-dev curl ca-certificates time \
 	dropbear-bin busybox-static openssh-server openssh-client
 
 # Debian 12's cargo (0.66) is too old for wire/Cargo.lock (version 4): a rustup toolchain,

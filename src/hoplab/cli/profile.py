@@ -35,8 +35,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f.add_argument("--node", help="only the processes of this node")
     store_arg.add(f)
     f.set_defaults(func=run_flamegraph)
-    p = sub.add_parser("profile", help="top symbols and time by category of a run's profile")
-    p.add_argument("run", type=int)
+    p = sub.add_parser("profile", help="top symbols and time by category of a run's profile",
+                       description="A run's top symbols by self time and its time by "
+                                   "category. With --diff A B: the top symbols of two runs "
+                                   "or two selections of profiled runs side by side, the "
+                                   "change in points, and (several profiles a side) which "
+                                   "changes are beyond noise.")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="a run id; with --diff, two runs or selections (12,14 or 12-15 or "
+                        "version=v2,test=bulk)")
+    p.add_argument("--diff", action="store_true", help="compare two runs or selections: A B")
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--node", help="only the processes of this node")
     p.add_argument("--categories", help="a category table (TOML) instead of hoplab's")
@@ -117,6 +125,18 @@ def run_flamegraph(args: argparse.Namespace) -> int:
 
 
 def run_profile(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise UsageError("--top must be 1 or more")
+    if args.diff:
+        if len(args.runs) != 2:
+            raise UsageError("--diff needs exactly two runs or selections: A B")
+        if args.categories:
+            raise UsageError("--categories does not apply to --diff")
+        from hoplab.cli.profile_diff import run_diff
+
+        return run_diff(args)
+    if len(args.runs) != 1 or not args.runs[0].isdigit():
+        raise UsageError("give one run id, or --diff A B")
     from rich.markup import escape
     from rich.table import Table
 
@@ -125,7 +145,7 @@ def run_profile(args: argparse.Namespace) -> int:
     from hoplab.store import open_store
 
     with open_store(store_arg.url(args)) as store:
-        rec, stacks = _stacks(store, args.run, args.node)
+        rec, stacks = _stacks(store, int(args.runs[0]), args.node)
     table = analyze.load_categories(Path(args.categories)) if args.categories \
         else analyze.load_categories()
     top = analyze.top_symbols(stacks, args.top)

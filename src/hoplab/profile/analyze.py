@@ -75,11 +75,8 @@ def categories(stacks: Counter[str], table: list[Category]) -> dict[str, float]:
     return {name: 100 * c / total for name, c in acc.most_common()}
 
 
-def top_symbols(stacks: Counter[str], n: int = 20) -> list[tuple[str, float]]:
-    """The n symbols with the most self time, as (symbol, % of samples)."""
-    total = sum(stacks.values())
-    if not total:
-        return []
+def self_time(stacks: Counter[str]) -> Counter[str]:
+    """Samples per symbol as a leaf frame (its self time)."""
     leaves: Counter[str] = Counter()
     for stack, count in stacks.items():
         leaf = stack.rsplit(";", 1)[-1]
@@ -90,7 +87,15 @@ def top_symbols(stacks: Counter[str], n: int = 20) -> list[tuple[str, float]]:
             # binary, or a JIT without a perf map): say so rather than guess.
             leaf += " (no symbols)"
         leaves[leaf] += count
-    return [(sym, 100 * c / total) for sym, c in leaves.most_common(n)]
+    return leaves
+
+
+def top_symbols(stacks: Counter[str], n: int = 20) -> list[tuple[str, float]]:
+    """The n symbols with the most self time, as (symbol, % of samples)."""
+    total = sum(stacks.values())
+    if not total:
+        return []
+    return [(sym, 100 * c / total) for sym, c in self_time(stacks).most_common(n)]
 
 
 def samples(stacks: Counter[str]) -> int:

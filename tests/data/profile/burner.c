@@ -5,8 +5,9 @@
  * Calls last about 50 ms, many sampling periods each: with calls of a few tens of
  * microseconds, perf's samples on this VM fell twice as often in the function just
  * switched to (measured: 2:1 for a true 3:1). It runs for SECONDS of CPU time in
- * all, so a busy machine delays it but does not thin out its samples.
- * usage: burner SECONDS */
+ * all, so a busy machine delays it but does not thin out its samples. RATIO (default 3)
+ * changes the split to RATIO:1, for profiles that differ by a known amount.
+ * usage: burner SECONDS [RATIO] */
 #include <stdlib.h>
 #include <time.h>
 
@@ -32,11 +33,12 @@ __attribute__((noinline, aligned(64))) void hoplab_burn_one(long n) {
 
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 2.0;
+    double ratio = argc > 2 ? atof(argv[2]) : 3.0;
     double in_three = 0, in_one = 0;
     long n = 30000;
     while (in_three + in_one < seconds) {
         double t = cpu_now(), dt;
-        if (in_three < 3 * in_one) {
+        if (in_three < ratio * in_one) {
             hoplab_burn_three(n);
             dt = cpu_now() - t;
             in_three += dt;
