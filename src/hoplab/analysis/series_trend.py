@@ -7,13 +7,17 @@ x is a run's start time (by="started_at", Unix seconds) or any column, label or
 variant key (by="version", by="hops"). Numbers sort as numbers and text sorts
 naturally (v1.9 before v1.10); a run without that key, or without a finite value
 for the metric, is left out. Only finished runs count unless filters name a status.
+
+trend_points keeps every run of every value (what change points are found on); trend
+gives the medians. Both read the store in _read, the one place that query lives.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,21 +48,31 @@ def _x(run: RunSummary, by: str) -> str | float | None:
     return json.dumps(value, sort_keys=True)
 
 
-def trend(store: Store, metric: str, filters: Mapping[str, str],
-          by: str = "started_at", *, limit: int | None = None
-          ) -> list[tuple[str | float, float, int]]:
-    """Per x value: (x, median of `metric` over its runs, number of runs), sorted by x.
+@dataclass(frozen=True)
+class TrendPoint:
+    value: str | float              # the x value: a version, a commit, a hop count
+    runs: tuple[int, ...]           # run ids, in id order
+    values: tuple[float, ...]       # the metric of each run (its repetitions)
+    started_at: float               # the first of its runs' start times
+    tests: frozenset[str]           # experiment/test of its runs
 
-    `metric` is NAME for a whole-run figure, or NAME@FLOW / NAME@node=N,key=K for one
-    that each run has to be read in full for. UsageError past `limit` runs."""
+    @property
+    def median(self) -> float:
+        return float(np.median(self.values))
+
+
+def _read(store: Store, metric: str, filters: Mapping[str, str], by: str,
+          limit: int | None) -> list[tuple[str | float, int, float, float, str]]:
+    """(x, run id, value, started_at, experiment/test) of every matching run that has
+    the metric."""
     key = parse_metric(metric)
     wanted = dict(filters)
     wanted.setdefault("status", "ok")
-    points: dict[str | float, list[float]] = {}
     runs = store.list_runs(wanted, limit=None if limit is None else limit + 1)
     if limit is not None and len(runs) > limit:
         raise UsageError(f"more than {limit} runs match; narrow the filters "
                          "(experiment=..., test=...)")
+    out = []
     for run in runs:
         x = _x(run, by)
         if x is None:
@@ -69,6 +83,61 @@ def trend(store: Store, metric: str, filters: Mapping[str, str],
             value = store.get_run(run.id, series=False).metric(
                 key.name, flow=key.flow, node=key.node, key=key.key)
         if value is not None and math.isfinite(value):
-            points.setdefault(x, []).append(value)
-    return [(x, float(np.median(v)), len(v)) for x, v in sorted(
-        points.items(), key=lambda item: natural_key(item[0]))]
+            out.append((x, run.id, value, run.started_at, f"{run.experiment}/{run.test}"))
+    return out
+
+
+def trend_points(store: Store, metric: str, filters: Mapping[str, str],
+                 by: str = "version", *, order: str = "natural",
+                 sequence: Sequence[str] | None = None, limit: int | None = None
+                 ) -> list[TrendPoint]:
+    """Every run of `metric` grouped by x value, the values in `order`: "natural"
+    (v1.9 before v1.10), "time" (by each value's first run), or "sequence": the order
+    of `sequence` (a value is found by its text; git:REPO gives commits oldest first).
+    UsageError for a value `sequence` does not hold, or past `limit` runs."""
+    grouped: dict[str | float, list[tuple[int, float, float, str]]] = {}
+    for x, run_id, value, started, test in _read(store, metric, filters, by, limit):
+        grouped.setdefault(x, []).append((run_id, value, started, test))
+    points = [TrendPoint(value=x, runs=tuple(r[0] for r in rows),
+                         values=tuple(r[1] for r in rows),
+                         started_at=min(r[2] for r in rows),
+                         tests=frozenset(r[3] for r in rows))
+              for x, rows in grouped.items()]
+    return order_points(points, order, sequence, by)
+
+
+def order_points(points: Sequence[TrendPoint], order: str,
+                 sequence: Sequence[str] | None = None, by: str = "version"
+                 ) -> list[TrendPoint]:
+    """`points` in `order` (see trend_points)."""
+    key: Callable[[TrendPoint], Any]
+    if order == "natural":
+        key = lambda p: natural_key(p.value)  # noqa: E731
+    elif order == "time":
+        key = lambda p: (p.started_at, natural_key(p.value))  # noqa: E731
+    elif order == "sequence":
+        place = {text: i for i, text in enumerate(sequence or ())}
+        missing = [p.value for p in points if _text(p.value) not in place]
+        if missing:
+            shown = ", ".join(map(str, sorted(missing, key=natural_key)[:10]))
+            raise UsageError(f"{len(missing)} value(s) of {by} are not in the order given: "
+                             f"{shown}")
+        key = lambda p: place[_text(p.value)]  # noqa: E731
+    else:
+        raise UsageError(f"order {order!r}: use natural, time or git:REPO")
+    return sorted(points, key=key)
+
+
+def _text(value: str | float) -> str:
+    return value if isinstance(value, str) else f"{value:g}"
+
+
+def trend(store: Store, metric: str, filters: Mapping[str, str],
+          by: str = "started_at", *, limit: int | None = None
+          ) -> list[tuple[str | float, float, int]]:
+    """Per x value: (x, median of `metric` over its runs, number of runs), sorted by x.
+
+    `metric` is NAME for a whole-run figure, or NAME@FLOW / NAME@node=N,key=K for one
+    that each run has to be read in full for. UsageError past `limit` runs."""
+    return [(p.value, p.median, len(p.values))
+            for p in trend_points(store, metric, filters, by, limit=limit)]

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fold": ("profile", "perf script output -> folded stacks on stdout"),
     "clean": ("clean", "remove everything hoplab created (also after a crash)"),
     "plot": ("plot", "draw stored runs (PNG, SVG, PDF)"),
+    "trend": ("trend", "a metric across versions, with every change point"),
     "import": ("import_", "load iperf3 JSON outputs and Flent data files as runs"),
     "export": ("export", "write one run as JSON or CSV"),
     "bisect": ("bisect", "find the commit that changed a figure (git bisect that knows noise)"),

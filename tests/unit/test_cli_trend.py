@@ -1,0 +1,173 @@
+"""`hoplab trend` end to end: the real command on a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hoplab.cli.main import main
+from hoplab.store import open_store
+from tests.helpers.runs import make_run
+
+HOPLAB = str(Path(sys.executable).with_name("hoplab"))
+VERSIONS = [f"v1.{i}" for i in range(30)]          # v1.2 before v1.10: natural order
+STEP_AT = 16                                         # v1.16 is the first 20 % lower
+
+
+def _fill(path: str, versions: list[str], *, label: str = "version",
+          times: list[float] | None = None) -> None:
+    rng = np.random.default_rng(3)
+    with open_store(path) as store:
+        for i, version in enumerate(versions):
+            level = 100e6 * (0.8 if i >= STEP_AT else 1.0)
+            for rep in range(1, 4):
+                store.save_run(make_run(
+                    rep=rep, labels={label: version},
+                    started_at=(times[i] if times else 1_700_000_000.0 + i) + rep,
+                    goodput=float(rng.normal(level, level * 0.05))))
+        # Another test, left out by --filter test=bulk, and a failed run, always left out.
+        store.save_run(make_run("other", labels={label: versions[0]}, goodput=1.0))
+        store.save_run(make_run(labels={label: versions[1]}, status="failed", goodput=1.0))
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    path = str(tmp_path / "runs.db")
+    _fill(path, VERSIONS)
+    return path
+
+
+def _hoplab(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOPLAB_DB": ""}
+    return subprocess.run([HOPLAB, *argv], capture_output=True, text=True, env=env,
+                          check=False, timeout=120)
+
+
+def test_json_has_every_run_and_the_step(db: str) -> None:
+    proc = _hoplab("trend", "goodput", "--db", db, "--filter", "test=bulk", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert set(doc) == {"metric", "points", "change_points"}
+    assert doc["metric"] == "goodput"
+    assert [p["value"] for p in doc["points"]] == VERSIONS
+    assert all(len(p["runs"]) == 3 for p in doc["points"])
+    first = doc["points"][0]
+    assert first["median"] == pytest.approx(np.median([r["value"] for r in first["runs"]]))
+    (cp,) = doc["change_points"]
+    assert set(cp) == {"before", "after", "median_before", "median_after", "change_pct",
+                       "ci_pct", "p"}
+    assert (cp["before"], cp["after"]) == ("v1.15", "v1.16")
+    assert cp["change_pct"] == pytest.approx(-20, abs=2.5)
+    assert cp["ci_pct"][0] < -20 < cp["ci_pct"][1]
+    assert cp["median_before"] == pytest.approx(100e6, rel=0.03)
+    assert cp["p"] < 1e-6
+
+
+def test_text_names_the_values_and_the_power(db: str, capsys: pytest.CaptureFixture[str]
+                                             ) -> None:
+    assert main(["trend", "goodput", "--db", db, "--filter", "test=bulk"]) == 0
+    out = capsys.readouterr().out
+    assert "30 values, 90 runs, natural order" in out
+    line = next(x for x in out.splitlines() if "v1.15 -> v1.16" in x)
+    assert "Mbit/s" in line and " -1" in line
+    assert "steps smaller than" in out and "a 5 % step needs" in out
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_drawn_to_a_file(db: str, tmp_path: Path, suffix: str) -> None:
+    out = tmp_path / f"trend{suffix}"
+    proc = _hoplab("trend", "goodput", "--db", db, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" if suffix == ".png" else (
+        b"<svg" in data[:2000] if suffix == ".svg" else data[:5] == b"%PDF-")
+    if suffix == ".svg":
+        assert "-2" in data.decode() and "change point" in data.decode()
+
+
+def test_mixing_tests_is_warned_about(db: str) -> None:
+    proc = _hoplab("trend", "goodput", "--db", db)
+    assert proc.returncode == 0
+    assert "the runs are of 2 tests (wan/bulk, wan/other); add --filter test=" in proc.stderr
+    proc = _hoplab("trend", "goodput", "--db", db, "--filter", "test=bulk")
+    assert proc.stderr == ""
+
+
+def test_a_bad_file_suffix_is_refused_before_reading(db: str, tmp_path: Path) -> None:
+    proc = _hoplab("trend", "goodput", "--db", db, "-o", str(tmp_path / "t.jpg"))
+    assert proc.returncode == 2
+    assert "must end in .png, .svg, .pdf" in proc.stderr
+    assert not (tmp_path / "t.jpg").exists()
+
+
+def test_time_order(tmp_path: Path) -> None:
+    path = str(tmp_path / "t.db")
+    # Measured newest version first: time order is the reverse of natural order.
+    _fill(path, VERSIONS, times=[2_000_000_000.0 - 10 * i for i in range(30)])
+    proc = _hoplab("trend", "goodput", "--db", path, "--order", "time", "--json",
+                   "--filter", "test=bulk")
+    doc = json.loads(proc.stdout)
+    assert [p["value"] for p in doc["points"]] == VERSIONS[::-1]
+    (cp,) = doc["change_points"]
+    assert (cp["before"], cp["after"]) == ("v1.16", "v1.15")
+    assert cp["change_pct"] == pytest.approx(25, abs=3.5)
+
+
+def _repo(tmp_path: Path) -> tuple[Path, list[str]]:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True,
+                              check=True, env=env).stdout.strip()
+
+    git("init", "-q")
+    shas = []
+    for i in range(30):
+        (repo / "f").write_text(str(i))
+        git("add", "f")
+        git("commit", "-q", "-m", f"c{i}")
+        shas.append(git("rev-parse", "HEAD"))
+    git("tag", "release", shas[3])
+    return repo, shas
+
+
+def test_git_order_follows_first_parents(tmp_path: Path) -> None:
+    repo, shas = _repo(tmp_path)
+    # Values are short SHAs, except one tag; natural order would scramble them.
+    values = [s[:12] for s in shas]
+    values[3] = "release"
+    path = str(tmp_path / "g.db")
+    _fill(path, values, label="commit")
+    proc = _hoplab("trend", "goodput", "--by", "commit", "--order", f"git:{repo}",
+                   "--db", path, "--json", "--filter", "test=bulk")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [p["value"] for p in doc["points"]] == values
+    (cp,) = doc["change_points"]
+    assert (cp["before"], cp["after"]) == (values[15], values[16])
+
+
+def test_git_order_refuses_a_value_that_is_no_commit(tmp_path: Path) -> None:
+    repo, shas = _repo(tmp_path)
+    path = str(tmp_path / "g.db")
+    _fill(path, [s[:12] for s in shas[:5]] + ["deadbeef"], label="commit")
+    proc = _hoplab("trend", "goodput", "--by", "commit", "--order", f"git:{repo}",
+                   "--db", path)
+    assert proc.returncode == 2
+    assert "1 value(s) name no commit on HEAD's first-parent line: deadbeef" in proc.stderr
+
+
+def test_nothing_to_show_and_bad_order_are_usage_errors(db: str) -> None:
+    proc = _hoplab("trend", "goodput", "--db", db, "--by", "firmware")
+    assert proc.returncode == 2 and "has both goodput and firmware" in proc.stderr
+    proc = _hoplab("trend", "goodput", "--db", db, "--order", "random")
+    assert proc.returncode == 2 and "natural, time or git:REPO" in proc.stderr
