@@ -107,3 +107,32 @@ def test_event_filter_keeps_the_named_event() -> None:
     assert _samples(default.stdout) == 333 and _samples(cycles.stdout) == 111
     assert b"Filtering for events of type: cycles" in default.stderr
     assert b"Filtering" not in cycles.stderr
+
+
+def _peak_rss_mb(argv: list[str], chunk: bytes, repeat: int, tmp: Path) -> tuple[float, bytes]:
+    """Streams `chunk` `repeat` times into the folder; its peak resident set, as
+    /usr/bin/time reports it (a child forked from this big Python process would carry
+    Python's resident set in its peak: Linux keeps it across exec)."""
+    mem, out = tmp / "mem", tmp / "out"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", str(mem), *argv],
+                                stdin=subprocess.PIPE, stdout=sink, stderr=subprocess.DEVNULL)
+        assert proc.stdin is not None
+        for _ in range(repeat):
+            proc.stdin.write(chunk)
+        proc.stdin.close()
+        assert proc.wait() == 0
+    return int(mem.read_text().split()[-1]) / 1024, out.read_bytes()
+
+
+def test_memory_does_not_grow_with_the_input(tmp_path: Path) -> None:
+    # FlameGraph's 13 inputs, about 1 MB in all, streamed 10 and 100 times: the same
+    # distinct stacks, ten times the input. The folder keeps stacks, not lines.
+    chunk = b"".join(source(n) + b"\n" for n in INPUTS)
+    small_mb, small = _peak_rss_mb(fold.argv(["all"]), chunk, 10, tmp_path)
+    large_mb, large = _peak_rss_mb(fold.argv(["all"]), chunk, 100, tmp_path)
+    assert len(chunk) * 100 > 100e6
+    assert small.count(b"\n") == large.count(b"\n")
+    assert _samples(large) == 10 * _samples(small)
+    assert large_mb - small_mb < 0.5, (small_mb, large_mb)
+    assert large_mb < 8, large_mb
