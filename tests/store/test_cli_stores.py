@@ -46,6 +46,9 @@ def test_runs_and_show_read_back_what_run_stored(store_url: str, tmp_path: Path)
     runs = json.loads(listed.stdout)
     assert [r["variant"] for r in runs] == [{"hops": 2}, {"hops": 2}]
     assert all(r["labels"] == {"device": "veth"} for r in runs)
+    # --limit N: the last N runs, oldest of them first.
+    last = json.loads(hoplab("runs", "--db", store_url, "--json", "--limit", "2").stdout)
+    assert [r["id"] for r in last] == sorted(r["id"] for r in out["runs"])[-2:]
     shown = hoplab("show", str(runs[0]["id"]), "--db", store_url, "--json")
     assert shown.returncode == 0, shown.stderr
     rec = json.loads(shown.stdout)

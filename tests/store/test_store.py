@@ -164,6 +164,19 @@ def test_list_runs_by_id_and_limit(store: Store) -> None:
         store.list_runs(offset=-1)
 
 
+def test_list_runs_newest(store: Store) -> None:
+    # `hoplab runs --limit N` shows the last N matching runs, oldest of them first.
+    ids = _save_many(store)
+    assert [r.id for r in store.list_runs(limit=2, newest=True)] == [ids["c"], ids["d"]]
+    assert [r.id for r in store.list_runs({"experiment": "wan"}, limit=2, newest=True)] == [
+        ids["b"], ids["c"]]
+    assert [r.id for r in store.list_runs({"hops": "2"}, limit=1, newest=True)] == [ids["d"]]
+    assert [r.id for r in store.list_runs(newest=True)] == [ids[k] for k in "abcd"]
+    # Without figures the summaries carry no metrics (a listing of labels reads none).
+    assert store.list_runs(limit=1, figures=False)[0].metrics == {}
+    assert store.list_runs(limit=1)[0].metrics != {}
+
+
 def test_ids_in_a_range_are_counted_in_the_store(store: Store) -> None:
     ids = sorted(_save_many(store).values())
     assert store.count_ids(1, 10**12) == 4

@@ -54,7 +54,7 @@ def run_list(args: argparse.Namespace) -> int:
     from hoplab.store import open_store
 
     with open_store(store_arg.url(args)) as store:
-        runs = store.list_runs(_filters(args.filters), limit=args.limit)
+        runs = store.list_runs(_filters(args.filters), limit=args.limit, newest=True)
         desc = store.describe()
     if args.json:
         json.dump(json_safe([dataclasses.asdict(r) for r in runs]), sys.stdout, indent=2,

@@ -21,7 +21,11 @@ from hoplab.errors import CapabilityError, LabError, UsageError
 from hoplab.lab import devices, netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab
-from hoplab.lab.requirements import impairment_backend, requirements_problems
+from hoplab.lab.requirements import (
+    impairment_backend,
+    link_disciplines,
+    requirements_problems,
+)
 from hoplab.lab.shaping import tc_lines
 from hoplab.lab.signals import shielded, terminate_as_interrupt
 from hoplab.lab.state import ETC_NETNS, LabState, find
@@ -292,6 +296,9 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
             state.summary["wires"] = [
                 {"link": w.index, "label": w.label, "netns": w.netns, "name": w.short,
                  "stats": str(w.stats)} for w in wires.values()]
+            for row, lk in zip(state.summary["links"], lab.links, strict=True):
+                # Which emulator and which discipline each direction got, for lab status.
+                row.update(link_disciplines(lk, caps))
             state.save()
         except BaseException:
             with shielded():

@@ -15,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from hoplab.errors import HoplabError
-from hoplab.samplers.qdisc import QdiscStats
+
+if TYPE_CHECKING:
+    # Only named in annotations: `lab up` imports this module and must not load samplers.
+    from hoplab.samplers.qdisc import QdiscStats
 
 
 class ExecutorError(HoplabError):

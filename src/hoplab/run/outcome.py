@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from hoplab.analysis.spikes import spike_figures
 from hoplab.analysis.stats import mean, mean_abs_diff, percentile
 from hoplab.errors import HoplabError
 from hoplab.kinds import registry
@@ -186,6 +185,10 @@ def _udp_figures(legs: Sequence[iperf3.Result | iperf3.Totals]
 
 
 def _spikes(out: Outcome, rtt: Series) -> None:
+    # numpy is imported here, not at the top: listing runs loads the kinds, which load
+    # this module, and need none of it.
+    from hoplab.analysis.spikes import spike_figures
+
     more_metrics, more_series = spike_figures(rtt)
     out.metrics += more_metrics
     out.series += more_series

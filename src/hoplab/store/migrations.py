@@ -9,6 +9,8 @@ Version history:
   1  runs, metrics, series, raw_outputs, schema_version
   2  runs.hoplab_version (filled from metadata["hoplab_version"]),
      index runs(experiment, test)
+  3  run_labels(run_id, key, value): each label and variant value as text, indexed
+     by (key, value), filled from the runs' labels and variant
 """
 
 from __future__ import annotations
@@ -73,8 +75,26 @@ def _v1_to_v2(conn: sa.Connection) -> None:
         )
 
 
+def _v2_to_v3(conn: sa.Connection) -> None:
+    from hoplab.store.labels import label_rows
+
+    table = build(3).run_labels
+    assert table is not None
+    table.create(conn)    # with its index
+    runs = build(2).runs
+    rows = conn.execute(sa.select(runs.c.id, runs.c.labels, runs.c.variant)).all()
+    batch: list[dict[str, object]] = []
+    for run_id, labels, variant in rows:
+        batch += label_rows(run_id, labels, variant)
+        if len(batch) >= 10_000:
+            conn.execute(table.insert(), batch)
+            batch = []
+    if batch:
+        conn.execute(table.insert(), batch)
+
+
 # MIGRATIONS[n] takes a store from version n to n + 1.
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def _too_new(version: int) -> UsageError:

@@ -24,16 +24,18 @@ from hoplab.record import (
     upgrade_names,
 )
 from hoplab.store import budget, codec, migrations
+from hoplab.store.labels import label_rows
 from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
 from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location
 
 _IN_CHUNK = 500             # run ids per IN (...) when reading headline metrics
-_STREAM = 500               # rows fetched at a time when runs are matched on labels
 # The largest id a query may name: SQLite's and PostgreSQL's integers are 64-bit, and a
 # bigger number in a query is an error, not "no such run".
 MAX_ID = 2**63 - 1
 
 _RUNS, _METRICS, _SERIES, _RAW = TABLES.runs, TABLES.metrics, TABLES.series, TABLES.raw_outputs
+assert TABLES.run_labels is not None
+_LABELS = TABLES.run_labels
 
 
 @dataclass(frozen=True)
@@ -58,16 +60,6 @@ def _reason(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip()
     return hide_password(text.splitlines()[0] if text else type(exc).__name__)
-
-
-def _as_strings(value: Any) -> set[str]:
-    # Filters come from the command line as text: hops=2 matches 2, flag=true matches True.
-    if isinstance(value, str):
-        return {value}
-    try:
-        return {str(value), json.dumps(value)}
-    except (TypeError, ValueError):
-        return {str(value)}
 
 
 def _big(n: int) -> sa.BindParameter[int]:
@@ -191,7 +183,9 @@ class Store:
             key = conn.execute(_RUNS.insert().values(**row)).inserted_primary_key
             assert key is not None
             run_id = int(key[0])
-            for table, rows in ((_METRICS, metrics), (_SERIES, series), (_RAW, raw)):
+            labels = label_rows(run_id, run.labels, run.variant)
+            for table, rows in ((_METRICS, metrics), (_SERIES, series), (_RAW, raw),
+                                (_LABELS, labels)):
                 if rows:
                     conn.execute(table.insert(), [{"run_id": run_id, **r} for r in rows])
         run.id = run_id
@@ -251,19 +245,20 @@ class Store:
         return codec.decompress_raw(blob)
 
     def list_runs(self, filters: Mapping[str, str] | None = None, *,
-                  limit: int | None = None, offset: int = 0) -> list[RunSummary]:
-        """Runs in id order matching every filter: at most `limit`, after skipping `offset`.
+                  limit: int | None = None, offset: int = 0,
+                  newest: bool = False, figures: bool = True) -> list[RunSummary]:
+        """Runs in id order matching every filter: at most `limit`, after skipping `offset`;
+        with `newest`, the last `limit` of them (still in id order). Without `figures`,
+        the summaries' metrics are left empty (a listing of labels needs none).
 
         A filter key is a column (id, experiment, experiment_id, test, kind, status),
-        else a label or a variant key; values compare as text.
+        else a label or a variant key; values compare as text (hoplab.store.labels).
         """
         if limit is not None and limit < 0:
             raise UsageError(f"limit must be 0 or more, not {limit}")
         if offset < 0:
             raise UsageError(f"offset must be 0 or more, not {offset}")
-        stmt = sa.select(*(c for c in _RUNS.c if c.name not in ("metadata", "error"))
-                         ).order_by(_RUNS.c.id)
-        others: dict[str, str] = {}
+        stmt = sa.select(*(c for c in _RUNS.c if c.name not in ("metadata", "error")))
         for key, value in (filters or {}).items():
             if key == "id":
                 text = str(value).strip()
@@ -273,27 +268,16 @@ class Store:
             elif key in FILTER_COLUMNS:
                 stmt = stmt.where(_RUNS.c[key] == str(value))
             else:
-                others[key] = str(value)
-        if not others:
-            stmt = stmt.offset(offset).limit(limit)
+                stmt = stmt.where(_RUNS.c.id.in_(
+                    sa.select(_LABELS.c.run_id)
+                    .where(_LABELS.c.key == key, _LABELS.c.value == str(value))))
+        order = _RUNS.c.id.desc() if newest else _RUNS.c.id
+        stmt = stmt.order_by(order).offset(offset).limit(limit)
         with self._read("cannot list runs") as conn:
-            rows: list[sa.RowMapping] = []
-            if others:
-                # Labels and variants are JSON: matched here, streamed so that a limit
-                # reads no more of a large store than it needs.
-                skip = offset
-                with conn.execution_options(yield_per=_STREAM).execute(stmt) as result:
-                    for r in result.mappings():
-                        if limit is not None and len(rows) >= limit:
-                            break
-                        if self._matches(r, others):
-                            if skip:
-                                skip -= 1
-                            else:
-                                rows.append(r)
-            else:
-                rows = list(conn.execute(stmt).mappings())
-            headline = self._headline(conn, [r["id"] for r in rows])
+            rows = list(conn.execute(stmt).mappings())
+            if newest:
+                rows.reverse()
+            headline = self._headline(conn, [r["id"] for r in rows]) if figures else {}
         return [
             RunSummary(id=r["id"], experiment=r["experiment"], experiment_id=r["experiment_id"],
                        test=r["test"], kind=r["kind"], repetition=r["repetition"],
@@ -327,15 +311,6 @@ class Store:
                 .order_by(_RUNS.c.id).limit(limit))
         with self._read("cannot list runs") as conn:
             return [int(i) for i in conn.execute(stmt).scalars()]
-
-    @staticmethod
-    def _matches(row: sa.RowMapping, filters: Mapping[str, str]) -> bool:
-        for key, value in filters.items():
-            found = [d[key] for d in (row["labels"], row["variant"])
-                     if isinstance(d, dict) and key in d]
-            if not any(value in _as_strings(f) for f in found):
-                return False
-        return True
 
     @staticmethod
     def _headline(conn: sa.Connection, ids: list[int]) -> dict[int, dict[str, float]]:

@@ -32,7 +32,7 @@ _RESERVED = {"q", "metric", "by", "page", "limit", "offset"}
 # not grow with the store; more are a further page (?page=2, ?offset=N).
 PAGE_ROWS = 200
 API_ROWS = 1000
-FACET_RUNS = 2000           # runs whose labels and variants offer the filter links
+FACET_RUNS = 2000           # the newest runs, whose labels and variants offer filter links
 TREND_RUNS = 5000
 REQUEST_BUDGET_S = 10.0     # of store reads per request (store/budget.py)
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
@@ -124,8 +124,9 @@ class Dashboard:
         page = _number(query, "page", 1, 1)
         shown = self.store.list_runs(filters, limit=PAGE_ROWS + 1,
                                      offset=(page - 1) * PAGE_ROWS)
+        facets = self.store.list_runs(limit=FACET_RUNS, newest=True, figures=False)
         return _html(pages.runs_page(
-            shown[:PAGE_ROWS], self.store.list_runs(limit=FACET_RUNS), filters, self.desc,
+            shown[:PAGE_ROWS], facets, filters, self.desc,
             total=self.store.count_runs(), page=page, more=len(shown) > PAGE_ROWS,
             rows=PAGE_ROWS))
 
