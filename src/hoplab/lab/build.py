@@ -458,3 +458,55 @@ def down(name: str) -> list[str]:
     if state is None:
         raise UsageError(f"no lab named {name!r} is up (see hoplab lab status)")
     return teardown(state)
+
+
+def check_devices(lab: Lab, tools: Mapping[str, Collection[str]] | None = None,
+                  why: Mapping[str, str] | None = None) -> None:
+    """Everything lab up checks about a lab's NICs and devices, touching nothing: for an
+    experiment to refuse (exit 2) before its first run rather than fail every run."""
+    from hoplab.nodes.registry import executor_for
+
+    if not lab.devices() and not any(lk.attach for lk in lab.links):
+        return
+    devices.check_nics(lab)
+    execs = devices.connect(lab, executor_for)
+    try:
+        views = dict(zip(execs, _in_parallel(devices.view, list(execs.values())), strict=True))
+        resolved = devices.resolve(lab, views)
+        needs = devices.tools_needed(resolved)
+        for node, wanted in (tools or {}).items():
+            needs.setdefault(node, set()).update(wanted)
+        devices.check_tools(resolved, execs, needs, why)
+    finally:
+        devices.close(execs.values())
+
+
+def hand_over(lab: Lab) -> Lab | None:
+    """The lab `hoplab lab up` built from the same file, if it is up: an experiment's runs
+    need its host NICs and devices, so it is taken down now and returned, to be built
+    again by take_back() when the runs end. A lab another process is using is refused."""
+    from hoplab.lab.clean import in_use
+
+    state = find(lab.name)
+    if state is None or state.status != "up" or not Path(lab.source).exists() \
+            or Path(state.source) != Path(lab.source).resolve():
+        return None
+    if in_use(state):
+        raise UsageError(f"lab {lab.name!r} is up and in use by pid {state.owner_pid}; its "
+                         f"NICs and devices are busy until it ends")
+    for warning in down(lab.name):
+        raise LabError(f"lab {lab.name!r} could not be taken down for the runs: {warning}")
+    return lab
+
+
+def take_back(lab: Lab) -> list[str]:
+    """Build again the lab hand_over() took down; a failure is a warning (the runs are
+    stored), with the command that builds it."""
+    from hoplab.spec import load_lab
+
+    try:
+        up(load_lab(lab.source, name=lab.name))
+    except Exception as exc:  # the runs are stored already; say how to rebuild it
+        return [f"lab {lab.name} could not be brought back up ({exc}); "
+                f"hoplab lab up {lab.source}"]
+    return []

@@ -471,3 +471,48 @@ def restore(state: LabState, nodes: Mapping[str, Executor], *,
             if own:
                 close([ex])
     return warnings
+
+
+# ---------------------------------------------------------------- labels
+
+
+def device_labels(lab: Lab, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Labels `device` and `firmware` of a run on a lab with devices, from each device's
+    facts in the run's metadata (`nodes`): its model (else the host SSH reaches) and its
+    firmware, so runs of two devices or two builds never fall in one group by accident.
+    One device gives its values; several give "node=value" pairs."""
+    found: dict[str, list[tuple[str, str]]] = {"device": [], "firmware": []}
+    for node in lab.devices():
+        facts = nodes.get(node.name, {})
+        assert node.ssh is not None
+        found["device"].append((node.name, str(facts.get("model") or node.ssh.host)))
+        firmware = facts.get("firmware")
+        if firmware:
+            found["firmware"].append((node.name, str(firmware)))
+    out: dict[str, str] = {}
+    for key, pairs in found.items():
+        if len(pairs) == 1 and len(lab.devices()) == 1:
+            out[key] = pairs[0][1]
+        elif pairs:
+            out[key] = ", ".join(f"{n}={v}" for n, v in pairs)
+    return out
+
+
+def test_tools(lab: Lab, tests: Iterable[Any]) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """What the tests will run on each device (a flow's client on its source, its server
+    on its destination; ping needs no server), and which test needs each, for
+    check_tools' message."""
+    from hoplab.kinds import flow_tool
+
+    devices = {n.name for n in lab.devices()}
+    needs: dict[str, set[str]] = {}
+    why: dict[str, str] = {}
+    for test in tests:
+        for flow in test.flows:
+            tool = flow_tool(flow.kind).tool
+            ends = [flow.src] + ([flow.dst] if tool != "ping" else [])
+            for node in ends:
+                if node in devices:
+                    needs.setdefault(node, set()).add(tool)
+                    why.setdefault(f"{node}:{tool}", f"test {test.name!r}")
+    return needs, why
