@@ -205,6 +205,12 @@ register(
     _m("wire.duplicated", "frames", "wire duplicated", "neutral"),
     _m("wire.queue_bytes_max", "bytes", "wire max queue", "lower"),
     _m("wire.held_bytes_max", "bytes", "wire max in flight", "neutral"),
+    # Its queue discipline (codel, fq_codel, sfq): AQM drops, ECN marks, flows, rehashes.
+    _m("wire.queue_packets_max", "packets", "wire max queue pkts", "lower"),
+    _m("wire.dropped_aqm", "frames", "wire AQM drops", "neutral"),
+    _m("wire.ecn_marked", "frames", "wire ECN marks", "neutral"),
+    _m("wire.flows_active_max", "flows", "wire max flows", "neutral"),
+    _m("wire.rehashes", "count", "wire SFQ rehashes", "neutral"),
 )
 
 # Profiles: the share of perf samples per category (profile/categories.toml).

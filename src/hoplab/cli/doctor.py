@@ -59,6 +59,9 @@ ESSENTIAL_QDISCS = ("htb",)
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="show what this machine can build",
                        description="Probe the kernel and tools and show what labs can use.")
+    p.add_argument("lab", nargs="?", metavar="LAB",
+                   help="a lab file: also show, per link, the emulator and queue discipline "
+                        "each direction gets here")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--refresh", action="store_true",
                    help="probe again instead of using the cached result")
@@ -148,7 +151,10 @@ def _print(rep: dict[str, Any], console: Console) -> None:
     labels = {"delay_jitter_loss": "delay / jitter / loss", "rate": "rate",
               "queue_limit": "queue limit", "delay": "delay", "jitter": "jitter",
               "loss": "loss", "loss_burst": "loss_burst (Gilbert-Elliott)",
-              "duplicate": "duplicate", "reorder_false": "reorder = false", "trace": "trace"}
+              "duplicate": "duplicate", "reorder_false": "reorder = false", "trace": "trace",
+              "codel": 'rate + qdisc = "codel"', "fq_codel": 'rate + qdisc = "fq_codel"',
+              "fq_codel_keys_src": 'fq_codel, keys = "src" (per host)',
+              "sfq_perturb": 'rate + qdisc = "sfq", perturb'}
     for key, row in rep["impairments"].items():
         t.add_row(labels[key], row["mechanism"] or f"[red]{row['note']}[/]")
     console.print(t)
@@ -176,8 +182,41 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"hoplab doctor: {e}", markup=False)
         return e.exit_code
     rep = report(caps)
+    if getattr(args, "lab", None):
+        try:
+            rep["links"] = _links(args.lab, caps)
+        except HoplabError as e:
+            err.print(f"hoplab doctor: {e}", markup=False)
+            return e.exit_code
     if getattr(args, "json", False):
         print(json.dumps(rep, indent=2))
     else:
         _print(rep, console)
+        if "links" in rep:
+            _print_links(rep["links"], console)
     return 0 if rep["essentials"]["ok"] else 1
+
+
+def _links(path: str, caps: Capabilities) -> list[dict[str, Any]]:
+    """Per link of a lab file: emulator and disciplines (decided in hoplab.lab.requirements)."""
+    from hoplab.lab.requirements import link_disciplines, requirements_problems
+    from hoplab.spec.loader import load_lab
+
+    lab = load_lab(path)
+    problems = requirements_problems(lab, caps)
+    return [{"index": lk.index, "label": lk.label, **link_disciplines(lk, caps),
+             "problems": [p for p in problems if p.startswith(lk.label)]} for lk in lab.links]
+
+
+def _print_links(links: list[dict[str, Any]], console: Console) -> None:
+    from rich.table import Table
+
+    t = Table(title="links of the lab", title_justify="left")
+    for col in ("link", "emulator", "queue a->b", "queue b->a"):
+        t.add_column(col)
+    for lk in links:
+        t.add_row(lk["label"], lk["emulator"], lk["forward_queue"], lk["reverse_queue"])
+    console.print(t)
+    for lk in links:
+        for p in lk["problems"]:
+            console.print(f"problem: {p}", style="red", markup=False)

@@ -15,8 +15,11 @@ from hoplab.spec.model import Direction, Lab, Link, QueueLimit
 # The userspace link emulator (hoplab-wire, see hoplab.lab.wire) exists; whether
 # its binary is built is checked per lab (`make setup` builds it).
 WIRE_EMULATOR_AVAILABLE = True
-# What the wire's drop-tail bottleneck can stand in for.
-_WIRE_QDISCS = (None, "fifo", "htb", "tbf", "netem")
+# The disciplines the wire's rate limiter has (htb, tbf and netem name only a
+# shaper or an emulator, whose queue is a fifo).
+_WIRE_QDISCS = (None, "fifo", "htb", "tbf", "netem", "codel", "fq_codel", "sfq")
+# Those that queue in front of a rate: on the wire they need one.
+WIRE_AQM = ("codel", "fq_codel", "sfq")
 
 _QDISC_MODULE = {"pfifo": "sch_fifo", "bfifo": "sch_fifo"}
 
@@ -27,6 +30,12 @@ def _module(qdisc: str) -> str:
 
 def install_hint(tool: str) -> str:
     return f"apt-get install --no-install-recommends {TOOL_PACKAGES.get(tool, tool)}"
+
+
+def _tunnel_keys(d: Direction) -> bool:
+    """Flow keys from a tunnel's inner headers: tc's flow classifier has none (they
+    were a patch that never merged), the wire reads IP-in-IP and VXLAN."""
+    return "tunnel-" in str(dict(d.qdisc_options).get("keys", ""))
 
 
 def impairment_backend(link: Link, caps: Capabilities) -> str:
@@ -40,6 +49,11 @@ def impairment_backend(link: Link, caps: Capabilities) -> str:
         return "wire"
     directions = (link.forward, link.reverse)
     if link.emulator == "auto" and any(d.needs_wire() for d in directions):
+        return "wire"
+    if link.emulator == "auto" and WIRE_EMULATOR_AVAILABLE and any(
+            (d.qdisc in WIRE_AQM and not caps.has_qdisc(d.qdisc) and d.rate_bps is not None)
+            or _tunnel_keys(d) for d in directions):
+        # The kernel's qdisc when it has it; the wire's otherwise.
         return "wire"
     if any(d.needs_netem() for d in directions):
         if (link.emulator == "auto" and not caps.has_qdisc("netem")
@@ -65,8 +79,11 @@ def _direction_problems(label: str, d: Direction, caps: Capabilities) -> list[st
         kinds = _fifo_kinds(d) if d.qdisc == "fifo" else (d.qdisc,)
         if not any(caps.has_qdisc(k) for k in kinds):
             names = " or ".join(kinds)
+            wire_too = ("; the userspace wire has it in front of a rate: add e.g. "
+                        'rate = "20mbit"' if d.qdisc in WIRE_AQM else "" if d.qdisc in _WIRE_QDISCS
+                        else "; the userspace wire has fifo, codel, fq_codel and sfq")
             out.append(f"{label}: qdisc = \"{d.qdisc}\" needs the {names} qdisc "
-                       f"({_module(kinds[0])}), which this kernel lacks")
+                       f"({_module(kinds[0])}), which this kernel lacks{wire_too}")
     if d.rate_bps is not None:
         shaper = "tbf" if d.qdisc == "tbf" else "htb"
         if d.qdisc != shaper and not caps.has_qdisc(shaper):
@@ -85,8 +102,14 @@ def _link_problems(link: Link, caps: Capabilities) -> list[str]:
                        "built (make setup builds it; or set HOPLAB_WIRE to its path)")
         for name, d in (("forward", link.forward), ("reverse", link.reverse)):
             if d.qdisc not in _WIRE_QDISCS:
+                kernel = ("" if caps.has_qdisc(d.qdisc or "") else
+                          f" and this kernel lacks it ({_module(d.qdisc or '')})")
                 out.append(f"{label}: {name}: qdisc = \"{d.qdisc}\" cannot be built on the "
-                           "userspace wire, which queues drop-tail (fifo) only")
+                           f"userspace wire, which has fifo, codel, fq_codel and sfq{kernel}")
+            elif d.qdisc in WIRE_AQM and d.rate_bps is None:
+                out.append(f"{label}: {name}: qdisc = \"{d.qdisc}\" on the userspace wire "
+                           "needs a rate on the same direction (the queue builds in front of "
+                           'the bottleneck); add e.g. rate = "20mbit"')
         return out + ([] if not link.wireguard
                       else _wireguard_problems(f"{label}: wireguard = true", caps))
     if backend == "netem":
@@ -96,6 +119,12 @@ def _link_problems(link: Link, caps: Capabilities) -> list[str]:
                 out.append(f"{label}: {name}: {what} needs the userspace wire, but "
                            "emulator = \"netem\"; netem has no traces and always reorders "
                            "with jitter (use emulator = \"wire\" or \"auto\")")
+    if backend != "wire":
+        for name, d in (("forward", link.forward), ("reverse", link.reverse)):
+            if _tunnel_keys(d):
+                out.append(f"{label}: {name}: qdisc_options.keys with tunnel-... keys need the "
+                           f"userspace wire (tc's flow classifier has no such keys), but "
+                           f'emulator = "{link.emulator}"')
     if backend == "netem" and not caps.has_qdisc("netem"):
         if link.emulator == "netem":
             out.append(f"{label}: emulator = \"netem\": delay/jitter/loss need the netem "
@@ -175,6 +204,11 @@ IMPAIRMENT_SAMPLES: dict[str, Direction] = {
     "duplicate": Direction(duplicate_pct=1.0),
     "reorder_false": Direction(delay_s=0.01, jitter_s=0.001, reorder=False),
     "trace": Direction(trace="trace.txt"),
+    "codel": Direction(rate_bps=10_000_000, qdisc="codel"),
+    "fq_codel": Direction(rate_bps=10_000_000, qdisc="fq_codel"),
+    "fq_codel_keys_src": Direction(rate_bps=10_000_000, qdisc="fq_codel",
+                                   qdisc_options=(("keys", "src"),)),
+    "sfq_perturb": Direction(rate_bps=10_000_000, qdisc="sfq", qdisc_options=(("perturb", 5.0),)),
 }
 
 
@@ -187,12 +221,42 @@ def impairment_mechanism(d: Direction, caps: Capabilities) -> tuple[str | None, 
         return None, "unavailable: " + problems[0].removeprefix(f"{link.label}: ")
     backend = impairment_backend(link, caps)
     if backend != "tc":
-        return backend, None
+        return (f"wire ({d.qdisc})" if backend == "wire" and d.qdisc in WIRE_AQM
+                else backend), None
     if d.rate_bps is not None:
-        return ("tbf" if d.qdisc == "tbf" else "htb"), None
+        shaper = "tbf" if d.qdisc == "tbf" else "htb"
+        return (f"{shaper} + {d.qdisc}" if d.qdisc in WIRE_AQM else shaper), None
     if d.qdisc in (None, "fifo"):
         return "/".join(_fifo_kinds(d)), None
     return d.qdisc, None
+
+
+def _option_text(name: str, v: str | int | float | bool) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if name in ("target", "interval", "perturb"):
+        return f"{float(v) * 1000:g}ms" if float(v) < 1 else f"{float(v):g}s"
+    return str(v)
+
+
+def discipline(d: Direction) -> str:
+    """One direction's queue discipline as `lab status` and `doctor` show it: the
+    qdisc with its options (tc's names), or the fifo and its bound."""
+    if d.qdisc in WIRE_AQM or d.qdisc in ("cake", "fq", "prio"):
+        opts = " ".join(f"{k} {_option_text(k, v)}" for k, v in d.qdisc_options)
+        return f"{d.qdisc} {opts}".strip()
+    if d.rate_bps is None and d.qdisc is None and d.queue is None:
+        return "-"
+    q = d.queue
+    bound = (f"{q.bytes} bytes" if q is not None and q.bytes is not None
+             else f"{q.packets if q is not None and q.packets else 1000} packets")
+    return f"fifo {bound}"
+
+
+def link_disciplines(link: Link, caps: Capabilities) -> dict[str, str]:
+    """Which emulator carries a link and each direction's discipline."""
+    return {"emulator": impairment_backend(link, caps),
+            "forward_queue": discipline(link.forward), "reverse_queue": discipline(link.reverse)}
 
 
 def impairment_mechanisms(caps: Capabilities) -> dict[str, tuple[str | None, str | None]]:

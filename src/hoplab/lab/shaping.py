@@ -41,11 +41,35 @@ def _leaf(d: Direction) -> list[str]:
         return ["pfifo", "limit", str(q.packets if q and q.packets else 1000)]
     assert kind is not None
     args = [kind]
+    opts = dict(d.qdisc_options)
     if q is not None and q.packets is not None and kind in ("fq_codel", "sfq", "codel", "fq"):
-        args += ["limit", str(q.packets)]
+        opts.setdefault("limit", q.packets)
     if q is not None and q.bytes is not None and kind == "fq_codel":
-        args += ["memory_limit", str(q.bytes)]
+        opts.setdefault("memory_limit", q.bytes)
+    for name, value in sorted(opts.items()):
+        if name == "keys":
+            continue  # a flow filter's, not the qdisc's (see _flow_filter)
+        if isinstance(value, bool):
+            args.append(name if value else f"no{name}")
+        elif name in ("target", "interval"):
+            args += [name, _time(float(value))]
+        elif name == "perturb":
+            args += [name, str(round(float(value)))]
+        else:
+            args += [name, str(value)]
     return args
+
+
+def _flow_filter(dev: str, parent: str, d: Direction) -> list[str]:
+    """tc's flow classifier in front of fq_codel or sfq when the link picks the keys
+    a flow is hashed on (keys = "src": one queue per source host)."""
+    keys = dict(d.qdisc_options).get("keys")
+    if keys is None or d.qdisc not in ("fq_codel", "sfq"):
+        return []
+    opts = dict(d.qdisc_options)
+    buckets = opts.get("flows", 1024) if d.qdisc == "fq_codel" else opts.get("divisor", 1024)
+    return [f"filter add dev {dev} parent {parent} handle 1 protocol all flow hash "
+            f"keys {keys} divisor {buckets}"]
 
 
 def _netem(d: Direction) -> list[str]:
@@ -80,7 +104,7 @@ def tc_lines(dev: str, d: Direction) -> list[str]:
         return []
     root = f"qdisc replace dev {dev} root handle 1:"
     if d.rate_bps is None:
-        return [f"{root} {' '.join(_leaf(d))}"]
+        return [f"{root} {' '.join(_leaf(d))}", *_flow_filter(dev, "1:", d)]
     rate = _rate(d.rate_bps)
     burst = burst_bytes(d.rate_bps)
     if d.qdisc == "tbf" and not d.needs_netem():
@@ -97,4 +121,5 @@ def tc_lines(dev: str, d: Direction) -> list[str]:
         f"class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
         f"burst {burst} cburst {burst}",
         f"qdisc add dev {dev} parent 1:1 handle 10: {' '.join(_leaf(d))}",
+        *_flow_filter(dev, "10:", d),
     ]

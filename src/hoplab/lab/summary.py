@@ -26,6 +26,8 @@ def _direction(d: Direction) -> dict[str, Any]:
             out[key] = value
     if d.queue is not None:
         out["queue"] = {"packets": d.queue.packets, "bytes": d.queue.bytes}
+    if d.qdisc_options:
+        out["qdisc_options"] = dict(d.qdisc_options)
     return out
 
 

@@ -88,8 +88,29 @@ def direction_spec(d: Direction, seed: int) -> str:
         parts.append(f"queue_packets={d.queue.packets}")
     elif d.queue is not None and d.queue.bytes is not None:
         parts.append(f"queue_bytes={d.queue.bytes}")
+    parts += qdisc_spec(d)
     parts.append(f"seed={seed}")
     return ",".join(parts)
+
+
+def qdisc_spec(d: Direction) -> list[str]:
+    """The discipline and its options, tc's names; the link's `queue` bounds it as
+    tc's `limit` (packets) or fq_codel's `memory_limit` (bytes), as on the kernel."""
+    if d.qdisc not in ("codel", "fq_codel", "sfq"):
+        return []
+    opts = dict(d.qdisc_options)
+    q = d.queue
+    if q is not None and q.packets is not None:
+        opts.setdefault("limit", q.packets)
+    if q is not None and q.bytes is not None and d.qdisc == "fq_codel":
+        opts.setdefault("memory_limit", q.bytes)
+    out = [f"qdisc={d.qdisc}"]
+    for k, v in sorted(opts.items()):
+        text = (str(int(v)) if isinstance(v, bool) else
+                str(v).replace(",", "+") if k == "keys" else repr(v) if isinstance(v, float)
+                else str(v))
+        out.append(f"{k}={text}")
+    return out
 
 
 @dataclass(frozen=True)

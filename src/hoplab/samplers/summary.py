@@ -25,7 +25,7 @@ from hoplab.record import Metric, Series
 
 _SAMPLED = ("cpu.", "iface.", "qdisc.", "tcp.", "wire.")
 _GAUGES = frozenset({"qdisc.backlog_bytes", "qdisc.backlog_packets", "wire.queue_bytes",
-                     "wire.held_bytes"})
+                     "wire.held_bytes", "wire.queue_packets", "wire.flows_active"})
 _RATES = {"iface.rx_bytes": ("iface.rx_bps", 8.0, "bit/s"),
           "iface.tx_bytes": ("iface.tx_bps", 8.0, "bit/s"),
           "iface.rx_packets": ("iface.rx_pps", 1.0, "packets/s"),

@@ -3,13 +3,15 @@
 Each wire rewrites a JSON file of its counters every 100 ms (see
 hoplab.lab.wire); sampling reads that file, which costs one small read and no
 system call into the wire. Series: wire.passed, wire.dropped_loss,
-wire.dropped_queue (counters, frames), wire.queue_bytes and wire.held_bytes
-(gauges); node = the wire's short name ("w.INDEX", INDEX = the link's index),
+wire.dropped_queue, wire.dropped_aqm, wire.ecn_marked (counters, frames),
+wire.rehashes (counter), wire.queue_bytes, wire.queue_packets, wire.flows_active
+and wire.held_bytes (gauges); node = the wire's short name ("w.INDEX", INDEX = the link's index),
 key = "forward" (a -> b) or "reverse" (b -> a).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from hoplab.lab import wire
@@ -23,7 +25,14 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     ("wire.dropped_malformed", "frames", "dropped_malformed"),
     ("wire.duplicated", "frames", "duplicated"),
     ("wire.queue_bytes", "bytes", "queue_bytes"),
+    ("wire.queue_packets", "packets", "queue_packets"),
     ("wire.held_bytes", "bytes", "held_bytes"),
+    # The queue discipline's own: CoDel's drops and ECN marks, flow queues in use
+    # (fq_codel's new + old lists, SFQ's active slots), SFQ's rehashes.
+    ("wire.dropped_aqm", "frames", "dropped_aqm"),
+    ("wire.ecn_marked", "frames", "ecn_marked"),
+    ("wire.flows_active", "flows", "flows_active"),
+    ("wire.rehashes", "count", "rehashes"),
 )
 DIRECTIONS = ("forward", "reverse")
 
@@ -55,3 +64,29 @@ def wire_namespaces(lab: str) -> list[tuple[str, str]]:
     if state is None:
         return []
     return [(w["name"], w["netns"]) for w in state.summary.get("wires", [])]
+
+
+def sojourn_edges_ms() -> list[float]:
+    """Upper edges of the wire's sojourn histogram buckets (the stats file's
+    "sojourn_hist", packets by time spent queued): 0.1 ms wide to 20 ms, 1 ms to
+    200 ms, 10 ms to 2 s, then one open bucket (as wire/src/stats.rs)."""
+    edges = [i * 0.1 for i in range(1, 201)]
+    edges += [float(i) for i in range(21, 201)]
+    edges += [i * 10.0 for i in range(21, 201)]
+    return [*edges, math.inf]
+
+
+def sojourn_quantile(before: list[int], after: list[int], q: float) -> float | None:
+    """The q-quantile (0..1) of the sojourn of the packets queued between two stats
+    files' histograms, in ms: the upper edge of the bucket it falls in (0.1 ms
+    resolution below 20 ms). None when no packet was queued."""
+    diff = [a - (before[i] if i < len(before) else 0) for i, a in enumerate(after)]
+    total = sum(diff)
+    if total <= 0:
+        return None
+    seen = 0
+    for edge, n in zip(sojourn_edges_ms(), diff, strict=False):
+        seen += n
+        if seen >= q * total:
+            return edge
+    return math.inf

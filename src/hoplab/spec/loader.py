@@ -35,6 +35,8 @@ from hoplab.spec.model import (
     QueueLimit,
     Tunnel,
 )
+from hoplab.spec.qdisc_options import misfit as qdisc_misfit
+from hoplab.spec.qdisc_options import parse_options as parse_qdisc_options
 from hoplab.spec.units import (
     choice,
     kind,
@@ -65,7 +67,7 @@ _NOT_ON_DEVICES = {
     "nat": "masquerade with a setup command on the device (nft or iptables)",
 }
 _LINK_OPTION_KEYS = ("rate", "delay", "jitter", "loss", "loss_burst", "duplicate", "reorder",
-                     "trace", "queue", "qdisc", "emulator",
+                     "trace", "queue", "qdisc", "qdisc_options", "emulator",
                      "wireguard", "mtu", "forward", "reverse")
 _LINK_KEYS = ("between", *_LINK_OPTION_KEYS, "subnet4", "subnet6", "addresses", "attach")
 # Keys a cable to a device cannot honour: hoplab builds and shapes nothing on it.
@@ -104,6 +106,7 @@ _DIRECTION_FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
     "trace": ("trace", parse_str),
     "queue": ("queue", parse_queue),
     "qdisc": ("qdisc", choice(QDISCS)),
+    "qdisc_options": ("qdisc_options", parse_qdisc_options),
 }
 _LINK_FIELDS: dict[str, Callable[[object], object]] = {
     "emulator": choice(EMULATORS), "wireguard": parse_bool, "mtu": parse_mtu,
@@ -211,6 +214,10 @@ def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
     if "trace" in merged and "rate_bps" in merged:
         ctx.fail(merged["trace"][1], f"trace and rate exclude each other ({label}): the trace "
                                      "sets the capacity")
+    if "qdisc_options" in merged:
+        why = qdisc_misfit(_pick(merged, "qdisc", str), _pick(merged, "qdisc_options", tuple) or ())
+        if why is not None:
+            ctx.fail(merged["qdisc_options"][1], f"{why} ({label})")
     trace = _pick(merged, "trace", str)
     if trace is not None:
         trace = _trace_path(ctx, trace, merged["trace"][1])
@@ -222,7 +229,8 @@ def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
                      qdisc=_pick(merged, "qdisc", str),
                      loss_burst=_pick(merged, "loss_burst", float),
                      duplicate_pct=_pick(merged, "duplicate_pct", float),
-                     reorder=_pick(merged, "reorder", bool), trace=trace)
+                     reorder=_pick(merged, "reorder", bool), trace=trace,
+                     qdisc_options=_pick(merged, "qdisc_options", tuple) or ())
 
 
 def _trace_path(ctx: _Ctx, trace: str, where: Path) -> str:

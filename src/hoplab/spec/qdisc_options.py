@@ -1,0 +1,110 @@
+"""`qdisc_options`: a queue discipline's options, named as tc names them.
+
+    qdisc = "fq_codel"
+    qdisc_options = { target = "5ms", interval = "100ms", ecn = true, keys = "src" }
+
+Which options each discipline takes is decided here, once: the kernel's qdisc
+and the userspace wire take the same names. `keys` picks the fields a flow is
+hashed on, as tc's flow classifier names them (`src`, `dst`, `proto`,
+`proto-src`, `proto-dst`, and `tunnel-...` for a tunnel's inner headers);
+`5-tuple` is the default (src,dst,proto,proto-src,proto-dst).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hoplab.spec.units import kind, parse_bool, parse_int, parse_size, parse_str, parse_time
+
+OptionValue = str | int | float | bool
+Options = tuple[tuple[str, OptionValue], ...]
+
+FLOW_KEYS = ("src", "dst", "proto", "proto-src", "proto-dst")
+TUNNEL_KEYS = tuple(f"tunnel-{k}" for k in FLOW_KEYS)
+FIVE_TUPLE = ",".join(FLOW_KEYS)
+
+
+def _positive(value: object) -> int:
+    n = parse_int(value)
+    if n < 1:
+        raise ValueError(f"expected a whole number of 1 or more, got {n}")
+    return n
+
+
+def _divisor(value: object) -> int:
+    n = _positive(value)
+    if n & (n - 1) or n > 65536:
+        raise ValueError(f"expected a power of two up to 65536 (as Linux), got {n}")
+    return n
+
+
+def _depth(value: object) -> int:
+    n = _positive(value)
+    if n > 127:
+        raise ValueError(f"expected 1 to 127 packets per flow (Linux's SFQ bound), got {n}")
+    return n
+
+
+def _keys(value: object) -> str:
+    """tc flow keys, comma-separated; returned normalised ("5-tuple" spelled out)."""
+    text = parse_str(value)
+    out: list[str] = []
+    for k in (p.strip() for p in text.split(",")):
+        if k in ("5-tuple", "tunnel-5-tuple"):
+            prefix = "tunnel-" if k.startswith("tunnel-") else ""
+            out += [prefix + f for f in FLOW_KEYS]
+        elif k in FLOW_KEYS or k in TUNNEL_KEYS:
+            out.append(k)
+        else:
+            raise ValueError(f"unknown flow key {k!r}; tc's flow keys: "
+                             f"{', '.join(FLOW_KEYS)}, tunnel-... of each, or 5-tuple")
+    return ",".join(dict.fromkeys(out))
+
+
+def _time(value: object) -> float:
+    s = parse_time(value)
+    if s <= 0:
+        raise ValueError(f"expected a time above 0, got {kind(value)}")
+    return s
+
+
+PARSERS: dict[str, Callable[[object], OptionValue]] = {
+    "limit": _positive, "memory_limit": parse_size, "target": _time, "interval": _time,
+    "ecn": parse_bool, "flows": _positive, "quantum": _positive, "perturb": parse_time,
+    "divisor": _divisor, "depth": _depth, "keys": _keys,
+}
+
+# The options of each discipline (tc's names). fifo's only bound is `queue`.
+BY_QDISC: dict[str, tuple[str, ...]] = {
+    "codel": ("limit", "target", "interval", "ecn"),
+    "fq_codel": ("limit", "memory_limit", "target", "interval", "flows", "quantum", "ecn",
+                 "keys"),
+    "sfq": ("limit", "perturb", "quantum", "divisor", "depth", "flows", "keys"),
+}
+
+
+def parse_options(value: object) -> Options:
+    """A `qdisc_options` table -> sorted (name, value) pairs; a bad one names its option."""
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a table like {{ target = \"5ms\" }}, got {kind(value)}")
+    out: list[tuple[str, OptionValue]] = []
+    for name, raw in value.items():
+        parse = PARSERS.get(name)
+        if parse is None:
+            raise ValueError(f"unknown option {name!r}; options: {', '.join(PARSERS)}")
+        try:
+            out.append((name, parse(raw)))
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return tuple(sorted(out))
+
+
+def misfit(qdisc: str | None, options: Options) -> str | None:
+    """Why `options` do not belong to `qdisc`, or None when they all do."""
+    allowed = BY_QDISC.get(qdisc or "", ())
+    for name, _ in options:
+        if name not in allowed:
+            which = f'qdisc = "{qdisc}"' if qdisc else "no qdisc"
+            has = f" (its options: {', '.join(allowed)})" if allowed else ""
+            return f"{name} is not an option of {which}{has}"
+    return None

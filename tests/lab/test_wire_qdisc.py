@@ -1,0 +1,212 @@
+"""Known answers of the wire's queue disciplines (docs/wire.md), on this kernel,
+which has no fq_codel, codel or sfq: `qdisc = "..."` on a link gets the wire's.
+
+Seed 004's uplink: hosts ha and hb behind router r, whose link to srv is the
+20 Mbit/s bottleneck (r -> srv is the links[2] forward direction).
+
+- FIFO of 1000 packets, three bulk TCP uploads + a 25 Mbit/s UDP flood from ha,
+  ping from hb: the ping waits for the full queue (1000 x 1514 B at 20 Mbit/s =
+  606 ms): median RTT above 300 ms. The same through fq_codel: below 15 ms.
+- Three bulk uploads alone through fq_codel: goodput >= 90 % of the payload rate,
+  20 Mbit/s x 1448 / 1514 = 19.13 Mbit/s (1514-byte frames carry 1448 bytes).
+- codel: the bulk flows' packets wait 5 ms +- 3 ms (median, measured by the wire).
+- Host fairness: ha 3 flows, hb 1 flow; keys = "src": 50 % +- 5 % each; 5-tuple:
+  hb gets 25 % +- 5 %.
+- sfq, perturb = 5: the ping's RTT changes level (its flow shares a slot with a
+  flood, or stops sharing) only at the wire's rehashes, on its 5 s grid.
+- fq_codel at 1 Gbit/s, nothing else: >= 0.9 Gbit/s of TCP.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import pytest
+
+from hoplab.lab import wire
+from hoplab.samplers import wire as wire_samples
+from tests.helpers.lab import LabUp, UpLab, iperf3, mbit_received, stop, wait_listening
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(wire.binary() is None, reason="hoplab-wire is not built")]
+
+PAYLOAD_MBIT = 20 * 1448 / 1514  # 19.13
+BOTTLENECK = 2  # links[2]: r <-> srv
+_PING = re.compile(r"^\[([\d.]+)\].*icmp_seq=(\d+).*time=([\d.]+) ms", re.M)
+
+
+def uplink(forward: str, link: str = "") -> str:
+    return ('# qdisc test: seed 004 uplink\nname = "q"\n'
+            "[nodes.ha]\n[nodes.hb]\n[nodes.r]\n[nodes.srv]\n"
+            '[[links]]\nbetween = ["ha", "r"]\n[[links]]\nbetween = ["hb", "r"]\n'
+            f'[[links]]\nbetween = ["r", "srv"]\n{link}\nforward = {{ {forward} }}\n')
+
+
+@contextmanager
+def servers(up: UpLab, ports: list[int]) -> Iterator[None]:
+    procs = [subprocess.Popen(["ip", "netns", "exec", up.ns("srv"), "iperf3", "-s", "-1", "-p",
+                               str(p)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True) for p in ports]
+    try:
+        for p, proc in zip(ports, procs, strict=True):
+            wait_listening(up.ns("srv"), p, proc)
+        yield
+    finally:
+        for proc in procs:
+            stop(proc)
+
+
+# TCP senders use cubic, Linux's default, which AQM is tuned for; this machine's
+# default is bbr, which keeps its own queue small (docs/wire.md). A namespace may not
+# change its default to a congestion control outside tcp_allowed_congestion_control
+# (here reno and bbr), but root may pick one per socket: iperf3 -C.
+CC = "cubic"
+
+
+def client(up: UpLab, node: str, port: int, *args: str) -> subprocess.Popen[str]:
+    cc = [] if "-u" in args else ["-C", CC]
+    return subprocess.Popen(["ip", "netns", "exec", up.ns(node), "iperf3", "-c", "srv-v4", "-p",
+                             str(port), "-J", *cc, *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def result(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=timeout)
+    data: dict[str, Any] = json.loads(out)
+    assert proc.returncode == 0 and "error" not in data, (data.get("error"), err)
+    return data
+
+
+def pinger(up: UpLab, node: str, seconds: float, interval: float = 0.05) -> subprocess.Popen[str]:
+    return subprocess.Popen(["ip", "netns", "exec", up.ns(node), "ping", "-D", "-n", "-i",
+                             str(interval), "-w", str(seconds), "srv-v4"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+
+
+def pings(proc: subprocess.Popen[str]) -> list[tuple[float, float]]:
+    """(send time, epoch s; RTT, ms) of every answered ping."""
+    out, _ = proc.communicate(timeout=60)
+    return [(float(t) - float(rtt) / 1e3, float(rtt)) for t, _, rtt in _PING.findall(out)]
+
+
+def loaded_ping_median(up: UpLab) -> float:
+    """Seed 004's rows 3 and 5 at once: three uploads and a 25 Mbit/s flood from ha,
+    pings from hb; the median RTT once the load has run for 2 s."""
+    with ExitStack() as stack:
+        stack.enter_context(servers(up, [5201, 5202]))
+        bulk = client(up, "ha", 5201, "-P", "3", "-t", "7")
+        flood = client(up, "ha", 5202, "-u", "-b", "25M", "-l", "1400", "-t", "7")
+        time.sleep(2)
+        ping = pinger(up, "hb", 4)
+        rtts = [r for _, r in pings(ping)]
+        result(bulk)
+        result(flood)
+    assert len(rtts) >= 20, rtts
+    return statistics.median(rtts)
+
+
+def test_fifo_1000_packets_bloats(lab_up: LabUp) -> None:
+    up = lab_up(uplink('rate = "20mbit", queue = "1000p"', 'emulator = "wire"'))
+    median = loaded_ping_median(up)
+    # A full queue is 606 ms; the flood keeps it near full.
+    assert median > 300, median
+
+
+def test_fq_codel_keeps_ping_low_under_the_same_load(lab_up: LabUp) -> None:
+    up = lab_up(uplink('rate = "20mbit", queue = "1000p", qdisc = "fq_codel"'))
+    assert up.result.plan is not None
+    median = loaded_ping_median(up)
+    assert median < 15, median
+
+
+def test_fq_codel_bulk_goodput(lab_up: LabUp) -> None:
+    up = lab_up(uplink('rate = "20mbit", qdisc = "fq_codel"'))
+    with servers(up, [5201]):
+        data = result(client(up, "ha", 5201, "-P", "3", "-t", "6", "-O", "1"))
+    goodput = mbit_received(data)
+    assert goodput >= 0.9 * PAYLOAD_MBIT, (goodput, PAYLOAD_MBIT)
+    assert goodput <= 1.01 * PAYLOAD_MBIT, (goodput, PAYLOAD_MBIT)
+
+
+def test_codel_sojourn_near_target(lab_up: LabUp) -> None:
+    up = lab_up(uplink('rate = "20mbit", qdisc = "codel"'))
+    path = wire_samples.stats_path(wire.netns_name(up.name, BOTTLENECK))
+    with servers(up, [5201]):
+        bulk = client(up, "ha", 5201, "-P", "3", "-t", "7")
+        time.sleep(2)  # past slow start: CoDel's control loop has settled
+        before = wire.read_stats(path)
+        time.sleep(4)
+        after = wire.read_stats(path)
+        result(bulk)
+    assert before is not None and after is not None
+    median = wire_samples.sojourn_quantile(before["forward"]["sojourn_hist"],
+                                           after["forward"]["sojourn_hist"], 0.5)
+    assert median is not None and abs(median - 5) <= 3, median
+    assert after["forward"]["dropped_aqm"] + after["forward"]["ecn_marked"] > 0
+
+
+def host_shares(up: UpLab) -> tuple[float, float]:
+    with servers(up, [5201, 5202]):
+        a = client(up, "ha", 5201, "-P", "3", "-t", "6", "-O", "1")
+        b = client(up, "hb", 5202, "-t", "6", "-O", "1")
+        ra, rb = mbit_received(result(a)), mbit_received(result(b))
+    return ra / (ra + rb), rb / (ra + rb)
+
+
+def test_host_fairness_with_src_key(lab_up: LabUp) -> None:
+    up = lab_up(uplink('rate = "20mbit", qdisc = "fq_codel", qdisc_options = { keys = "src" }'))
+    a, b = host_shares(up)
+    assert abs(a - 0.5) <= 0.05 and abs(b - 0.5) <= 0.05, (a, b)
+
+
+def test_flow_fairness_with_the_5_tuple(lab_up: LabUp) -> None:
+    up = lab_up(uplink('rate = "20mbit", qdisc = "fq_codel"'))
+    _, b = host_shares(up)
+    assert abs(b - 0.25) <= 0.05, b
+
+
+def test_sfq_perturb_moves_latency_on_its_grid(lab_up: LabUp) -> None:
+    # Four slots' worth of hash buckets and two floods with fixed source ports: the
+    # ping's flow shares a flood's slot in some perturbation intervals (hundreds of
+    # ms behind that flood's queue) and not in others (a few ms). Addresses, ports and
+    # the wire's seed are fixed, so which intervals collide is the same every run.
+    up = lab_up(uplink('rate = "10mbit", qdisc = "sfq", '
+                       'qdisc_options = { perturb = "5s", divisor = 4 }'))
+    path = wire_samples.stats_path(wire.netns_name(up.name, BOTTLENECK))
+    stats = wire.read_stats(path)
+    assert stats is not None
+    # The wire's clock is CLOCK_MONOTONIC; ping -D stamps wall-clock time.
+    origin = stats["started"] + (time.time() - time.monotonic())
+    with servers(up, [5201, 5202]):
+        floods = [client(up, "ha", port, "-u", "-b", "8M", "-l", "1400", "-t", "22",
+                         "--cport", str(40000 + port)) for port in (5201, 5202)]
+        time.sleep(1)
+        series = pings(pinger(up, "hb", 20))
+        for f in floods:
+            result(f)
+    after = wire.read_stats(path)
+    assert after is not None and after["forward"]["rehashes"] >= 4
+    high = [rtt > 50 for _, rtt in series]
+    assert any(high) and not all(high), "no collision in 20 s: change divisor or ports"
+    changes = [(series[i][0], series[i + 1][0]) for i in range(len(series) - 1)
+               if high[i] != high[i + 1]]
+    for t0, t1 in changes:
+        # The grid point falls between the two pings' sends, within 0.2 s (a ping
+        # sent just before a rehash is moved with its flow's queue).
+        k = round((t1 - origin) / 5)
+        grid = origin + 5 * k
+        assert t0 - 0.2 <= grid <= t1 + 0.2, (t0 - origin, t1 - origin, changes)
+
+
+def test_fq_codel_at_1gbit_is_not_the_bottleneck(lab_up: LabUp) -> None:
+    up = lab_up(uplink('rate = "1gbit", qdisc = "fq_codel"'))
+    data = iperf3(up.ns("srv"), up.ns("ha"), "srv-v4", "-C", CC, "-O", "1", seconds=4)
+    assert mbit_received(data) >= 900, mbit_received(data)

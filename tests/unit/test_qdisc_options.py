@@ -1,0 +1,130 @@
+"""Queue disciplines as a lab asks for them: qdisc_options (tc's names), which
+emulator gets a discipline on which kernel, and what the wire and tc are told."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from hoplab.errors import SpecError
+from hoplab.lab.caps import Capabilities
+from hoplab.lab.requirements import (
+    discipline,
+    impairment_backend,
+    impairment_mechanism,
+    link_disciplines,
+    requirements_problems,
+)
+from hoplab.lab.shaping import tc_lines
+from hoplab.lab.wire import direction_spec
+from hoplab.samplers.wire import sojourn_edges_ms, sojourn_quantile
+from hoplab.spec import load_lab
+from hoplab.spec.model import Direction, Lab, Link, Node, QueueLimit
+
+BARE = Capabilities(kernel="x", qdiscs={"htb": True, "pfifo": True, "bfifo": True, "tbf": True})
+FULL = Capabilities(kernel="x", qdiscs={**BARE.qdiscs, "fq_codel": True, "sfq": True,
+                                        "codel": True, "netem": True})
+
+
+def _load(tmp_path: Path, link: str) -> Link:
+    f = tmp_path / "q.toml"
+    f.write_text('# t\nname = "q"\n[nodes.a]\n[nodes.b]\n'
+                 f'[[links]]\nbetween = ["a", "b"]\n{link}\n')
+    return load_lab(f).links[0]
+
+
+def test_options_load_normalised(tmp_path: Path) -> None:
+    lk = _load(tmp_path, 'rate = "20mbit"\nqdisc = "fq_codel"\n'
+                         'qdisc_options = { target = "5ms", interval = "100ms", flows = 1024, '
+                         'quantum = 1514, limit = 10240, memory_limit = "32MB", ecn = false, '
+                         'keys = "src" }\nreverse = { qdisc = "sfq", rate = "1mbit", '
+                         'qdisc_options = { perturb = "5s", keys = "5-tuple" } }')
+    opts = dict(lk.forward.qdisc_options)
+    assert opts == {"target": 0.005, "interval": 0.1, "flows": 1024, "quantum": 1514,
+                    "limit": 10240, "memory_limit": 32_000_000, "ecn": False, "keys": "src"}
+    assert dict(lk.reverse.qdisc_options) == {"perturb": 5.0,
+                                              "keys": "src,dst,proto,proto-src,proto-dst"}
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ('qdisc = "fq_codel"\nqdisc_options = { perturb = "5s" }',
+     r'q.toml:8: links\[0\].qdisc_options: perturb is not an option of qdisc = "fq_codel"'),
+    ('qdisc_options = { target = "5ms" }', "target is not an option of no qdisc"),
+    ('qdisc = "sfq"\nqdisc_options = { divisor = 1000 }', "divisor: expected a power of two"),
+    ('qdisc = "sfq"\nqdisc_options = { keys = "src,port" }', "unknown flow key 'port'"),
+    ('qdisc = "codel"\nqdisc_options = { tartget = "5ms" }', "unknown option 'tartget'"),
+    ('qdisc = "codel"\nqdisc_options = { interval = "0ms" }', "interval: expected a time above 0"),
+])
+def test_bad_options_name_file_line_and_key(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(SpecError, match=needle) as err:
+        _load(tmp_path, text)
+    assert err.value.exit_code == 2
+
+
+def test_kernel_qdisc_when_it_has_it_else_the_wire() -> None:
+    fq = Direction(rate_bps=20_000_000, qdisc="fq_codel")
+    lk = Link(0, "a", "b", forward=fq)
+    assert impairment_backend(lk, BARE) == "wire"
+    assert impairment_backend(lk, FULL) == "tc"
+    assert impairment_backend(Link(0, "a", "b", forward=fq, emulator="wire"), FULL) == "wire"
+    assert impairment_mechanism(fq, BARE) == ("wire (fq_codel)", None)
+    assert impairment_mechanism(fq, FULL) == ("htb + fq_codel", None)
+    # Tunnel keys: tc's flow classifier has none, so even a full kernel uses the wire.
+    tun = Direction(rate_bps=1_000_000, qdisc="fq_codel",
+                    qdisc_options=(("keys", "tunnel-src"),))
+    assert impairment_backend(Link(0, "a", "b", forward=tun), FULL) == "wire"
+
+
+def _lab(*links: Link) -> Lab:
+    return Lab("q", (Node("a"), Node("b")), links)
+
+
+def test_what_neither_can_give_is_refused_naming_link_and_option() -> None:
+    cake = Link(0, "a", "b", forward=Direction(rate_bps=10**6, qdisc="cake"))
+    (p,) = [x for x in requirements_problems(_lab(cake), BARE) if "cake" in x]
+    assert p.startswith("links[0] (a <-> b): qdisc = \"cake\"") and "sch_cake" in p
+    assert "the userspace wire has fifo, codel, fq_codel and sfq" in p
+    no_rate = Link(0, "a", "b", forward=Direction(qdisc="fq_codel"))
+    assert any("in front of a rate" in x for x in requirements_problems(_lab(no_rate), BARE))
+    wired = Link(0, "a", "b", emulator="wire", forward=Direction(qdisc="fq_codel"))
+    assert any("needs a rate" in x for x in requirements_problems(_lab(wired), BARE))
+    tun = Link(0, "a", "b", emulator="netem", forward=Direction(
+        rate_bps=10**6, qdisc="sfq", qdisc_options=(("keys", "tunnel-src"),)))
+    assert any("tunnel-" in x for x in requirements_problems(_lab(tun), FULL))
+
+
+def test_disciplines_as_status_shows_them() -> None:
+    lk = Link(0, "a", "b", forward=Direction(
+        rate_bps=20_000_000, qdisc="fq_codel",
+        qdisc_options=(("ecn", False), ("keys", "src"), ("target", 0.005))),
+        reverse=Direction(rate_bps=20_000_000, queue=QueueLimit(packets=100)))
+    assert link_disciplines(lk, BARE) == {
+        "emulator": "wire", "forward_queue": "fq_codel ecn off keys src target 5ms",
+        "reverse_queue": "fifo 100 packets"}
+    assert discipline(Direction()) == "-"
+    assert discipline(Direction(rate_bps=1, qdisc="sfq", qdisc_options=(("perturb", 5.0),))) \
+        == "sfq perturb 5s"
+
+
+def test_wire_and_tc_are_told_the_same_options() -> None:
+    d = Direction(rate_bps=20_000_000, qdisc="fq_codel", queue=QueueLimit(packets=1000),
+                  qdisc_options=(("ecn", False), ("keys", "src,dst"), ("target", 0.005)))
+    assert direction_spec(d, 3) == ("rate=20000000,queue_packets=1000,qdisc=fq_codel,ecn=0,"
+                                    "keys=src+dst,limit=1000,target=0.005,seed=3")
+    lines = tc_lines("eth0", d)
+    assert lines[2] == ("qdisc add dev eth0 parent 1:1 handle 10: fq_codel ecn noecn"
+                        .replace("ecn noecn", "noecn") + " limit 1000 target 5000us")
+    assert lines[3] == "filter add dev eth0 parent 10: handle 1 protocol all flow hash keys " \
+                       "src,dst divisor 1024"
+
+
+def test_sojourn_quantile_of_the_packets_between_two_reads() -> None:
+    edges = sojourn_edges_ms()
+    assert len(edges) == 561 and edges[49] == pytest.approx(5.0) and math.isinf(edges[-1])
+    before = [0] * 10 + [5]
+    after = [0] * 10 + [5] + [0] * 38 + [10] + [0] * 19 + [1]   # 10 at 4.9-5.0 ms, 1 at 7 ms
+    assert sojourn_quantile(before, after, 0.5) == pytest.approx(5.0)
+    assert sojourn_quantile(before, after, 1.0) == pytest.approx(7.0)
+    assert sojourn_quantile(after, after, 0.5) is None
