@@ -142,7 +142,8 @@ class Device:
                 'mount -t tmpfs tmpfs "$1/tmp"; mkdir -p "$1/tmp/sysinfo"; '
                 'printf "%s\\n" "$2" > "$1/tmp/sysinfo/model"; '
                 'exec chroot "$1" /usr/sbin/dropbear -F -E -s -j -k '
-                '-r /etc/dropbear/dropbear_ed25519_host_key -p "$3:22"')
+                '-r /etc/dropbear/dropbear_ed25519_host_key '
+                '-r /etc/dropbear/dropbear_rsa_host_key -p "$3:22"')
             argv = ["ip", "netns", "exec", self.netns, "unshare", "--mount", "--",
                     "/bin/sh", "-c", script, "sh", root, OPENWRT_MODEL, self.address]
         else:
@@ -216,6 +217,7 @@ class Farm:
         self.base = base / f"{PREFIX}{self.token}"
         self.base.mkdir(parents=True, exist_ok=False)
         self.devices: list[Device] = []
+        self._shared: dict[str, Device] = {}
         self.children: list[subprocess.Popen[bytes]] = []
         self.known_hosts = self.base / "known_hosts"
         self.known_hosts.touch()
@@ -258,6 +260,14 @@ class Farm:
         dev.start_server()
         return dev
 
+    def shared(self, kind: Kind) -> Device:
+        """One device of `kind` shared by the tests that only run commands on it (a test
+        that stops its server or changes it adds its own)."""
+        dev = self._shared.get(kind)
+        if dev is None or dev.server_pid is None:
+            dev = self._shared[kind] = self.add(kind)
+        return dev
+
     def trust(self, dev: Device) -> None:
         with self.known_hosts.open("a") as f:
             f.write(f"{dev.address} {dev.host_key_pub}\n")
@@ -270,7 +280,8 @@ class Farm:
             for net in _MGMT.subnets(new_prefix=30):
                 host, dev = (str(a) for a in list(net.hosts())[:2])
                 if f" {host}/" not in used:
-                    (STATE / f"{self.token}.addr").open("a").write(f"{name} {host}\n")
+                    with (STATE / f"{self.token}.addr").open("a") as rec:
+                        rec.write(f"{name} {host}\n")
                     return host, dev
         raise RuntimeError("no free management subnet")
 
@@ -302,6 +313,10 @@ class Farm:
         os.chmod(root / "root/.ssh", 0o700)
         (root / "root/.ssh/authorized_keys").write_text(self.pubkey)
         os.chmod(root / "root/.ssh/authorized_keys", 0o600)
+        # Both kinds, as OpenWrt makes them: dropbear 2022.83 with an ed25519 key alone
+        # fails an assertion (rsa.c:164) when a client with no known key asks for RSA.
+        _sh("dropbearkey", "-t", "rsa", "-s", "2048", "-f",
+            str(root / "etc/dropbear/dropbear_rsa_host_key"))
         key = root / "etc/dropbear/dropbear_ed25519_host_key"
         _sh("dropbearkey", "-t", "ed25519", "-f", str(key))
         pub = _sh("dropbearkey", "-y", "-f", str(key)).stdout

@@ -88,12 +88,28 @@ class SshConnection:
 
     async def open_process(self, conn: asyncssh.SSHClientConnection, command: str,
                            **kw: Any) -> asyncssh.SSHClientProcess[Any]:
-        """A new session channel running `command`, opened while no other open is in
-        flight on this connection (dropbear, OpenWrt issue 11208)."""
+        """A new session channel running `command`, opened while no other channel
+        opens or closes on this connection (dropbear, OpenWrt issue 11208)."""
+        async with self.channel_lock():
+            return await conn.create_process(command, **kw)
+
+    @property
+    def takes_signals(self) -> bool:
+        """Whether the server delivers a channel's "signal" request to its command:
+        dropbear does; OpenSSH's sshd 9.2 did not here (nothing happened)."""
+        conn = self._conn
+        version = str(conn.get_extra_info("server_version", "")) if conn else ""
+        return "dropbear" in version.lower()
+
+    def channel_lock(self) -> asyncio.Lock:
+        """Held while a channel opens, and for the whole life of a short command, from
+        its open to its close: dropbear 2022.8x closes the connection when a channel's
+        close crosses another's open or exec request (OpenWrt issue 11208, dropbear
+        issue 321); measured here: 8 threads of short commands on one connection lost
+        it within 40 commands, never once serialised."""
         if self._open_lock is None:
             self._open_lock = asyncio.Lock()
-        async with self._open_lock:
-            return await conn.create_process(command, **kw)
+        return self._open_lock
 
     # --- connecting ---------------------------------------------------------------------
 
@@ -113,7 +129,8 @@ class SshConnection:
     def _options(self) -> dict[str, Any]:
         t = self.target
         kw: dict[str, Any] = {
-            "known_hosts": str(t.known_hosts_path()),
+            # A known_hosts file that does not exist yet trusts nothing.
+            "known_hosts": str(kh) if (kh := t.known_hosts_path()).is_file() else b"",
             # Keys or the agent; never a password, never a prompt.
             "password_auth": False, "kbdint_auth": False, "gss_auth": False,
             "connect_timeout": t.connect_timeout,

@@ -62,11 +62,19 @@ async def _header(proc: asyncssh.SSHClientProcess[bytes], node: str) -> tuple[in
                             f"{(line + err).decode(errors='replace').strip()[:300]}") from None
 
 
+async def _closed(proc: asyncssh.SSHClientProcess[Any], timeout: float = 5.0) -> None:
+    """Wait for the channel's close to complete (bounded: a lost connection never
+    answers, nor does a server whose command still runs)."""
+    with contextlib.suppress(TimeoutError, asyncssh.Error, OSError):
+        await asyncio.wait_for(proc.wait_closed(), timeout)
+
+
 class SshProcess:
     """A long-lived process on a device; its output is copied into local files."""
 
     def __init__(self, name: str, argv: list[str], ident: ProcessId, out: Path, err: Path,
-                 started: float) -> None:
+                 started: float, conn: SshConnection) -> None:
+        self.conn = conn
         self.name = name
         self.argv = argv
         self.ident = ident
@@ -121,12 +129,15 @@ class SshLineChannel:
         return self._conn.call(go, timeout)
 
     def close(self) -> None:
+        # Its close is ours to start, so no other channel opens meanwhile (dropbear).
         async def shut(_: asyncssh.SSHClientConnection) -> None:
-            self._proc.stdin.write_eof()
-            try:
-                await asyncio.wait_for(self._proc.wait_closed(), 2)
-            except TimeoutError:
-                self._proc.close()
+            async with self._conn.channel_lock():
+                self._proc.stdin.write_eof()
+                try:
+                    await asyncio.wait_for(self._proc.wait_closed(), 2)
+                except TimeoutError:
+                    self._proc.close()
+                    await _closed(self._proc)
         with contextlib.suppress(ExecutorError, TimeoutError):
             self._conn.call(shut, 3)
 
@@ -154,16 +165,27 @@ class SshExecutor:
         ident: list[tuple[int, int]] = []
 
         async def go(conn: asyncssh.SSHClientConnection) -> tuple[int, bytes, bytes]:
-            proc = await self.conn.open_process(conn, command, encoding=None)
-            try:
-                ident.append(await _header(proc, self.node))
-                if stdin:
-                    proc.stdin.write(stdin)
-                proc.stdin.write_eof()
-                out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
-                status = await proc.wait(check=False)
-            finally:
-                proc.close()
+            async with self.conn.channel_lock():
+                proc = await conn.create_process(command, encoding=None)
+                try:
+                    ident.append(await _header(proc, self.node))
+                    if stdin:
+                        proc.stdin.write(stdin)
+                    proc.stdin.write_eof()
+                    out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
+                    status = await proc.wait(check=False)
+                except asyncio.CancelledError:
+                    # Timed out: end it on the device through its own channel where the
+                    # server takes signals (dropbear), so the channel closes before
+                    # another opens; run() then kills it by PID and start ticks anyway.
+                    if ident and self.conn.takes_signals:
+                        with contextlib.suppress(asyncssh.Error, OSError):
+                            proc.send_signal("KILL")
+                            await _closed(proc, 1.0)
+                    raise
+                finally:
+                    proc.close()
+                    await _closed(proc, 0.2 if ident else 5)
             rc = status.exit_status
             if rc is None or rc < 0:
                 rc = _signum(status) or 255
@@ -190,24 +212,33 @@ class SshExecutor:
                          err.decode(errors="replace"))
 
     def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> SshProcess:
+        """A long-lived process on a connection of its own: on dropbear, a channel that
+        closes when its process exits must not cross another channel's open, and only
+        short commands (serialised on the main connection) can be kept from that."""
         command = remote_command(argv)
-        started = time.time()
         self._note_connection()
+        pconn = SshConnection(self.target)
+        started = time.time()
 
         async def go(conn: asyncssh.SSHClientConnection) -> SshProcess:
-            proc = await self.conn.open_process(conn, command, encoding=None)
+            proc = await pconn.open_process(conn, command, encoding=None)
             pid, ticks = await _header(proc, self.node)
             proc.stdin.write_eof()
             p = SshProcess(name, list(argv), ProcessId(self.node, pid, ticks), out, err,
-                           started)
-            asyncio.get_running_loop().create_task(self._pump(proc, p))
+                           started, pconn)
+            asyncio.get_running_loop().create_task(self._pump(proc, p, conn))
             return p
 
-        p = self.conn.call(go, self.target.connect_timeout + 10)
+        try:
+            p = pconn.call(go, self.target.connect_timeout + 10)
+        except BaseException:
+            pconn.close()
+            raise
         self._procs[p.ident.pid] = p
         return p
 
-    async def _pump(self, proc: asyncssh.SSHClientProcess[bytes], p: SshProcess) -> None:
+    async def _pump(self, proc: asyncssh.SSHClientProcess[bytes], p: SshProcess,
+                    conn: asyncssh.SSHClientConnection) -> None:
         async def copy(stream: asyncssh.SSHReader[bytes], path: Path) -> None:
             with path.open("wb") as f:
                 while chunk := await stream.read(65536):
@@ -225,6 +256,7 @@ class SshExecutor:
             if proc.exit_status is None and proc.exit_signal is None:
                 p.lost = True
             p._finish(status)
+            conn.close()
 
     def _signal_checked(self, sig: int, pairs: Sequence[tuple[int, int]],
                         timeout: float) -> set[tuple[int, int]]:
@@ -251,6 +283,7 @@ class SshExecutor:
             # The channel closes once the device's end exits; give it a moment.
             with contextlib.suppress(TimeoutError):
                 proc.wait(2.0)
+            proc.conn.close()
         self._procs.pop(proc.ident.pid, None)
 
     def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
@@ -291,17 +324,19 @@ class SshExecutor:
         part = local.with_name(local.name + ".part")
 
         async def go(conn: asyncssh.SSHClientConnection) -> tuple[int, bytes]:
-            proc = await self.conn.open_process(conn, command, encoding=None)
-            try:
-                await _header(proc, self.node)
-                proc.stdin.write_eof()
-                with part.open("wb") as f:
-                    while chunk := await proc.stdout.read(1 << 20):
-                        f.write(chunk)
-                err = await proc.stderr.read()
-                status = await proc.wait(check=False)
-            finally:
-                proc.close()
+            async with self.conn.channel_lock():
+                proc = await conn.create_process(command, encoding=None)
+                try:
+                    await _header(proc, self.node)
+                    proc.stdin.write_eof()
+                    with part.open("wb") as f:
+                        while chunk := await proc.stdout.read(1 << 20):
+                            f.write(chunk)
+                    err = await proc.stderr.read()
+                    status = await proc.wait(check=False)
+                finally:
+                    proc.close()
+                    await _closed(proc)
             return (status.exit_status if status.exit_status is not None else 255), err
 
         self._note_connection()
@@ -363,14 +398,16 @@ class SshExecutor:
         command = remote_command(argv)
 
         async def go(conn: asyncssh.SSHClientConnection) -> tuple[int, bytes, bytes]:
-            proc = await self.conn.open_process(conn, command, encoding=None)
-            try:
-                await _header(proc, self.node)
-                proc.stdin.write_eof()
-                out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
-                status = await proc.wait(check=False)
-            finally:
-                proc.close()
+            async with self.conn.channel_lock():
+                proc = await conn.create_process(command, encoding=None)
+                try:
+                    await _header(proc, self.node)
+                    proc.stdin.write_eof()
+                    out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
+                    status = await proc.wait(check=False)
+                finally:
+                    proc.close()
+                    await _closed(proc)
             return (status.exit_status if status.exit_status is not None else 255), out, err
 
         return self.conn.call(go, 10)
@@ -387,6 +424,8 @@ class SshExecutor:
                 with contextlib.suppress(ExecutorError, TimeoutError):
                     stop_pairs(self, live, 2.0)
         finally:
+            for p in self._procs.values():
+                p.conn.close()
             self._procs.clear()
             self.conn.close()
 

@@ -1,0 +1,134 @@
+"""A node's clock offset against this machine, measured over its command channel.
+
+NTP's idea with its minimum-delay filter: this side notes its time t0, asks the
+node for its time d, notes t1 when the answer is back. The node read its clock
+somewhere in [t0, t1], so its offset is d - (t0 + t1) / 2 within +-(t1 - t0) / 2
+(plus the node clock's resolution); of several exchanges the one with the shortest
+round trip bounds it best. Offsets are the node's clock minus this machine's.
+
+How the node tells its time, best first (probed once):
+- `date +%s.%N` where date knows %N (GNU coreutils; BusyBox with FEATURE_DATE_NANO);
+- BusyBox `adjtimex` (prints time.tv_sec and time.tv_usec; microseconds);
+- `date +%s` alone (OpenWrt's default BusyBox): seconds only, so this side asks again
+  and again until the seconds change: the node's second began between the two
+  exchanges around the change, which bounds the offset by their span (~ two round
+  trips) plus one timer tick (time(2) turns its seconds at a tick), at the cost of up
+  to about one second of asking.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hoplab.nodes.executor import Executor, ExecutorError
+from hoplab.nodes.ssh_quote import SH_WHICH
+
+END = "@@hoplab-clock@@"
+# One timer tick of the slowest common kernel (CONFIG_HZ=100): how late time(2)'s
+# seconds may turn (measured here: an edge 2.7 ms after the true second, HZ=250).
+COARSE_TICK_S = 0.010
+_NANO = re.compile(r"\d+\.\d{9}")
+_SCRIPT = r'''while read -r r; do
+  case $r in
+    n) date +%s.%N;;
+    a) adjtimex 2>/dev/null | grep -E 'time.tv_(sec|usec)';;
+    s) date +%s;;
+    q) exit 0;;
+  esac
+  echo "@@hoplab-clock@@"
+done'''
+_PROBE = SH_WHICH + 'date +%s.%N; w adjtimex >/dev/null && adjtimex 2>/dev/null | grep -c tv_usec'
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    node: str
+    offset_s: float          # node's clock minus this machine's
+    uncertainty_s: float     # half-width of the interval the offset is certainly in
+    rtt_s: float             # the shortest round trip of the exchanges
+    method: str              # "date-ns", "adjtimex" or "seconds-edge"
+    exchanges: int
+
+    def as_metadata(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def good_for(self, precision_s: float) -> bool:
+        """Whether one-way delays of this precision may be reported on this node: only
+        when the offset is known better than that; otherwise RTT only."""
+        return self.uncertainty_s < precision_s
+
+
+def _method(ex: Executor) -> str:
+    res = ex.run(["sh", "-c", _PROBE], timeout=10)
+    lines = res.stdout.split()
+    if lines and _NANO.fullmatch(lines[0]):
+        return "date-ns"
+    if len(lines) > 1 and lines[1].isdigit() and int(lines[1]) > 0:
+        return "adjtimex"
+    return "seconds-edge"
+
+
+def _adjtimex(lines: list[str]) -> float:
+    vals = {}
+    for line in lines:
+        k, _, v = line.partition(":")
+        vals[k.strip()] = int(v.split()[0])
+    return vals["time.tv_sec"] + vals["time.tv_usec"] / 1e6
+
+
+def estimate(ex: Executor, exchanges: int = 16, method: str | None = None,
+             timeout: float = 5.0) -> ClockOffset:
+    """The node's clock offset with its uncertainty (see the module doc). `method`
+    forces a way of reading the node's clock (tests)."""
+    method = method or _method(ex)
+    chan = ex.channel(["sh", "-c", _SCRIPT], END)
+    try:
+        if method == "seconds-edge":
+            return _edge(ex.node, chan, timeout)
+        req = "n" if method == "date-ns" else "a"
+        res = 1e-9 if method == "date-ns" else 1e-6
+        best: tuple[float, float] | None = None     # (rtt, offset)
+        for _ in range(exchanges):
+            t0 = time.time()
+            lines = chan.ask(req, timeout)
+            t1 = time.time()
+            try:
+                d = float(lines[0]) if method == "date-ns" else _adjtimex(lines)
+            except (ValueError, IndexError, KeyError) as e:
+                raise ExecutorError(f"node {ex.node}: clock answer not understood: "
+                                    f"{lines!r}") from e
+            if best is None or t1 - t0 < best[0]:
+                best = (t1 - t0, d - (t0 + t1) / 2)
+        assert best is not None
+        return ClockOffset(ex.node, best[1], best[0] / 2 + res, best[0], method, exchanges)
+    finally:
+        chan.close()
+
+
+def _edge(node: str, chan: Any, timeout: float) -> ClockOffset:
+    prev: tuple[float, int] | None = None       # (t0 of the exchange, seconds it saw)
+    n = 0
+    min_rtt = float("inf")
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        t0 = time.time()
+        lines = chan.ask("s", timeout)
+        t1 = time.time()
+        n += 1
+        min_rtt = min(min_rtt, t1 - t0)
+        try:
+            sec = int(lines[0])
+        except (ValueError, IndexError) as e:
+            raise ExecutorError(f"node {node}: clock answer not understood: {lines!r}") from e
+        if prev is not None and sec == prev[1] + 1:
+            # The node's second `sec` began after it answered the previous exchange
+            # (which it did after prev t0) and before it answered this one (before t1).
+            # `date +%s` reads time(2), whose seconds turn at the first timer tick after
+            # the true second: up to one tick late (COARSE_TICK_S).
+            lo, hi = sec - t1, sec - prev[0] + COARSE_TICK_S
+            return ClockOffset(node, (lo + hi) / 2, (hi - lo) / 2, min_rtt, "seconds-edge", n)
+        prev = (t0, sec)
+    raise ExecutorError(f"node {node}: the clock's seconds did not change within 3 s")
