@@ -20,6 +20,7 @@ import pytest
 
 from hoplab.lab import build
 from hoplab.spec import load_lab
+from tests.helpers.devices import Farm, farm
 from tests.helpers.lab import (
     MADE,
     LabUp,
@@ -111,3 +112,11 @@ def _nothing_left_behind() -> Iterator[None]:
             os.kill(pid, signal.SIGKILL)
     if problems:
         pytest.fail("; ".join(problems))
+
+
+@pytest.fixture(scope="session")
+def device_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
+    """Emulated devices reached over SSH (tests/helpers/devices.py): `device_farm.add(
+    "openwrt-like")` or `add("linux-board")`; all removed at the end of the session."""
+    with farm(tmp_path_factory.mktemp("devices")) as f:
+        yield f
