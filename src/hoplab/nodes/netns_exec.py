@@ -83,41 +83,49 @@ class NetnsProcess:
 
 
 class _PipeChannel:
-    """A request/response child: one line in, lines out up to the terminator."""
+    """A request/response child: one line in, lines out up to the terminator. Its output
+    is read from the pipe's descriptor (a buffered reader would hide lines it has
+    read ahead from select)."""
 
-    def __init__(self, popen: subprocess.Popen[str], terminator: str, node: str) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], terminator: str, node: str) -> None:
         self.popen = popen
         self.terminator = terminator
         self.node = node
+        self._buf = b""
 
     def ask(self, line: str, timeout: float) -> list[str]:
         import selectors
 
         assert self.popen.stdin is not None and self.popen.stdout is not None
         try:
-            self.popen.stdin.write(line + "\n")
+            self.popen.stdin.write(line.encode() + b"\n")
             self.popen.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
+        except OSError as exc:
             raise ExecutorError(f"node {self.node}: channel closed ({exc})") from None
         out: list[str] = []
+        fd = self.popen.stdout.fileno()
         deadline = time.monotonic() + timeout
         with selectors.DefaultSelector() as sel:
-            sel.register(self.popen.stdout, selectors.EVENT_READ)
+            sel.register(fd, selectors.EVENT_READ)
             while True:
+                while b"\n" in self._buf:
+                    got, self._buf = self._buf.split(b"\n", 1)
+                    text = got.decode(errors="replace")
+                    if text == self.terminator:
+                        return out
+                    out.append(text)
                 left = deadline - time.monotonic()
                 if left <= 0 or not sel.select(left):
                     raise TimeoutError(f"node {self.node}: no reply within {timeout:g} s")
-                got = self.popen.stdout.readline()
-                if not got:
+                chunk = os.read(fd, 65536)
+                if not chunk:
                     raise ExecutorError(f"node {self.node}: channel ended")
-                got = got.rstrip("\n")
-                if got == self.terminator:
-                    return out
-                out.append(got)
+                self._buf += chunk
 
     def close(self) -> None:
         if self.popen.stdin is not None:
-            self.popen.stdin.close()
+            with suppress(OSError):
+                self.popen.stdin.close()
         try:
             self.popen.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -311,8 +319,7 @@ class NetnsExecutor:
         full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
         try:
             popen = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, bufsize=1,
-                                     start_new_session=True)
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
         except FileNotFoundError:
             raise ExecutorError(f"node {self.node}: cannot start {full[0]}") from None
         return _PipeChannel(popen, terminator, self.node)

@@ -125,8 +125,13 @@ def run_setup(variant: Variant, plan: Plan, nodes: Mapping[str, Executor], cwd: 
         except TimeoutError:
             raise HoplabError(f"setup.{node}: {' '.join(argv)} did not finish in "
                               f"{SETUP_TIMEOUT_S:g} s; stopped") from None
-        if proc.returncode == 127 and proc.stderr.endswith("command not found"):
+        # 127 and 126 are how every kind of node (and a shell) says it could not run it.
+        said = " ".join(proc.stderr.split())
+        if proc.returncode == 127 and said.endswith("command not found"):
             raise HoplabError(f"setup.{node}: command not found: {argv[0]}")
+        if proc.returncode == 126 and said:
+            raise HoplabError(f"setup.{node}: cannot run {argv[0]}: "
+                              f"{said.rsplit(': ', 1)[-1]}")
         if proc.returncode != 0:
             msg = " ".join((proc.stderr or proc.stdout).split())[:300]
             raise HoplabError(f"setup.{node}: {' '.join(argv)} exited {proc.returncode}: "

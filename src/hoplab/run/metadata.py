@@ -94,8 +94,6 @@ def node_settings(plan: Plan, nodes: Mapping[str, Executor]) -> dict[str, Any]:
     few nodes at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from hoplab.lab.netns import workers
-
     names = [n.name for n in plan.nodes]
 
     def read(name: str) -> dict[str, Any]:
@@ -103,5 +101,6 @@ def node_settings(plan: Plan, nodes: Mapping[str, Executor]) -> dict[str, Any]:
 
     if len(names) <= 1:
         return {n: read(n) for n in names}
-    with ThreadPoolExecutor(max_workers=workers()) as pool:
+    # Waiting on forks and devices, not on this machine's CPUs.
+    with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
         return dict(zip(names, pool.map(read, names), strict=True))

@@ -1,0 +1,114 @@
+"""The namespace executor in a real lab: commands, files and counters are the node's
+own; a test's processes are in the lab's state file while they run, and a teardown
+after hoplab was SIGKILLed stops exactly those, by their record."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hoplab.errors import HoplabError
+from hoplab.lab.state import find, proc_start_time
+from hoplab.lab.teardown import teardown
+from hoplab.nodes.executor import ExecutorError
+from hoplab.nodes.netns_exec import NetnsExecutor
+from hoplab.nodes.registry import executors
+from hoplab.run.procs import ProcessGroup
+from tests.helpers.lab import EXAMPLES, LabUp
+
+pytestmark = pytest.mark.root
+
+
+def test_commands_files_and_counters_are_the_nodes(lab_up: LabUp, tmp_path: Path) -> None:
+    up = lab_up(path=EXAMPLES / "chain.toml")
+    nodes = executors(up.plan)
+    client, r1 = nodes["client"], nodes["r1"]
+    addr = str(up.plan.node("client").primary4)
+    assert addr in client.run(["ip", "-o", "addr", "show"]).stdout
+    assert addr not in r1.run(["ip", "-o", "addr", "show"]).stdout
+    assert r1.read_file("/proc/sys/net/ipv4/ip_forward") == b"1\n"
+    assert client.read_file("/proc/sys/net/ipv4/ip_forward") == b"0\n"
+    src = r1.counters(frozenset({"ifaces", "qdisc", "tcp"}))
+    try:
+        snap = src.read()
+    finally:
+        src.close()
+    assert snap.net_dev is not None
+    assert {i.name for i in up.plan.node("r1").ifaces} <= set(
+        line.split(":")[0].strip() for line in snap.net_dev.splitlines()[2:])
+    assert snap.qdiscs and any(q.kind == "htb" for q in snap.qdiscs)
+    # A process started on a node lives in its namespace, and only there.
+    proc = client.start("sleeper", ["sleep", "30"], out=tmp_path / "o", err=tmp_path / "e")
+    try:
+        assert proc.ident.pid in (client.pids() or set())
+        assert proc.ident.pid not in (r1.pids() or set())
+    finally:
+        client.close()
+    assert proc.poll() is not None
+
+
+def test_a_missing_namespace_is_an_executor_error() -> None:
+    ghost = NetnsExecutor("ghost", "hoplab-nosuchlab-ghost")
+    with pytest.raises(ExecutorError, match="node ghost: network namespace "
+                                            "hoplab-nosuchlab-ghost does not exist"):
+        ghost.run(["true"])
+    with pytest.raises(HoplabError, match="does not exist"):
+        ghost.counters(frozenset({"ifaces"}))
+
+
+_CRASH = """
+import os, signal, sys
+from pathlib import Path
+from hoplab.lab.state import find
+from hoplab.lab.plan import plan_lab
+from hoplab.spec import load_lab
+from hoplab.nodes.registry import executors
+from hoplab.run.procs import ProcessGroup
+plan = plan_lab(load_lab(Path(sys.argv[2]), name=sys.argv[1]))
+group = ProcessGroup(Path(sys.argv[3]), executors(plan), sys.argv[1])
+proc = group.start("server crash", "server", ["sleep", "300"])
+print(proc.process.ident.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_teardown_after_sigkill_stops_the_recorded_processes(lab_up: LabUp,
+                                                               tmp_path: Path) -> None:
+    up = lab_up(path=EXAMPLES / "chain.toml")
+    crashed = subprocess.run([sys.executable, "-c", _CRASH, up.name,
+                              str(EXAMPLES / "chain.toml"), str(tmp_path)],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    pid = int(crashed.stdout.split()[0])
+    state = find(up.name)
+    assert state is not None
+    (rec,) = [p for p in state.processes if p.role == "test: server crash"]
+    assert (rec.node, rec.pid, rec.start) == ("server", pid, proc_start_time(pid))
+    assert rec.argv == ["sleep", "300"]
+    warnings = teardown(state)
+    # Stopped by its record (SIGTERM), not found later as a leftover in the namespace.
+    assert not [w for w in warnings if str(pid) in w], warnings
+    assert proc_start_time(pid) is None
+
+
+def test_a_finished_test_leaves_no_process_in_the_record(lab_up: LabUp,
+                                                         tmp_path: Path) -> None:
+    up = lab_up(path=EXAMPLES / "chain.toml")
+    before = len(find(up.name).processes)  # type: ignore[union-attr]
+    group = ProcessGroup(tmp_path, executors(up.plan), up.name)
+    proc = group.start("client x", "client", ["sleep", "30"])
+    recorded = json.loads(find(up.name).path.read_text())["processes"]  # type: ignore[union-attr]
+    assert [p["pid"] for p in recorded][before:] == [proc.process.ident.pid]
+    began = time.monotonic()
+    group.stop_all()
+    assert time.monotonic() - began < 3
+    assert len(find(up.name).processes) == before  # type: ignore[union-attr]
+    assert not os.path.exists(f"/proc/{proc.process.ident.pid}/stat") \
+        or proc_start_time(proc.process.ident.pid) is None
