@@ -9,12 +9,14 @@ names the wrong commit 30 % of the time.
 
 Here, for two sets of repetitions A and B of one metric:
 
-- same: the (1 - 2 alpha) confidence interval of the change of B's mean against
-  A's (Welch) lies inside +-bound: two one-sided tests at alpha, each rejecting
-  a change of the bound. The bound comes from what is being decided; bisect
-  takes half the measured step from good to bad, so "same as good" means
-  "nearer good than bad, beyond the noise". This is checked first: a difference
-  shown to be smaller than the bound is "same" even if the rank test sees it.
+- same: the (1 - 2 alpha) bootstrap interval of the change of B's median against
+  A's (compare.py's, as `hoplab compare` prints it) lies inside +-bound: two
+  one-sided tests at alpha, each rejecting a change of the bound. Medians, not
+  means: a run slowed by something else on the machine must not decide. The
+  bound comes from what is being decided; bisect takes half the measured step
+  from good to bad, so "same as good" means "nearer good than bad, beyond the
+  noise". This is checked first: a difference shown to be smaller than the bound
+  is "same" even if the rank test sees it.
 - different: the two-sided Mann-Whitney p of analysis/compare.py (the p `hoplab
   compare` reports) is below alpha (0.01). The exact rank test needs 5 vs 5
   repetitions before p can fall below 0.01 (its smallest p is 2 / C(10, 5)).
@@ -41,6 +43,8 @@ from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 
 ALPHA = 0.01
+# Bootstrap resamples of the interval; its 1 % tails rest on 10 resamples each.
+_RESAMPLES = 1000
 # The first batch: the fewest repetitions per side with which the exact rank test can
 # reach p < 0.01 at all (2 / C(10, 5) = 0.0079; 4 vs 4 gives at best 0.029).
 FIRST_BATCH = 5
@@ -79,17 +83,18 @@ class Verdict:
         return text
 
 
-def judge(a: Sequence[float], b: Sequence[float], p: float | None, *, bound: float | None,
-          alpha: float = ALPHA) -> Verdict:
-    """The verdict on A against B, given the rank test's p of the two (from compare_runs)."""
+def judge(a: Sequence[float], b: Sequence[float], *, p: float | None,
+          ci: tuple[float, float], bound: float | None, alpha: float = ALPHA) -> Verdict:
+    """The verdict on A against B, given the rank test's p and the (1 - 2 alpha) interval
+    of the relative change of medians (compare_runs gives both: judge_runs)."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ma, mb = float(np.median(xa)), float(np.median(xb))
     change = (mb - ma) / abs(ma) if ma else math.nan
-    ci = _change_interval(xa, xb, alpha)
+    lo, hi = (-math.inf, math.inf) if any(map(math.isnan, ci)) else ci
     # Identical repetitions (a quantised figure) have no noise; the power arithmetic
     # divides by it. NaN (fewer than two repetitions a side) says "nothing detectable".
     cv = max(noise_cv([a, b]), 1e-9)
-    if bound is not None and -bound < ci[0] and ci[1] < bound:
+    if bound is not None and -bound < lo and hi < bound:
         # Checked first: a difference shown smaller than the bound is no difference at
         # that bound, even when the rank test sees it (five runs a side without overlap
         # give p = 0.0079, and a drift of 0.2 % over a session does that with quiet
@@ -100,37 +105,23 @@ def judge(a: Sequence[float], b: Sequence[float], p: float | None, *, bound: flo
     else:
         verdict = "unknown"
     return Verdict(verdict=verdict, a=tuple(map(float, a)), b=tuple(map(float, b)),
-                   median_a=ma, median_b=mb, change=change, ci=ci, p=p, bound=bound,
+                   median_a=ma, median_b=mb, change=change, ci=(lo, hi), p=p, bound=bound,
                    cv=cv, alpha=alpha)
-
-
-def _change_interval(a: np.ndarray, b: np.ndarray, alpha: float) -> tuple[float, float]:
-    """Welch's (1 - 2 alpha) interval of mean(B) - mean(A), relative to |mean(A)|: the
-    interval whose ends are the two one-sided tests of an equivalence bound."""
-    from scipy import stats
-
-    if len(a) < 2 or len(b) < 2 or not np.mean(a):
-        return (-math.inf, math.inf)
-    va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
-    diff, base = float(np.mean(b) - np.mean(a)), abs(float(np.mean(a)))
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return (diff / base, diff / base)
-    dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    half = float(stats.t.ppf(1 - alpha, dof)) * se
-    return ((diff - half) / base, (diff + half) / base)
 
 
 def judge_runs(a: Sequence[RunRecord], b: Sequence[RunRecord], metric: str, *,
                bound: float | None, alpha: float = ALPHA) -> Verdict:
-    """judge on one metric of two sets of stored runs. The values and the p are those of
-    analysis/compare.py (one comparison path); UsageError if runs were measured
-    differently or a side has no run with the metric."""
-    (found,) = compare_runs(a, b, [metric], alpha=alpha, resamples=200)
+    """judge on one metric of two sets of stored runs. The values, the p and the interval
+    are those of analysis/compare.py (one comparison path): its Mann-Whitney p and its
+    bootstrap interval of the change of medians, here at 1 - 2 alpha. UsageError if runs
+    were measured differently or a side has no run with the metric."""
+    (found,) = compare_runs(a, b, [metric], alpha=2 * alpha, resamples=_RESAMPLES)
     if len(found.a_values) < 1 or len(found.b_values) < 1:
         side = "A" if not found.a_values else "B"
         raise UsageError(f"no run of side {side} has metric {metric}")
-    return judge(found.a_values, found.b_values, found.p_value, bound=bound, alpha=alpha)
+    return judge(found.a_values, found.b_values, p=found.p_value,
+                 ci=(found.ci_low_pct / 100, found.ci_high_pct / 100), bound=bound,
+                 alpha=alpha)
 
 
 @dataclass(frozen=True)
@@ -158,9 +149,11 @@ def classify(vs_good: Verdict, vs_bad: Verdict) -> Classification:
     if b == "same" and g != "same":
         return Classification(BAD, "bad", True, vs_good, vs_bad, "within half the step of bad")
     if g == "different" and b == "different":
-        # More repetitions only make this surer: a third level, not noise.
-        return Classification(SKIP, "cannot tell", True, vs_good, vs_bad,
-                              "unlike both good and bad (a third level: --all finds every step)")
+        # A third level, or runs disturbed by something else: more repetitions tell
+        # which, and at the cap it stays 125.
+        return Classification(SKIP, "cannot tell", False, vs_good, vs_bad,
+                              "unlike both good and bad (a third level? --all finds every "
+                              "step)")
     return Classification(SKIP, "cannot tell", False, vs_good, vs_bad,
                           "not decided at these repetitions: " + vs_good.power.describe())
 
