@@ -84,7 +84,7 @@ OPTION_SETS = [[], ["pid"], ["tid"], ["kernel"], ["jit"], ["all"], ["addrs"],
 def test_generated_input_folds_as_the_script_does(seed: int, tmp_path: Path) -> None:
     src = tmp_path / "in.txt"
     src.write_bytes(document(seed))
-    for opts in OPTION_SETS + [["all", "event-filter=instructions"]]:
+    for opts in [*OPTION_SETS, ["all", "event-filter=instructions"]]:
         flags = [f"--{o}" for o in opts]
         ref = subprocess.run(["perl", str(SCRIPT), *flags, str(src)], capture_output=True,
                              check=True).stdout
