@@ -4,7 +4,7 @@ tests/helpers/lab.py).
 Tests marked ``root`` are skipped unless we are root and ``ip`` is installed.
 Every lab gets a unique name ("t" + random hex), is always taken down, and at
 the end of the session nothing a test created may be left: no ``hoplab-``
-namespace of one of our labs and no wireguard-go or iperf3 process we started.
+namespace of one of our labs and no wireguard-go, iperf3 or nginx process we started.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _nothing_left_behind() -> Iterator[None]:
     if missing_requirement() is not None:
         yield
         return
-    before = live_pids("wireguard-go", "iperf3")
+    before = live_pids("wireguard-go", "iperf3", "nginx")
     yield
     problems = []
     deadline = time.monotonic() + 5
@@ -97,7 +97,7 @@ def _nothing_left_behind() -> Iterator[None]:
         # and so must any daemon whose namespace no longer has a name.
         others = namespaces() - ours
         keep = pids_in(others)
-        leaked = live_pids("wireguard-go", "iperf3") - before - keep
+        leaked = live_pids("wireguard-go", "iperf3", "nginx") - before - keep
         if (not ours and not leaked) or time.monotonic() > deadline:
             break
         time.sleep(0.1)
