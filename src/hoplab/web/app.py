@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from hoplab import kv
+from hoplab.analysis.trend import Trend
 from hoplab.errors import HoplabError, UsageError
 from hoplab.jsonsafe import json_safe
 from hoplab.render import charts
@@ -174,29 +175,39 @@ class Dashboard:
         # The same document as `hoplab compare --json` (groups, unmatched).
         return _json({"a": ids[0], "b": ids[1], **to_json(result)})
 
-    def _trend(self, query: dict[str, list[str]]) -> tuple[str, str, dict[str, str], Any]:
-        from hoplab.analysis.series_trend import trend
+    def _trend(self, query: dict[str, list[str]]
+               ) -> tuple[str, str, dict[str, str], Any, Trend | None]:
+        from hoplab.analysis.series_trend import trend_points
+        from hoplab.analysis.trend import analyse
 
         metric = (query.get("metric") or [""])[-1].strip()
         by = (query.get("by") or ["started_at"])[-1].strip() or "started_at"
         filters = _filters(query)
-        return metric, by, filters, (trend(self.store, metric, filters, by, limit=TREND_RUNS)
-                                     if metric else None)
+        if not metric:
+            return metric, by, filters, None, None
+        found = trend_points(self.store, metric, filters, by, limit=TREND_RUNS)
+        # The change points are those `hoplab trend` finds (analysis/trend.py decides).
+        return (metric, by, filters, [(p.value, p.median, len(p.values)) for p in found],
+                analyse(metric, by, found) if found else None)
 
     def trend(self, query: dict[str, list[str]]) -> Response:
         try:
-            metric, by, filters, points = self._trend(query)
+            metric, by, filters, points, found = self._trend(query)
         except UsageError as exc:
             return _html(pages.trend_page("", "started_at", {}, self.desc, error=str(exc)), 400)
-        return _html(pages.trend_page(metric, by, filters, self.desc, points))
+        return _html(pages.trend_page(metric, by, filters, self.desc, points, found=found))
 
     def api_trend(self, query: dict[str, list[str]]) -> Response:
-        metric, by, filters, points = self._trend(query)
+        from hoplab.analysis.trend import to_json
+
+        metric, by, filters, points, found = self._trend(query)
         if points is None:
             raise UsageError("give a metric: /api/trend?metric=goodput&by=hops&test=...")
         return _json(json_safe({"metric": metric, "by": by, "filters": filters,
                                 "points": [{"x": x, "median": m, "runs": n}
-                                           for x, m, n in points]}))
+                                           for x, m, n in points],
+                                "change_points": to_json(found)["change_points"]
+                                if found is not None else []}))
 
     def api_runs(self, query: dict[str, list[str]]) -> Response:
         limit = min(_number(query, "limit", API_ROWS, 0), API_ROWS)

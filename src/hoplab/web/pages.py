@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from hoplab import metrics
 from hoplab.analysis.groups import Comparison
 from hoplab.analysis.order import natural_key
+from hoplab.analysis.trend import Trend
 from hoplab.record import RunRecord
 from hoplab.render.charts import Chart
 from hoplab.render.comparison import counts
@@ -28,6 +29,7 @@ from hoplab.render.html import (
 )
 from hoplab.render.profile_html import profile_section
 from hoplab.render.report import page
+from hoplab.render.trend_html import change_marks, change_points_html
 from hoplab.render.units import pairs
 from hoplab.store import RunSummary
 
@@ -149,9 +151,11 @@ def compare_page(a: str, b: str, store: str, result: Comparison | None = None,
     return _page("Compare", "".join(parts), store)
 
 
-def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, by: str
-                ) -> Chart:
-    """A metric's median over a variant value or time; hover tells how many runs each."""
+def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, by: str,
+                changes: Sequence[tuple[int, float]] = ()) -> Chart:
+    """A metric's median over a variant value or time; hover tells how many runs each.
+    `changes` (the index of the first point after each change point, and its change in
+    %, as analysis/trend.py found them) are marked by a dashed line and their change."""
     xs: list[Any] = [p[0] for p in points]
     if by == "started_at":
         xs = [dt.datetime.fromtimestamp(float(x)).isoformat(sep=" ", timespec="seconds")
@@ -169,12 +173,15 @@ def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, b
               "yaxis": {"title": {"text": f"{shown} ({unit})" if unit else shown},
                         "rangemode": "tozero"},
               "margin": {"t": 50, "r": 20, "b": 60, "l": 90}}
+    if changes:
+        layout["shapes"], layout["annotations"] = change_marks(xs, changes, category)
     return Chart("trend", f"{shown} by {by}", {"data": [trace], "layout": layout})
+
 
 
 def trend_page(metric: str, by: str, filters: Mapping[str, str], store: str,
                points: Sequence[tuple[str | float, float, int]] | None = None,
-               error: str | None = None) -> str:
+               error: str | None = None, found: Trend | None = None) -> str:
     q = " ".join(f"{k}={v}" for k, v in filters.items())
     form = ('<form method="get" action="/trend">metric <input type="text" name="metric" '
             f'value="{esc(metric)}" placeholder="goodput, rtt_median@flow"> by '
@@ -186,7 +193,11 @@ def trend_page(metric: str, by: str, filters: Mapping[str, str], store: str,
         parts.append(f'<p class="worse">{esc(error)}</p>')
     if points is not None:
         if points:
-            parts.append(chart(trend_chart(points, metric, by)))
+            marks = [(c.point.index, c.point.change_pct) for c in found.changes] \
+                if found is not None else []
+            parts.append(chart(trend_chart(points, metric, by, marks)))
+            if found is not None:
+                parts.append(change_points_html(found))
             parts.append(str(_points_table(points, metric, by)))
         else:
             parts.append("<p>no run has this metric and key</p>")

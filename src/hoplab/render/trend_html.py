@@ -1,0 +1,85 @@
+"""Change points in HTML, for the dashboard's trend page and `hoplab report`: a table of
+the steps analysis/trend.py found, their marks on a plotly chart, and a chart of a trend
+with every repetition. Rendering only: the analysis decides what is a change point."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from hoplab import metrics
+from hoplab.analysis.trend import Trend, power_note
+from hoplab.render.charts import Chart
+from hoplab.render.html import Html, esc, table
+from hoplab.render.units import figure, rate_scale
+
+
+def change_marks(xs: Sequence[Any], changes: Sequence[tuple[int, float]], category: bool
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Plotly shapes and annotations: a dashed line halfway between the points on both
+    sides of each change (index of the first point after it, change in %), and its
+    change at the top. xs are the chart's x values; category: the axis is categorical."""
+    shapes, notes = [], []
+    for index, pct in changes:
+        if category:
+            at: Any = index - 0.5
+        elif isinstance(xs[index], str):        # times, as ISO text
+            a, b = (dt.datetime.fromisoformat(xs[i]) for i in (index - 1, index))
+            at = (a + (b - a) / 2).isoformat(sep=" ", timespec="seconds")
+        else:
+            at = (float(xs[index - 1]) + float(xs[index])) / 2
+        colour = "#2a7" if pct > 0 else "#c33"
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": at, "x1": at,
+                       "y0": 0, "y1": 1, "line": {"dash": "dash", "width": 1,
+                                                  "color": colour}})
+        notes.append({"x": at, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom",
+                      "text": f"{pct:+.1f} %" if math.isfinite(pct) else "?",
+                      "showarrow": False, "font": {"color": colour, "size": 11}})
+    return shapes, notes
+
+
+def change_points_html(found: Trend) -> Html:
+    """The change points as a table (or a line saying there are none), and what steps
+    may go unseen."""
+    name = found.metric.partition("@")[0]
+    if found.changes:
+        rows = [(f"{c.before} → {c.after}", figure(c.point.median_before, name),
+                 figure(c.point.median_after, name), f"{c.point.change_pct:+.1f} %",
+                 f"{c.point.ci_pct[0]:+.1f} … {c.point.ci_pct[1]:+.1f} %",
+                 f"{c.point.p:.2g}") for c in found.changes]
+        out = str(table((f"change point ({found.by})", "median before", "median after",
+                         "change", "95 % CI", "p"), rows, numeric=(1, 2, 3, 4, 5),
+                        cls="changes"))
+    else:
+        out = f'<p class="changes">no change point in {esc(found.metric)} by {esc(found.by)}</p>'
+    note = power_note(found)
+    if note:
+        out += f'<p class="note">{esc(note)}</p>'
+    return Html(out)
+
+
+def trend_chart(found: Trend, chart_id: str = "trend") -> Chart:
+    """Every repetition as a point, each value's median as a line, change points marked."""
+    name, _, where = found.metric.partition("@")
+    shown = metrics.label(name) + (f" @ {where}" if where else "")
+    unit = metrics.unit(name)
+    div, unit = rate_scale(max((abs(v) for p in found.points for v in p.values),
+                               default=0.0)) if unit == "bit/s" else (1.0, unit)
+    xs = [str(p.value) for p in found.points]
+    reps = {"type": "scatter", "mode": "markers", "name": "repetitions",
+            "x": [x for x, p in zip(xs, found.points, strict=True) for _ in p.values],
+            "y": [v / div for p in found.points for v in p.values],
+            "marker": {"size": 5, "opacity": 0.5}}
+    medians = {"type": "scatter", "mode": "lines", "name": "median", "x": xs,
+               "y": [p.median / div for p in found.points]}
+    shapes, notes = change_marks(xs, [(c.point.index, c.point.change_pct)
+                                      for c in found.changes], True)
+    layout = {"title": {"text": f"{shown} by {found.by}"}, "height": 420,
+              "xaxis": {"title": {"text": found.by}, "type": "category"},
+              "yaxis": {"title": {"text": f"{shown} ({unit})" if unit else shown}},
+              "shapes": shapes, "annotations": notes,
+              "margin": {"t": 50, "r": 20, "b": 60, "l": 90}}
+    return Chart(chart_id, f"{shown} by {found.by}", {"data": [reps, medians],
+                                                      "layout": layout})
