@@ -49,7 +49,9 @@ ODD = ["", "#comment", "# cmdline : /usr/bin/perf record -g -- java -jar x", "  
 
 
 def _header(r: random.Random) -> str:
-    sp = lambda: r.choice([" ", "  ", "\t", " \t "])  # noqa: E731
+    def sp() -> str:
+        return r.choice([" ", "  ", "\t", " \t "])
+
     cpu = r.choice(["", f"{sp()}[00{r.randint(0, 3)}]"])
     return (f"{r.choice(COMMS)}{sp()}{r.choice(PIDS)}{cpu}{sp()}{r.randint(1, 99)}.123456:"
             f"{r.choice(PERIODS)}{sp()}{r.choice(EVENTS) if r.random() < 0.3 else 'cycles:'}")
