@@ -14,6 +14,7 @@ from typing import Any
 from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan
 from hoplab.nodes.executor import Executor
+from hoplab.nodes.tracking import ProcessRecord
 from hoplab.profile import analyze, fold
 from hoplab.profile.record import Recording
 from hoplab.record import Metric, RawOutput
@@ -56,6 +57,9 @@ class PhaseProfiler:
         where = next(iter(self.nodes_ex.values()), None) or nodes[next(iter(nodes))]
         self.recording = Recording(workdir / f"{test.name}.perf.data", profile.frequency,
                                    where)
+        # perf on a device outlives a SIGKILL of hoplab: the lab's record names it, so
+        # `hoplab clean` stops it there.
+        self._record = ProcessRecord(plan.lab.name)
         self._next_scan = 0.0
 
     def tick(self, t: float) -> None:
@@ -67,6 +71,8 @@ class PhaseProfiler:
                 rec.start()
             except HoplabError as e:
                 self.error = str(e)
+            if rec.proc is not None:
+                self._record.started(rec.proc, "profile: perf record")
         if rec.running():
             if t >= self._next_scan:
                 self._scan()
@@ -83,6 +89,8 @@ class PhaseProfiler:
 
     def stop(self) -> None:
         self.recording.stop()
+        if self.recording.proc is not None:
+            self._record.stopped([self.recording.proc.ident])
 
     def finish(self) -> ProfileResult:
         self.stop()
