@@ -25,7 +25,19 @@ def _netns(node: str, info: Mapping[str, Any]) -> Executor:
     return NetnsExecutor(node, str(info["netns"]))
 
 
-KINDS: dict[str, Factory] = {"netns": _netns}
+def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
+    # asyncssh is imported only for labs that have devices.
+    from hoplab.nodes.ssh_exec import SshExecutor
+    from hoplab.nodes.ssh_target import SshTarget
+
+    s = info["ssh"]
+    return SshExecutor(SshTarget(
+        node=node, destination=str(s["destination"]), port=s.get("port"),
+        identity=s.get("identity"), jump=s.get("jump"), known_hosts=s.get("known_hosts"),
+        accept_new_host_keys=bool(s.get("accept_new_host_keys"))))
+
+
+KINDS: dict[str, Factory] = {"netns": _netns, "ssh": _ssh}
 
 
 def executor_for(node: str, info: Mapping[str, Any]) -> Executor:

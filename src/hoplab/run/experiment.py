@@ -212,6 +212,9 @@ class ExperimentRunner:
             up, settings = self._lab_for(job.variant)
             rec.metadata["lab"] = summarize(up.plan)
             rec.metadata["nodes"] = settings
+            # A device's model and firmware label its runs, unless the experiment gives them.
+            for key, value in device_labels(up.plan.lab, settings).items():
+                rec.labels.setdefault(key, value)
             result: TestResult = run_test(test, up.plan, workdir, self.progress.tick,
                                           Path(self.exp.source).resolve().parent,
                                           nodes=self._nodes)
@@ -255,7 +258,24 @@ class ExperimentRunner:
         return rec
 
     def run(self) -> list[RunRecord]:
-        check_machine(self.exp, self.caps)
+        # The lab `hoplab lab up` built from this lab file holds the NICs and devices the
+        # runs need: taken down for them, built again after.
+        handed = build.hand_over(self.exp.variants[0].lab)
+        if handed is not None:
+            self.progress.note(f"lab {handed.name} is up: taken down for the runs, built "
+                               f"again after them")
+        try:
+            check_machine(self.exp, self.caps)
+            for v in self.exp.variants:
+                build.check_devices(v.lab, *test_tools(v.lab, v.tests))
+            self._run_jobs()
+        finally:
+            if handed is not None:
+                for warning in build.take_back(handed):
+                    self.progress.note(f"warning: {warning}")
+        return self.records
+
+    def _run_jobs(self) -> None:
         jobs = schedule(self.exp)
         workdir = Path(tempfile.mkdtemp(prefix="hoplab-run-"))
         try:
@@ -268,4 +288,3 @@ class ExperimentRunner:
                 self._down()
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
-        return self.records
