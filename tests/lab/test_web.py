@@ -6,7 +6,10 @@ from __future__ import annotations
 import glob
 import json
 import math
+import signal
 import statistics
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,16 @@ import pytest
 from hoplab.record import RunRecord
 from hoplab.store import open_store
 from hoplab.tools import nginx, pageload
-from tests.helpers.lab import hoplab, lab_namespaces, live_pids, new_lab_name
+from tests.helpers.lab import (
+    HOPLAB,
+    hoplab,
+    lab_namespaces,
+    live_pids,
+    namespaces,
+    netns_inode,
+    new_lab_name,
+    pids_in,
+)
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -199,3 +211,48 @@ timeout = "5s"
     # client's start; the browser's own takes a while), none starting after them.
     starts = [t for s in rec.series if s.name == "web_load" for t in s.t]
     assert 1.0 <= starts[0] < starts[-1] <= 9.0 + 0.05, starts
+
+
+def _browsers_in_lab_namespaces() -> set[int]:
+    """Browser, driver and server processes in a namespace other than this machine's own
+    that no named namespace holds: what a lab taken down would leave running."""
+    root = netns_inode(1)
+    named = pids_in(namespaces())
+    return {pid for pid in live_pids("chromium", "chrome_crashpad", "node-MainThread",
+                                     "nginx", "python3")
+            if netns_inode(pid) not in (root, None) and pid not in named}
+
+
+def test_sigterm_during_page_loads_leaves_no_browser_or_server(tmp_path: Path) -> None:
+    (tmp_path / "lab.toml").write_text(_lab('delay = "20ms"'))
+    exp = tmp_path / "exp.toml"
+    exp.write_text('lab = "lab.toml"\n[[tests]]\nname = "page"\nkind = "web"\nfrom = "a"\n'
+                   'to = "b"\nloads = 100\ntimeout = "5s"\n')
+    name = new_lab_name()
+    proc = subprocess.Popen([*HOPLAB, "run", str(exp), "--db", str(tmp_path / "runs.db"),
+                             "--lab-name", name], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        # Chromium runs in the client's namespace (Playwright starts it in a session of
+        # its own, so it is not in the client's process group).
+        deadline = time.monotonic() + 60
+        client = f"hoplab-{name}-a"
+        while not (live_pids("chromium") & pids_in({client})):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(1.0)  # a load or two under way
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0 and "interrupted" in err, err
+    assert lab_namespaces(name) == set()
+    deadline = time.monotonic() + 5
+    while _browsers_in_lab_namespaces() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _browsers_in_lab_namespaces()
+    assert not glob.glob("/tmp/hoplab-run-*/server-*")
+    with open_store(str(tmp_path / "runs.db")) as store:
+        (run,) = store.list_runs()
+    assert run.status == "interrupted"
