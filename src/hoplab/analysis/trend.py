@@ -4,14 +4,17 @@ trend page and `hoplab report` only render)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hoplab.analysis.changepoints import ChangePoint, Detection
     from hoplab.analysis.series_trend import TrendPoint
+    from hoplab.record import RunRecord
 
 
 def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -47,6 +50,7 @@ class Trend:
     points: tuple[TrendPoint, ...]
     changes: tuple[TrendChange, ...]
     detection: Detection
+    title: str = ""                 # what the runs share (experiment/test), when several
 
 
 def analyse(metric: str, by: str, points: Sequence[TrendPoint]) -> Trend:
@@ -58,6 +62,74 @@ def analyse(metric: str, by: str, points: Sequence[TrendPoint]) -> Trend:
                  changes=tuple(TrendChange(before=points[cp.index - 1].value,
                                            after=points[cp.index].value, point=cp)
                                for cp in found.change_points))
+
+
+def analyse_many(by: str, points: Mapping[str, Sequence[TrendPoint]]) -> list[Trend]:
+    """analyse for several metrics of the same runs, with a Benjamini-Hochberg correction
+    across all their change points (analysis/changepoints.py detect_many)."""
+    from hoplab.analysis.changepoints import detect_many
+
+    found = detect_many({m: [p.values for p in pts] for m, pts in points.items()},
+                        change=SMALL_STEP)
+    return [Trend(metric=m, by=by, points=tuple(pts), detection=found[m],
+                  changes=tuple(TrendChange(before=pts[cp.index - 1].value,
+                                            after=pts[cp.index].value, point=cp)
+                                for cp in found[m].change_points))
+            for m, pts in points.items()]
+
+
+def series_key(runs: Sequence[RunRecord]) -> str | None:
+    """The key a set of runs is a series along, for the report: a label, else a variant
+    key, that takes enough values for a change point on each side (2 x MIN_SIZE + 1),
+    "version" or "commit" first; None when there is none or several."""
+    from hoplab.analysis.changepoints import MIN_SIZE
+
+    for keys in (("version", "commit"), sorted({k for r in runs for k in r.labels}),
+                 sorted({k for r in runs for k in r.variant})):
+        many = [k for k in keys if len({json.dumps(r.labels.get(k, r.variant.get(k)))
+                                        for r in runs} - {"null"}) > 2 * MIN_SIZE]
+        if len(many) == 1:
+            return many[0]
+        if len(many) > 1:
+            return None
+    return None
+
+
+def trends_of_runs(runs: Sequence[RunRecord]) -> list[Trend]:
+    """The report's trends: for each experiment/test, every registered whole-run metric
+    along series_key, in natural order, corrected across metrics; [] if no series."""
+    from hoplab import metrics as registry
+    from hoplab.analysis.order import natural_key
+    from hoplab.analysis.series_trend import TrendPoint
+
+    by = series_key(runs)
+    if by is None:
+        return []
+    groups: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        if r.status == "ok" and (r.labels.get(by) or r.variant.get(by)) is not None:
+            groups.setdefault(f"{r.experiment}/{r.test}", []).append(r)
+    out = []
+    for test, members in sorted(groups.items()):
+        names = sorted({m.name for r in members for m in r.metrics
+                        if m.flow is None and m.node is None and m.key is None
+                        and registry.find(m.name) is not None})
+        per_metric: dict[str, list[TrendPoint]] = {}
+        for name in names:
+            rows: dict[Any, list[tuple[int, float, float]]] = {}
+            for r in members:
+                value = r.metric(name)
+                if value is not None and math.isfinite(value):
+                    x = r.labels.get(by, r.variant.get(by))
+                    rows.setdefault(x, []).append((r.id or 0, value, r.started_at))
+            pts = [TrendPoint(value=x, runs=tuple(i for i, _, _ in v),
+                              values=tuple(y for _, y, _ in v),
+                              started_at=min(t for _, _, t in v), tests=frozenset({test}))
+                   for x, v in sorted(rows.items(), key=lambda kv: natural_key(kv[0]))]
+            if len(pts) > 1:
+                per_metric[name] = pts
+        out += [dataclasses.replace(t, title=test) for t in analyse_many(by, per_metric)]
+    return out
 
 
 def power_note(found: Trend) -> str | None:

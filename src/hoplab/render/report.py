@@ -108,12 +108,34 @@ def build_report(runs: Sequence[RunRecord], store: str,
             body += ["<h2>Comparison</h2>", comparison_html(found, link="#run-%d")]
         else:
             body.append(f'<p class="note">{esc(why)}</p>')
+        body += trend_sections(runs)
     cdf = charts.latency_cdf(runs)
     if cdf is not None and len(runs) > 1:
         body += ["<h2>Latency across runs</h2>", chart(cdf)]
     body += [run_section(rec, budget, cdf=len(runs) == 1) for rec in runs]
     head = f"<script>{plotly_js()}</script><script>{DRAW_JS}</script>"
     return page(title, "".join(body), head)
+
+
+def trend_sections(runs: Sequence[RunRecord]) -> list[str]:
+    """When the runs are a series (many versions), each metric's change points as
+    `hoplab trend` finds them (analysis/trend.py trends_of_runs): a chart with the steps
+    marked and their table for metrics that changed, one line naming those that did not."""
+    from hoplab.analysis.trend import trends_of_runs
+    from hoplab.render.trend_html import change_points_html, trend_chart
+
+    found = trends_of_runs(runs)
+    if not found:
+        return []
+    out = [f"<h2>Change points by {esc(found[0].by)}</h2>"]
+    for i, t in enumerate(found):
+        if t.changes:
+            out += [f"<h3>{esc(t.title)}: {esc(t.metric)}</h3>",
+                    chart(trend_chart(t, f"trend-{i}")), change_points_html(t)]
+    steady = [f"{t.title}: {t.metric}" for t in found if not t.changes]
+    if steady:
+        out.append(f'<p class="note">no change point in {esc(", ".join(steady))}</p>')
+    return out
 
 
 def _now() -> str:
