@@ -10,6 +10,7 @@ device cannot tell is named in `missing` with the reason and the package to inst
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from hoplab.nodes.executor import Facts
@@ -175,7 +176,10 @@ def parse_facts(text: str, sysctls: tuple[str, ...]) -> Facts:
     for name, _, owrt_pkg, deb_pkg in TOOLS:
         out = sec.get(f"tool {name}")
         if out:
-            tools[name] = out[0].strip()
+            first = out[0].strip()
+            # BusyBox applets (ping) know no version option: installed, version unknown.
+            tools[name] = "installed (no version option)" if re.search(
+                r"(invalid|unrecognized|unknown) option", first) else first
         else:
             miss[f"tool {name}"] = (f"not installed (OpenWrt package {owrt_pkg}, Debian "
                                     f"package {deb_pkg})")

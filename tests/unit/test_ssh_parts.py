@@ -1,0 +1,148 @@
+"""The pure parts of the SSH executor: quoting at the boundary, /proc/PID/stat, targets,
+facts and sampler replies parsed from real captures."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hoplab.nodes.clock import ClockOffset, _adjtimex
+from hoplab.nodes.ssh_facts import parse_facts
+from hoplab.nodes.ssh_quote import SIGNAL_CHECKED, parse_stat, remote_command
+from hoplab.nodes.ssh_target import SshTarget, SshTargetError
+from hoplab.samplers.device import loop_script, split_sample
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "devices"
+SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+           "net.core.rmem_max", "net.core.wmem_max", "net.core.default_qdisc",
+           "net.ipv4.tcp_ecn", "net.ipv4.ip_forward", "net.ipv4.tcp_mtu_probing")
+ODD = ["a b", "$(id)", "`id`", "; ls", "'", '"', "\\", "*", "", "-n", "\t", "é", "x\ny"]
+SHELLS = [s for s in ("/bin/sh", "/bin/dash", "/bin/bash", shutil.which("busybox"))
+          if s and os.path.exists(s)]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_remote_command_is_argv_once_quoted(shell: str, tmp_path: Path) -> None:
+    """What an SSH server does with the command: the login shell's `-c`."""
+    cmd = remote_command(["printf", "%s|", *ODD], env={"HL_X": "$(id)"}, cwd=str(tmp_path))
+    argv = [shell, "sh", "-c", cmd] if shell.endswith("busybox") else [shell, "-c", cmd]
+    res = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=10)
+    stat, _, rest = res.stdout.partition("\n")
+    pid, ticks = parse_stat(stat)
+    assert pid > 0 and ticks > 0
+    assert rest == "".join(f"{a}|" for a in ODD)
+
+
+def test_missing_command_is_127_as_a_shell_says() -> None:
+    res = subprocess.run(["/bin/sh", "-c", remote_command(["no-such-tool-hl"])],
+                         capture_output=True, text=True, timeout=10, check=False)
+    assert (res.returncode, res.stderr) == (127, "no-such-tool-hl: command not found\n")
+
+
+def test_remote_command_refuses_what_cannot_be_quoted() -> None:
+    with pytest.raises(ValueError):
+        remote_command([])
+    with pytest.raises(ValueError):
+        remote_command(["a\0b"])
+    with pytest.raises(ValueError, match="environment"):
+        remote_command(["true"], env={"A B": "1"})
+
+
+def test_parse_stat_with_a_hostile_command_name() -> None:
+    line = "4321 (a) (b c)) S 1 4321 4321 0 -1 4194560 95 0 0 0 0 0 0 0 20 0 1 0 907074 1 2 3"
+    assert parse_stat(line) == (4321, 907074)
+    with pytest.raises(ValueError):
+        parse_stat("")
+
+
+def test_signal_checked_leaves_another_process_alone() -> None:
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        ticks = parse_stat(Path(f"/proc/{p.pid}/stat").read_text())[1]
+        run = ["/bin/sh", "-c", SIGNAL_CHECKED, "sh"]
+        out = subprocess.run([*run, "15", str(p.pid), str(ticks + 1)], capture_output=True,
+                             text=True, check=True).stdout
+        assert out == "" and p.poll() is None
+        out = subprocess.run([*run, "15", str(p.pid), str(ticks)], capture_output=True,
+                             text=True, check=True).stdout
+        assert out == f"{p.pid} {ticks}\n"
+        assert p.wait(5) == -15
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_targets() -> None:
+    t = SshTarget(node="router", destination="root@10.99.0.2", port=2222,
+                  jump="admin@bastion:22")
+    assert (t.user, t.host) == ("root", "10.99.0.2")
+    assert SshTarget(node="r", destination="lab-router").user is None
+    assert SshTarget(node="r", destination="root@[fe80::1%eth0]").host == "fe80::1%eth0"
+    for bad in ("-oProxyCommand=x", "root@-x", "a b", "root@h;id", "", "root@"):
+        with pytest.raises(SshTargetError):
+            SshTarget(node="r", destination=bad)
+    spec = {"destination": "root@10.99.0.2", "port": 22, "identity": "~/.ssh/lab_ed25519"}
+    t = SshTarget.of("router", spec, accept_new_host_keys=True)
+    assert t.accept_new_host_keys and t.identity_path() == Path.home() / ".ssh/lab_ed25519"
+
+
+def test_facts_of_the_openwrt_like_capture() -> None:
+    f = parse_facts((DATA / "facts-openwrt-like.txt").read_text(), SYSCTLS)
+    assert f.values["model"] == "hoplab emulated openwrt-like"
+    assert f.values["firmware"] == "OpenWrt 23.05.5 r24106-10cc5fcd00"
+    assert f.values["firmware_release"]["DISTRIB_TARGET"] == "x86/64"
+    assert f.values["sysctls"]["net.ipv4.tcp_congestion_control"] == "bbr"
+    assert f.values["tools"] == {"iperf3": "iperf 3.12 (cJSON 1.7.15)",
+                                 "irtt": "irtt version: 0.9.0",
+                                 "ping": "installed (no version option)"}
+    assert set(f.missing) >= {"drivers", "offloads", "qdiscs", "tool perf", "tool tc",
+                              "tool ethtool"}
+    assert "net.ipv4.tcp_congestion_control" not in str(f.missing)
+
+
+def test_facts_of_the_linux_board_capture() -> None:
+    f = parse_facts((DATA / "facts-linux-board.txt").read_text(), SYSCTLS)
+    assert f.values["firmware"] == "Debian GNU/Linux 12 (bookworm)"
+    (ifname,) = f.values["interfaces"]
+    assert f.values["drivers"][ifname]["driver"] == "veth"
+    assert f.values["offloads"][ifname]["tcp-segmentation-offload"] in ("on", "off")
+    assert f.values["tools"]["perf"] == "perf version 6.1.192"
+    assert f.values["cpus"] == 2 and f.values["cpu_model"]
+    assert "model" in f.missing and "qdiscs" not in f.missing
+
+
+def test_cpu_of_an_old_arm_kernel() -> None:
+    text = ("@@@ cpuinfo\nProcessor\t: ARMv7 Processor rev 0 (v7l)\nprocessor\t: 0\n"
+            "processor\t: 1\nHardware\t: BCM5301X\n@@@ end\n")
+    f = parse_facts(text, ())
+    assert (f.values["cpu_model"], f.values["cpus"]) == ("ARMv7 Processor rev 0 (v7l)", 2)
+
+
+@pytest.mark.skipif(shutil.which("busybox") is None, reason="needs busybox (make setup)")
+def test_sampler_loop_in_busybox_ash() -> None:
+    """The device's side of the sampler, run by BusyBox ash here: one reply per request
+    line, each file under its own name, ended by the terminator."""
+    script = loop_script(["/proc/stat", "/proc/net/dev"], head=True, tc=None)
+    busybox = shutil.which("busybox")
+    assert busybox is not None
+    res = subprocess.run([busybox, "sh", "-c", script], input="s\ns\nq\n", capture_output=True,
+                         text=True, timeout=10, check=True)
+    replies = res.stdout.split("@@hoplab-end@@\n")
+    assert len(replies) == 3 and replies[2] == ""
+    sec = split_sample(replies[0].splitlines())
+    assert sec["/proc/stat"].startswith("cpu ")
+    assert "Inter-|" in sec["/proc/net/dev"]
+    stats = [k for k in sec if k.endswith("/stat") and k != "/proc/stat"]
+    assert len(stats) == 2       # the loop shell's own and its parent's
+
+
+def test_adjtimex_answer_and_offset_metadata() -> None:
+    assert _adjtimex(["    time.tv_sec:  1795437675", "    time.tv_usec: 966206"]) == \
+        pytest.approx(1795437675.966206)
+    c = ClockOffset("r1", 0.003, 0.001, 0.002, "date-ns", 16)
+    assert c.good_for(0.01) and not c.good_for(0.0005)
+    assert c.as_metadata()["offset_s"] == 0.003
