@@ -63,3 +63,23 @@ def configure(dev: Device, *commands: list[str]) -> None:
     for argv in commands:
         done = dev.exec(*argv)
         assert done.returncode == 0, f"{dev.name}: {argv}: {done.stderr}"
+
+
+def cable_boards(farm: Farm) -> dict[str, Device]:
+    """Seed 003's three boards, cabled client - router - server, each port with the
+    address its own configuration gives it (no routes, no forwarding: the lab file's
+    setup commands and sysctls add those)."""
+    boards = {role: farm.add("linux-board") for role in ("server", "router", "client")}
+    token = secrets.token_hex(2)
+    # A veth from the client board to the router board, and one from the router board to
+    # the server board; the second end is moved into the neighbour's namespace.
+    boards["client"].cable("eth5", f"hlr{token}4", netns=boards["router"].netns)
+    boards["server"].cable("eth4", f"hlr{token}5", netns=boards["router"].netns)
+    for role, port, addr in (("client", "eth5", "192.168.30.2/24"),
+                             ("router", f"hlr{token}4", "192.168.30.1/24"),
+                             ("router", f"hlr{token}5", "192.168.10.2/24"),
+                             ("server", "eth4", "192.168.10.1/24")):
+        configure(boards[role], ["ip", "addr", "add", addr, "dev", port],
+                  ["ip", "link", "set", port, "up"])
+    configure(boards["router"], ["sysctl", "-qw", "net.ipv4.ip_forward=0"])
+    return boards
