@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -217,7 +218,7 @@ class _Repo:
         """Back to where the user was, bisect state reset; never raises."""
         with suppress(HoplabError):
             if self.bisecting:
-                self.git(self.top, "bisect", "reset", "-q")
+                self.git(self.top, "bisect", "reset")
                 self.bisecting = False
             else:
                 self.git(self.top, "checkout", "-q", self.orig)
@@ -292,14 +293,21 @@ def _git_bisect(repo: _Repo, args: argparse.Namespace, target: Target, url: str,
                   "--max-repeat", str(target.max_repeat), "--record-steps", steps_file,
                   *(f"--label={k}={v}" for k, v in target.labels.items()),
                   *(("--build", target.build) if target.build else ())]
+        # Its own session: a Ctrl-C reaches this process only, which then stops git and
+        # the check under way (SIGTERM: the check's run takes its lab down) and waits for
+        # them before resetting the bisection.
         proc = subprocess.Popen(["git", "-C", str(repo.top), "bisect", "run", *script],
-                                stdout=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)
         assert proc.stdout is not None
         out = []
-        for line in proc.stdout:
-            out.append(line)
-            _say("git: " + line.rstrip("\n"))
-        proc.wait()
+        try:
+            for line in proc.stdout:
+                out.append(line)
+                _say("git: " + line.rstrip("\n"))
+            proc.wait()
+        except BaseException:
+            _stop(proc)
+            raise
         steps = [json.loads(line) for line in Path(steps_file).read_text().splitlines()
                  if line.strip()]
         first = _FIRST_BAD.search("".join(out))
@@ -307,6 +315,20 @@ def _git_bisect(repo: _Repo, args: argparse.Namespace, target: Target, url: str,
         return 0 if first else 1
     finally:
         Path(steps_file).unlink(missing_ok=True)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    from hoplab.lab.signals import shielded
+
+    with shielded():
+        for sig, wait in ((signal.SIGTERM, 60.0), (signal.SIGKILL, 10.0)):
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
 
 def _report(repo: _Repo, args: argparse.Namespace, steps: list[dict[str, Any]],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from hoplab.spec.experiment import Experiment
 from hoplab.store import Store
 
 Say = Callable[[str], None]
+LAB_PREFIX = "bis"
 
 
 class CannotTest(HoplabError):
@@ -128,9 +130,14 @@ class Measurer:
         return have
 
     def _run(self, exp: Experiment) -> None:
+        from hoplab.lab.signals import terminate_as_interrupt
         from hoplab.run.experiment import ExperimentRunner
 
-        ExperimentRunner(exp, self.store).run()
+        # As `hoplab run`: SIGTERM and SIGHUP unwind like Ctrl-C (the run under way is
+        # stored as interrupted, the lab taken down), and once one came, no other cuts
+        # that short. Labs are named bis + hex, so a leftover one can be told.
+        with terminate_as_interrupt(shield_after_first=True):
+            ExperimentRunner(exp, self.store, lab_name=LAB_PREFIX + secrets.token_hex(4)).run()
 
 
 def check(measurer: Measurer, sha: str, good: Sequence[RunRecord], bad: Sequence[RunRecord]
