@@ -150,9 +150,12 @@ def main() -> int:
             fast = got["stackcollapse-perf.pl"].seconds / got["hoplab fold"].seconds
             vs_inferno = got["hoplab fold"].seconds / got["inferno-collapse-perf"].seconds
             print(f"  hoplab fold: output {'identical to' if same else 'DIFFERS from'} the "
-                  f"script's; {fast:.1f}x the script's speed (target >= 5); "
-                  f"{vs_inferno:.2f}x inferno's time (target <= 1.3)")
-            ok &= same and fast >= 5 and vs_inferno <= 1.3
+                  f"script's; {fast:.1f}x the script's speed; {vs_inferno:.2f}x inferno's "
+                  f"time" + ("" if path is small else " (targets: >= 5x; <= 1.3x)"))
+            if path is src:     # the targets are for the large input
+                ok &= same and fast >= 5 and vs_inferno <= 1.3
+            else:
+                ok &= same
     print(f"\npeak memory from {sizes[0]:.0f} MB to {sizes[1]:.0f} MB of input "
           f"({stacks[0]} -> {stacks[1]} distinct stacks): " +
           ", ".join(f"{name} {a:.1f} -> {b:.1f} MB" for name, (a, b) in peaks.items()))
