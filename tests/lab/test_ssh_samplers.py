@@ -13,7 +13,7 @@ import pytest
 from hoplab.nodes import clock
 from hoplab.nodes.ssh_exec import SshExecutor
 from hoplab.record import Series
-from hoplab.samplers.device import COST_SERIES, WHY
+from hoplab.samplers.device import COST_SERIES, WHY, DeviceCounterSource
 from hoplab.samplers.runner import Samplers, Target
 from tests.helpers.devices import Device, Farm, Kind
 
@@ -167,3 +167,20 @@ def test_clock_offset_with_uncertainty(device_farm: Farm, kind: Kind, method: st
     assert abs(got.offset_s) <= got.uncertainty_s, got
     assert got.uncertainty_s < (0.02 if method == "seconds-edge" else 0.005), got
     assert got.as_metadata()["uncertainty_s"] == got.uncertainty_s
+
+
+def test_what_a_small_flash_image_lacks_is_missing_not_zero(device_farm: Farm) -> None:
+    """As on an image without /proc/net/snmp and /proc/net/netstat (the test names files
+    the device does not have in their place)."""
+    dev = device_farm.shared("openwrt-like")
+    src = DeviceCounterSource(dev.target("r1"), frozenset({"ifaces", "tcp", "qdisc"}),
+                              files={"snmp": "/proc/net/snmp-stripped",
+                                     "netstat": "/proc/net/netstat-stripped"})
+    try:
+        snap = src.read()
+    finally:
+        src.close()
+    assert snap.snmp is None and snap.netstat is None and snap.qdiscs is None
+    assert snap.missing == {"tcp": WHY["snmp"], "tcp.lost_retransmit": WHY["netstat"],
+                            "qdisc": WHY["tc"]}
+    assert snap.net_dev is not None and snap.proc_stat is not None

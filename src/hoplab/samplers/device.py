@@ -91,8 +91,12 @@ def _cpu_ticks(stat_line: str, children: bool) -> int:
 class DeviceCounterSource:
     """CounterSource of a device (see module doc)."""
 
-    def __init__(self, target: SshTarget, kinds: frozenset[str]) -> None:
+    def __init__(self, target: SshTarget, kinds: frozenset[str],
+                 files: dict[str, str] | None = None) -> None:
+        """`files` replaces paths of _FILES (a test names a file the device lacks, as a
+        small-flash image lacks /proc/net/snmp)."""
         self.kinds = kinds
+        self.paths = {**_FILES, **(files or {})}
         self.ex = SshExecutor(target)
         try:
             self._open()
@@ -108,13 +112,13 @@ class DeviceCounterSource:
             want.append("dev")
         if "tcp" in self.kinds:
             want += ["snmp", "netstat"]
-        probe = self.ex.run(["sh", "-c", _PROBE, "sh", *(_FILES[w] for w in want)],
+        probe = self.ex.run(["sh", "-c", _PROBE, "sh", *(self.paths[w] for w in want)],
                             timeout=SAMPLE_TIMEOUT_S * 2)
         found = probe.stdout.split("\n")
         self.missing: dict[str, str] = {}
-        self.files = [_FILES[w] for w in want if f"file {_FILES[w]}" in found]
+        self.files = [self.paths[w] for w in want if f"file {self.paths[w]}" in found]
         for w in want:
-            if _FILES[w] not in self.files:
+            if self.paths[w] not in self.files:
                 self.missing[{"stat": "cpu", "dev": "ifaces", "snmp": "tcp",
                               "netstat": "tcp.lost_retransmit"}[w]] = WHY[w]
         self.tc: str | None = None
@@ -139,11 +143,11 @@ class DeviceCounterSource:
                                 f"{SAMPLE_TIMEOUT_S:g} s") from e
         sec = split_sample(lines)
         snap = Snapshot(missing=dict(self.missing))
-        snap.proc_stat = sec.get("/proc/stat")
-        snap.net_dev = sec.get("/proc/net/dev")
+        snap.proc_stat = sec.get(self.paths["stat"])
+        snap.net_dev = sec.get(self.paths["dev"])
         if "tcp" in self.kinds:
-            snap.snmp = sec.get("/proc/net/snmp")
-            snap.netstat = sec.get("/proc/net/netstat")
+            snap.snmp = sec.get(self.paths["snmp"])
+            snap.netstat = sec.get(self.paths["netstat"])
         if self.tc == "tc-json" and "tc-json" in sec:
             snap.qdiscs = parse_tc_json(sec["tc-json"])
         elif self.tc == "tc-text" and "tc-text" in sec:
@@ -153,7 +157,7 @@ class DeviceCounterSource:
 
     def _cost(self, sec: dict[str, str], snap: Snapshot) -> None:
         stats = [v for k, v in sec.items() if k.startswith("/proc/") and k.endswith("/stat")
-                 and k != "/proc/stat"]
+                 and k != self.paths["stat"]]
         if len(stats) != 2 or snap.proc_stat is None:
             snap.missing["sampler.cpu"] = "the sampler's own /proc/PID/stat was not readable"
             return
