@@ -131,13 +131,13 @@ def test_detect_many_drops_change_points_that_fail_across_metrics():
 def test_the_quick_rank_test_is_scipys_normal_approximation(n1, n2, shift):
     from scipy import stats
 
-    from hoplab.analysis.changepoints import _quick_rank_p
+    from hoplab.analysis.changepoints import _rank_p
 
     rng = np.random.default_rng(n1 + n2)
     a, b = rng.normal(0, 1, n1), rng.normal(shift, 1, n2)
     a[:3], b[:3] = np.round(a[:3]), np.round(b[:3])       # ties
-    assert _quick_rank_p(a, b) == pytest.approx(
+    assert _rank_p(a, b) == pytest.approx(
         stats.mannwhitneyu(a, b, method="asymptotic").pvalue, rel=1e-9)
     # Never below what the sizes allow: three values all above three others give 0.081
     # by the approximation, 2 / C(6, 3) = 0.1 exactly.
-    assert _quick_rank_p(np.array([5.0, 6, 7]), np.array([1.0, 2, 3])) == pytest.approx(0.1)
+    assert _rank_p(np.array([5.0, 6, 7]), np.array([1.0, 2, 3])) == pytest.approx(0.1)
