@@ -84,6 +84,44 @@ impl PacketSocket {
         self.fd.as_raw_fd()
     }
 
+    /// Ask the kernel to stamp each received frame with its arrival (SO_TIMESTAMPNS):
+    /// a thread that wakes late would otherwise date frames by when it read them.
+    pub fn enable_timestamps(&self) -> io::Result<()> {
+        setopt(self.raw(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS")
+    }
+
+    /// Read one frame and its kernel arrival stamp (CLOCK_REALTIME, ns) when
+    /// timestamps are on; the length is as `recv`'s.
+    pub fn recv_stamped(&self, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+        let mut control = [0u64; 8];
+        // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: msg points at live buffers of the sizes it states.
+        let n = unsafe { libc::recvmsg(self.raw(), &mut msg, libc::MSG_TRUNC) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut stamp = None;
+        // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
+        // msg_controllen; a timespec is read unaligned from the cmsg's data.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_TIMESTAMPNS {
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                    stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        Ok((n as usize, stamp))
+    }
+
     /// Read one frame. Returns its full length, which is more than `buf` holds
     /// when it was truncated (MSG_TRUNC), so the caller can count it as oversized.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
@@ -130,6 +168,16 @@ pub fn wait_readable(fd: RawFd, timeout_ns: u64) -> io::Result<i16> {
         return Err(e);
     }
     Ok(pfd.revents)
+}
+
+/// CLOCK_REALTIME minus CLOCK_MONOTONIC, in ns: turns a kernel packet stamp
+/// (realtime) into the wire's clock.
+pub fn realtime_offset_ns() -> i64 {
+    let mut rt = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: rt is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut rt) };
+    let rt = rt.tv_sec * 1_000_000_000 + rt.tv_nsec;
+    rt - now_ns() as i64
 }
 
 pub fn now_ns() -> u64 {

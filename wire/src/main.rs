@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use hoplab_wire::config::{self, DirConfig};
 use hoplab_wire::frame::{classify, MAX_FRAME, VNET_HDR_LEN};
-use hoplab_wire::io::{ifindex, now_ns, tight_timer_slack, wait_readable, PacketSocket};
+use hoplab_wire::io::{ifindex, now_ns, realtime_offset_ns, tight_timer_slack, wait_readable, PacketSocket};
 use hoplab_wire::pipeline::{Frame, Pipeline};
 use hoplab_wire::stats::{self, DirStats};
 
@@ -124,13 +124,20 @@ fn run_direction(rx: &PacketSocket, tx: &PacketSocket, mut p: Pipeline) -> io::R
     tight_timer_slack();
     let st = p.stats.clone();
     let transparent = p.is_transparent();
+    // An AQM judges each frame by its wait: date frames by the kernel's arrival stamp,
+    // not by when this thread got round to reading them (late on a busy machine).
+    let stamped = p.measures_sojourn() && rx.enable_timestamps().is_ok();
+    let mut offset = realtime_offset_ns();
     let mut buf = vec![0u8; VNET_HDR_LEN + MAX_FRAME + 1];
     let mut next_check = now_ns() + LINK_CHECK_NS;
     while !STOP.load(Relaxed) {
         for _ in 0..RX_BATCH {
-            match rx.recv(&mut buf) {
-                Ok(n) => {
-                    let now = now_ns();
+            let got = if stamped { rx.recv_stamped(&mut buf) } else { rx.recv(&mut buf).map(|n| (n, None)) };
+            match got {
+                Ok((n, stamp)) => {
+                    let read_at = now_ns();
+                    // Never later than the read, never before the previous reads' clock.
+                    let now = stamp.map_or(read_at, |t| ((t as i64 - offset).max(0) as u64).min(read_at));
                     match classify(&buf, n) {
                         Ok(_) if transparent => {
                             stats::inc(&st.received);
@@ -146,6 +153,9 @@ fn run_direction(rx: &PacketSocket, tx: &PacketSocket, mut p: Pipeline) -> io::R
             }
         }
         let now = now_ns();
+        if stamped && now >= next_check {
+            offset = realtime_offset_ns();
+        }
         p.advance(now);
         while let Some(f) = p.pop_due(now) {
             send(tx, &f.data, &st);

@@ -117,6 +117,11 @@ impl Pipeline {
             && c.queue.is_none()
     }
 
+    /// Whether frames' queue wait decides anything (an AQM discipline).
+    pub fn measures_sojourn(&self) -> bool {
+        self.cfg.qdisc.kind != crate::qdisc::Kind::Fifo
+    }
+
     pub fn arrive(&mut self, frame: Frame, now: Nanos) {
         stats::inc(&self.stats.received);
         if self.loss.lose(&mut self.rng) {
@@ -207,10 +212,13 @@ impl Pipeline {
                     self.next_shaper = Some(self.busy_until);
                     break;
                 }
-                // The discipline decides at the moment the link frees up.
+                // The link frees up at t; the discipline decides now. Both are the same
+                // when the thread wakes on time; when it wakes late, frames read since t
+                // carry arrival stamps after t, and only `now` measures their wait
+                // without calling it zero (which would reset CoDel's above-target timer).
                 let t = self.busy_until;
-                let Some(f) = self.queue.dequeue(t, &self.stats) else { break };
-                self.sojourn(&f, t);
+                let Some(f) = self.queue.dequeue(now, &self.stats) else { break };
+                self.sojourn(&f, now);
                 let finish = t + (f.shape.wire_bytes * 8 * NS_PER_SEC).div_ceil(rate);
                 self.busy_until = finish;
                 self.hold(f, finish);
