@@ -26,13 +26,14 @@ QDISC_NAMES = ("netem", "htb", "tbf", "pfifo", "bfifo", "fq_codel", "cake", "sfq
 FEATURE_NAMES = ("veth", "bridge", "vxlan", "tun", "wireguard_kernel", "nftables", "nat",
                  "conntrack", "iptables", "perf")
 TOOL_NAMES = ("ip", "tc", "iperf3", "irtt", "fping", "ping", "nft", "ethtool", "wg",
-              "wireguard-go", "perf")
+              "wireguard-go", "perf", "nginx", "chromium")
 
 # Debian package that provides each tool.
 TOOL_PACKAGES: dict[str, str] = {
     "ip": "iproute2", "tc": "iproute2", "iperf3": "iperf3", "irtt": "irtt", "fping": "fping",
     "ping": "iputils-ping", "nft": "nftables", "ethtool": "ethtool", "wg": "wireguard-tools",
-    "wireguard-go": "wireguard-go", "perf": "linux-perf",
+    "wireguard-go": "wireguard-go", "perf": "linux-perf", "nginx": "nginx",
+    "chromium": "chromium",
 }
 
 # How to ask each tool for its version (all exit 0 on success).
@@ -40,6 +41,7 @@ _VERSION_ARGS: dict[str, tuple[str, ...]] = {
     "ip": ("-V",), "tc": ("-V",), "iperf3": ("--version",), "irtt": ("version",),
     "fping": ("--version",), "ping": ("-V",), "nft": ("--version",), "ethtool": ("--version",),
     "wg": ("--version",), "wireguard-go": ("--version",), "perf": ("--version",),
+    "nginx": ("-v",), "chromium": ("--version",),
 }
 
 CACHE_DIR = Path("/run/hoplab")

@@ -46,7 +46,7 @@ def host_metadata(caps: Capabilities) -> dict[str, Any]:
         "python": platform.python_version(),
         "tools": {k: v for k, v in caps.tools.items()
                   if k in ("iperf3", "irtt", "ping", "fping", "tc", "ip", "wireguard-go",
-                           "perf", "nft")},
+                           "perf", "nft", "nginx", "chromium")},
     }
 
 
