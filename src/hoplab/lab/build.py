@@ -199,6 +199,7 @@ def up(lab: Lab, *, caps: Capabilities | None = None, progress: Progress | None 
     devices.check_nics(lab)
     # Reaching, reading and checking every device touches nothing on it.
     execs = devices.connect(lab, executor_for)
+    written = lab
     try:
         if execs:
             views = dict(zip(execs, _in_parallel(devices.view, list(execs.values())),
@@ -208,7 +209,7 @@ def up(lab: Lab, *, caps: Capabilities | None = None, progress: Progress | None 
             for node, wanted in (tools or {}).items():
                 needs.setdefault(node, set()).update(wanted)
             devices.check_tools(lab, execs, needs, why)
-        return _up(lab, caps, progress, execs, t0)
+        return _up(lab, caps, progress, execs, t0, written)
     finally:
         devices.close(execs.values())
 
@@ -222,7 +223,7 @@ def _in_parallel(job: Callable[[Executor], devices.DeviceView],
 
 
 def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
-        execs: Mapping[str, Executor], t0: float) -> UpResult:
+        execs: Mapping[str, Executor], t0: float, written: Lab) -> UpResult:
     plan = preflight(lab, caps)
     assert plan is not None  # device addresses are resolved by now
     local = [n for n in plan.nodes if not lab.node(n.name).is_device]
@@ -289,10 +290,14 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
             if execs:
                 say("devices")
                 devices.apply(state, plan, execs)
-                _check_cables(plan)
+                # Addresses the setup commands made are there now, on named interfaces.
+                views = dict(zip(execs, _in_parallel(devices.view, list(execs.values())),
+                                 strict=True))
+                result.plan = plan_lab(devices.resolve(written, views, after_setup=True))
+                _check_cables(result.plan)
                 t = step("devices", t)
             state.status = "up"
-            state.summary = summarize(plan)
+            state.summary = summarize(result.plan)
             state.summary["wires"] = [
                 {"link": w.index, "label": w.label, "netns": w.netns, "name": w.short,
                  "stats": str(w.stats)} for w in wires.values()]

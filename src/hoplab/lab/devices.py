@@ -268,15 +268,20 @@ def view(ex: Executor) -> DeviceView:
     return v
 
 
-def resolve(lab: Lab, views: Mapping[str, DeviceView]) -> Lab:
+def resolve(lab: Lab, views: Mapping[str, DeviceView], *, after_setup: bool = False) -> Lab:
     """The lab with each device end's address, prefix and interface filled from what
-    the device has; an address the file names that the device lacks is a SpecError."""
-    links = [_resolve_link(lab, link, views) if link.device_ends else link
+    the device has; an address the file names that the device lacks is a SpecError.
+
+    A device with setup commands may lack an address its setup makes (a WireGuard hop's,
+    say): with its prefix known, it is taken as given, and checked again once the setup
+    ran (`after_setup`: then a missing address is a LabError, and the lab comes down)."""
+    links = [_resolve_link(lab, link, views, after_setup) if link.device_ends else link
              for link in lab.links]
     return replace(lab, links=tuple(links))
 
 
-def _resolve_link(lab: Lab, link: Link, views: Mapping[str, DeviceView]) -> Link:
+def _resolve_link(lab: Lab, link: Link, views: Mapping[str, DeviceView],
+                  after_setup: bool) -> Link:
     ends = []
     fields: dict[str, Iface] = {}
     for end in link.device_ends:
@@ -287,12 +292,20 @@ def _resolve_link(lab: Lab, link: Link, views: Mapping[str, DeviceView]) -> Link
             raise spec_error(lab, where, f"give {end.node}'s address: its SSH server did not "
                                          f"say which address it was reached at")
         held = v.holder(addr)
-        if held is None:
+        made_by_setup = bool(lab.node(end.node).setup) and end.prefixlen is not None
+        if held is None and after_setup:
+            raise LabError(f"{addr} is not an address of device {end.node} after its setup "
+                           f"commands (it has: {v.listing()}); {lab.source}: "
+                           f"links[{link.index}].addresses.{end.node}")
+        if held is None and not made_by_setup:
             said = "the address SSH reached, " if end.address is None else ""
+            later = " (an address its setup commands make needs its prefix length here)" \
+                if lab.node(end.node).setup else ""
             raise spec_error(lab, where, f"{said}{addr} is not an address of device "
-                                         f"{end.node} (it has: {v.listing()})")
-        ifname, found = held
-        plen = end.prefixlen if end.prefixlen is not None else found.network.prefixlen
+                                         f"{end.node} (it has: {v.listing()}){later}")
+        ifname, found = held if held is not None else (None, None)
+        plen = end.prefixlen if end.prefixlen is not None else \
+            found.network.prefixlen if found is not None else 32
         iface = ip_interface(f"{addr}/{plen}")
         side = "a" if end.node == link.a else "b"
         ns_end = link.b if side == "a" else link.a
