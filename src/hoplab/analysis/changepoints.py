@@ -73,11 +73,13 @@ def _divergence(x: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     cuts, from one matrix of distances and its two-dimensional prefix sums."""
     n = len(x)
     d = np.abs(x[:, None] - x[None, :])
-    prefix = np.zeros((n + 1, n + 1))
-    prefix[1:, 1:] = d.cumsum(0).cumsum(1)
-    total = prefix[n, n]
-    left = prefix[cuts, cuts]                       # sum over both indices < k
-    rows = prefix[cuts, n]                          # i < k, any j
+    # Sums over i < k of each row's whole sum and of its part left of the diagonal give
+    # every block sum the divergence needs, without a two-dimensional prefix sum.
+    row = np.concatenate([[0.0], d.sum(1).cumsum()])
+    lower = np.concatenate([[0.0], np.tril(d, -1).sum(1).cumsum()])
+    total = row[n]
+    left = 2 * lower[cuts]                          # both indices < k
+    rows = row[cuts]                                # i < k, any j
     cross = rows - left
     right = total - 2 * rows + left
     m = cuts.astype(float)
