@@ -76,12 +76,17 @@ def _sections(text: str) -> dict[str, list[str]]:
     return {k: [x for x in v if x.strip()] for k, v in out.items()}
 
 
-def _kv(lines: list[str]) -> dict[str, str]:
+# Shell assignments of os-release and openwrt_release (a file format, not user input:
+# hoplab.kv is for the latter), and "key: value" lines of ethtool -i.
+_ASSIGN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)")
+_COLON = re.compile(r"\s*([^:]+?):\s?(.*)")
+
+
+def _kv(lines: list[str], pattern: re.Pattern[str] = _ASSIGN) -> dict[str, str]:
     out = {}
     for line in lines:
-        k, sep, v = line.partition("=")
-        if sep:
-            out[k.strip()] = v.strip().strip("'\"")
+        if m := pattern.fullmatch(line):
+            out[m.group(1).strip()] = m.group(2).strip().strip("'\"")
     return out
 
 
@@ -156,8 +161,7 @@ def parse_facts(text: str, sysctls: tuple[str, ...]) -> Facts:
     ifaces = [i for i in sec.get("ifaces", []) if i != "lo"]
     v["interfaces"] = ifaces
     if any(k.startswith("ethtool_i ") for k in sec):
-        v["drivers"] = {i: _kv([x.replace(": ", "=", 1) for x in sec.get(f"ethtool_i {i}", [])])
-                        for i in ifaces}
+        v["drivers"] = {i: _kv(sec.get(f"ethtool_i {i}", []), _COLON) for i in ifaces}
         v["offloads"] = {i: _offloads(sec.get(f"ethtool_k {i}", [])) for i in ifaces}
     else:
         why = "ethtool not installed on the device (OpenWrt package ethtool)"
