@@ -83,3 +83,31 @@ def cable_boards(farm: Farm) -> dict[str, Device]:
                   ["ip", "link", "set", port, "up"])
     configure(boards["router"], ["sysctl", "-qw", "net.ipv4.ip_forward=0"])
     return boards
+
+
+# The demo keys whose public halves examples/devices/mesh-exit.toml lists.
+MESH_KEYS = {"gw": "eAy5/4sWMljMTCPJnjCTp2Go1vuRcJ9Tie/FYuQdyVA=",
+             "relay": "oMoRR4wNSKU0fUQ6bWP+KuG98Pay5mg+AzLLWED7DW4=",
+             "exit": "AFleUG1sEEopWPIVM4e6J+19DAyQEumAPCsv2JNCDVs="}
+
+
+def cable_mesh(farm: Farm, nic: str) -> dict[str, Device]:
+    """Seed 000's devices as mesh-exit.toml expects them: gw's port 192.168.50.1/24
+    cabled to host NIC `nic`; underlay cables gw 172.16.1.1/30 - relay 172.16.1.2/30 and
+    relay 172.16.2.1/30 - exit 172.16.2.2/30; each device's private key in /root/wg.key."""
+    mesh = {role: farm.add("linux-board") for role in ("gw", "relay", "exit")}
+    token = secrets.token_hex(2)
+    mesh["gw"].cable("lan0", nic)
+    mesh["gw"].cable("u0", f"hlu{token}1", netns=mesh["relay"].netns)
+    mesh["exit"].cable("u0", f"hlu{token}2", netns=mesh["relay"].netns)
+    for role, port, addr in (("gw", "lan0", "192.168.50.1/24"), ("gw", "u0", "172.16.1.1/30"),
+                             ("relay", f"hlu{token}1", "172.16.1.2/30"),
+                             ("relay", f"hlu{token}2", "172.16.2.1/30"),
+                             ("exit", "u0", "172.16.2.2/30")):
+        configure(mesh[role], ["ip", "addr", "add", addr, "dev", port],
+                  ["ip", "link", "set", port, "up"])
+    for role, dev in mesh.items():
+        done = dev.exec("sh", "-c", 'umask 077; printf "%s\\n" "$1" > /root/wg.key', "sh",
+                        MESH_KEYS[role])
+        assert done.returncode == 0, done.stderr
+    return mesh

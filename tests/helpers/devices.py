@@ -151,6 +151,8 @@ class Device:
             # shell start-up files (this machine's ~/.bashrc would run per command).
             script = (
                 'set -e; mount -t tmpfs -o mode=0700 tmpfs /root; mkdir -m 0700 /root/.ssh; '
+                # Each board's own WireGuard control sockets (wireguard-go's, by name).
+                'mkdir -p /run/wireguard; mount -t tmpfs -o mode=0700 tmpfs /run/wireguard; '
                 'cp "$1" /root/.ssh/authorized_keys; exec /usr/sbin/sshd -D -e -f "$2"')
             argv = ["ip", "netns", "exec", self.netns, "unshare", "--mount", "--",
                     "/bin/sh", "-c", script, "sh", str(self.dir / "authorized_keys"),
