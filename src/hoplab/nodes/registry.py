@@ -10,13 +10,17 @@ is one more entry, and nothing else in hoplab asks which kind a node is.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hoplab.errors import LabError
-from hoplab.lab.plan import Plan
-from hoplab.lab.state import LabState
 from hoplab.nodes.executor import Executor
 from hoplab.nodes.netns_exec import NetnsExecutor
+
+if TYPE_CHECKING:
+    # Only annotations: `lab down` reaches the registry through teardown and should not
+    # pay for the planner.
+    from hoplab.lab.plan import Plan
+    from hoplab.lab.state import LabState
 
 Factory = Callable[[str, Mapping[str, Any]], Executor]
 
