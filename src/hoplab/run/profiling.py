@@ -82,10 +82,12 @@ class PhaseProfiler:
                 rec.stop()
 
     def _scan(self) -> None:
+        # perf itself runs in one of the nodes (a namespace it was started in): not theirs.
+        perf = {self.recording.proc.ident.pid} if self.recording.proc is not None else set()
         for node, ex in self.nodes_ex.items():
             pids = ex.pids()
             if pids:
-                self.recording.pids.setdefault(node, set()).update(pids)
+                self.recording.pids.setdefault(node, set()).update(pids - perf)
 
     def stop(self) -> None:
         self.recording.stop()
