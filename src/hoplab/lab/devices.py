@@ -292,7 +292,10 @@ def _resolve_link(lab: Lab, link: Link, views: Mapping[str, DeviceView],
             raise spec_error(lab, where, f"give {end.node}'s address: its SSH server did not "
                                          f"say which address it was reached at")
         held = v.holder(addr)
-        made_by_setup = bool(lab.node(end.node).setup) and end.prefixlen is not None
+        # A port cabled to this machine is there before any setup; a hop between two
+        # devices may be a tunnel their setup commands make.
+        made_by_setup = bool(lab.node(end.node).setup) and end.prefixlen is not None \
+            and not link.attach
         if held is None and after_setup:
             raise LabError(f"{addr} is not an address of device {end.node} after its setup "
                            f"commands (it has: {v.listing()}); {lab.source}: "
