@@ -212,3 +212,19 @@ def test_a_custom_test_loads_pages_while_its_other_flows_run(tmp_path: Path) -> 
         ("page.tcp1", "tcp", 8.0), ("page.page", "web", 8.0)]
     assert "web_load" in kinds.get("custom").flow_headline
     assert set(web.WEB_METRICS) <= set(kinds.get("custom").metrics)
+
+
+def test_the_report_timeline_marks_each_page_load() -> None:
+    from hoplab.record import RunRecord
+    from hoplab.render.charts import timeline
+
+    out = _outcome("page", "ok_50ms.jsonl", 0.0)
+    rec = RunRecord(experiment="e", test="page", kind="web", repetition=1, variant={},
+                    labels={}, started_at=0.0, series=out.series, metrics=out.metrics)
+    chart = timeline(rec)
+    assert chart is not None
+    traces = {t["name"]: t for t in chart.figure["data"]}
+    load = traces["page page load"]
+    assert load["mode"] == "markers" and len(load["y"]) == 5
+    assert load["y"][0] == pytest.approx(868.7)
+    assert "page first byte" in traces

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from hoplab import metrics
 from hoplab.analysis.order import natural_key
 from hoplab.record import RunRecord, Series
 from hoplab.render import decimate
@@ -27,6 +28,8 @@ Figure = dict[str, Any]
 _CPU_STATES = (("user", "#4c78a8"), ("system", "#f58518"), ("irq", "#e45756"),
                ("softirq", "#72b7b2"))
 _LATENCY = ("rtt", "owd_up", "owd_down")
+# Page loads (web flows) share the latency panel: one marker per load, at its start.
+_PAGE = ("web_load", "web_ttfb")
 
 
 @dataclass
@@ -124,6 +127,9 @@ def _latency_traces(rec: RunRecord, lat: Sequence[Series], budget: int, refs: di
         if s.name != "rtt":
             style["visible"] = "legendonly"     # one-way delays: at hand, not in the way
         label = f"{s.flow} RTT" if s.name == "rtt" else f"{s.flow} {s.name.replace('_', ' ')}"
+        if s.name in _PAGE:
+            style = {"mode": "markers", "marker": {"size": 7}}
+            label = f"{s.flow} {metrics.label(s.name)}"
         trace, note = _trace(s, label, budget, style | refs)
         data.append(trace)
         notes += [note] if note else []
@@ -142,7 +148,7 @@ def timeline(rec: RunRecord, budget: int = decimate.DEFAULT_POINTS) -> Chart | N
     """Flent's view: throughput per flow and in total on top, latency below, on one
     time axis, with the phases marked."""
     tput = [s for s in rec.series if s.name == "throughput" and s.t]
-    lat = [s for s in rec.series if s.name in _LATENCY and s.flow and s.t]
+    lat = [s for s in rec.series if s.name in (*_LATENCY, *_PAGE) and s.flow and s.t]
     panels = [p for p in (("tput", tput), ("lat", lat)) if p[1]]
     if not panels:
         return None
