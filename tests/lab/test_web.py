@@ -256,3 +256,23 @@ def test_sigterm_during_page_loads_leaves_no_browser_or_server(tmp_path: Path) -
     with open_store(str(tmp_path / "runs.db")) as store:
         (run,) = store.list_runs()
     assert run.status == "interrupted"
+
+
+def test_a_page_over_ipv6(tmp_path: Path) -> None:
+    run, rec = _run(tmp_path, 'delay = "10ms"', """
+[[tests]]
+name = "page"
+kind = "web"
+from = "a"
+to = "b"
+objects = 2
+loads = 2
+timeout = "10s"
+family = 6
+""")
+    assert run["status"] == "ok", run
+    (raw,) = [r for r in rec.raw if r.media_type == "application/x-ndjson"]
+    res = pageload.parse(raw.data.decode())
+    assert res.url.startswith("http://[") and res.url.endswith("]:8080/"), res.url
+    assert [x.ok for x in res.loads] == [True, True]
+    assert min(x.ttfb_ms or 0 for x in res.loads) >= 2 * 20.0 * 0.98
