@@ -1,17 +1,23 @@
 #!/bin/sh
-# make-repo.sh DIR: a git repository with one commit per version of versions.toml,
-# oldest first, each tagged with its version (v1, v2...). Each commit holds lab.toml
-# and bisect.toml: the experiment of versions.toml with that commit's version table
+# make-repo.sh DIR [VERSIONS.toml]: a git repository with one commit per version of
+# VERSIONS.toml (default: versions.toml next to this script), oldest first, each
+# tagged with its version (v1, v2...). Each commit holds the lab.toml found next to
+# VERSIONS.toml and bisect.toml: the experiment with that commit's version table
 # only, so the same file, read at each commit, measures that version. This is the
 # firmware history `hoplab bisect run` walks (docs/versions.md).
 set -eu
-if [ $# -ne 1 ]; then
-    echo "usage: $0 DIR" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+    echo "usage: $0 DIR [VERSIONS.toml]" >&2
     exit 2
 fi
 dir=$1
-here=$(cd "$(dirname "$0")" && pwd)
-src=$here/versions.toml
+src=${2:-$(dirname "$0")/versions.toml}
+if [ ! -f "$src" ]; then
+    echo "make-repo.sh: $src: no such file" >&2
+    exit 2
+fi
+src=$(cd "$(dirname "$src")" && pwd)/$(basename "$src")
+here=$(dirname "$src")
 if [ -e "$dir" ]; then
     echo "make-repo.sh: $dir already exists; name a new directory" >&2
     exit 2

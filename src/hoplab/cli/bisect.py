@@ -56,6 +56,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--bad", required=True, help="a later revision with the new behaviour")
     r.add_argument("--all", action="store_true",
                    help="find every step between the two revisions, not only one")
+    r.add_argument("--min-step", type=float, default=2.0, metavar="PCT",
+                   help="with --all: a change shown smaller than this is no step "
+                        "(default 2 %%)")
     _common(r)
     r.set_defaults(func=run_bisect, needs_root=True)
 
@@ -254,7 +257,7 @@ def run_bisect(args: argparse.Namespace) -> int:
                     _refuse(ends, args)
                     return 1
                 if args.all:
-                    return _every_step(repo, measurer, good, bad, ends)
+                    return _every_step(repo, measurer, good, bad, args.min_step / 100)
                 return _git_bisect(repo, args, target, url, store, good, bad, g, b, ends)
         finally:
             repo.restore()
@@ -366,7 +369,8 @@ def _shower(metric: str) -> Callable[[float], str]:
     return lambda v: figure(v, name)
 
 
-def _every_step(repo: _Repo, measurer: Measurer, good: str, bad: str, ends: Verdict) -> int:
+def _every_step(repo: _Repo, measurer: Measurer, good: str, bad: str,
+                min_step: float) -> int:
     from hoplab.run.bisect import apart
 
     show = _shower(measurer.target.metric)
@@ -377,8 +381,9 @@ def _every_step(repo: _Repo, measurer: Measurer, good: str, bad: str, ends: Verd
     todo = [(0, len(commits) - 1)]
     while todo:
         lo, hi = todo.pop(0)
-        v = ends if (lo, hi) == (0, len(commits) - 1) else \
-            apart(measurer, commits[lo], commits[hi])[2]
+        v = apart(measurer, commits[lo], commits[hi], bound=min_step)[2]
+        if v.verdict == "same":
+            continue
         if v.verdict != "different":
             untold.append((commits[lo], commits[hi]))
             continue
@@ -391,6 +396,7 @@ def _every_step(repo: _Repo, measurer: Measurer, good: str, bad: str, ends: Verd
         print(f"step at {repo.subject(sha)} ({sha}): median {show(v.median_a)} -> "
               f"{show(v.median_b)}, {v.change * 100:+.1f} % ({v.describe()})")
     for lo_sha, hi_sha in untold:
-        print(f"no step told apart from the noise between {lo_sha[:12]} and {hi_sha[:12]}")
+        print(f"cannot tell whether {lo_sha[:12]} and {hi_sha[:12]} differ by "
+              f"{min_step * 100:g} % or more (unknown at --max-repeat)")
     print(f"{len(found)} step{'s' * (len(found) != 1)} between {good[:12]} and {bad[:12]}")
     return 0 if found else 1

@@ -164,18 +164,19 @@ def check(measurer: Measurer, sha: str, good: Sequence[RunRecord], bad: Sequence
         n = nxt
 
 
-def apart(measurer: Measurer, a: str, b: str) -> tuple[list[RunRecord], list[RunRecord],
-                                                        Verdict]:
-    """Runs of commits a and b, topped up together until they differ (p < 0.01) or the
-    cap is reached: the verdict says which."""
+def apart(measurer: Measurer, a: str, b: str, bound: float | None = None
+          ) -> tuple[list[RunRecord], list[RunRecord], Verdict]:
+    """Runs of commits a and b, topped up together until they differ (p < 0.01), are the
+    same within `bound` (relative; None: never) or the cap is reached: the verdict says
+    which."""
     metric, cap = measurer.target.metric, measurer.target.max_repeat
     n = adaptive.next_repetitions(0, cap) or cap
     while True:
         ra, rb = measurer.runs(a, n), measurer.runs(b, n)
-        v = adaptive.judge_runs(ra, rb, metric, bound=None)
+        v = adaptive.judge_runs(ra, rb, metric, bound=bound)
         measurer.say(f"  {a[:12]} vs {b[:12]}: {v.verdict} ({v.describe()})")
         nxt = adaptive.next_repetitions(min(len(ra), len(rb)), cap)
-        if v.verdict == "different" or nxt is None:
+        if v.verdict != "unknown" or nxt is None:
             return ra, rb, v
         n = nxt
 
