@@ -10,12 +10,13 @@
 //! event seen is dropped; a record not ended by a blank line is not counted; a period of
 //! "0" counts one.
 
+pub mod chunks;
 pub mod hash;
 pub mod lines;
 pub mod tidy;
 
 use std::collections::HashMap;
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 
 use hash::FxBuild;
 pub use tidy::Options as FrameOptions;
@@ -35,6 +36,15 @@ pub struct Unrecognized {
     pub first: Vec<(u64, Vec<u8>)>,
 }
 
+/// What one chunk of the input gave to report, with line numbers inside the chunk.
+#[derive(Debug, Default)]
+pub struct ChunkInfo {
+    pub index: usize,
+    pub lines: u64,
+    pub unrecognized: Unrecognized,
+    pub filtered: Option<(u64, Vec<u8>)>,
+}
+
 pub struct Folder {
     opt: Options,
     stacks: HashMap<Box<[u8]>, u64, FxBuild>,
@@ -44,7 +54,9 @@ pub struct Folder {
     period: u64,
     filter: Option<Vec<u8>>,
     defaulted: bool,
-    warned: bool,
+    /// The first sample dropped for its event, when the event was not asked for: the
+    /// script warns about it once ("Filtering for events of type: EVENT").
+    pub filtered: Option<(u64, Vec<u8>)>,
     /// The current sample's frames, one segment per stack line (leaf first).
     arena: Vec<u8>,
     segs: Vec<(usize, usize)>,
@@ -72,7 +84,7 @@ impl Folder {
             period: 1,
             filter,
             defaulted: false,
-            warned: false,
+            filtered: None,
             arena: Vec::new(),
             segs: Vec::new(),
             key: Vec::new(),
@@ -102,11 +114,8 @@ impl Folder {
                         self.defaulted = true;
                     }
                     Some(f) if f.as_slice() != ev.event => {
-                        if self.defaulted && !self.warned {
-                            // The script's own words, naming the event it skips.
-                            eprintln!("Filtering for events of type: {}",
-                                      String::from_utf8_lossy(ev.event));
-                            self.warned = true;
+                        if self.defaulted && self.filtered.is_none() {
+                            self.filtered = Some((self.line_no, ev.event.to_vec()));
                         }
                         return;
                     }
@@ -182,18 +191,47 @@ impl Folder {
         self.has_pname = false;
     }
 
-    /// Reads `input` to its end, line by line.
-    pub fn read<R: BufRead>(&mut self, mut input: R) -> io::Result<()> {
-        let mut buf = Vec::with_capacity(1 << 12);
-        loop {
-            buf.clear();
-            if input.read_until(b'\n', &mut buf)? == 0 {
-                return Ok(());
-            }
-            if buf.last() == Some(&b'\n') {
-                buf.pop();
-            }
-            self.line(&buf);
+    /// The lines of `chunk`: each ends at a '\n' or at the chunk's end, as Perl's `<>`
+    /// reads them (the last line of a file may lack its '\n').
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let mut start = 0;
+        while start < chunk.len() {
+            let end = memchr::memchr(b'\n', &chunk[start..]).map_or(chunk.len(), |p| start + p);
+            self.line(&chunk[start..end]);
+            start = end + 1;
+        }
+    }
+
+    /// Feeds one chunk of the input, numbering its lines from 1, and hands back what it
+    /// found to report (line numbers are made global when the chunks are put in order).
+    pub fn feed_chunk(&mut self, index: usize, chunk: &[u8]) -> ChunkInfo {
+        self.line_no = 0;
+        self.feed(chunk);
+        ChunkInfo {
+            index,
+            lines: self.line_no,
+            unrecognized: std::mem::take(&mut self.unrecognized),
+            filtered: self.filtered.take(),
+        }
+    }
+
+    /// The event samples are kept for, once known (given, or the first one seen).
+    pub fn event_filter(&self) -> Option<&[u8]> {
+        self.filter.as_deref()
+    }
+
+    /// A folder for a later part of the input, the event filter already decided.
+    pub fn continuing(&self) -> Folder {
+        let mut f = Folder::new(self.opt.clone());
+        f.filter = self.filter.clone();
+        f.defaulted = self.defaulted;
+        f
+    }
+
+    /// Adds the stacks another folder counted.
+    pub fn absorb(&mut self, other: Folder) {
+        for (k, v) in other.stacks {
+            *self.stacks.entry(k).or_insert(0) += v;
         }
     }
 

@@ -2,17 +2,20 @@
 //! standard output, byte for byte as FlameGraph's stackcollapse-perf.pl prints them.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use hoplab_fold::{Folder, Options};
+use hoplab_fold::chunks::fold;
+use hoplab_fold::Options;
 
 const USAGE: &str = "usage: hoplab-fold [--pid] [--tid] [--kernel] [--jit] [--all] [--addrs] \
-[--event-filter=EVENT] [FILE]";
+[--event-filter=EVENT] [--threads=N] [FILE]";
 
 fn main() -> ExitCode {
     let mut opt = Options::default();
     let mut file: Option<String> = None;
+    // The folding spreads over the cores (a few: reading the input bounds it then).
+    let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -36,6 +39,13 @@ fn main() -> ExitCode {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
             }
+            _ if a.starts_with("--threads=") => match a["--threads=".len()..].parse() {
+                Ok(n) if n >= 1 => threads = n,
+                _ => {
+                    eprintln!("hoplab-fold: --threads takes a number, 1 or more\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
             _ if a.starts_with("--event-filter=") => {
                 opt.event_filter = Some(a.as_bytes()["--event-filter=".len()..].to_vec());
             }
@@ -50,23 +60,28 @@ fn main() -> ExitCode {
             _ => file = Some(a),
         }
     }
-    let mut folder = Folder::new(opt);
-    const BUF: usize = 1 << 20;
-    let read = match file.as_deref() {
-        None | Some("-") => folder.read(BufReader::with_capacity(BUF, io::stdin().lock())),
+    let folded = match file.as_deref() {
+        None | Some("-") => fold(io::stdin().lock(), opt, threads),
         Some(path) => match File::open(path) {
-            Ok(f) => folder.read(BufReader::with_capacity(BUF, f)),
+            Ok(f) => fold(f, opt, threads),
             Err(e) => {
                 eprintln!("hoplab-fold: cannot read {path}: {e}");
                 return ExitCode::from(2);
             }
         },
     };
-    if let Err(e) = read {
-        eprintln!("hoplab-fold: reading {}: {e}", file.as_deref().unwrap_or("standard input"));
-        return ExitCode::from(2);
+    let folded = match folded {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("hoplab-fold: reading {}: {e}", file.as_deref().unwrap_or("standard input"));
+            return ExitCode::from(2);
+        }
+    };
+    if let Some((_, event)) = &folded.filtered {
+        // The script's own words, naming the first event it leaves out.
+        eprintln!("Filtering for events of type: {}", String::from_utf8_lossy(event));
     }
-    let u = &folder.unrecognized;
+    let u = &folded.unrecognized;
     if u.count > 0 {
         for (n, l) in &u.first {
             eprintln!("hoplab-fold: line {n}: unrecognized: {}", String::from_utf8_lossy(l));
@@ -77,7 +92,7 @@ fn main() -> ExitCode {
     }
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    match folder.write(&mut out).and_then(|()| out.flush()) {
+    match folded.folder.write(&mut out).and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,
         // A closed pipe (`| head`) is the reader's choice, not an error.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
