@@ -93,6 +93,12 @@ def test_what_neither_can_give_is_refused_naming_link_and_option() -> None:
     tun = Link(0, "a", "b", emulator="netem", forward=Direction(
         rate_bps=10**6, qdisc="sfq", qdisc_options=(("keys", "tunnel-src"),)))
     assert any("tunnel-" in x for x in requirements_problems(_lab(tun), FULL))
+    hosts = Link(0, "a", "b", emulator="netem", forward=Direction(
+        rate_bps=10**6, qdisc="fq_codel", qdisc_options=(("hosts", "src"),)))
+    assert any("qdisc_options.hosts needs the userspace wire" in x
+               for x in requirements_problems(_lab(hosts), FULL))
+    auto = Link(0, "a", "b", forward=hosts.forward)
+    assert impairment_backend(auto, FULL) == "wire"
 
 
 def test_disciplines_as_status_shows_them() -> None:

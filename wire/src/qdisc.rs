@@ -43,6 +43,10 @@ pub struct QdiscConfig {
     pub divisor: u32,
     pub depth: u64,
     pub keys: u16,
+    /// fq_codel: hash hosts first (these keys, e.g. src) and share the link between
+    /// them, then flows within each host: the seed's HTB-per-host-bucket with fq_codel
+    /// leaves. 0: flows only.
+    pub hosts: u16,
 }
 
 impl Default for QdiscConfig {
@@ -60,6 +64,7 @@ impl Default for QdiscConfig {
             divisor: 1024,
             depth: 127,
             keys: flow::FIVE_TUPLE,
+            hosts: 0,
         }
     }
 }
@@ -98,6 +103,7 @@ impl QdiscConfig {
             }
             "depth" => self.depth = int(v)?.clamp(1, 127),
             "keys" => self.keys = flow::parse_keys(v)?,
+            "hosts" => self.hosts = flow::parse_keys(v)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -154,13 +160,28 @@ struct FlowQueue {
     bytes: u64,
     deficit: i64,
     list: List,
+    /// The host bucket whose lists hold this flow while it is in one.
+    host: usize,
+}
+
+/// One host bucket: its flows' new and old lists, and its own deficit in the
+/// round between hosts.
+#[derive(Default)]
+struct Host {
+    new: VecDeque<usize>,
+    old: VecDeque<usize>,
+    deficit: i64,
+    active: bool,
 }
 
 struct FqCodel {
     flows: Vec<FlowQueue>,
     vars: Vec<codel::Vars>,
-    new: VecDeque<usize>,
-    old: VecDeque<usize>,
+    /// One bucket (flows only) unless `hosts` keys are set.
+    hosts: Vec<Host>,
+    /// Host buckets with flows, in service order.
+    ring: VecDeque<usize>,
+    host_keys: u16,
     params: codel::Params,
     quantum: i64,
     limit: u64,
@@ -230,11 +251,12 @@ impl Qdisc {
                 let n = if c.flows == 0 { 1024 } else { c.flows as usize };
                 Inner::FqCodel(FqCodel {
                     flows: (0..n)
-                        .map(|_| FlowQueue { q: VecDeque::new(), bytes: 0, deficit: 0, list: List::None })
+                        .map(|_| FlowQueue { q: VecDeque::new(), bytes: 0, deficit: 0, list: List::None, host: 0 })
                         .collect(),
                     vars: vec![codel::Vars::default(); n],
-                    new: VecDeque::new(),
-                    old: VecDeque::new(),
+                    hosts: (0..if c.hosts == 0 { 1 } else { c.divisor as usize }).map(|_| Host::default()).collect(),
+                    ring: VecDeque::new(),
+                    host_keys: c.hosts,
                     params: params(true),
                     quantum: c.quantum as i64,
                     limit: c.limit.unwrap_or(10240),
@@ -281,7 +303,7 @@ impl Qdisc {
     /// Flow queues that hold packets or wait in a service list.
     pub fn flows_active(&self) -> u64 {
         match &self.inner {
-            Inner::FqCodel(q) => (q.new.len() + q.old.len()) as u64,
+            Inner::FqCodel(q) => q.ring.iter().map(|&h| (q.hosts[h].new.len() + q.hosts[h].old.len()) as u64).sum(),
             Inner::Sfq(q) => q.ring.len() as u64,
             _ => u64::from(!self.is_empty()),
         }
@@ -371,7 +393,13 @@ impl Qdisc {
 
 impl FqCodel {
     fn enqueue(&mut self, f: Frame, b: &mut Backlog, st: &DirStats) {
-        let idx = (flow::hash(&f.data, self.keys, 0) % self.flows.len() as u64) as usize;
+        let (host, salt) = if self.host_keys == 0 {
+            (0, 0)
+        } else {
+            let h = flow::hash(&f.data, self.host_keys, 0);
+            ((h % self.hosts.len() as u64) as usize, h)
+        };
+        let idx = (flow::hash(&f.data, self.keys, salt) % self.flows.len() as u64) as usize;
         b.add(&f);
         let fl = &mut self.flows[idx];
         fl.bytes += f.shape.wire_bytes;
@@ -379,7 +407,14 @@ impl FqCodel {
         if fl.list == List::None {
             fl.list = List::New;
             fl.deficit = self.quantum;
-            self.new.push_back(idx);
+            fl.host = host;
+            let hq = &mut self.hosts[host];
+            hq.new.push_back(idx);
+            if !hq.active {
+                hq.active = true;
+                hq.deficit = self.quantum;
+                self.ring.push_back(host);
+            }
         }
         if b.segs > self.limit || b.mem > self.memory_limit {
             self.drop_from_fattest(b, st);
@@ -405,18 +440,42 @@ impl FqCodel {
         }
     }
 
+    /// Deficit round robin between host buckets (one bucket without `hosts`), then
+    /// fq_codel's new/old flow lists within the bucket served.
     fn dequeue(&mut self, now: Nanos, b: &mut Backlog, st: &DirStats) -> Option<Frame> {
         loop {
-            let (from_new, idx) = match (self.new.front(), self.old.front()) {
+            let &h = self.ring.front()?;
+            if self.hosts.len() > 1 && self.hosts[h].deficit <= 0 {
+                self.hosts[h].deficit += self.quantum;
+                self.ring.rotate_left(1);
+                continue;
+            }
+            match self.dequeue_host(h, now, b, st) {
+                Some(f) => {
+                    self.hosts[h].deficit -= f.shape.wire_bytes as i64;
+                    return Some(f);
+                }
+                None => {
+                    self.ring.pop_front();
+                    self.hosts[h].active = false;
+                }
+            }
+        }
+    }
+
+    fn dequeue_host(&mut self, h: usize, now: Nanos, b: &mut Backlog, st: &DirStats) -> Option<Frame> {
+        loop {
+            let hq = &mut self.hosts[h];
+            let (from_new, idx) = match (hq.new.front(), hq.old.front()) {
                 (Some(&i), _) => (true, i),
                 (None, Some(&i)) => (false, i),
                 (None, None) => return None,
             };
-            let list = if from_new { &mut self.new } else { &mut self.old };
+            let list = if from_new { &mut hq.new } else { &mut hq.old };
             if self.flows[idx].deficit <= 0 {
                 self.flows[idx].deficit += self.quantum;
                 list.pop_front();
-                self.old.push_back(idx);
+                hq.old.push_back(idx);
                 self.flows[idx].list = List::Old;
                 continue;
             }
@@ -439,10 +498,11 @@ impl FqCodel {
                     // An emptied new flow goes to the end of the old list once (so a
                     // flow cannot regain priority by emptying its queue), an emptied
                     // old flow leaves the lists.
-                    let list = if from_new { &mut self.new } else { &mut self.old };
+                    let hq = &mut self.hosts[h];
+                    let list = if from_new { &mut hq.new } else { &mut hq.old };
                     list.pop_front();
-                    if from_new && !self.old.is_empty() {
-                        self.old.push_back(idx);
+                    if from_new && !hq.old.is_empty() {
+                        hq.old.push_back(idx);
                         self.flows[idx].list = List::Old;
                     } else {
                         self.flows[idx].list = List::None;
@@ -603,6 +663,31 @@ mod tests {
         let mut q = Qdisc::new(&cfg(&[("qdisc", "fq_codel"), ("keys", "src"), ("limit", "100000")]), None, 1, 0);
         let s = shares(&mut q, &FOUR, 2000);
         assert!((s[&2] - 0.5).abs() < 0.01, "{s:?}");
+    }
+
+    #[test]
+    fn fq_codel_hosts_first_then_flows() {
+        // Host 1 has three flows, host 2 two: each host gets half, and host 2's two
+        // flows a quarter each.
+        let flows = [(1, 1000), (1, 1001), (1, 1002), (2, 1000), (2, 1001), (2, 1002)];
+        let c = cfg(&[("qdisc", "fq_codel"), ("hosts", "src"), ("limit", "100000")]);
+        let mut q = Qdisc::new(&c, None, 1, 0);
+        let st = DirStats::default();
+        let mut by_flow = std::collections::BTreeMap::new();
+        for i in 0..3000u64 {
+            for &(h, p) in &flows[..5] {
+                q.enqueue(pkt(h, p, i), &st);
+            }
+            for _ in 0..2 {
+                let f = q.dequeue(i, &st).unwrap();
+                let t = flow::headers(&f.data).unwrap().outer;
+                *by_flow.entry((t.src[3], t.sport)).or_insert(0.0) += 1.0 / 6000.0;
+            }
+        }
+        let host2: f64 = by_flow.iter().filter(|(k, _)| k.0 == 2).map(|(_, v)| v).sum();
+        assert!((host2 - 0.5).abs() < 0.01, "{by_flow:?}");
+        assert!((by_flow[&(2, 1000)] - 0.25).abs() < 0.01, "{by_flow:?}");
+        assert!((by_flow[&(1, 1000)] - 1.0 / 6.0).abs() < 0.01, "{by_flow:?}");
     }
 
     #[test]

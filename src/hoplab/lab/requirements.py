@@ -32,10 +32,14 @@ def install_hint(tool: str) -> str:
     return f"apt-get install --no-install-recommends {TOOL_PACKAGES.get(tool, tool)}"
 
 
-def _tunnel_keys(d: Direction) -> bool:
-    """Flow keys from a tunnel's inner headers: tc's flow classifier has none (they
-    were a patch that never merged), the wire reads IP-in-IP and VXLAN."""
-    return "tunnel-" in str(dict(d.qdisc_options).get("keys", ""))
+def _wire_only(d: Direction) -> str | None:
+    """An option only the wire has, by name: flow keys from a tunnel's inner headers
+    (tc's flow classifier has none; they were a patch that never merged) and
+    fq_codel's host buckets (tc needs an HTB class per bucket for that)."""
+    opts = dict(d.qdisc_options)
+    if "tunnel-" in str(opts.get("keys", "")) + str(opts.get("hosts", "")):
+        return "keys with tunnel-... keys"
+    return "hosts" if "hosts" in opts else None
 
 
 def impairment_backend(link: Link, caps: Capabilities) -> str:
@@ -52,7 +56,7 @@ def impairment_backend(link: Link, caps: Capabilities) -> str:
         return "wire"
     if link.emulator == "auto" and WIRE_EMULATOR_AVAILABLE and any(
             (d.qdisc in WIRE_AQM and not caps.has_qdisc(d.qdisc) and d.rate_bps is not None)
-            or _tunnel_keys(d) for d in directions):
+            or _wire_only(d) for d in directions):
         # The kernel's qdisc when it has it; the wire's otherwise.
         return "wire"
     if any(d.needs_netem() for d in directions):
@@ -121,10 +125,10 @@ def _link_problems(link: Link, caps: Capabilities) -> list[str]:
                            "with jitter (use emulator = \"wire\" or \"auto\")")
     if backend != "wire":
         for name, d in (("forward", link.forward), ("reverse", link.reverse)):
-            if _tunnel_keys(d):
-                out.append(f"{label}: {name}: qdisc_options.keys with tunnel-... keys need the "
-                           f"userspace wire (tc's flow classifier has no such keys), but "
-                           f'emulator = "{link.emulator}"')
+            what = _wire_only(d)
+            if what:
+                out.append(f"{label}: {name}: qdisc_options.{what} needs the userspace wire "
+                           f'(tc has no such option), but emulator = "{link.emulator}"')
     if backend == "netem" and not caps.has_qdisc("netem"):
         if link.emulator == "netem":
             out.append(f"{label}: emulator = \"netem\": delay/jitter/loss need the netem "

@@ -47,8 +47,8 @@ def _leaf(d: Direction) -> list[str]:
     if q is not None and q.bytes is not None and kind == "fq_codel":
         opts.setdefault("memory_limit", q.bytes)
     for name, value in sorted(opts.items()):
-        if name == "keys":
-            continue  # a flow filter's, not the qdisc's (see _flow_filter)
+        if name in ("keys", "hosts"):
+            continue  # a flow filter's, not the qdisc's (see _flow_filter); hosts: wire only
         if isinstance(value, bool):
             args.append(name if value else f"no{name}")
         elif name in ("target", "interval"):

@@ -107,8 +107,8 @@ def qdisc_spec(d: Direction) -> list[str]:
     out = [f"qdisc={d.qdisc}"]
     for k, v in sorted(opts.items()):
         text = (str(int(v)) if isinstance(v, bool) else
-                str(v).replace(",", "+") if k == "keys" else repr(v) if isinstance(v, float)
-                else str(v))
+                str(v).replace(",", "+") if k in ("keys", "hosts") else
+                repr(v) if isinstance(v, float) else str(v))
         out.append(f"{k}={text}")
     return out
 

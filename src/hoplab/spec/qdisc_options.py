@@ -8,6 +8,11 @@ and the userspace wire take the same names. `keys` picks the fields a flow is
 hashed on, as tc's flow classifier names them (`src`, `dst`, `proto`,
 `proto-src`, `proto-dst`, and `tunnel-...` for a tunnel's inner headers);
 `5-tuple` is the default (src,dst,proto,proto-src,proto-dst).
+
+`hosts` (fq_codel, the wire's) hashes hosts first, with the same key names, and
+shares the link between host buckets, then between flows within each: seed 004's
+HTB class per host bucket with an fq_codel leaf, in one discipline (as CAKE's
+host isolation). tc has no single qdisc for it, so it is the wire's.
 """
 
 from __future__ import annotations
@@ -71,14 +76,14 @@ def _time(value: object) -> float:
 PARSERS: dict[str, Callable[[object], OptionValue]] = {
     "limit": _positive, "memory_limit": parse_size, "target": _time, "interval": _time,
     "ecn": parse_bool, "flows": _positive, "quantum": _positive, "perturb": parse_time,
-    "divisor": _divisor, "depth": _depth, "keys": _keys,
+    "divisor": _divisor, "depth": _depth, "keys": _keys, "hosts": _keys,
 }
 
 # The options of each discipline (tc's names). fifo's only bound is `queue`.
 BY_QDISC: dict[str, tuple[str, ...]] = {
     "codel": ("limit", "target", "interval", "ecn"),
     "fq_codel": ("limit", "memory_limit", "target", "interval", "flows", "quantum", "ecn",
-                 "keys"),
+                 "keys", "hosts"),
     "sfq": ("limit", "perturb", "quantum", "divisor", "depth", "flows", "keys"),
 }
 
