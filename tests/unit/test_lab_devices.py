@@ -144,3 +144,13 @@ def test_labels_from_facts() -> None:
         "device": "10.99.0.2",
         "firmware": "OpenWrt 23.05.5",
     }
+
+
+def test_listening_ports_from_proc_net_as_on_a_device() -> None:
+    from hoplab.run.procs import _listening
+
+    node = FakeExecutor("owrt")
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        node.files[f"/proc/thread-self/net/{table}"] = (DATA / f"proc_net_{table}.txt").read_bytes()
+    assert _listening(node, "tcp") == {5201}
+    assert _listening(node, "udp") == {2112}

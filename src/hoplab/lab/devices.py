@@ -37,7 +37,7 @@ Connect = Callable[[str, Mapping[str, Any]], Executor]
 PACKAGES: dict[str, tuple[str, str]] = {
     "iperf3": ("iperf3", "iperf3"),
     "irtt": ("irtt", "irtt"),
-    "ping": ("busybox (ping applet) or iputils-ping", "iputils-ping"),
+    "ping": ("iputils-ping", "iputils-ping"),
     "perf": ("perf, libdw, libelf, libunwind, objdump (a kernel with KERNEL_PERF_EVENTS)",
              "linux-perf"),
     "ethtool": ("ethtool", "ethtool"),
@@ -60,6 +60,10 @@ FEATURE_NAMES = {
 }
 
 SETUP_TIMEOUT_S = 300.0
+# Tools whose BusyBox applet is not enough: how to tell, and what the applet lacks.
+_KIND_OF_TOOL = {
+    "ping": (["ping", "-V"], "iputils", "per-reply timestamps (-D; BusyBox's ping)"),
+}
 _IFACE_LINE = re.compile(r"^\d+:\s+([^:@\s]+)(?:@\S+)?:")
 _ADDR_LINE = re.compile(r"^\s+inet6?\s+(\S+)")
 
@@ -366,6 +370,14 @@ def check_tools(lab: Lab, executors: Mapping[str, Executor],
             continue
         found = ex.which(sorted(tools))
         missing = sorted(t for t, path in found.items() if path is None)
+        for tool, (argv, mark, lacks) in _KIND_OF_TOOL.items():
+            if tool in tools and found.get(tool) is not None and not missing:
+                said = ex.run(argv, timeout=30)
+                if mark not in said.stdout + said.stderr:
+                    reason = (why or {}).get(f"{node}:{tool}", "this lab")
+                    raise spec_error(lab, ("nodes", node, "ssh"),
+                                     f"device {node} has a {tool} without {lacks}, which "
+                                     f"{reason} needs: {install_hint(tool)}")
         if missing:
             tool = missing[0]
             reason = (why or {}).get(f"{node}:{tool}", "this lab")

@@ -193,17 +193,23 @@ class ProcessGroup:
                                 if p.process.poll() is not None)
 
 
+# A listening TCP socket, an unconnected UDP one: the `st` column of /proc/net/{tcp,udp}.
+_LISTEN_STATE = {"tcp": "0A", "udp": "07"}
+
+
 def _listening(node: Executor, proto: str) -> set[int]:
-    flag = "-Hltn" if proto == "tcp" else "-Hlun"
-    res = node.run(["ss", flag], timeout=10)
+    """Ports with a listening socket on node, from /proc/net: a namespace and a device
+    alike (OpenWrt has no `ss`); thread-self, since a namespace is a thread's."""
     ports = set()
-    for line in res.stdout.splitlines():
-        fields = line.split()
-        # State Recv-Q Send-Q Local:Port Peer:Port (UDP lists UNCONN as its state)
-        if len(fields) >= 4:
-            port = fields[3].rsplit(":", 1)[-1]
-            if port.isdigit():
-                ports.add(int(port))
+    for table in (proto, f"{proto}6"):
+        raw = node.read_file(f"/proc/thread-self/net/{table}", timeout=10)
+        if raw is None:
+            raw = node.read_file(f"/proc/net/{table}", timeout=10)
+        for line in (raw or b"").decode(errors="replace").splitlines()[1:]:
+            fields = line.split()
+            # sl local_address rem_address st ...; the local port is hex after the ':'
+            if len(fields) > 3 and fields[3] == _LISTEN_STATE[proto]:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return ports
 
 
