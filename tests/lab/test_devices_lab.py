@@ -83,6 +83,12 @@ def test_router_dut_up_and_down_as_written(devices: Farm, tmp_path: Path,
     assert ping.returncode == 0, ping.stdout + ping.stderr
     # Nothing was configured on the device.
     assert _global_addrs(router) == before
+    status = hoplab("lab", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    mine = next(lab for lab in json.loads(status.stdout) if lab["name"] == lab_name)
+    assert mine["nodes"]["router"]["kind"] == "ssh" and mine["problems"] == []
+    refused = hoplab("lab", "exec", lab_name, "router", "--", "true")
+    assert refused.returncode == 2 and "is a device" in refused.stderr
     down = hoplab("lab", "down", lab_name)
     assert down.returncode == 0, down.stderr
     # ...and come back, down as they were, with no address.
