@@ -5,17 +5,18 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use hoplab_fold::chunks::fold;
+use hoplab_fold::chunks::{fold_blocks, BLOCK};
 use hoplab_fold::Options;
 
 const USAGE: &str = "usage: hoplab-fold [--pid] [--tid] [--kernel] [--jit] [--all] [--addrs] \
-[--event-filter=EVENT] [--threads=N] [FILE]";
+[--event-filter=EVENT] [--threads=N] [--block-size=BYTES] [FILE]";
 
 fn main() -> ExitCode {
     let mut opt = Options::default();
     let mut file: Option<String> = None;
     // The folding spreads over the cores (a few: reading the input bounds it then).
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let mut block = BLOCK;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -46,6 +47,13 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
+            _ if a.starts_with("--block-size=") => match a["--block-size=".len()..].parse() {
+                Ok(n) if n >= 1 => block = n,
+                _ => {
+                    eprintln!("hoplab-fold: --block-size takes a number of bytes\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
             _ if a.starts_with("--event-filter=") => {
                 opt.event_filter = Some(a.as_bytes()["--event-filter=".len()..].to_vec());
             }
@@ -61,9 +69,9 @@ fn main() -> ExitCode {
         }
     }
     let folded = match file.as_deref() {
-        None | Some("-") => fold(io::stdin().lock(), opt, threads),
+        None | Some("-") => fold_blocks(io::stdin().lock(), opt, threads, block),
         Some(path) => match File::open(path) {
-            Ok(f) => fold(f, opt, threads),
+            Ok(f) => fold_blocks(f, opt, threads, block),
             Err(e) => {
                 eprintln!("hoplab-fold: cannot read {path}: {e}");
                 return ExitCode::from(2);

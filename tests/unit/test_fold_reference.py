@@ -94,5 +94,9 @@ def test_generated_input_folds_as_the_script_does(seed: int, tmp_path: Path) -> 
                 *[f for f in flags if f.startswith("--event-filter")], str(src)]
         got = subprocess.run(mine, capture_output=True, check=True).stdout
         assert got == ref, f"seed {seed}, options {opts}"
+        # Cut into chunks of a few lines, folded on three threads: the same.
+        cut = subprocess.run([*mine[:-1], "--threads=3", f"--block-size={50 + seed}", str(src)],
+                             capture_output=True, check=True).stdout
+        assert cut == ref, f"seed {seed}, options {opts}, in chunks"
         if not opts:
             assert ref.count(b"\n") > 20, "the generated input folds to little: fix it"
