@@ -164,3 +164,13 @@ def test_cli_refuses_bad_sides(db: str) -> None:
     assert one_side.returncode == 2 and "exactly two" in one_side.stderr
     nothing = hoplab("profile", "--diff", "version=a", "version=zzz", "--db", db)
     assert nothing.returncode == 2 and "no runs match" in nothing.stderr
+
+
+def test_one_run_without_diff_still_gives_its_tables(db: str) -> None:
+    done = hoplab("profile", "1", "--top", "2", "--json", "--db", db)
+    assert done.returncode == 0, done.stderr
+    top = json.loads(done.stdout)["top"]
+    assert top[0]["symbol"] == THREE
+    assert top[0]["percent"] == pytest.approx(leaf_share("ratio3-01", THREE))
+    two = hoplab("profile", "1", "2", "--db", db)
+    assert two.returncode == 2 and "--diff" in two.stderr
