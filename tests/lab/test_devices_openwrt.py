@@ -87,6 +87,9 @@ def test_flows_to_and_from_an_openwrt_like_device(devices: Farm, tmp_path: Path,
     # The device names the runs: OpenWrt's model file and release.
     assert up.labels["device"] == OPENWRT_MODEL
     assert up.labels["firmware"].startswith("OpenWrt 23.05.5")
+    # Its clock against this machine's, with the uncertainty of the estimate.
+    clock = up.metadata["clocks"]["owrt"]
+    assert abs(clock["offset_s"]) < clock["uncertainty_s"] + 0.05 and clock["uncertainty_s"] < 0.1
     # Its sampler: per-core CPU; no tc there, so qdiscs are missing with the reason.
     assert any(s.name == "cpu.softirq" and s.node == "owrt" for s in up.series)
     # No perf on it: the profile is missing, saying what to install.

@@ -544,3 +544,25 @@ def test_tools(lab: Lab, tests: Iterable[Any]) -> tuple[dict[str, set[str]], dic
                     needs.setdefault(node, set()).add(tool)
                     why.setdefault(f"{node}:{tool}", f"test {test.name!r}")
     return needs, why
+
+
+def clock_offsets(nodes: Mapping[str, Executor]) -> dict[str, dict[str, Any]]:
+    """Each other machine's clock offset against this one, with its uncertainty, by the
+    nodes on it (hoplab.nodes.clock): what a run's one-way figures on a device may rely
+    on. A namespace shares this machine's clock, so it has none. A machine that does not
+    answer gets its error instead (the run itself will say what failed)."""
+    from hoplab.nodes.clock import estimate
+
+    by_machine: dict[str, list[str]] = {}
+    for name, ex in nodes.items():
+        if ex.machine != "local":
+            by_machine.setdefault(ex.machine, []).append(name)
+    out: dict[str, dict[str, Any]] = {}
+    for names in by_machine.values():
+        try:
+            got: dict[str, Any] = estimate(nodes[names[0]]).as_metadata()
+        except (ExecutorError, TimeoutError, OSError) as exc:
+            got = {"error": str(exc)}
+        for name in names:
+            out[name] = {**got, "node": name}
+    return out

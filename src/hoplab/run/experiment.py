@@ -30,7 +30,7 @@ from hoplab.kinds import flow_tool
 from hoplab.lab import build
 from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
-from hoplab.lab.devices import device_labels, test_tools
+from hoplab.lab.devices import clock_offsets, device_labels, test_tools
 from hoplab.lab.plan import Plan
 from hoplab.lab.signals import shielded
 from hoplab.lab.summary import summarize
@@ -215,6 +215,8 @@ class ExperimentRunner:
             # A device's model and firmware label its runs, unless the experiment gives them.
             for key, value in device_labels(up.plan.lab, settings).items():
                 rec.labels.setdefault(key, value)
+            # Each device's clock against this machine's, measured for this run.
+            rec.metadata["clocks"] = clock_offsets(self._nodes)
             result: TestResult = run_test(test, up.plan, workdir, self.progress.tick,
                                           Path(self.exp.source).resolve().parent,
                                           nodes=self._nodes)
