@@ -1,10 +1,12 @@
 """The userspace wire's cost: TCP rate and added latency against a plain veth, one run.
 
-Builds one lab: a - b over an unimpaired wire (emulator = "wire") and a - c
-over a plain veth pair, then alternates, --reps times each, iperf3 from a to b
-and to c (--seconds each), and 200 pings at 5 ms to each. Prints the median
-TCP rate of both and the median RTT of both; the wire's added latency is half
-the RTT difference (a round trip crosses the wire twice).
+Builds one lab: a - b over an unimpaired wire (emulator = "wire"), a - c over a
+plain veth pair, a - d over a wire with a 1 Gbit/s rate behind a FIFO and a - e
+over a wire with a 1 Gbit/s rate behind fq_codel (what the discipline costs,
+issue 13: >= 0.9 Gbit/s of TCP, so it is not the bottleneck), then alternates,
+--reps times each, iperf3 from a to each (--seconds each, cubic), and 200 pings
+at 5 ms to each. Prints the median TCP rate and RTT of each; the wire's added
+latency is half the RTT difference (a round trip crosses the wire twice).
 Run as root: .venv/bin/python bench/wire.py [--seconds 5] [--reps 3]
 """
 
@@ -32,6 +34,13 @@ between = ["a", "b"]
 emulator = "wire"
 [[links]]
 between = ["a", "c"]
+[[links]]
+between = ["a", "d"]
+emulator = "wire"
+forward = { rate = "1gbit" }
+[[links]]
+between = ["a", "e"]
+forward = { rate = "1gbit", qdisc = "fq_codel" }
 """
 
 
@@ -40,7 +49,8 @@ def iperf(server_ns: str, client_ns: str, target: str, seconds: float) -> float:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        out = netns.run_in(client_ns, ["iperf3", "-c", target, "-t", str(seconds), "-J"],
+        out = netns.run_in(client_ns, ["iperf3", "-c", target, "-t", str(seconds), "-J",
+                                       "-C", "cubic"],
                            timeout=seconds + 30).stdout
         return float(json.loads(out)["end"]["sum_received"]["bits_per_second"]) / 1e9
     finally:
@@ -62,19 +72,20 @@ def main() -> None:
         f.write_text(LAB)
         up = build.up(load_lab(f))
     try:
-        a, b, c = (up.plan.node(n) for n in "abc")
-        ips = {n.name: str(n.primary4) for n in (b, c)}
-        rate: dict[str, list[float]] = {"wire": [], "veth": []}
-        rtt: dict[str, list[float]] = {"wire": [], "veth": []}
+        a, b, c, d, e = (up.plan.node(n) for n in "abcde")
+        paths = {"wire": b, "veth": c, "1gbit fifo": d, "1gbit fq_codel": e}
+        ips = {n.name: str(n.primary4) for n in paths.values()}
+        rate: dict[str, list[float]] = {k: [] for k in paths}
+        rtt: dict[str, list[float]] = {k: [] for k in paths}
         for _ in range(args.reps):
-            for kind, node in (("wire", b), ("veth", c)):
+            for kind, node in paths.items():
                 rate[kind].append(iperf(node.netns, a.netns, ips[node.name], args.seconds))
                 rtt[kind].append(rtt_ms(a.netns, ips[node.name]))
     finally:
         build.down("benchwire")
-    print(f"{'path':6} {'TCP Gbit/s':>11} {'RTT median us':>14}")
-    for kind in ("wire", "veth"):
-        print(f"{kind:6} {statistics.median(rate[kind]):11.2f} "
+    print(f"{'path':15} {'TCP Gbit/s':>11} {'RTT median us':>14}")
+    for kind in rate:
+        print(f"{kind:15} {statistics.median(rate[kind]):11.2f} "
               f"{statistics.median(rtt[kind]) * 1e3:14.0f}")
     added = (statistics.median(rtt["wire"]) - statistics.median(rtt["veth"])) / 2 * 1e3
     print(f"wire added latency (one way, median): {added:.0f} us")

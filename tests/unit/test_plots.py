@@ -198,3 +198,21 @@ def test_refusals_are_usage_errors(tmp_path: Path) -> None:
         figure("bars", [make_run()], metric="nope")
     with pytest.raises(UsageError, match=r"\.png"):
         save(figure("cdf", [make_run()]), tmp_path / "x.jpg")
+
+
+def test_timeline_lays_runs_end_to_end() -> None:
+    a, b = make_run(run_id=3, hops=1), make_run(run_id=1, hops=2)
+    fig = figure("timeline", [a, b], flow="tcp-up")
+    drawn = lines(fig)
+    assert len(drawn) == 2
+    # Runs in the order given; the second starts where the first ended (its first
+    # sample at 0.2 s, its last at 10 s: 9.8 s measured each).
+    assert xs(drawn[0])[0] == pytest.approx(0.0) and xs(drawn[0])[-1] == pytest.approx(9.8)
+    assert xs(drawn[1])[0] == pytest.approx(9.8) and xs(drawn[1])[-1] == pytest.approx(19.6)
+    # A flow's streams are summed: 90 Mbit/s at every sample.
+    assert np.allclose(ys(drawn[0]), 90.0)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts[0].startswith("tcp-up\nhops=1") and "(run 1)" in texts[1]
+    assert figure("timeline", [a, b]).axes[0].get_ylabel().startswith("tcp-up")
+    with pytest.raises(UsageError, match="no throughput series of flow 'scp'"):
+        figure("timeline", [a], flow="scp")

@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "Kinds: timeseries (throughput per flow and in total, RTT below, "
                     "phases), cdf (RTT of several runs), box and bars (a metric per "
                     "variant over repetitions), ping (ping streams over time), cpu (per-core "
-                    "CPU stacked by user, system, irq, softirq).")
+                    "CPU stacked by user, system, irq, softirq), timeline (one flow's "
+                    "throughput through several runs end to end, in the order given: "
+                    "--flow NAME).")
     p.add_argument("runs", nargs="+", metavar="RUN")
     p.add_argument("--kind", required=True, choices=KINDS)
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
@@ -34,6 +36,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                     "series (default rtt)")
     p.add_argument("--style", choices=("lines", "points"), default="lines",
                    help="ping: draw streams as lines or as points")
+    p.add_argument("--flow", help="timeline: the flow to follow (a multi-stream flow's "
+                                  "streams are summed)")
     store_arg.add(p)
     p.set_defaults(func=run_plot)
 
@@ -71,12 +75,13 @@ def run_plot(args: argparse.Namespace) -> int:
     from hoplab.render.console import console as make_console
     from hoplab.store import open_store
 
-    needs_series = args.kind in SINGLE_RUN or args.kind == "cdf"
+    needs_series = args.kind in SINGLE_RUN or args.kind in ("cdf", "timeline")
     with open_store(store_arg.url(args)) as store:
         runs = _resolve(store, args.runs, needs_series)
     from hoplab.render.plots import figure, save  # matplotlib: only when plotting
 
-    fig = figure(args.kind, runs, metric=args.metric, style=args.style)
+    fig = figure(args.kind, runs, metric=args.metric, style=args.style,
+                 flow=getattr(args, "flow", None))
     path = save(fig, args.output or _default_name(runs, args.kind))
     make_console().print(str(path), highlight=False, soft_wrap=True)
     return 0

@@ -138,7 +138,7 @@ def new_figure(rows: int = 1, height: float = 4.5) -> tuple[Figure, list[Axes]]:
 
 
 def figure(kind: str, runs: Sequence[RunRecord], *, metric: str | None = None,
-           style: str = "lines") -> Figure:
+           style: str = "lines", flow: str | None = None) -> Figure:
     """The figure of `kind` for `runs`; UsageError when they have nothing to draw."""
     from hoplab.render import plots_dist, plots_time
 
@@ -154,6 +154,10 @@ def figure(kind: str, runs: Sequence[RunRecord], *, metric: str | None = None,
         return plots_time.ping(runs[0], style=style)
     if kind == "cpu":
         return plots_time.cpu(runs[0])
+    if kind == "timeline":
+        from hoplab.render.plots_timeline import timeline
+
+        return timeline(runs, flow)
     if kind == "cdf":
         return plots_dist.cdf(runs, series=metric or "rtt")
     if kind == "box":
