@@ -4,6 +4,7 @@ something irrelevant."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import sqlite3
@@ -46,18 +47,19 @@ def _git(repo: Path, *args: str) -> str:
                           check=True).stdout.strip()
 
 
-def make_repo(repo: Path, before: str, after: str, impair: str = "") -> list[str]:
+def make_repo(repo: Path, before: str, after: str, impair: str = "", *, commits: int = 32,
+              step: int = 19) -> list[str]:
     """32 commits; commit 19 changes the r1-server rate from `before` to `after`, commit
-    9 gives the client link a description-only key (an irrelevant change); the others
-    touch a notes file. Returns the SHAs, commit 1 first."""
+    9 writes out the client link's default queue length (an irrelevant change); the
+    others touch a notes file. Returns the SHAs, commit 1 first."""
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "config", "user.email", "t@example.org")
     _git(repo, "config", "user.name", "t")
     (repo / "exp.toml").write_text(EXPERIMENT)
     shas = []
-    for i in range(1, 33):
-        rate = after if i >= 19 else before
+    for i in range(1, commits + 1):
+        rate = after if i >= step else before
         extra = "queue = 1000" if i >= 9 else ""     # the default queue length, written out
         (repo / "lab.toml").write_text(LAB.format(rate=rate, extra=extra, impair=impair))
         (repo / "NOTES").write_text(f"change {i}\n")
@@ -178,3 +180,37 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path, case: str) -> 
     assert _git(repo, "rev-parse", "HEAD") == head
     assert (repo / ".git" / "BISECT_START").exists() == (case == "bisecting")
     assert not (tmp_path / "runs.db").exists() or _runs(tmp_path / "runs.db") == 0
+
+
+def test_check_alone_as_the_script_of_a_bisection_the_user_drives(tmp_path: Path) -> None:
+    # Runs of the good and the bad commit taken with `hoplab run`, chosen by id; then
+    # git bisect run with `hoplab bisect check` as its script, as docs/versions.md says.
+    repo, db = tmp_path / "repo", tmp_path / "runs.db"
+    shas = make_repo(repo, "100mbit", "80mbit", commits=8, step=5)
+    for sha in (shas[0], shas[-1]):
+        _git(repo, "checkout", "-q", sha)
+        proc = hoplab("run", str(repo / "exp.toml"), "--repeat", "5", "--db", str(db),
+                      timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    _git(repo, "checkout", "-q", "main")
+    # A selection that matches nothing is an error, which must stop git (>= 128), not
+    # read as "bad".
+    empty = subprocess.run([*HOPLAB, "bisect", "check", "exp.toml", "--good", "version=x",
+                            "--bad", "6-10", "--db", str(db)], cwd=repo, capture_output=True,
+                           text=True, check=False)
+    assert empty.returncode == 128 and "no runs match 'version=x'" in empty.stderr
+    _git(repo, "bisect", "start", "main", shas[0])
+    try:
+        proc = subprocess.run(["git", "bisect", "run", *HOPLAB, "bisect", "check", "exp.toml",
+                               "--good", "1-5", "--bad", "6-10", "--db", str(db)],
+                              cwd=repo, capture_output=True, text=True, check=False,
+                              timeout=600)
+    finally:
+        log = _git(repo, "bisect", "log")
+        _git(repo, "bisect", "reset")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{shas[4]} is the first bad commit" in proc.stdout, proc.stdout + log
+    # The first bad commit's runs are stored under its SHA.
+    listed = hoplab("runs", "--filter", f"commit={shas[4]}", "--db", str(db), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) >= 5
