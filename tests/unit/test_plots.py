@@ -214,5 +214,12 @@ def test_timeline_lays_runs_end_to_end() -> None:
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts[0].startswith("tcp-up\nhops=1") and "(run 1)" in texts[1]
     assert figure("timeline", [a, b]).axes[0].get_ylabel().startswith("tcp-up")
+    # A custom test's flows carry its name: the timeline takes the file's flow names.
+    c = make_run(run_id=5)
+    c.test = "bulk"
+    c.series = [Series("throughput", "bit/s", [1.0, 2.0], [1e6, 2e6], flow="bulk.scp-b"),
+                Series("throughput", "bit/s", [1.0, 2.0], [5e6, 5e6], flow="bulk.scp-a.1")]
+    (line,) = lines(figure("timeline", [c], flow="scp-b"))
+    assert np.allclose(ys(line), [1.0, 2.0])
     with pytest.raises(UsageError, match="no throughput series of flow 'scp'"):
         figure("timeline", [a], flow="scp")

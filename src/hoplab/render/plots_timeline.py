@@ -22,16 +22,24 @@ def _variant(run: RunRecord) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(run.variant.items())) or "-"
 
 
+def _base(run: RunRecord, flow: str) -> str:
+    """A flow's name as the experiment file wrote it: without the stream number of a
+    multi-stream flow (NAME.1, NAME.2...) and without the custom test's prefix."""
+    head, _, tail = flow.rpartition(".")
+    name = head if head and tail.isdigit() else flow
+    return name.removeprefix(f"{run.test}.")
+
+
 def _flow_series(run: RunRecord, flow: str) -> list[Series]:
-    """The flow's throughput series; a multi-stream flow (NAME.1, NAME.2...) summed."""
+    """The flow's throughput series, to be summed over its streams."""
     return [s for s in run.series if s.name == "throughput" and s.t and s.flow is not None
-            and (s.flow == flow or s.flow.rsplit(".", 1)[0] == flow)]
+            and _base(run, s.flow) == flow]
 
 
 def _common_flow(runs: Sequence[RunRecord]) -> str:
     """The one flow every run has, when there is exactly one."""
-    names = [{s.flow.rsplit(".", 1)[0] if s.flow.rsplit(".", 1)[-1].isdigit() else s.flow
-              for s in r.series if s.name == "throughput" and s.flow} for r in runs]
+    names = [{_base(r, s.flow) for s in r.series if s.name == "throughput" and s.flow}
+             for r in runs]
     common = sorted(set.intersection(*names)) if names else []
     if len(common) != 1:
         which = ", ".join(common) if common else "none"
