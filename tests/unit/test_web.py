@@ -228,3 +228,25 @@ def test_the_report_timeline_marks_each_page_load() -> None:
     assert load["mode"] == "markers" and len(load["y"]) == 5
     assert load["y"][0] == pytest.approx(868.7)
     assert "page first byte" in traces
+
+
+def test_a_custom_summary_shows_page_loads_only_where_a_flow_loads_pages() -> None:
+    import io
+
+    from rich.console import Console
+
+    from hoplab.record import Metric, RunRecord
+    from hoplab.render.summary import summary_table
+
+    def table(metrics: list[Metric]) -> str:
+        run = RunRecord(experiment="e", test="t", kind="custom", repetition=1, variant={},
+                        labels={}, started_at=0.0, metrics=metrics)
+        console = Console(file=io.StringIO(), width=200, color_system=None)
+        console.print(summary_table([run], "summary"))
+        return console.file.getvalue()  # type: ignore[attr-defined]
+
+    bulk = Metric("goodput", 4e6, "bit/s", flow="t.scp")
+    page = _outcome("page", "ok_50ms.jsonl", 0.0).metrics
+    assert "page load" not in table([bulk]) and "goodput" in table([bulk])
+    text = table([bulk, *page])
+    assert "page load" in text and "failed loads" in text and "goodput" in text

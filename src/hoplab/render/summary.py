@@ -108,6 +108,10 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
             table.add_column("flow", no_wrap=True)
         table.add_column("runs ok", justify="right")
         names = _columns(kind) if per_flow else HEADLINE.get(kind, ())
+        if per_flow:
+            # A composition shows the figures its flows have (no page load column for a
+            # test without a web flow).
+            names = tuple(n for n in names if any(n in row["figures"] for row in rows))
         for name in names:
             table.add_column(metrics.label(name), justify="right")
         notes = () if per_flow else _notes(kind)
