@@ -250,3 +250,23 @@ def test_a_custom_summary_shows_page_loads_only_where_a_flow_loads_pages() -> No
     assert "page load" not in table([bulk]) and "goodput" in table([bulk])
     text = table([bulk, *page])
     assert "page load" in text and "failed loads" in text and "goodput" in text
+
+
+def test_a_device_node_is_refused_with_its_name(tmp_path: Path) -> None:
+    from hoplab.errors import HoplabError
+    from hoplab.lab.plan import plan_lab
+    from hoplab.spec import load_lab
+
+    (tmp_path / "lab.toml").write_text(
+        'name = "d"\n[nodes.a]\n[nodes.dev]\nssh = "root@dev"\n[[links]]\n'
+        'between = ["a", "dev"]\nattach = { a = "eth9" }\n'
+        'addresses = { a = "192.168.10.2/24", dev = "192.168.10.1/24" }\n')
+    plan = plan_lab(load_lab(tmp_path / "lab.toml"))
+    tool = kinds.flow_tool("web")
+    to_device = Flow(name="p", kind="web", src="a", dst="dev", objects=(1000,), loads=1)
+    with pytest.raises(HoplabError, match=r"flow p: dev is a device .* server \(nginx\)"):
+        tool.server(to_device, 0, plan)
+    from_device = Flow(name="p", kind="web", src="dev", dst="a", objects=(1000,), loads=1)
+    with pytest.raises(HoplabError, match=r"dev is a device .* browser \(Chromium\)"):
+        tool.client(from_device, 0, plan)
+    assert "http://192.168.10.1:8080/" in tool.client(to_device, 0, plan)

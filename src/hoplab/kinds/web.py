@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hoplab.analysis.stats import mean, percentile
+from hoplab.errors import HoplabError
 from hoplab.kinds.registry import FlowTool, Kind, Parse, Reader, register
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, Series
@@ -104,7 +105,16 @@ def _port(index: int) -> int:
     return WEB_BASE_PORT + index
 
 
+def _on_this_machine(plan: Plan, flow: Flow, node: str, what: str) -> None:
+    """nginx's files are written into this machine's work directory and the browser is
+    driven by hoplab's own Python: both run in a namespace node, not on a device."""
+    if plan.lab.node(node).is_device:
+        raise HoplabError(f"flow {flow.name}: {node} is a device reached over SSH; a web "
+                          f"flow's {what} runs in a namespace node of this machine")
+
+
 def _server(flow: Flow, index: int, plan: Plan) -> Server:
+    _on_this_machine(plan, flow, flow.dst, "server (nginx)")
     port, ipv6 = _port(index), flow.family == 6
     return Server(flow.dst, "tcp", port, [],
                   prepare=lambda home: nginx.prepare(home, port, flow.objects, ipv6))
@@ -116,6 +126,7 @@ def url(flow: Flow, index: int, plan: Plan) -> str:
 
 
 def _client(flow: Flow, index: int, plan: Plan) -> list[str]:
+    _on_this_machine(plan, flow, flow.src, "browser (Chromium)")
     # hoplab's own interpreter runs the browser's driver, in the node's namespace.
     return pageload.argv(sys.executable, pageload.Plan(
         url(flow, index, plan), flow.loads or DEFAULT_LOADS,
