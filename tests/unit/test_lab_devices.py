@@ -154,3 +154,30 @@ def test_listening_ports_from_proc_net_as_on_a_device() -> None:
         node.files[f"/proc/thread-self/net/{table}"] = (DATA / f"proc_net_{table}.txt").read_bytes()
     assert _listening(node, "tcp") == {5201}
     assert _listening(node, "udp") == {2112}
+
+
+class _Rebooting(FakeExecutor):
+    """A device node whose uptime went back once (the executor's own check says so)."""
+
+    def __init__(self, node: str, answers: list[bool]) -> None:
+        super().__init__(node)
+        self.answers = answers
+
+    def check_rebooted(self) -> bool:
+        return self.answers.pop(0)
+
+
+def test_a_rebooted_device_is_named_and_namespaces_are_not_asked() -> None:
+    nodes = {"router": _Rebooting("router", [False, True, False, False]),
+             "client": FakeExecutor("client")}
+    seen: dict[str, tuple[str, float]] = {}
+    facts = {"router": {"boot_id": "b1", "uptime_s": 500.0}, "client": {}}
+    assert devices.reboots(nodes, facts, seen) == {}
+    # Seen by the executor on its connection...
+    assert devices.reboots(nodes, facts, seen) == {
+        "router": "rebooted since hoplab last looked (uptime went back)"}
+    # ...or in the facts of a lab built again (after a run failed when it went down).
+    again = {"router": {"boot_id": "b2", "uptime_s": 20.0}, "client": {}}
+    assert devices.reboots(nodes, again, seen) == {
+        "router": "rebooted since the previous run (boot id changed, uptime went back)"}
+    assert devices.reboots(nodes, again, seen) == {}

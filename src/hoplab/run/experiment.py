@@ -30,7 +30,7 @@ from hoplab.kinds import flow_tool
 from hoplab.lab import build
 from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
-from hoplab.lab.devices import clock_offsets, device_labels, test_tools
+from hoplab.lab.devices import clock_offsets, device_labels, reboots, test_tools
 from hoplab.lab.plan import Plan
 from hoplab.lab.signals import shielded
 from hoplab.lab.summary import summarize
@@ -159,6 +159,8 @@ class ExperimentRunner:
         self.records: list[RunRecord] = []
         self._up: tuple[int, UpResult, dict[str, Any]] | None = None
         self._nodes: dict[str, Executor] = {}
+        # Each device's boot id and uptime as the previous run saw them.
+        self._boots: dict[str, tuple[str, float]] = {}
         self._host = host_metadata(self.caps)
 
     def _lab_for(self, index: int) -> tuple[UpResult, dict[str, Any]]:
@@ -217,6 +219,11 @@ class ExperimentRunner:
                 rec.labels.setdefault(key, value)
             # Each device's clock against this machine's, measured for this run.
             rec.metadata["clocks"] = clock_offsets(self._nodes)
+            rebooted = reboots(self._nodes, settings, self._boots)
+            if rebooted:
+                rec.metadata["rebooted"] = rebooted
+                self.progress.note(f"warning: {', '.join(rebooted)} rebooted; see run "
+                                   f"metadata 'rebooted'")
             result: TestResult = run_test(test, up.plan, workdir, self.progress.tick,
                                           Path(self.exp.source).resolve().parent,
                                           nodes=self._nodes)
