@@ -7,7 +7,8 @@ Two kinds, both in a network namespace of their own:
   default BusyBox), dropbear, iperf3 and irtt with their libraries; no Python, no
   bash, no tc, no ethtool, /etc/openwrt_release and /tmp/sysinfo/model as on OpenWrt.
 - "linux-board": Debian's OpenSSH server running in the namespace on this machine's
-  file system, so tc, perf and ethtool are there (seed 003's Ubuntu boards).
+  file system, so tc, perf and ethtool are there (seed 003's Ubuntu boards); it allows
+  TCP forwarding, so it can be a jump host.
 
 Every name starts with ``hldev-`` plus a per-farm token, so `hoplab clean` and the lab
 tests' leak checks never take a device for a lab's node. Keys are made per farm, the
@@ -181,6 +182,16 @@ class Device:
         _kill_all(self.netns)
         self.server_pid = None
 
+    def kill_ssh(self) -> None:
+        """Kill the SSH server alone (listener and connections), as a crash of dropbear
+        or sshd would: the commands it ran live on, orphaned."""
+        for pid in _ns_pids(self.netns):
+            with suppress(OSError):
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                if comm in ("dropbear", "sshd"):
+                    os.kill(pid, signal.SIGKILL)
+        self.server_pid = None
+
     def pids(self) -> set[int]:
         """Every process on the device but its SSH listener (PIDs as this machine sees
         them): what a test checks is empty after hoplab stopped its processes."""
@@ -336,7 +347,7 @@ class Farm:
             f"ListenAddress {address}:22\nHostKey {key}\nPidFile {ddir}/sshd.pid\n"
             "PermitRootLogin prohibit-password\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-            "StrictModes no\nAllowTcpForwarding no\nX11Forwarding no\nPrintMotd no\n"
+            "StrictModes no\nAllowTcpForwarding yes\nX11Forwarding no\nPrintMotd no\n"
             "MaxSessions 100\nMaxStartups 100\nLogLevel ERROR\n")
         return " ".join(key.with_suffix(".pub").read_text().split()[:2])
 

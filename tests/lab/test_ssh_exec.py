@@ -199,6 +199,7 @@ def test_server_killed_mid_command_then_back(device_farm: Farm) -> None:
         def long() -> None:
             try:
                 e.run(["sleep", "20"], timeout=30)
+                got.append(AssertionError("returned"))
             except BaseException as x:
                 got.append(x)
 
@@ -206,7 +207,7 @@ def test_server_killed_mid_command_then_back(device_farm: Farm) -> None:
         th.start()
         time.sleep(0.5)
         t = time.monotonic()
-        dev.kill_server()
+        dev.kill_ssh()
         th.join(20)
         assert time.monotonic() - t < 10
         assert len(got) == 1 and isinstance(got[0], ExecutorError)
@@ -285,3 +286,22 @@ def test_keys_only_never_a_password(dev: Device, tmp_path: Path) -> None:
     finally:
         e.close()
     assert time.monotonic() - t < 10       # no prompt waited for
+
+
+def test_through_a_jump_host(device_farm: Farm) -> None:
+    """ssh_options.jump: the device is reached through a bastion (here a Linux board,
+    jumping to its own address), with the same key and known_hosts."""
+    board = device_farm.add("linux-board")
+    e = SshExecutor(board.target("r1", jump=f"root@{board.address}:22"))
+    try:
+        assert e.run(["echo", "via", "jump"]).stdout == "via jump\n"
+        assert e.conn._tunnel is not None
+    finally:
+        e.close()
+    # Nothing listens on port 1 of this machine: the jump host refuses at once.
+    bad = SshExecutor(board.target("r1", jump="root@127.0.0.1:1", connect_timeout=2))
+    try:
+        with pytest.raises(ExecutorError, match=r"jump host root@127\.0\.0\.1"):
+            bad.run(["true"])
+    finally:
+        bad.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from hoplab.nodes.clock import ClockOffset, _adjtimex
 from hoplab.nodes.ssh_facts import parse_facts
 from hoplab.nodes.ssh_quote import SIGNAL_CHECKED, parse_stat, remote_command
 from hoplab.nodes.ssh_target import SshTarget, SshTargetError
-from hoplab.samplers.device import loop_script, split_sample
+from hoplab.samplers.device import loop_argv, loop_script, split_sample
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "devices"
 SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
@@ -120,6 +121,40 @@ def test_cpu_of_an_old_arm_kernel() -> None:
             "processor\t: 1\nHardware\t: BCM5301X\n@@@ end\n")
     f = parse_facts(text, ())
     assert (f.values["cpu_model"], f.values["cpus"]) == ("ARMv7 Processor rev 0 (v7l)", 2)
+
+
+AWKS = [a for a in (["busybox", "awk"], ["mawk", "-W", "interactive"], ["gawk"])
+        if shutil.which(a[0])]
+
+
+@pytest.mark.parametrize("awk", AWKS, ids=lambda a: a[0])
+def test_sampler_loop_in_awk(awk: list[str]) -> None:
+    """The device's side of the sampler in one awk process, answering each request line
+    as it comes (a reply per line, not per block of input)."""
+    argv = loop_argv(["/proc/stat", "/proc/net/dev"], "awk", False, None)
+    assert argv[-2] == "awk"
+    env_args, prog = argv[1:4], argv[-1]
+    env = {**os.environ, **dict(a.split("=", 1) for a in env_args)}
+    with subprocess.Popen([*awk, prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True, env=env) as p:
+        assert p.stdin is not None and p.stdout is not None
+        # An awk that waits for a block of input never answers: killed, the test fails.
+        watchdog = threading.Timer(10, p.kill)
+        watchdog.start()
+        for _ in range(2):
+            p.stdin.write("s\n")
+            p.stdin.flush()
+            lines = []
+            while (line := p.stdout.readline().rstrip("\n")) != "@@hoplab-end@@":
+                lines.append(line)
+            sec = split_sample(lines)
+            assert sec["/proc/stat"].startswith("cpu ")
+            assert "Inter-|" in sec["/proc/net/dev"]
+            assert list(sec)[2:] == ["/proc/self/stat", f"/proc/{os.getpid()}/stat"]
+        p.stdin.write("q\n")
+        p.stdin.flush()
+        assert p.wait(5) == 0
+        watchdog.cancel()
 
 
 @pytest.mark.skipif(shutil.which("busybox") is None, reason="needs busybox (make setup)")

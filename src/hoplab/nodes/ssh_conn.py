@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import asyncssh
 
 from hoplab.nodes.executor import ExecutorError
-from hoplab.nodes.ssh_target import SshTarget
+from hoplab.nodes.ssh_target import SshTarget, split_destination
 
 T = TypeVar("T")
 
@@ -51,6 +51,7 @@ class SshConnection:
         self._thread.start()
         self._conn: asyncssh.SSHClientConnection | None = None
         self._open_lock: asyncio.Lock | None = None
+        self._tunnel: asyncssh.SSHClientConnection | None = None    # to the jump host
         self._closed = False
         self.connects = 0          # how many times it connected (1 + reconnections)
 
@@ -126,7 +127,7 @@ class SshConnection:
             self.connects += 1
             return self._conn
 
-    def _options(self) -> dict[str, Any]:
+    def _options(self, user: str | None, port: int | None) -> dict[str, Any]:
         t = self.target
         kw: dict[str, Any] = {
             # A known_hosts file that does not exist yet trusts nothing.
@@ -137,56 +138,82 @@ class SshConnection:
             # A dead link is noticed within ~15 s even when no command is running.
             "keepalive_interval": 5, "keepalive_count_max": 3,
         }
-        if t.user:
-            kw["username"] = t.user
-        if t.port:
-            kw["port"] = t.port
+        if user:
+            kw["username"] = user
+        if port:
+            kw["port"] = port
         if t.identity:
             kw["client_keys"] = [str(t.identity_path())]
-        if t.jump:
-            kw["tunnel"] = t.jump
         return kw
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
         t = self.target
+        tunnel = None
+        if t.jump:
+            # The jump host is reached with the same key and known_hosts as the device.
+            jump, port = t.jump, None
+            head, sep, tail = jump.rpartition(":")
+            if sep and tail.isdigit() and "]" not in tail:
+                jump, port = head, int(tail)
+            user, host = split_destination(jump)
+            tunnel = await self._dial(host, port, user, None, what=f"jump host {jump}")
+        try:
+            conn = await self._dial(t.host, t.port, t.user, tunnel, what=t.destination)
+        except BaseException:
+            if tunnel is not None:
+                tunnel.close()
+            raise
+        if self._tunnel is not None:
+            self._tunnel.close()
+        self._tunnel = tunnel
+        return conn
+
+    async def _dial(self, host: str, port: int | None, user: str | None,
+                    tunnel: asyncssh.SSHClientConnection | None,
+                    what: str) -> asyncssh.SSHClientConnection:
+        t = self.target
         kh = t.known_hosts_path()
+        kw = self._options(user, port)
+        if tunnel is not None:
+            kw["tunnel"] = tunnel
         try:
             try:
-                return await asyncssh.connect(t.host, **self._options())
+                return await asyncssh.connect(host, **kw)
             except asyncssh.HostKeyNotVerifiable as e:
-                state = _known_state(kh, t.host, t.port)
+                state = _known_state(kh, host, port)
                 if state == "changed":
                     raise HostKeyError(
-                        f"node {self.node}: the host key of {t.host} is not the one in {kh}: "
+                        f"node {self.node}: the host key of {host} is not the one in {kh}: "
                         f"refused (a reinstalled device, or someone in between; if the "
                         f"device was reinstalled, remove its old line from {kh})") from e
                 if not t.accept_new_host_keys:
                     raise HostKeyError(
-                        f"node {self.node}: unknown host key of {t.host} (not in {kh}); "
+                        f"node {self.node}: unknown host key of {host} (not in {kh}); "
                         + ACCEPT_HINT.format(known_hosts=kh)) from e
-                await self._accept_new(kh)
-                return await asyncssh.connect(t.host, **self._options())
+                await self._accept_new(kh, host, port, tunnel)
+                kw = self._options(user, port) | ({"tunnel": tunnel} if tunnel else {})
+                return await asyncssh.connect(host, **kw)
         except HostKeyError:
             raise
         except asyncssh.PermissionDenied as e:
             raise ExecutorError(
-                f"node {self.node}: {t.destination} refused our keys (hoplab uses keys or an "
+                f"node {self.node}: {what} refused our keys (hoplab uses keys or an "
                 f"agent only, never a password): {_why(e)}") from e
         except (asyncssh.Error, OSError, TimeoutError) as e:
-            raise ExecutorError(f"node {self.node}: cannot connect to {t.destination}: "
+            raise ExecutorError(f"node {self.node}: cannot connect to {what}: "
                                 f"{_why(e)}") from e
 
-    async def _accept_new(self, kh: Path) -> None:
-        t = self.target
+    async def _accept_new(self, kh: Path, host: str, port: int | None,
+                          tunnel: asyncssh.SSHClientConnection | None) -> None:
         kw: dict[str, Any] = {}
-        if t.port:
-            kw["port"] = t.port
-        if t.jump:
-            kw["tunnel"] = t.jump
-        key = await asyncssh.get_server_host_key(t.host, **kw)
+        if port:
+            kw["port"] = port
+        if tunnel is not None:
+            kw["tunnel"] = tunnel
+        key = await asyncssh.get_server_host_key(host, **kw)
         if key is None:
-            raise HostKeyError(f"node {self.node}: {t.host} sent no host key")
-        name = t.host if not t.port or t.port == 22 else f"[{t.host}]:{t.port}"
+            raise HostKeyError(f"node {self.node}: {host} sent no host key")
+        name = host if not port or port == 22 else f"[{host}]:{port}"
         kh.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with kh.open("a") as f:
             f.write(f"{name} {key.export_public_key('openssh').decode().strip()}\n")
@@ -194,6 +221,9 @@ class SshConnection:
     def _lost(self, conn: asyncssh.SSHClientConnection) -> None:
         if self._conn is conn:
             self._conn = None
+            if self._tunnel is not None:
+                self._tunnel.abort()
+                self._tunnel = None
         conn.abort()
 
     def close(self) -> None:
@@ -209,6 +239,9 @@ class SshConnection:
                 except (TimeoutError, asyncssh.Error, OSError):
                     self._conn.abort()
                 self._conn = None
+            if self._tunnel is not None:
+                self._tunnel.close()
+                self._tunnel = None
 
         with contextlib.suppress(TimeoutError, concurrent.futures.TimeoutError):
             asyncio.run_coroutine_threadsafe(shut(), self._loop).result(5)

@@ -62,6 +62,15 @@ async def _header(proc: asyncssh.SSHClientProcess[bytes], node: str) -> tuple[in
                             f"{(line + err).decode(errors='replace').strip()[:300]}") from None
 
 
+def _finished(status: Any) -> Any:
+    """A completed command has an exit status or a signal; neither means the connection
+    went before the command ended (its fate on the device is unknown)."""
+    # asyncssh gives -1 (or None) with no signal when the channel closed unanswered.
+    if (status.exit_status is None or status.exit_status < 0) and not status.exit_signal:
+        raise EOFError("the connection closed before the command ended")
+    return status
+
+
 async def _closed(proc: asyncssh.SSHClientProcess[Any], timeout: float = 5.0) -> None:
     """Wait for the channel's close to complete (bounded: a lost connection never
     answers, nor does a server whose command still runs)."""
@@ -173,7 +182,7 @@ class SshExecutor:
                         proc.stdin.write(stdin)
                     proc.stdin.write_eof()
                     out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
-                    status = await proc.wait(check=False)
+                    status = _finished(await proc.wait(check=False))
                 except asyncio.CancelledError:
                     # Timed out: end it on the device through its own channel where the
                     # server takes signals (dropbear), so the channel closes before
@@ -333,7 +342,7 @@ class SshExecutor:
                         while chunk := await proc.stdout.read(1 << 20):
                             f.write(chunk)
                     err = await proc.stderr.read()
-                    status = await proc.wait(check=False)
+                    status = _finished(await proc.wait(check=False))
                 finally:
                     proc.close()
                     await _closed(proc)
@@ -404,7 +413,7 @@ class SshExecutor:
                     await _header(proc, self.node)
                     proc.stdin.write_eof()
                     out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
-                    status = await proc.wait(check=False)
+                    status = _finished(await proc.wait(check=False))
                 finally:
                     proc.close()
                     await _closed(proc)
