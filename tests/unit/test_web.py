@@ -241,9 +241,9 @@ def test_a_custom_summary_shows_page_loads_only_where_a_flow_loads_pages() -> No
     def table(metrics: list[Metric]) -> str:
         run = RunRecord(experiment="e", test="t", kind="custom", repetition=1, variant={},
                         labels={}, started_at=0.0, metrics=metrics)
-        console = Console(file=io.StringIO(), width=200, color_system=None)
-        console.print(summary_table([run], "summary"))
-        return console.file.getvalue()  # type: ignore[attr-defined]
+        buf = io.StringIO()
+        Console(file=buf, width=200, color_system=None).print(summary_table([run], "summary"))
+        return buf.getvalue()
 
     bulk = Metric("goodput", 4e6, "bit/s", flow="t.scp")
     page = _outcome("page", "ok_50ms.jsonl", 0.0).metrics
