@@ -9,7 +9,7 @@ Seed 004's uplink: hosts ha and hb behind router r, whose link to srv is the
   606 ms): median RTT above 300 ms. The same through fq_codel: below 15 ms.
 - Three bulk uploads alone through fq_codel: goodput >= 90 % of the payload rate,
   20 Mbit/s x 1448 / 1514 = 19.13 Mbit/s (1514-byte frames carry 1448 bytes).
-- codel, with 20 ms of delay each way: the bulk flows' packets wait 5 ms +- 3 ms
+- codel, with 40 ms of delay each way: the bulk flows' packets wait 5 ms +- 3 ms
   (median, measured by the wire).
 - Host fairness: ha 3 flows, hb 1 flow; keys = "src": 50 % +- 5 % each; 5-tuple:
   hb gets 25 % +- 5 %.
@@ -138,14 +138,14 @@ def test_fq_codel_bulk_goodput(lab_up: LabUp) -> None:
 
 
 def test_codel_sojourn_near_target(lab_up: LabUp) -> None:
-    # A home uplink's path to a server: 20 ms each way. CoDel's 100 ms interval is
-    # made for RTTs of tens of ms; at the lab's bare 0.1 ms RTT three cubic flows
-    # settle near 10 ms instead (docs/wire.md).
-    up = lab_up(uplink('rate = "20mbit", qdisc = "codel"', 'delay = "20ms"'))
+    # A path of 80 ms RTT (40 ms each way): CoDel's interval (100 ms) is set for the
+    # RTTs it controls. Shorter paths keep more queue with three cubic flows: median
+    # 6-8 ms at 40 ms RTT, ~10 ms at the lab's bare 0.1 ms (docs/wire.md).
+    up = lab_up(uplink('rate = "20mbit", qdisc = "codel"', 'delay = "40ms"'))
     path = wire_samples.stats_path(wire.netns_name(up.name, BOTTLENECK))
     with servers(up, [5201]):
-        bulk = client(up, "ha", 5201, "-P", "3", "-t", "7")
-        time.sleep(2)  # past slow start: CoDel's control loop has settled
+        bulk = client(up, "ha", 5201, "-P", "3", "-t", "8")
+        time.sleep(3)  # past slow start: CoDel's control loop has settled
         before = wire.read_stats(path)
         time.sleep(4)
         after = wire.read_stats(path)
