@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import math
+import os
 import signal
 import statistics
 import subprocess
@@ -216,7 +217,7 @@ timeout = "5s"
 def _browsers_in_lab_namespaces() -> set[int]:
     """Browser, driver and server processes in a namespace other than this machine's own
     that no named namespace holds: what a lab taken down would leave running."""
-    root = netns_inode(1)
+    root = netns_inode(os.getpid())  # this test's own: the machine's (PID 1's is not readable)
     named = pids_in(namespaces())
     return {pid for pid in live_pids("chromium", "chrome_crashpad", "node-MainThread",
                                      "nginx", "python3")
