@@ -29,6 +29,8 @@ name = "benchwire"
 [nodes.a]
 [nodes.b]
 [nodes.c]
+[nodes.d]
+[nodes.e]
 [[links]]
 between = ["a", "b"]
 emulator = "wire"
