@@ -56,6 +56,9 @@ def test_a_process_is_identified_by_pid_and_start_time(tmp_path: Path) -> None:
                     out=tmp_path / "o", err=tmp_path / "e")
     ticks = proc_start_time(proc.ident.pid)
     assert ticks is not None and proc.ident == ProcessId("host", proc.ident.pid, ticks)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "o").read_text() and time.monotonic() < deadline:
+        time.sleep(0.01)  # started, and has said so (a busy machine is slow to)
     assert proc.poll() is None
     assert ex.written(proc) is not None
     # A record whose start time differs is another process that got the PID: untouched.

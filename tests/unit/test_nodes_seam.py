@@ -111,8 +111,11 @@ def test_a_test_runs_end_to_end_on_fake_nodes(tmp_path: Path) -> None:
     nodes = _fakes(plan, workdir)
     server = server_for(test.flows[0], 0, plan)
     assert server is not None
-    nodes[server.node].reply(["ss", "-Hltn"],
-                             stdout=f"LISTEN 0 5 0.0.0.0:{server.port} 0.0.0.0:*\n")
+    # The server listens: its socket in the node's /proc/net/tcp (state 0A).
+    nodes[server.node].files["/proc/thread-self/net/tcp"] = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid"
+        f"\n   0: 00000000:{server.port:04X} 00000000:0000 0A 00000000:00000000 00:00000000"
+        " 00000000     0\n").encode()
     as_executors: dict[str, Executor] = dict(nodes)
 
     result = run_test(test, plan, workdir, nodes=as_executors)
