@@ -138,6 +138,26 @@ def test_the_quick_rank_test_is_scipys_normal_approximation(n1, n2, shift):
     a[:3], b[:3] = np.round(a[:3]), np.round(b[:3])       # ties
     assert _rank_p(a, b) == pytest.approx(
         stats.mannwhitneyu(a, b, method="asymptotic").pvalue, rel=1e-9)
+    # Small samples without ties: the exact distribution, as scipy's method="exact".
+    a, b = rng.normal(0, 1, 12), rng.normal(shift, 1, 6)
+    assert _rank_p(a, b) == pytest.approx(
+        stats.mannwhitneyu(a, b, method="exact").pvalue, rel=1e-9)
     # Never below what the sizes allow: three values all above three others give 0.081
     # by the approximation, 2 / C(6, 3) = 0.1 exactly.
     assert _rank_p(np.array([5.0, 6, 7]), np.array([1.0, 2, 3])) == pytest.approx(0.1)
+
+
+def test_a_large_step_two_values_from_the_end_of_a_short_series_is_found():
+    # examples/nat-versions: v1-v4 at 100 Mbit/s of frames, v5 and v6 at 51 (-49 %).
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        values = [list(rng.normal(x, x * 0.02, 3)) for x in [95.6] * 4 + [48.8] * 2]
+        assert locate(values) == [4]
+
+
+def test_two_values_high_together_are_a_blip_not_a_step():
+    # Seed 12's values 18 and 19 are all six above 100 * (1 + 5 %): the rank test alone
+    # takes them for a step at 18 and another back at 20.
+    values = _series(12, 60, [])
+    assert float(np.median(values[18] + values[19])) > 105
+    assert locate(values) == []

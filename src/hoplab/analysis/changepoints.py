@@ -10,12 +10,15 @@ How: a sequential, windowed E-divisive means detector (Matteson and James 2014, 
 divergence Hunter / Apache Otava rank splits by) with a significance test of our own.
 Values are read left to right, as they would be appended. At each new value t the
 window holds the values since the last change point, at most `window` of them; the
-split of the window with the largest E-divisive divergence, with at least `min_size`
-values on each side, is the candidate. It is a change point when a Mann-Whitney rank
-test of the repetitions on its two sides gives p below `alpha` after a Bonferroni
-correction for the number of splits tried. The window then restarts at the change
-point, and the stretch before it is searched again (a larger step found first can
-hide a smaller one just before it).
+split of the window with the largest E-divisive divergence is the candidate. It is a
+change point when it has at least `min_size` values on each side, when a Mann-Whitney
+rank test of the repetitions on its two sides gives p below `alpha` after a Bonferroni
+correction for the number of splits tried, and, while it has few values after it yet,
+when the step is at least SHORT_STEP times the noise (two values high together by
+chance are a blip, not a step). The candidate is sought up to the newest value, so a
+step among the newest values holds the decision back instead of pulling the change
+point early. The window then restarts at the change point, and the stretch before it
+is searched again (a larger step found first can hide a smaller one just before it).
 
 Every decision is taken on the values up to t only, so appending values never moves
 or removes a change point found before (tests/unit/test_changepoints.py checks it).
@@ -32,6 +35,7 @@ detection on the same generated series (docs/trend.md has the figures).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,9 +44,10 @@ import numpy as np
 
 from hoplab.analysis.power import Power, min_p, noise_cv, power_figures
 
-MIN_SIZE = 3                # values on each side of a change point
+MIN_SIZE = 2                # values on each side of a change point
 WINDOW = 40                 # values a window holds at most
-ALPHA = 0.001               # per decision, after the correction for the splits tried
+ALPHA = 0.0005              # per decision, after the correction for the splits tried
+SHORT_STEP = 2.0            # noise SDs a step needs while it has few values after it
 FDR = 0.05                  # Benjamini-Hochberg level across metrics
 RESAMPLES = 2000            # bootstrap resamples for the interval of a change
 POWER = 0.8
@@ -90,11 +95,33 @@ def _divergence(x: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     return scaled
 
 
+_EXACT = 400                # n1 x n2 up to which a p without ties is exact
+
+
+@functools.cache
+def _u_tail(n1: int, n2: int) -> tuple[float, ...]:
+    """P(U <= u) for u = 0 .. n1 n2 under no difference, from the counts of
+    arrangements (Mann and Whitney's recurrence, one sample size at a time)."""
+    # counts[m][u]: arrangements of i values of the first sample among m of the second
+    counts = [np.zeros(n1 * n2 + 1) for _ in range(n2 + 1)]
+    for m in range(n2 + 1):
+        counts[m][0] = 1.0
+    for _ in range(1, n1 + 1):
+        new = [counts[0].copy()]
+        for m in range(1, n2 + 1):
+            shifted = np.zeros_like(counts[m])
+            shifted[m:] = counts[m][:-m] if m else counts[m]
+            new.append(new[m - 1] + shifted)
+        counts = new
+    dist = counts[n2]
+    return tuple(np.cumsum(dist) / dist.sum())
+
+
 def _rank_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided Mann-Whitney p by the normal approximation (tie and continuity
-    corrected, as scipy's method="asymptotic"), never below the smallest p the sizes
-    allow, where the approximation runs low. Computed here: scipy.stats costs a second
-    to import and 1.5 ms a call, most of a 1,000-value scan."""
+    """Two-sided Mann-Whitney p: exact for small samples without ties (n1 x n2 up to
+    _EXACT), else the normal approximation (tie and continuity corrected, as scipy's
+    method="asymptotic"), never below the smallest p the sizes allow. Computed here:
+    scipy.stats costs a second to import and 1.5 ms a call, most of a 1,000-value scan."""
     x = np.concatenate([a, b])
     n1, n2 = len(a), len(b)
     n = n1 + n2
@@ -111,6 +138,10 @@ def _rank_p(a: np.ndarray, b: np.ndarray) -> float:
     u = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2
     ties = float(np.sum(sizes.astype(float) ** 3 - sizes))
     var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if len(sizes) == n and n1 * n2 <= _EXACT:
+        tail = _u_tail(n1, n2)
+        low = min(u, n1 * n2 - u)
+        return min(1.0, 2 * tail[round(low)])
     z = max(abs(u - n1 * n2 / 2) - 0.5, 0.0) / math.sqrt(var)
     return max(math.erfc(z / math.sqrt(2)), min_p(n1, n2))
 
@@ -128,23 +159,36 @@ class _Series:
         return self.points[self.starts[lo]:self.starts[hi]]
 
 
-def _best_split(series: _Series, lo: int, hi: int, min_size: int, alpha: float,
-                *, settled: bool = False) -> int | None:
+def _best_split(series: _Series, lo: int, hi: int, min_size: int, alpha: float
+                ) -> int | None:
     """The split of values lo..hi-1 a change point is at, or None if none is significant.
 
-    settled: hi is only the newest value, not the end of a stretch. Then the split must
-    not be the last one tried: a step just past it (with fewer than min_size values
-    after it yet) pulls the best split to that edge, one value early."""
-    cuts = np.arange(lo + min_size, hi - min_size + 1)
-    if len(cuts) == 0:
+    The best split is sought up to one value before hi, though a change point needs
+    min_size values after it: a step among the last values pulls the best split of the
+    shorter range towards its edge, early. When the best split lies there, among the
+    newest values, nothing is decided until more values come."""
+    if hi - lo < 2 * min_size:
         return None
+    wide = np.arange(lo + min_size, hi)
     x = series.span(lo, hi)
-    point_cuts = series.starts[cuts] - series.starts[lo]
-    best = int(cuts[int(np.argmax(_divergence(x, point_cuts)))])
-    if settled and best == cuts[-1]:
+    best = int(wide[int(np.argmax(_divergence(x, series.starts[wide] - series.starts[lo])))])
+    tried = hi - lo - 2 * min_size + 1             # splits with min_size values each side
+    if best > hi - min_size:
         return None
-    p = _rank_p(series.span(lo, best), series.span(best, hi))
-    return best if p * len(cuts) < alpha else None
+    before, after = series.span(lo, best), series.span(best, hi)
+    if hi - best <= 2 * min_size and not _clear_step(before, after):
+        return None
+    p = _rank_p(before, after)
+    return best if p * tried < alpha else None
+
+
+def _clear_step(before: np.ndarray, after: np.ndarray) -> bool:
+    """A step with few values after it yet is taken only if it is at least SHORT_STEP
+    times the noise (robust SD of the values before it): two values that happen to be
+    high together are a blip, not a step, and pass the rank test as often as a step
+    does at the newest values. Smaller steps wait for more values, which they get."""
+    sd = 1.4826 * float(np.median(np.abs(before - np.median(before))))
+    return abs(float(np.median(after)) - float(np.median(before))) >= SHORT_STEP * sd
 
 
 def _search_before(series: _Series, lo: int, hi: int, min_size: int, alpha: float
@@ -166,11 +210,11 @@ def locate(values: Sequence[Sequence[float]], *, min_size: int = MIN_SIZE,
     series = _Series(values)
     found: list[int] = []
     start = 0
-    for t in range(2 * min_size + 1, len(values) + 1):
+    for t in range(2 * min_size, len(values) + 1):
         lo = max(start, t - window)
-        if t - lo < 2 * min_size + 1:
+        if t - lo < 2 * min_size:
             continue
-        split = _best_split(series, lo, t, min_size, alpha, settled=True)
+        split = _best_split(series, lo, t, min_size, alpha)
         if split is None:
             continue
         found += [i for i in _search_before(series, start, split, min_size, alpha)
