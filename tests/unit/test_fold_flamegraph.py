@@ -125,6 +125,8 @@ def _peak_rss_mb(argv: list[str], chunk: bytes, repeat: int, tmp: Path) -> tuple
     return int(mem.read_text().split()[-1]) / 1024, out.read_bytes()
 
 
+@pytest.mark.skipif(not Path("/usr/bin/time").exists(),
+                    reason="/usr/bin/time (Debian package time) is installed by make setup")
 def test_memory_does_not_grow_with_the_input(tmp_path: Path) -> None:
     # FlameGraph's 13 inputs, about 1.9 MB in all, streamed 10 and 100 times: the same
     # distinct stacks, ten times the input. The folder keeps stacks, not lines; each

@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.set_defaults(func=run_fold)
 
 
-def _stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, Counter[str]]:
+def run_stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, Counter[str]]:
     from hoplab.profile import fold
 
     rec = store.get_run(run_id, series=False)
@@ -106,7 +106,7 @@ def run_flamegraph(args: argparse.Namespace) -> int:
     from hoplab.store import open_store
 
     with open_store(store_arg.url(args)) as store:
-        pairs = [_stacks(store, r, args.node) for r in args.runs]
+        pairs = [run_stacks(store, r, args.node) for r in args.runs]
     if args.diff:
         (a, sa), (b, sb) = pairs
         svg = diff(fold.render(sa), fold.render(sb), title=f"{_title(a)} -> run {b.id}",
@@ -145,7 +145,7 @@ def run_profile(args: argparse.Namespace) -> int:
     from hoplab.store import open_store
 
     with open_store(store_arg.url(args)) as store:
-        rec, stacks = _stacks(store, int(args.runs[0]), args.node)
+        rec, stacks = run_stacks(store, int(args.runs[0]), args.node)
     table = analyze.load_categories(Path(args.categories)) if args.categories \
         else analyze.load_categories()
     top = analyze.top_symbols(stacks, args.top)

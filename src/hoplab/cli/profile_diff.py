@@ -10,7 +10,7 @@ from typing import Any
 
 from hoplab.analysis import select
 from hoplab.cli import store_arg
-from hoplab.cli.profile import _stacks
+from hoplab.cli.profile import run_stacks
 from hoplab.errors import UsageError
 from hoplab.profile.diff import FDR, ProfileDiff, diff
 from hoplab.store import Store, open_store
@@ -29,7 +29,7 @@ def _side(store: Store, spec: str, ids: list[int], node: str | None
                 skipped.append(run_id)
                 continue
         runs.append(run_id)
-        stacks.append(_stacks(store, run_id, node)[1])
+        stacks.append(run_stacks(store, run_id, node)[1])
     if not runs:
         raise UsageError(f"{spec!r} selects no run with a profile (runs "
                          f"{', '.join(map(str, skipped[:10]))} have none); add a [profile] "
