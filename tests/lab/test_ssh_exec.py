@@ -212,10 +212,20 @@ def test_server_killed_mid_command_then_back(device_farm: Farm) -> None:
         assert time.monotonic() - t < 10
         assert len(got) == 1 and isinstance(got[0], ExecutorError)
         assert "node r1" in str(got[0]) and "connection lost" in str(got[0])
-        with pytest.raises(ExecutorError, match="node r1"):
-            e.run(["true"])
-        dev.start_server()
-        assert e.run(["echo", "back"]).stdout == "back\n"
+        # Down for good (as seen within a 1 s connect timeout): an error naming the node.
+        down = SshExecutor(dev.target("r1", connect_timeout=1.0))
+        try:
+            with pytest.raises(ExecutorError, match="node r1: cannot connect"):
+                down.run(["true"])
+        finally:
+            down.close()
+        # Back within the connect timeout: the next call connects again and succeeds.
+        timer = threading.Timer(1.0, dev.start_server)
+        timer.start()
+        try:
+            assert e.run(["echo", "back"]).stdout == "back\n"
+        finally:
+            timer.join()
         assert e.conn.connects == 2
     finally:
         e.close()

@@ -10,7 +10,8 @@ passed or logged. Host keys are checked against known_hosts; an unknown key is
 refused with the way to accept it, a changed key is always refused.
 
 A lost connection raises ExecutorError naming the node; the next call connects
-again.
+again, retrying for up to the target's connect_timeout while the device refuses
+connections (an SSH server restarting, a reboot).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +31,7 @@ from hoplab.nodes.executor import ExecutorError
 from hoplab.nodes.ssh_target import SshTarget, split_destination
 
 T = TypeVar("T")
+RETRY_S = 0.25
 
 ACCEPT_HINT = ("accept it with `--accept-new-host-keys` or the lab option "
                "`accept_new_host_keys = true`, or add it to {known_hosts} yourself "
@@ -178,7 +181,7 @@ class SshConnection:
             kw["tunnel"] = tunnel
         try:
             try:
-                return await asyncssh.connect(host, **kw)
+                return await self._retrying(host, kw)
             except asyncssh.HostKeyNotVerifiable as e:
                 state = _known_state(kh, host, port)
                 if state == "changed":
@@ -202,6 +205,18 @@ class SshConnection:
         except (asyncssh.Error, OSError, TimeoutError) as e:
             raise ExecutorError(f"node {self.node}: cannot connect to {what}: "
                                 f"{_why(e)}") from e
+
+    async def _retrying(self, host: str, kw: dict[str, Any]) -> asyncssh.SSHClientConnection:
+        """Connect, trying again while the device refuses TCP connections (its SSH
+        server restarting, the device rebooting), until connect_timeout has passed."""
+        deadline = time.monotonic() + self.target.connect_timeout
+        while True:
+            try:
+                return await asyncssh.connect(host, **kw)
+            except (ConnectionRefusedError, asyncssh.ConnectionLost):
+                if time.monotonic() + RETRY_S >= deadline:
+                    raise
+                await asyncio.sleep(RETRY_S)
 
     async def _accept_new(self, kh: Path, host: str, port: int | None,
                           tunnel: asyncssh.SSHClientConnection | None) -> None:
