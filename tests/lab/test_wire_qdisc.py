@@ -27,13 +27,23 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hoplab.lab import wire
 from hoplab.samplers import wire as wire_samples
-from tests.helpers.lab import LabUp, UpLab, iperf3, mbit_received, stop, wait_listening
+from tests.helpers.lab import (
+    LabUp,
+    UpLab,
+    hoplab,
+    iperf3,
+    mbit_received,
+    namespaces,
+    stop,
+    wait_listening,
+)
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(wire.binary() is None, reason="hoplab-wire is not built")]
@@ -214,3 +224,14 @@ def test_fq_codel_at_1gbit_is_not_the_bottleneck(lab_up: LabUp) -> None:
     up = lab_up(uplink('rate = "1gbit", qdisc = "fq_codel"'))
     data = iperf3(up.ns("srv"), up.ns("ha"), "srv-v4", "-C", CC, "-O", "1", seconds=4)
     assert mbit_received(data) >= 900, mbit_received(data)
+
+
+def test_what_neither_can_give_fails_before_anything_is_built(tmp_path: Path,
+                                                              lab_name: str) -> None:
+    f = tmp_path / "cake.toml"
+    f.write_text(uplink('rate = "20mbit", qdisc = "cake"'))
+    out = hoplab("lab", "up", str(f), "--name", lab_name)
+    assert out.returncode == 2, out.stderr
+    assert 'links[2] (r <-> srv): qdisc = "cake" needs the cake qdisc' in out.stderr
+    assert f"({f}:14: links[2].forward.qdisc)" in out.stderr, out.stderr
+    assert not [ns for ns in namespaces() if lab_name in ns]

@@ -134,3 +134,11 @@ def test_sojourn_quantile_of_the_packets_between_two_reads() -> None:
     assert sojourn_quantile(before, after, 0.5) == pytest.approx(5.0)
     assert sojourn_quantile(before, after, 1.0) == pytest.approx(7.0)
     assert sojourn_quantile(after, after, 0.5) is None
+
+
+def test_a_problem_with_a_qdisc_points_at_its_line(tmp_path: Path) -> None:
+    f = tmp_path / "q.toml"
+    f.write_text('# t\nname = "q"\n[nodes.a]\n[nodes.b]\n[[links]]\nbetween = ["a", "b"]\n'
+                 'forward = { rate = "1mbit", qdisc = "cake" }\n')
+    (p,) = [x for x in requirements_problems(load_lab(f), BARE) if "cake" in x]
+    assert p.endswith(f"({f}:7: links[0].forward.qdisc)"), p

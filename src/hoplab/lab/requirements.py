@@ -8,8 +8,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hoplab.lab import wire
 from hoplab.lab.caps import TOOL_PACKAGES, Capabilities
+from hoplab.spec.locate import Locator
 from hoplab.spec.model import Direction, Lab, Link, QueueLimit
 
 # The userspace link emulator (hoplab-wire, see hoplab.lab.wire) exists; whether
@@ -125,9 +128,9 @@ def _link_problems(link: Link, caps: Capabilities) -> list[str]:
                            "with jitter (use emulator = \"wire\" or \"auto\")")
     if backend != "wire":
         for name, d in (("forward", link.forward), ("reverse", link.reverse)):
-            what = _wire_only(d)
-            if what:
-                out.append(f"{label}: {name}: qdisc_options.{what} needs the userspace wire "
+            only = _wire_only(d)
+            if only:
+                out.append(f"{label}: {name}: qdisc_options.{only} needs the userspace wire "
                            f'(tc has no such option), but emulator = "{link.emulator}"')
     if backend == "netem" and not caps.has_qdisc("netem"):
         if link.emulator == "netem":
@@ -183,11 +186,47 @@ def _base_problems(caps: Capabilities) -> list[str]:
     return out
 
 
+class _QdiscWhere:
+    """Where a link's qdisc keys were written, to point a problem with one at its line."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._locator: Locator | None = None
+
+    def _lines(self) -> dict[tuple[str | int, ...], int]:
+        if self._locator is None:
+            try:
+                text = Path(self.source).read_text()
+            except (OSError, ValueError):
+                text = ""
+            self._locator = Locator(text)
+        return self._locator.lines
+
+    def add(self, link: Link, problem: str) -> str:
+        if "qdisc" not in problem or not self.source.endswith(".toml"):
+            return problem
+        # Explicit [[links]] entries are numbered as the file lists them (generated
+        # links come after them and have no line of their own).
+        dirs = [d for d in ("forward", "reverse") if f": {d}:" in problem] or ["forward",
+                                                                                "reverse"]
+        key = "qdisc_options" if "qdisc_options" in problem else "qdisc"
+        candidates: list[tuple[str | int, ...]] = [("links", link.index, d, key) for d in dirs]
+        candidates += [("links", link.index, key), ("link_defaults", key)]
+        for path in candidates:
+            line = self._lines().get(path)
+            if line is not None:
+                name = ".".join(str(p) for p in path).replace(f".{link.index}.",
+                                                               f"[{link.index}].")
+                return f"{problem} ({self.source}:{line}: {name})"
+        return problem
+
+
 def requirements_problems(lab: Lab, caps: Capabilities) -> list[str]:
     """Every reason `lab` cannot be built with `caps`, one sentence each; [] if it can."""
     problems = _base_problems(caps)
+    where = _QdiscWhere(lab.source)
     for link in lab.links:
-        problems.extend(_link_problems(link, caps))
+        problems.extend(where.add(link, p) for p in _link_problems(link, caps))
     for i, t in enumerate(lab.tunnels):
         problems.extend(_wireguard_problems(f"tunnels[{i}] ({t.name}: {t.a} <-> {t.b})", caps))
     problems.extend(_node_problems(lab, caps))
