@@ -167,44 +167,50 @@ def _emit(doc: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _one(browser: Any, url: str, index: int, timeout_s: float) -> dict[str, Any]:
-    from playwright.sync_api import Error as PlaywrightError
-
+def _fresh(browser: Any) -> tuple[Any, Any]:
+    """A new browser context (no cache, no cookies, no connection) and a page in it, made
+    before the load's time comes: on a busy machine that takes a good part of a second."""
     context = browser.new_context()
-    started = time.time()
     try:
         context.add_init_script(_KEEP_ENTRIES_JS)
-        page = context.new_page()
-        deadline = time.monotonic() + timeout_s
-        try:
-            response = page.goto(url, wait_until="load", timeout=timeout_s * 1000)
-            # loadEventEnd is set once the load event's handlers have returned.
-            left = max(0.001, deadline - time.monotonic())
-            page.wait_for_function(_LOAD_DONE_JS, timeout=left * 1000)
-            got = page.evaluate(_TIMING_JS)
-        except PlaywrightError as e:
-            message = str(e).splitlines()[0] if str(e) else type(e).__name__
-            if "Timeout" in type(e).__name__ or "Timeout" in message:
-                message = f"no load event within {timeout_s:g} s"
-            return {"load": index, "start": started, "ok": False, "error": message}
-        nav = got["nav"]
-        status = response.status if response is not None else None
-        doc: dict[str, Any] = {
-            "load": index, "start": got["origin"] / 1000, "status": status,
-            "ttfb_ms": nav["responseStart"] - nav["startTime"],
-            "dcl_ms": nav["domContentLoadedEventEnd"] - nav["startTime"],
-            "load_ms": nav["loadEventEnd"] - nav["startTime"],
-            "transfer_bytes": got["bytes"], "objects": got["objects"],
-            # Where the first byte's time went: the handshake, then the request.
-            "connect_ms": nav["connectEnd"] - nav["connectStart"],
-            "request_ms": nav["responseStart"] - nav["requestStart"]}
-        ok = status is not None and 200 <= status < 300
-        doc["ok"] = ok
-        if not ok:
-            doc["error"] = f"HTTP status {status}"
-        return doc
-    finally:
+        return context, context.new_page()
+    except BaseException:
         context.close()
+        raise
+
+
+def _one(page: Any, url: str, index: int, timeout_s: float) -> dict[str, Any]:
+    from playwright.sync_api import Error as PlaywrightError
+
+    started = time.time()
+    deadline = time.monotonic() + timeout_s
+    try:
+        response = page.goto(url, wait_until="load", timeout=timeout_s * 1000)
+        # loadEventEnd is set once the load event's handlers have returned.
+        left = max(0.001, deadline - time.monotonic())
+        page.wait_for_function(_LOAD_DONE_JS, timeout=left * 1000)
+        got = page.evaluate(_TIMING_JS)
+    except PlaywrightError as e:
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "Timeout" in type(e).__name__ or "Timeout" in message:
+            message = f"no load event within {timeout_s:g} s"
+        return {"load": index, "start": started, "ok": False, "error": message}
+    nav = got["nav"]
+    status = response.status if response is not None else None
+    doc: dict[str, Any] = {
+        "load": index, "start": got["origin"] / 1000, "status": status,
+        "ttfb_ms": nav["responseStart"] - nav["startTime"],
+        "dcl_ms": nav["domContentLoadedEventEnd"] - nav["startTime"],
+        "load_ms": nav["loadEventEnd"] - nav["startTime"],
+        "transfer_bytes": got["bytes"], "objects": got["objects"],
+        # Where the first byte's time went: the handshake, then the request.
+        "connect_ms": nav["connectEnd"] - nav["connectStart"],
+        "request_ms": nav["responseStart"] - nav["requestStart"]}
+    ok = status is not None and 200 <= status < 300
+    doc["ok"] = ok
+    if not ok:
+        doc["error"] = f"HTTP status {status}"
+    return doc
 
 
 def _exec_time() -> float:
@@ -240,13 +246,17 @@ def run(p: Plan) -> int:
             step = 0.0 if end is None else max(0.0, end - first) / p.loads
             made = failed = 0
             for i in range(p.loads):
-                at = first + i * step
-                now = time.time()
-                if at > now:
-                    time.sleep(at - now)
-                elif end is not None and now >= end and i > 0:
-                    break  # the earlier loads took the whole duration
-                doc = _one(browser, p.url, i + 1, p.timeout_s)
+                context, page = _fresh(browser)
+                try:
+                    at = first + i * step
+                    now = time.time()
+                    if at > now:
+                        time.sleep(at - now)
+                    elif end is not None and now >= end and i > 0:
+                        break  # the earlier loads took the whole duration
+                    doc = _one(page, p.url, i + 1, p.timeout_s)
+                finally:
+                    context.close()
                 made += 1
                 failed += not doc["ok"]
                 _emit(doc)
