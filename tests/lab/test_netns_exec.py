@@ -19,8 +19,9 @@ from hoplab.lab.state import find, proc_start_time
 from hoplab.lab.teardown import teardown
 from hoplab.nodes.executor import ExecutorError
 from hoplab.nodes.netns_exec import NetnsExecutor
-from hoplab.nodes.registry import executors
+from hoplab.nodes.registry import executors, wire_executors
 from hoplab.run.procs import ProcessGroup
+from hoplab.samplers import Samplers, Target
 from tests.helpers.lab import EXAMPLES, LabUp
 
 pytestmark = pytest.mark.root
@@ -47,6 +48,10 @@ def test_commands_files_and_counters_are_the_nodes(lab_up: LabUp, tmp_path: Path
     # A process started on a node lives in its namespace, and only there.
     proc = client.start("sleeper", ["sleep", "30"], out=tmp_path / "o", err=tmp_path / "e")
     try:
+        # `ip netns exec` enters the namespace, then execs the tool: a moment later.
+        deadline = time.monotonic() + 10
+        while proc.ident.pid not in (client.pids() or set()) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert proc.ident.pid in (client.pids() or set())
         assert proc.ident.pid not in (r1.pids() or set())
     finally:
@@ -69,8 +74,9 @@ from pathlib import Path
 from hoplab.lab.state import find
 from hoplab.lab.plan import plan_lab
 from hoplab.spec import load_lab
-from hoplab.nodes.registry import executors
+from hoplab.nodes.registry import executors, wire_executors
 from hoplab.run.procs import ProcessGroup
+from hoplab.samplers import Samplers, Target
 plan = plan_lab(load_lab(Path(sys.argv[2]), name=sys.argv[1]))
 group = ProcessGroup(Path(sys.argv[3]), executors(plan), sys.argv[1])
 proc = group.start("server crash", "server", ["sleep", "300"])
@@ -112,3 +118,22 @@ def test_a_finished_test_leaves_no_process_in_the_record(lab_up: LabUp,
     assert len(find(up.name).processes) == before  # type: ignore[union-attr]
     assert not os.path.exists(f"/proc/{proc.process.ident.pid}/stat") \
         or proc_start_time(proc.process.ident.pid) is None
+
+
+def test_a_wires_counters_are_sampled_through_its_namespace(lab_up: LabUp) -> None:
+    up = lab_up('name = "x"\n[nodes.a]\n[nodes.b]\n'
+                '[[links]]\nbetween = ["a", "b"]\nemulator = "wire"\n')
+    wires = wire_executors(find(up.name))
+    assert list(wires) == ["w.0"] and wires["w.0"].kind == "netns"
+    with Samplers([Target("w.0", wires["w.0"], frozenset({"wire"}))], cpu=False,
+                  clock_zero=time.time(), interval_s=0.1) as smp:
+        done = up.run("a", "ping", "-c", "20", "-i", "0.02", "b")
+        time.sleep(0.3)  # the wire rewrites its counters every 100 ms
+    series = smp.stop()
+    assert smp.errors == [] and smp.missing == []
+    assert done.returncode == 0, done.stdout
+    passed = {s.key: s for s in series if (s.name, s.node) == ("wire.passed", "w.0")}
+    assert set(passed) == {"forward", "reverse"}
+    # 20 echo requests forward, 20 replies back (and a few neighbour messages).
+    for s in passed.values():
+        assert 20 <= s.v[-1] - s.v[0] <= 26, (s.key, s.v[0], s.v[-1])
