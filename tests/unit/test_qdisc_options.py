@@ -3,6 +3,7 @@ emulator gets a discipline on which kernel, and what the wire and tc are told.""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -142,3 +143,28 @@ def test_a_problem_with_a_qdisc_points_at_its_line(tmp_path: Path) -> None:
                  'forward = { rate = "1mbit", qdisc = "cake" }\n')
     (p,) = [x for x in requirements_problems(load_lab(f), BARE) if "cake" in x]
     assert p.endswith(f"({f}:7: links[0].forward.qdisc)"), p
+
+
+def test_wire_sampler_reads_the_discipline_counters(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from hoplab.samplers import wire as wire_samples
+
+    monkeypatch.setattr(wire_samples, "LABS_DIR", tmp_path)
+    (tmp_path / "q" / "wire").mkdir(parents=True)
+    # The stats file as hoplab-wire writes it (wire/src/stats.rs), one direction busy.
+    counters = {"received": 10, "passed": 8, "passed_bytes": 9000, "dropped_loss": 0,
+                "dropped_queue": 1, "dropped_malformed": 0, "dropped_error": 0,
+                "duplicated": 0, "queue_bytes": 3028, "queue_packets": 2, "held_bytes": 0,
+                "held_packets": 0, "dropped_aqm": 4, "ecn_marked": 5, "flows_active": 3,
+                "rehashes": 6, "sojourn_hist": [0, 7]}
+    idle = dict.fromkeys(counters, 0) | {"sojourn_hist": []}
+    (tmp_path / "q" / "wire" / "link2.json").write_text(
+        json.dumps({"pid": 1, "started": 1.0, "time": 2.0, "forward": counters,
+                    "reverse": idle}))
+    got = wire_samples.read("hoplab-q-w.2")
+    assert {k: got["forward"][k] for k in ("wire.dropped_aqm", "wire.ecn_marked",
+                                           "wire.flows_active", "wire.rehashes",
+                                           "wire.queue_packets")} == {
+        "wire.dropped_aqm": 4.0, "wire.ecn_marked": 5.0, "wire.flows_active": 3.0,
+        "wire.rehashes": 6.0, "wire.queue_packets": 2.0}
+    assert got["reverse"]["wire.dropped_aqm"] == 0.0
