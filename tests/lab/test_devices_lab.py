@@ -79,6 +79,12 @@ def test_router_dut_up_and_down_as_written(devices: Farm, tmp_path: Path,
     route = subprocess.run(["ip", "-n", client_ns, "route", "get", "192.168.20.2"],
                            capture_output=True, text=True, check=True).stdout
     assert "via 192.168.10.1" in route
+    # A second lab on the same NICs is told which lab holds them.
+    other = tmp_path / "other.toml"
+    other.write_text(path.read_text().replace(f'name = "{lab_name}"', 'name = "hlcother"'))
+    busy = hoplab("lab", "up", str(other))
+    assert busy.returncode == 2
+    assert f"{nics['hl-c0']} is attached to lab '{lab_name}', which is up" in busy.stderr
     ping = hoplab("lab", "exec", lab_name, "client", "--", "ping", "-c2", "-W2", "server")
     assert ping.returncode == 0, ping.stdout + ping.stderr
     # Nothing was configured on the device.

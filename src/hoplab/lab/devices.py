@@ -24,7 +24,7 @@ from typing import Any
 
 from hoplab.errors import LabError, SpecError, UsageError
 from hoplab.lab.plan import Plan
-from hoplab.lab.state import LabState
+from hoplab.lab.state import LabState, all_states
 from hoplab.nodes.executor import Executor, ExecutorError
 from hoplab.spec.loader import key_name
 from hoplab.spec.locate import Locator
@@ -117,6 +117,11 @@ def check_nics(lab: Lab) -> None:
         for node, nic in link.attach:
             where = ("links", link.index, "attach", node)
             if _sysfs(nic, "ifindex") is None:
+                holder = next((st.name for st in all_states()
+                               if any(a.get("nic") == nic for a in st.attached)), None)
+                if holder is not None:
+                    raise spec_error(lab, where, f"{nic} is attached to lab {holder!r}, which "
+                                                 f"is up: hoplab lab down {holder}")
                 raise spec_error(lab, where, f"no network interface {nic!r} on this machine "
                                              f"(see ip link)")
             flags = int(_sysfs(nic, "flags") or "0", 16)
