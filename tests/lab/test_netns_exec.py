@@ -20,6 +20,7 @@ from hoplab.lab.teardown import teardown
 from hoplab.nodes.executor import ExecutorError
 from hoplab.nodes.netns_exec import NetnsExecutor
 from hoplab.nodes.registry import executors, wire_executors
+from hoplab.nodes.tracking import ProcessRecord
 from hoplab.run.procs import ProcessGroup
 from hoplab.samplers import Samplers, Target
 from tests.helpers.lab import EXAMPLES, LabUp
@@ -75,6 +76,7 @@ from hoplab.lab.state import find
 from hoplab.lab.plan import plan_lab
 from hoplab.spec import load_lab
 from hoplab.nodes.registry import executors, wire_executors
+from hoplab.nodes.tracking import ProcessRecord
 from hoplab.run.procs import ProcessGroup
 from hoplab.samplers import Samplers, Target
 plan = plan_lab(load_lab(Path(sys.argv[2]), name=sys.argv[1]))
@@ -137,3 +139,24 @@ def test_a_wires_counters_are_sampled_through_its_namespace(lab_up: LabUp) -> No
     # 20 echo requests forward, 20 replies back (and a few neighbour messages).
     for s in passed.values():
         assert 20 <= s.v[-1] - s.v[0] <= 26, (s.key, s.v[0], s.v[-1])
+
+
+def test_two_records_of_one_lab_keep_each_others_processes(lab_up: LabUp,
+                                                           tmp_path: Path) -> None:
+    # A test's tools and its perf are recorded by two ProcessRecords of one lab.
+    up = lab_up(path=EXAMPLES / "chain.toml")
+    nodes = executors(up.plan)
+    tools, perf = ProcessRecord(up.name), ProcessRecord(up.name)
+    a = nodes["client"].start("a", ["sleep", "30"], out=tmp_path / "a", err=tmp_path / "ae")
+    b = nodes["r1"].start("b", ["sleep", "30"], out=tmp_path / "b", err=tmp_path / "be")
+    try:
+        tools.started(a, "test: a")
+        perf.started(b, "profile: b")
+        roles = {p.role for p in find(up.name).processes}  # type: ignore[union-attr]
+        assert {"test: a", "profile: b"} <= roles
+        tools.stopped([a.ident])
+        roles = {p.role for p in find(up.name).processes}  # type: ignore[union-attr]
+        assert "test: a" not in roles and "profile: b" in roles
+    finally:
+        nodes["client"].close()
+        nodes["r1"].close()

@@ -17,27 +17,31 @@ from hoplab.nodes.executor import Process, ProcessId
 
 class ProcessRecord:
     """The processes of one lab's tests; a lab that has no state file (a unit test's
-    plan) records nothing."""
+    plan) records nothing. The record is read again before each change: a test's tools
+    and its perf are written by two of these, and neither may drop the other's."""
 
     def __init__(self, lab: str) -> None:
-        self.state: LabState | None = find(lab)
+        self.lab = lab
+        self.active = find(lab) is not None
 
     def started(self, proc: Process, role: str) -> None:
-        if self.state is None:
+        state = find(self.lab) if self.active else None
+        if state is None:
             return
         ident = proc.ident
-        self.state.processes.append(Proc(ident.pid, ident.start_ticks, list(proc.argv),
-                                         ident.node, role))
-        self.state.save()
+        state.processes.append(Proc(ident.pid, ident.start_ticks, list(proc.argv),
+                                    ident.node, role))
+        state.save()
 
     def stopped(self, idents: Iterable[ProcessId]) -> None:
-        if self.state is None:
-            return
         gone = {(i.node, i.pid, i.start_ticks) for i in idents}
-        kept = [p for p in self.state.processes if (p.node, p.pid, p.start) not in gone]
-        if len(kept) != len(self.state.processes):
-            self.state.processes = kept
-            self.state.save()
+        state = find(self.lab) if self.active and gone else None
+        if state is None:
+            return
+        kept = [p for p in state.processes if (p.node, p.pid, p.start) not in gone]
+        if len(kept) != len(state.processes):
+            state.processes = kept
+            state.save()
 
 
 def recorded(state: LabState) -> list[ProcessId]:
