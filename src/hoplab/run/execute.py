@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.errors import HoplabError
+from hoplab.kinds import flow_tool
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import Executor
@@ -115,8 +116,8 @@ def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
                                               flow=flow.name if flow.bulk else None)))
         for flow, proc in started:
             if proc.poll() is None and time.time() > _deadline(flow, t0):
-                errors.append(f"flow {flow.name}: {proc.argv[0]} did not finish in time; "
-                              f"stopped")
+                errors.append(f"flow {flow.name}: {flow_tool(flow.kind).tool} did not finish "
+                              f"in time; stopped")
                 group.stop(proc)
         tick(now - t0)
         if profiler is not None:
@@ -137,7 +138,8 @@ def _collect(flow: Flow, proc: Proc, t0: float, window: tuple[float, float]) -> 
         return collect(flow, proc, t0, window)
     except Exception as e:
         out = Outcome(flow)
-        out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]}", proc.output(), "text/plain"))
+        out.raw.append(RawOutput(f"{flow.name} {flow_tool(flow.kind).tool}", proc.output(),
+                                 "text/plain"))
         out.error = _fault(f"flow {flow.name}", e)
         return out
 

@@ -249,10 +249,11 @@ def collect(flow: Flow, proc: Proc, t0: float, window: tuple[float, float]) -> O
     tool = registry.flow_tool(flow.kind)
     out = Outcome(flow)
     data = proc.output()
-    out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]}", data, tool.media_type))
+    # Named by the flow's tool, not its argv[0] (a web flow's is hoplab's Python).
+    out.raw.append(RawOutput(f"{flow.name} {tool.tool}", data, tool.media_type))
     stderr = proc.errors()
     if stderr:
-        out.raw.append(RawOutput(f"{flow.name} {proc.argv[0]} stderr", stderr.encode()))
+        out.raw.append(RawOutput(f"{flow.name} {tool.tool} stderr", stderr.encode()))
     try:
         tool.collect(out, data.decode("utf-8", errors="replace"), t0, proc.times(), window)
     except HoplabError as e:
