@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers.device_labs import EXAMPLES, adapt, cable_router, configure, nic_names
 from tests.helpers.devices import Device, Farm, farm
-from tests.helpers.lab import hoplab, namespaces
+from tests.helpers.lab import HOPLAB, hoplab, namespaces
 
 pytestmark = pytest.mark.root
 
@@ -238,3 +238,46 @@ def test_bad_input_is_refused_before_anything_is_touched(devices: Farm, tmp_path
     _refused(path, "nodes.router.ssh: device router lacks ethtool, which this lab needs: "
                    "opkg install ethtool (OpenWrt) or apt-get install ethtool")
     _untouched(lab_name, owrt_nics)
+
+
+def test_sigkill_during_a_device_setup_command_then_clean(devices: Farm, tmp_path: Path,
+                                                         lab_name: str) -> None:
+    path, router, nics = _dut(devices, tmp_path, lab_name)
+    configure(router, ["sysctl", "-qw", "net.ipv4.tcp_ecn=2"])
+    text = path.read_text()
+    head, tail = text.split("[[links]]", 1)
+    path.write_text(head.rstrip() + '''
+sysctls = { "net.ipv4.tcp_ecn" = 1 }
+setup = [["ip", "route", "add", "198.51.100.0/24", "dev", "rt0"], ["sleep", "47"]]
+teardown = [["ip", "route", "del", "198.51.100.0/24", "dev", "rt0"]]
+[[links]]''' + tail)
+    with subprocess.Popen([*HOPLAB, "lab", "up", str(path)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL) as up:
+        deadline = time.monotonic() + 30
+        while not any("sleep" in c for c in _commands(router.pids())):
+            assert time.monotonic() < deadline and up.poll() is None
+            time.sleep(0.05)
+        os.kill(up.pid, signal.SIGKILL)
+        up.wait()
+    assert _read(router, "/proc/sys/net/ipv4/tcp_ecn") == "1"
+    clean = hoplab("clean", lab_name)
+    assert clean.returncode == 0, clean.stderr
+    # The setup command still running on the device was stopped there; the setup that
+    # had run was undone by the teardown command; the sysctl is back.
+    deadline = time.monotonic() + 5
+    while router.pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not router.pids(), _commands(router.pids())
+    assert not router.exec("ip", "route", "show", "198.51.100.0/24").stdout.strip()
+    assert _read(router, "/proc/sys/net/ipv4/tcp_ecn") == "2"
+    _untouched(lab_name, nics)
+
+
+def _commands(pids: set[int]) -> list[str]:
+    out = []
+    for pid in sorted(pids):
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return out

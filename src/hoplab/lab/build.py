@@ -241,6 +241,12 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
         lab.name, [lk for lk in lab.links if impairment_backend(lk, caps) == "wire"],
         state.rundir)}
     state.namespaces += [w.netns for w in wires.values()]
+    # Which node is where, before anything exists: a process started on a device during
+    # the build is stopped there by clean after a crash. No teardown commands yet: they
+    # are for a lab whose setup ran (the final summary has them).
+    state.summary = summarize(plan)
+    for info in state.summary["nodes"].values():
+        info["teardown"] = []
     state.save()
     devices.record_devices(state, lab)
     result = UpResult(state, plan, 0.0)

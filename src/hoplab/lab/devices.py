@@ -448,8 +448,38 @@ def apply(state: LabState, plan: Plan, executors: Mapping[str, Executor]) -> Non
                    f"ethtool -K {iface} {feat} {'on' if on else 'off'}")
         rec["setup_started"] = True
         state.save()
-        for argv in node.setup:
-            _check(ex, list(argv), f"setup {' '.join(argv)}", timeout=SETUP_TIMEOUT_S)
+        for k, argv in enumerate(node.setup):
+            _tracked(state, ex, list(argv), k)
+
+
+def _tracked(state: LabState, ex: Executor, argv: list[str], k: int) -> None:
+    """A setup command, written into the lab's record while it runs: a SIGKILL of hoplab
+    leaves it running on the device, and clean stops it there."""
+    from hoplab.lab.state import Proc
+
+    what = f"setup {' '.join(argv)}"
+    logs = state.rundir / "devices"
+    logs.mkdir(parents=True, exist_ok=True)
+    proc = ex.start(what, argv, out=logs / f"{ex.node}-setup{k}.out",
+                    err=logs / f"{ex.node}-setup{k}.err")
+    rec = Proc(proc.ident.pid, proc.ident.start_ticks, argv, ex.node, what)
+    state.processes.append(rec)
+    state.save()
+    try:
+        code = proc.wait(SETUP_TIMEOUT_S)
+    except TimeoutError:
+        ex.stop(proc)
+        raise LabError(f"device {ex.node}: {what} did not finish in {SETUP_TIMEOUT_S:g} s; "
+                       f"stopped") from None
+    finally:
+        state.processes.remove(rec)
+        state.save()
+    if code != 0:
+        said = proc.err.read_text(errors="replace") if proc.err.exists() else ""
+        if not said.strip() and proc.out.exists():
+            said = proc.out.read_text(errors="replace")
+        raise LabError(f"device {ex.node}: {what}: exit {code}: "
+                       f"{' '.join(said.split())[-300:]}")
 
 
 def record_devices(state: LabState, lab: Lab) -> None:
