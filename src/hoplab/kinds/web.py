@@ -23,6 +23,7 @@ from hoplab.errors import HoplabError
 from hoplab.kinds.registry import FlowTool, Kind, Parse, Reader, register
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, Series
+from hoplab.run.execute import BYTES_LIMIT_S
 from hoplab.run.figures import figures
 from hoplab.run.flows import Outcome, Server, address
 from hoplab.run.procs import ClientTimes
@@ -38,9 +39,8 @@ DEFAULT_OBJECT_SIZE = 50_000
 DEFAULT_LOADS = 10
 DEFAULT_TIMEOUT_S = 30.0
 # Without a duration the loads run back to back; hoplab stops a flow of unknown length
-# after hoplab.run.execute.BYTES_LIMIT_S (600 s), so every load's timeout must fit in it
-# with the browser's start.
-_UNTIMED_LIMIT_S = 540.0
+# after BYTES_LIMIT_S, so every load's timeout must fit in it with the browser's start.
+_UNTIMED_LIMIT_S = BYTES_LIMIT_S - 60.0
 
 # Each of the browser's timings (ms from the navigation's start): the median is the
 # figure under the bare name, with its mean and 95th percentile.
