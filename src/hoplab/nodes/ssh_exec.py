@@ -93,6 +93,7 @@ class SshProcess:
         self._done = threading.Event()
         self._status: int | None = None
         self.lost = False       # the connection dropped while it ran: its fate is unknown
+        self.pump: asyncio.Task[None] | None = None
 
     def _finish(self, status: int) -> None:
         self._status = status
@@ -227,15 +228,17 @@ class SshExecutor:
         command = remote_command(argv)
         self._note_connection()
         pconn = SshConnection(self.target)
-        started = time.time()
 
         async def go(conn: asyncssh.SSHClientConnection) -> SshProcess:
+            # Connected: the time is taken just before the exec request.
+            started = time.time()
             proc = await pconn.open_process(conn, command, encoding=None)
             pid, ticks = await _header(proc, self.node)
             proc.stdin.write_eof()
             p = SshProcess(name, list(argv), ProcessId(self.node, pid, ticks), out, err,
                            started, pconn)
-            asyncio.get_running_loop().create_task(self._pump(proc, p, conn))
+            # Kept on the process: the loop holds only a weak reference to a task.
+            p.pump = asyncio.get_running_loop().create_task(self._pump(proc, p, conn))
             return p
 
         try:
