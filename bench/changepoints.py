@@ -11,6 +11,7 @@ builds were). On the same series in the same run:
            (jump = repetitions), min_size 3 values; ruptures has no default penalty, so
            the one its documentation points to, BIC: 2 sigma^2 log(n), sigma from the
            median absolute difference of neighbouring points
+  Binseg   ruptures' binary segmentation, the same cost, penalty and constraints
   asv      asv.step_detect.detect_steps on each value's median, as asv sees one
            result per commit, with its own automatic penalty
 
@@ -92,15 +93,23 @@ def hoplab(values: list[list[float]]) -> list[int]:
     return locate(values)
 
 
-def pelt(values: list[list[float]]) -> list[int]:
+def _ruptures(values: list[list[float]], method: str) -> list[int]:
     import ruptures
 
     reps = len(values[0])
     signal = np.concatenate([np.asarray(v) for v in values])
     sigma = float(np.median(np.abs(np.diff(signal)))) / (math.sqrt(2) * 0.6745)
     pen = 2 * sigma ** 2 * math.log(len(signal))
-    algo = ruptures.Pelt(model="l2", min_size=MIN_SIZE * reps, jump=reps).fit(signal)
-    return [b // reps for b in algo.predict(pen=pen)[:-1]]
+    algo = getattr(ruptures, method)(model="l2", min_size=MIN_SIZE * reps, jump=reps)
+    return [b // reps for b in algo.fit(signal).predict(pen=pen)[:-1]]
+
+
+def pelt(values: list[list[float]]) -> list[int]:
+    return _ruptures(values, "Pelt")
+
+
+def binseg(values: list[list[float]]) -> list[int]:
+    return _ruptures(values, "Binseg")
 
 
 def asv(values: list[list[float]]) -> list[int]:
@@ -111,7 +120,7 @@ def asv(values: list[list[float]]) -> list[int]:
 
 
 DETECTORS: dict[str, Callable[[list[list[float]]], list[int]]] = {
-    "hoplab": hoplab, "ruptures PELT": pelt, "asv": asv}
+    "hoplab": hoplab, "ruptures PELT": pelt, "ruptures Binseg": binseg, "asv": asv}
 
 
 def score(case: Case, found: Sequence[int], tolerance: int, seconds: float) -> Score:
@@ -155,20 +164,20 @@ def main() -> None:
             s = score(case, found, args.tolerance, time.perf_counter() - start)
             totals.setdefault(name, Score()).add(s)
             per_noise.setdefault((name, case.noise), Score()).add(s)
-    print(f"\n{'detector':<15}{'noise':>7}{'precision':>11}{'recall':>8}{'F1':>7}"
+    print(f"\n{'detector':<16}{'noise':>7}{'precision':>11}{'recall':>8}{'F1':>7}"
           f"{'false':>7}{'missed':>8}{'time':>9}")
     for name in DETECTORS:
         for noise in (*NOISES, None):
             s = totals[name] if noise is None else per_noise[(name, noise)]
             p, r, f = s.figures()
             shown = "all" if noise is None else f"{noise * 100:.0f} %"
-            print(f"{name:<15}{shown:>7}{p:>11.3f}{r:>8.3f}{f:>7.3f}{s.fp:>7}{s.fn:>8}"
+            print(f"{name:<16}{shown:>7}{p:>11.3f}{r:>8.3f}{f:>7.3f}{s.fp:>7}{s.fn:>8}"
                   f"{s.seconds:>8.2f}s")
     print("\nrecall by step size (all noise levels):")
-    print(f"{'detector':<15}" + "".join(f"{f'{k:g} %':>8}" for k in SIZES))
+    print(f"{'detector':<16}" + "".join(f"{f'{k:g} %':>8}" for k in SIZES))
     for name in DETECTORS:
         row = totals[name].found_by_size
-        print(f"{name:<15}" + "".join(
+        print(f"{name:<16}" + "".join(
             f"{row[k][0] / row[k][1]:>8.2f}" if k in row else f"{'-':>8}" for k in SIZES))
 
 
