@@ -184,3 +184,20 @@ def test_what_a_small_flash_image_lacks_is_missing_not_zero(device_farm: Farm) -
     assert snap.missing == {"tcp": WHY["snmp"], "tcp.lost_retransmit": WHY["netstat"],
                             "qdisc": WHY["tc"]}
     assert snap.net_dev is not None and snap.proc_stat is not None
+
+
+def test_sampler_of_a_device_that_goes_away_fails_at_once(device_farm: Farm) -> None:
+    from hoplab.nodes.executor import ExecutorError
+    dev = device_farm.add("openwrt-like")
+    src = DeviceCounterSource(dev.target("r1"), frozenset({"ifaces"}))
+    try:
+        assert src.read().net_dev is not None
+        dev.kill_ssh()
+        t = time.monotonic()
+        with pytest.raises(ExecutorError, match="node r1"):
+            for _ in range(3):
+                src.read()
+        assert time.monotonic() - t < 5
+    finally:
+        src.close()
+        dev.kill_server()

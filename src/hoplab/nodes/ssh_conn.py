@@ -61,15 +61,24 @@ class SshConnection:
     # --- running coroutines from other threads -----------------------------------------
 
     def call(self, fn: Callable[[asyncssh.SSHClientConnection], Awaitable[T]],
-             timeout: float) -> T:
-        """Run fn(connection) in the loop thread, connecting first if needed. Raises
+             timeout: float, *, connect: bool = True) -> T:
+        """Run fn(connection) in the loop thread, connecting first if needed (with
+        connect=False, on the present connection only: for a channel opened on it). Raises
         TimeoutError after `timeout` s (fn cleans up on cancellation), ExecutorError
         when the device cannot be reached or the connection is lost."""
         if self._closed:
             raise ExecutorError(f"node {self.node}: connection already closed")
 
         async def with_conn() -> T:
-            conn = await self._connected()
+            if connect:
+                conn = await self._connected()
+            elif self._conn is None or self._conn.is_closed():
+                # A channel of a connection that is gone: connecting anew would not
+                # bring the channel back.
+                raise ExecutorError(f"node {self.node} ({self.target.destination}): "
+                                    f"connection lost")
+            else:
+                conn = self._conn
             try:
                 return await fn(conn)
             except (asyncssh.Error, OSError, EOFError) as e:

@@ -136,7 +136,7 @@ class SshLineChannel:
                     return out
                 out.append(got)
 
-        return self._conn.call(go, timeout)
+        return self._conn.call(go, timeout, connect=False)
 
     def close(self) -> None:
         # Its close is ours to start, so no other channel opens meanwhile (dropbear).
@@ -149,7 +149,7 @@ class SshLineChannel:
                     self._proc.close()
                     await _closed(self._proc)
         with contextlib.suppress(ExecutorError, TimeoutError):
-            self._conn.call(shut, 3)
+            self._conn.call(shut, 3, connect=False)
 
 
 class SshExecutor:
