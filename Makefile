@@ -63,8 +63,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# inferno (the Rust port of FlameGraph): folding perf stacks and drawing flame graphs
-# for profiles (docs/profiles.md), installed into the venv's bin.
+# inferno (the Rust port of FlameGraph): drawing the flame graphs of profiles
+# (docs/profiles.md), and the anchor bench/profile.py times hoplab-fold against;
+# installed into the venv's bin.
 INFERNO_VERSION := 0.12.3
 INFERNO_BIN := $(BIN)/inferno-flamegraph
 
