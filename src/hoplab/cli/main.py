@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "write stored runs as one self-contained HTML file"),
     "serve": ("serve", "a read-only web dashboard over the store"),
     "flamegraph": ("profile", "draw a run's flame graph (or a diff of two)"),
-    "profile": ("profile", "top symbols and time by category of a run's profile"),
+    "profile": ("profile", "a run's top symbols and time by category (or a diff of two sides)"),
     "fold": ("profile", "perf script output -> folded stacks on stdout"),
     "clean": ("clean", "remove everything hoplab created (also after a crash)"),
     "plot": ("plot", "draw stored runs (PNG, SVG, PDF)"),

@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f.add_argument("--node", help="only the processes of this node")
     store_arg.add(f)
     f.set_defaults(func=run_flamegraph)
-    p = sub.add_parser("profile", help="top symbols and time by category of a run's profile",
+    p = sub.add_parser("profile", help="a run's top symbols and time by category (or a diff "
+                                       "of two sides)",
                        description="A run's top symbols by self time and its time by "
                                    "category. With --diff A B: the top symbols of two runs "
                                    "or two selections of profiled runs side by side, the "
