@@ -14,12 +14,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hoplab.errors import CapabilityError, HoplabError
 from hoplab.nodes.executor import Executor, Process
 from hoplab.nodes.netns_exec import NetnsExecutor
+from hoplab.profile import fold
 from hoplab.profile.tools import need
 
 # Fields the folder needs (pid and tid included). Without the period field, every
@@ -91,6 +93,14 @@ class Recording:
     def script(self) -> str:
         """perf script of the recording, run on its node, its output copied back here;
         both files are then removed from the node."""
+        return self._scripted(lambda out: out.read_text(errors="replace"))
+
+    def folded(self, options: Sequence[str]) -> str:
+        """The recording's folded stacks: hoplab-fold streams perf script's output from
+        the copied-back file, which is never read into memory here."""
+        return self._scripted(lambda out: fold.collapse_file(out, options))
+
+    def _scripted(self, use: Callable[[Path], str]) -> str:
         perf = self._perf()
         out = self.data.with_suffix(".script")
         try:
@@ -101,7 +111,7 @@ class Recording:
             if done.returncode != 0:
                 raise HoplabError(f"perf script failed: {' '.join(done.stderr.split())[:300]}")
             self.node.copy_back(str(out), out)
-            return out.read_text(errors="replace")
+            return use(out)
         finally:
             self.node.run(["rm", "-f", str(self.data), str(out)], timeout=10)
 

@@ -107,7 +107,7 @@ class PhaseProfiler:
             md.update(status="missing", reason=reason)
             return out
         try:
-            stacks = fold.parse(fold.collapse(self.recording.script(), ("all", "pid")))
+            stacks = fold.parse(self.recording.folded(("all", "pid")))
         except HoplabError as e:
             md.update(status="missing", reason=str(e))
             return out
