@@ -200,9 +200,9 @@ def test_sfq_perturb_moves_latency_on_its_grid(lab_up: LabUp) -> None:
     # The wire's clock is CLOCK_MONOTONIC; ping -D stamps wall-clock time.
     origin = stats["started"] + (time.time() - time.monotonic())
     with servers(up, [5201, 5202]):
-        floods = [client(up, "ha", port, "-u", "-b", "8M", "-l", "1400", "-t", "22",
+        floods = [client(up, "ha", port, "-u", "-b", "8M", "-l", "1400", "-t", "24",
                          "--cport", str(40000 + port)) for port in (5201, 5202)]
-        time.sleep(1)
+        time.sleep(2)  # the floods' queues are full
         series = pings(pinger(up, "hb", 20))
         for f in floods:
             result(f)
@@ -210,8 +210,11 @@ def test_sfq_perturb_moves_latency_on_its_grid(lab_up: LabUp) -> None:
     assert after is not None and after["forward"]["rehashes"] >= 4
     high = [rtt > 50 for _, rtt in series]
     assert any(high) and not all(high), "no collision in 20 s: change divisor or ports"
-    changes = [(series[i][0], series[i + 1][0]) for i in range(len(series) - 1)
-               if high[i] != high[i + 1]]
+    # A change of level that holds for the next 5 pings (a quarter second): a ping
+    # near the threshold is not a change.
+    changes = [(series[i][0], series[i + 1][0]) for i in range(len(series) - 6)
+               if high[i] != high[i + 1] and len(set(high[i + 1:i + 6])) == 1]
+    assert changes
     for t0, t1 in changes:
         # The grid point falls between the two pings' sends, within 0.2 s (a ping
         # sent just before a rehash is moved with its flow's queue).
@@ -222,7 +225,10 @@ def test_sfq_perturb_moves_latency_on_its_grid(lab_up: LabUp) -> None:
 
 def test_fq_codel_at_1gbit_is_not_the_bottleneck(lab_up: LabUp) -> None:
     up = lab_up(uplink('rate = "1gbit", qdisc = "fq_codel"'))
-    data = iperf3(up.ns("srv"), up.ns("ha"), "srv-v4", "-C", CC, "-O", "1", seconds=4)
+    # Two streams keep the pipe full through the scheduling hiccups of a busy 2-core
+    # machine; the rate counts frames, so at most 1000 x 1448 / 1514 = 956 Mbit/s.
+    data = iperf3(up.ns("srv"), up.ns("ha"), "srv-v4", "-C", CC, "-P", "2", "-O", "1",
+                  seconds=4)
     assert mbit_received(data) >= 900, mbit_received(data)
 
 
