@@ -68,21 +68,16 @@ def _read(store: Store, metric: str, filters: Mapping[str, str], by: str,
     key = parse_metric(metric)
     wanted = dict(filters)
     wanted.setdefault("status", "ok")
-    runs = store.list_runs(wanted, limit=None if limit is None else limit + 1)
-    if limit is not None and len(runs) > limit:
+    # One query for the runs and their values, however many (store.metric_values).
+    found = store.metric_values(key.name, wanted, flow=key.flow, node=key.node, key=key.key,
+                                limit=None if limit is None else limit + 1)
+    if limit is not None and len(found) > limit:
         raise UsageError(f"more than {limit} runs match; narrow the filters "
                          "(experiment=..., test=...)")
     out = []
-    for run in runs:
+    for run, value in found:
         x = _x(run, by)
-        if x is None:
-            continue
-        if key.flow is None and key.node is None and key.key is None:
-            value = run.metrics.get(key.name)
-        else:
-            value = store.get_run(run.id, series=False).metric(
-                key.name, flow=key.flow, node=key.node, key=key.key)
-        if value is not None and math.isfinite(value):
+        if x is not None and math.isfinite(value):
             out.append((x, run.id, value, run.started_at, f"{run.experiment}/{run.test}"))
     return out
 

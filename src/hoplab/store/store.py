@@ -72,6 +72,34 @@ def _value(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
+_SUMMARY = tuple(c for c in _RUNS.c if c.name not in ("metadata", "error"))
+
+
+def _filtered(stmt: Any, filters: Mapping[str, str] | None) -> Any:
+    """`stmt` restricted to runs matching every filter (see list_runs); None if none can."""
+    for key, value in (filters or {}).items():
+        if key == "id":
+            text = str(value).strip()
+            if not text.isdigit() or int(text) > MAX_ID:
+                return None
+            stmt = stmt.where(_RUNS.c.id == _big(int(text)))
+        elif key in FILTER_COLUMNS:
+            stmt = stmt.where(_RUNS.c[key] == str(value))
+        else:
+            stmt = stmt.where(_RUNS.c.id.in_(
+                sa.select(_LABELS.c.run_id)
+                .where(_LABELS.c.key == key, _LABELS.c.value == str(value))))
+    return stmt
+
+
+def _summary(r: sa.RowMapping, figures: dict[str, float]) -> RunSummary:
+    return RunSummary(id=r["id"], experiment=r["experiment"], experiment_id=r["experiment_id"],
+                      test=r["test"], kind=r["kind"], repetition=r["repetition"],
+                      status=r["status"], started_at=r["started_at"],
+                      duration_s=r["duration_s"], variant=r["variant"], labels=r["labels"],
+                      metrics=figures)
+
+
 class Store:
     """Runs in a SQLite file or a PostgreSQL database; open one with open_store()."""
 
@@ -258,19 +286,9 @@ class Store:
             raise UsageError(f"limit must be 0 or more, not {limit}")
         if offset < 0:
             raise UsageError(f"offset must be 0 or more, not {offset}")
-        stmt = sa.select(*(c for c in _RUNS.c if c.name not in ("metadata", "error")))
-        for key, value in (filters or {}).items():
-            if key == "id":
-                text = str(value).strip()
-                if not text.isdigit() or int(text) > MAX_ID:
-                    return []
-                stmt = stmt.where(_RUNS.c.id == _big(int(text)))
-            elif key in FILTER_COLUMNS:
-                stmt = stmt.where(_RUNS.c[key] == str(value))
-            else:
-                stmt = stmt.where(_RUNS.c.id.in_(
-                    sa.select(_LABELS.c.run_id)
-                    .where(_LABELS.c.key == key, _LABELS.c.value == str(value))))
+        stmt = _filtered(sa.select(*_SUMMARY), filters)
+        if stmt is None:
+            return []
         order = _RUNS.c.id.desc() if newest else _RUNS.c.id
         stmt = stmt.order_by(order).offset(offset).limit(limit)
         with self._read("cannot list runs") as conn:
@@ -278,14 +296,36 @@ class Store:
             if newest:
                 rows.reverse()
             headline = self._headline(conn, [r["id"] for r in rows]) if figures else {}
-        return [
-            RunSummary(id=r["id"], experiment=r["experiment"], experiment_id=r["experiment_id"],
-                       test=r["test"], kind=r["kind"], repetition=r["repetition"],
-                       status=r["status"], started_at=r["started_at"],
-                       duration_s=r["duration_s"], variant=r["variant"], labels=r["labels"],
-                       metrics=headline.get(r["id"], {}))
-            for r in rows
-        ]
+        return [_summary(r, headline.get(r["id"], {})) for r in rows]
+
+    def metric_values(self, name: str, filters: Mapping[str, str] | None = None, *,
+                      flow: str | None = None, node: str | None = None,
+                      key: str | None = None, limit: int | None = None
+                      ) -> list[tuple[RunSummary, float]]:
+        """Each run matching the filters (as list_runs) that has metric `name` at this
+        flow, node and key, with its value, in id order: at most `limit` runs. One query,
+        however many runs (`hoplab trend` over thousands); the summaries carry no other
+        figure."""
+        where = [_METRICS.c.name == name] + [
+            _METRICS.c[col].is_(None) if want is None else _METRICS.c[col] == want
+            for col, want in (("flow", flow), ("node", node), ("key", key))]
+        stmt = _filtered(sa.select(*_SUMMARY, _METRICS.c.value)
+                         .join(_METRICS, _METRICS.c.run_id == _RUNS.c.id).where(*where),
+                         filters)
+        if stmt is None:
+            return []
+        stmt = stmt.order_by(_RUNS.c.id, _METRICS.c.seq)
+        out: list[tuple[RunSummary, float]] = []
+        with self._read("cannot read metrics") as conn:
+            last = None
+            for r in conn.execute(stmt).mappings():
+                if r["id"] == last:
+                    continue            # first one wins, as in RunRecord.metric()
+                if limit is not None and len(out) >= limit:
+                    break
+                last = r["id"]
+                out.append((_summary(r, {}), _value(r["value"])))
+        return out
 
     def count_runs(self) -> int:
         """How many runs the store holds."""
