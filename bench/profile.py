@@ -7,7 +7,7 @@ examples/router.toml, until `perf script` gives at least --min-mb megabytes
   hoplab fold FILE                  through the CLI, as a user types it (hoplab-fold);
   inferno-collapse-perf FILE        inferno alone, as installed by make setup;
   perl stackcollapse-perf.pl FILE   FlameGraph's script: $STACKCOLLAPSE_PL, else
-                                    build/flamegraph/stackcollapse-perf.pl (make setup);
+                                    build/flamegraph/stackcollapse-perf.pl (make flamegraph-ref);
 
 each the median of --reps runs, with its peak memory from /usr/bin/time (%M, the
 largest resident set of the command and its children). hoplab fold's output must be
@@ -124,7 +124,7 @@ def main() -> int:
         else record(args.min_mb))
     pl = reference()
     if pl is None:
-        print("stackcollapse-perf.pl not found: set STACKCOLLAPSE_PL or run make setup")
+        print("stackcollapse-perf.pl not found: set STACKCOLLAPSE_PL or run make flamegraph-ref")
         return 1
     rows = {"hoplab fold": [str(BIN / "hoplab"), "fold"],
             "inferno-collapse-perf": [str(BIN / "inferno-collapse-perf")],
