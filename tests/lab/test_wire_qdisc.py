@@ -15,6 +15,7 @@ Seed 004's uplink: hosts ha and hb behind router r, whose link to srv is the
   hb gets 25 % +- 5 %.
 - sfq, perturb = 5: the ping's RTT changes level (its flow shares a slot with a
   flood, or stops sharing) only at the wire's rehashes, on its 5 s grid.
+- fq_codel with ECN-capable TCP: CE marks instead of drops.
 - fq_codel at 1 Gbit/s, nothing else: >= 0.9 Gbit/s of TCP.
 """
 
@@ -53,9 +54,9 @@ BOTTLENECK = 2  # links[2]: r <-> srv
 _PING = re.compile(r"^\[([\d.]+)\].*icmp_seq=(\d+).*time=([\d.]+) ms", re.M)
 
 
-def uplink(forward: str, link: str = "") -> str:
+def uplink(forward: str, link: str = "", ha: str = "") -> str:
     return ('# qdisc test: seed 004 uplink\nname = "q"\n'
-            "[nodes.ha]\n[nodes.hb]\n[nodes.r]\n[nodes.srv]\n"
+            f"[nodes.ha]\n{ha}\n[nodes.hb]\n[nodes.r]\n[nodes.srv]\n"
             '[[links]]\nbetween = ["ha", "r"]\n[[links]]\nbetween = ["hb", "r"]\n'
             f'[[links]]\nbetween = ["r", "srv"]\n{link}\nforward = {{ {forward} }}\n')
 
@@ -221,6 +222,22 @@ def test_sfq_perturb_moves_latency_on_its_grid(lab_up: LabUp) -> None:
         k = round((t1 - origin) / 5)
         grid = origin + 5 * k
         assert t0 - 0.2 <= grid <= t1 + 0.2, (t0 - origin, t1 - origin, changes)
+
+
+def test_fq_codel_marks_ecn_capable_flows_instead_of_dropping(lab_up: LabUp) -> None:
+    # ha's TCP asks for ECN (tcp_ecn = 1; srv accepts it by default): fq_codel marks
+    # CE where it would drop, so its queue stays short without losing packets.
+    up = lab_up(uplink('rate = "20mbit", qdisc = "fq_codel"', 'delay = "10ms"',
+                       'sysctls = { "net.ipv4.tcp_ecn" = 1 }'))
+    path = wire_samples.stats_path(wire.netns_name(up.name, BOTTLENECK))
+    with servers(up, [5201]):
+        data = result(client(up, "ha", 5201, "-P", "3", "-t", "5"))
+    stats = wire.read_stats(path)
+    assert stats is not None
+    fwd = stats["forward"]
+    assert fwd["ecn_marked"] >= 20, fwd
+    assert fwd["dropped_aqm"] <= fwd["ecn_marked"] / 10, fwd
+    assert data["end"]["sum_sent"]["retransmits"] <= fwd["dropped_aqm"] + 5, data["end"]
 
 
 def test_fq_codel_at_1gbit_is_not_the_bottleneck(lab_up: LabUp) -> None:
