@@ -254,7 +254,10 @@ teardown = [["ip", "route", "del", "198.51.100.0/24", "dev", "rt0"]]
     with subprocess.Popen([*HOPLAB, "lab", "up", str(path)], stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL) as up:
         deadline = time.monotonic() + 30
-        while not any("sleep" in c for c in _commands(router.pids())):
+        # Once the lab's record names it (between its start on the device and that
+        # record, a crash would leave it: the record cannot name a PID before it exists).
+        record = Path(f"/run/hoplab/labs/{lab_name}.json")
+        while not (record.exists() and "setup sleep 47" in record.read_text()):
             assert time.monotonic() < deadline and up.poll() is None
             time.sleep(0.05)
         os.kill(up.pid, signal.SIGKILL)
