@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +172,12 @@ def test_nothing_to_show_and_bad_order_are_usage_errors(db: str) -> None:
     assert proc.returncode == 2 and "has both goodput and firmware" in proc.stderr
     proc = _hoplab("trend", "goodput", "--db", db, "--order", "random")
     assert proc.returncode == 2 and "natural, time or git:REPO" in proc.stderr
+
+
+def test_by_start_time_shows_times(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trend", "goodput", "--by", "started_at", "--db", db,
+                 "--filter", "test=bulk"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if " -> " in x)
+    assert re.match(r"^  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d -> \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  ",
+                    line), line

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -150,6 +151,13 @@ def power_note(found: Trend) -> str | None:
                 f"{math.ceil(power.needed / span)} repetition(s) per value")
         text += f"; a {power.change * 100:.0f} % step needs {need}"
     return text
+
+
+def shown(value: str | float, by: str) -> str:
+    """A value as tables and plots name it: a start time as local date and time."""
+    if by == "started_at" and isinstance(value, float):
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+    return f"{value:g}" if isinstance(value, float) else value
 
 
 def to_json(found: Trend) -> dict[str, Any]:

@@ -131,23 +131,25 @@ def _git_sequence(repo: Path, points: list[TrendPoint]) -> list[str]:
 
 
 def _print(found: Trend, desc: str, order: str) -> None:
-    from hoplab.analysis.trend import power_note
+    from hoplab.analysis.trend import power_note, shown
     from hoplab.render.units import figure
 
     name = found.metric.split("@", 1)[0]
     runs = sum(len(p.values) for p in found.points)
     cv = found.detection.cv
     noise = f"; noise {cv * 100:.1f} % per repetition" if cv == cv else ""
-    print(f"{found.metric} by {found.by} in {desc}: {len(found.points)} values, {runs} runs, "
-          f"{order} order{noise}")
+    values = len(found.points)
+    print(f"{found.metric} by {found.by} in {desc}: {values} value{'s' * (values != 1)}, "
+          f"{runs} run{'s' * (runs != 1)}, {order} order{noise}")
     if not found.changes:
         print("no change point")
     else:
         print(f"{len(found.changes)} change point{'s' * (len(found.changes) != 1)}:")
-        width = max(len(f"{c.before} -> {c.after}") for c in found.changes)
-        for c in found.changes:
+        wheres = [f"{shown(c.before, found.by)} -> {shown(c.after, found.by)}"
+                  for c in found.changes]
+        width = max(map(len, wheres))
+        for c, where in zip(found.changes, wheres, strict=True):
             cp = c.point
-            where = f"{c.before} -> {c.after}"
             print(f"  {where:<{width}}  {figure(cp.median_before, name)} -> "
                   f"{figure(cp.median_after, name)}  {cp.change_pct:+.1f} % "
                   f"[{cp.ci_pct[0]:+.1f}, {cp.ci_pct[1]:+.1f}]  p {cp.p:.2g}")

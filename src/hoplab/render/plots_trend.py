@@ -9,7 +9,7 @@ import math
 from matplotlib.figure import Figure
 
 from hoplab import metrics
-from hoplab.analysis.trend import Trend
+from hoplab.analysis.trend import Trend, shown
 from hoplab.render.plots import new_figure, unit_scale
 
 _MAX_TICKS = 40
@@ -37,7 +37,7 @@ def trend_figure(found: Trend) -> Figure:
                     color=colour, fontsize=8, rotation=90, va="top")
     step = max(1, math.ceil(len(found.points) / _MAX_TICKS))
     ax.set_xticks(list(xs)[::step])
-    ax.set_xticklabels([str(p.value) for p in found.points][::step], rotation=60,
+    ax.set_xticklabels([shown(p.value, found.by) for p in found.points][::step], rotation=60,
                        ha="right", fontsize=7)
     ax.set_xlabel(found.by)
     label = metrics.label(name)

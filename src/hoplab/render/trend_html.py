@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hoplab import metrics
-from hoplab.analysis.trend import Trend, power_note
+from hoplab.analysis.trend import Trend, power_note, shown
 from hoplab.render.charts import Chart
 from hoplab.render.html import Html, esc, table
 from hoplab.render.units import figure, rate_scale
@@ -45,8 +45,9 @@ def change_points_html(found: Trend) -> Html:
     may go unseen."""
     name = found.metric.partition("@")[0]
     if found.changes:
-        rows = [(f"{c.before} → {c.after}", figure(c.point.median_before, name),
-                 figure(c.point.median_after, name), f"{c.point.change_pct:+.1f} %",
+        rows = [(f"{shown(c.before, found.by)} → {shown(c.after, found.by)}",
+                 figure(c.point.median_before, name), figure(c.point.median_after, name),
+                 f"{c.point.change_pct:+.1f} %",
                  f"{c.point.ci_pct[0]:+.1f} … {c.point.ci_pct[1]:+.1f} %",
                  f"{c.point.p:.2g}") for c in found.changes]
         out = str(table((f"change point ({found.by})", "median before", "median after",
@@ -63,11 +64,11 @@ def change_points_html(found: Trend) -> Html:
 def trend_chart(found: Trend, chart_id: str = "trend") -> Chart:
     """Every repetition as a point, each value's median as a line, change points marked."""
     name, _, where = found.metric.partition("@")
-    shown = metrics.label(name) + (f" @ {where}" if where else "")
+    label = metrics.label(name) + (f" @ {where}" if where else "")
     unit = metrics.unit(name)
     div, unit = rate_scale(max((abs(v) for p in found.points for v in p.values),
                                default=0.0)) if unit == "bit/s" else (1.0, unit)
-    xs = [str(p.value) for p in found.points]
+    xs = [shown(p.value, found.by) for p in found.points]
     reps = {"type": "scatter", "mode": "markers", "name": "repetitions",
             "x": [x for x, p in zip(xs, found.points, strict=True) for _ in p.values],
             "y": [v / div for p in found.points for v in p.values],
@@ -76,10 +77,10 @@ def trend_chart(found: Trend, chart_id: str = "trend") -> Chart:
                "y": [p.median / div for p in found.points]}
     shapes, notes = change_marks(xs, [(c.point.index, c.point.change_pct)
                                       for c in found.changes], True)
-    layout = {"title": {"text": f"{shown} by {found.by}"}, "height": 420,
+    layout = {"title": {"text": f"{label} by {found.by}"}, "height": 420,
               "xaxis": {"title": {"text": found.by}, "type": "category"},
-              "yaxis": {"title": {"text": f"{shown} ({unit})" if unit else shown}},
+              "yaxis": {"title": {"text": f"{label} ({unit})" if unit else label}},
               "shapes": shapes, "annotations": notes,
               "margin": {"t": 50, "r": 20, "b": 60, "l": 90}}
-    return Chart(chart_id, f"{shown} by {found.by}", {"data": [reps, medians],
+    return Chart(chart_id, f"{label} by {found.by}", {"data": [reps, medians],
                                                       "layout": layout})
