@@ -191,7 +191,7 @@ class _Repo:
         self.top = Path(git(start, "rev-parse", "--show-toplevel"))
         if Path(self.top, git(self.top, "rev-parse", "--git-path", "BISECT_START")).exists():
             raise UsageError(f"a git bisect is already in progress in {self.top}; end it "
-                             "with `git -C {self.top} bisect reset` first")
+                             f"with `git -C {self.top} bisect reset` first")
         dirty = git(self.top, "status", "--porcelain", "--untracked-files=no")
         if dirty:
             raise UsageError(f"{self.top} has uncommitted changes ({dirty.splitlines()[0]}"
@@ -239,6 +239,9 @@ def run_bisect(args: argparse.Namespace) -> int:
         raise UsageError(f"--good {args.good} is not an ancestor of --bad {args.bad}")
     experiment = Path(args.experiment)
     if experiment.is_absolute():
+        if not experiment.resolve().is_relative_to(repo.top.resolve()):
+            raise UsageError(f"{args.experiment} is not in {repo.top}: the experiment is "
+                             "read at each commit, so it must be in the repository")
         experiment = experiment.resolve().relative_to(repo.top.resolve())
     target = _target(args, str(experiment))
     url = _store_url(args)
@@ -247,17 +250,20 @@ def run_bisect(args: argparse.Namespace) -> int:
         try:
             with terminate_as_interrupt():
                 _say(f"measuring good {repo.subject(good)} and bad {repo.subject(bad)}")
-                from hoplab.run.bisect import CannotTest, apart
+                from hoplab.analysis.adaptive import judge_runs
+                from hoplab.run.bisect import CannotTest, apart, references
 
                 try:
                     g, b, ends = apart(measurer, good, bad)
+                    if ends.verdict != "different":
+                        _refuse(ends, args)
+                        return 1
+                    if args.all:
+                        return _every_step(repo, measurer, good, bad, args.min_step / 100)
+                    g, b = references(measurer, good, bad)
                 except CannotTest as e:
                     raise UsageError(f"cannot measure an end of the range: {e}") from e
-                if ends.verdict != "different":
-                    _refuse(ends, args)
-                    return 1
-                if args.all:
-                    return _every_step(repo, measurer, good, bad, args.min_step / 100)
+                ends = judge_runs(g, b, target.metric, bound=None)
                 return _git_bisect(repo, args, target, url, store, good, bad, g, b, ends)
         finally:
             repo.restore()
@@ -371,7 +377,7 @@ def _shower(metric: str) -> Callable[[float], str]:
 
 def _every_step(repo: _Repo, measurer: Measurer, good: str, bad: str,
                 min_step: float) -> int:
-    from hoplab.run.bisect import apart
+    from hoplab.run.bisect import CannotTest, apart
 
     show = _shower(measurer.target.metric)
     commits = [good, *repo.git(repo.top, "rev-list", "--first-parent", "--reverse",
@@ -381,7 +387,12 @@ def _every_step(repo: _Repo, measurer: Measurer, good: str, bad: str,
     todo = [(0, len(commits) - 1)]
     while todo:
         lo, hi = todo.pop(0)
-        v = apart(measurer, commits[lo], commits[hi], bound=min_step)[2]
+        try:
+            v = apart(measurer, commits[lo], commits[hi], bound=min_step)[2]
+        except CannotTest as e:
+            _say(f"cannot test: {e}")
+            untold.append((commits[lo], commits[hi]))
+            continue
         if v.verdict == "same":
             continue
         if v.verdict != "different":
@@ -397,6 +408,6 @@ def _every_step(repo: _Repo, measurer: Measurer, good: str, bad: str,
               f"{show(v.median_b)}, {v.change * 100:+.1f} % ({v.describe()})")
     for lo_sha, hi_sha in untold:
         print(f"cannot tell whether {lo_sha[:12]} and {hi_sha[:12]} differ by "
-              f"{min_step * 100:g} % or more (unknown at --max-repeat)")
+              f"{min_step * 100:g} % or more (unknown at --max-repeat, or not testable)")
     print(f"{len(found)} step{'s' * (len(found) != 1)} between {good[:12]} and {bad[:12]}")
     return 0 if found else 1
