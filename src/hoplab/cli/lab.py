@@ -80,6 +80,8 @@ def run_up(args: argparse.Namespace) -> int:
         table.add_column("addresses")
         for name, info in summary["nodes"].items():
             role = "router" if info["forward"] else "host"
+            if info.get("kind") == "ssh":
+                role = f"device, ssh {info['ssh']['destination']}"
             if info["nat"]:
                 role += f", NAT out {info['nat']}"
             for k, iface in enumerate(info["interfaces"]):
