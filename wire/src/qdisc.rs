@@ -225,7 +225,9 @@ pub struct Qdisc {
     backlog: Backlog,
 }
 
-const SFQ_MAX_FLOWS: usize = 128;
+/// Linux's bound on SFQ's slots (0x10000 - SFQ_MAX_DEPTH - 1); 128 by default.
+const SFQ_MAX_FLOWS: usize = 65408;
+const SFQ_DEFAULT_FLOWS: usize = 128;
 /// Packets fq_codel drops at most from the fattest flow when over a limit.
 const DROP_BATCH: usize = 64;
 
@@ -265,7 +267,7 @@ impl Qdisc {
                 })
             }
             Kind::Sfq => {
-                let n = if c.flows == 0 { SFQ_MAX_FLOWS } else { (c.flows as usize).min(SFQ_MAX_FLOWS) };
+                let n = if c.flows == 0 { SFQ_DEFAULT_FLOWS } else { (c.flows as usize).min(SFQ_MAX_FLOWS) };
                 let mut rng = Rng::new(seed ^ 0x5f71_5f71);
                 let salt = rng.next_u64();
                 Inner::Sfq(Sfq {
