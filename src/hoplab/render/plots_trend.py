@@ -34,7 +34,8 @@ def trend_figure(found: Trend) -> Figure:
         ax.axvline(at, color=colour, ls="--", lw=1, zorder=1)
         text = (f"{cp.change_pct:+.1f} %" if math.isfinite(cp.change_pct) else "?")
         ax.annotate(text, (at, top), xytext=(3, -12), textcoords="offset points",
-                    color=colour, fontsize=8, rotation=90, va="top")
+                    color=colour, fontsize=8, rotation=90, va="top", zorder=4,
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
     step = max(1, math.ceil(len(found.points) / _MAX_TICKS))
     ax.set_xticks(list(xs)[::step])
     ax.set_xticklabels([shown(p.value, found.by) for p in found.points][::step], rotation=60,
