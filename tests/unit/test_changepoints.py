@@ -161,3 +161,13 @@ def test_two_values_high_together_are_a_blip_not_a_step():
     values = _series(12, 60, [])
     assert float(np.median(values[18] + values[19])) > 105
     assert locate(values) == []
+
+
+def test_examples_nat_versions_two_steps_three_versions_apart():
+    # 100, 51 and 64 Mbit/s of frames, three versions each, up to 5 % noise.
+    payload = 1448 / 1514
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        values = [list(rng.normal(x * payload, x * payload * 0.05, 3))
+                  for x in [100] * 3 + [51] * 3 + [64] * 3]
+        assert locate(values) == [3, 6]
