@@ -157,7 +157,7 @@ def test_wire_sampler_reads_the_discipline_counters(tmp_path: Path,
                 "duplicated": 0, "queue_bytes": 3028, "queue_packets": 2, "held_bytes": 0,
                 "held_packets": 0, "dropped_aqm": 4, "ecn_marked": 5, "flows_active": 3,
                 "rehashes": 6, "sojourn_hist": [0, 7]}
-    idle = dict.fromkeys(counters, 0) | {"sojourn_hist": []}
+    idle: dict[str, object] = {**dict.fromkeys(counters, 0), "sojourn_hist": []}
     (tmp_path / "q" / "wire" / "link2.json").write_text(
         json.dumps({"pid": 1, "started": 1.0, "time": 2.0, "forward": counters,
                     "reverse": idle}))
@@ -168,3 +168,16 @@ def test_wire_sampler_reads_the_discipline_counters(tmp_path: Path,
         "wire.dropped_aqm": 4.0, "wire.ecn_marked": 5.0, "wire.flows_active": 3.0,
         "wire.rehashes": 6.0, "wire.queue_packets": 2.0}
     assert got["reverse"]["wire.dropped_aqm"] == 0.0
+
+
+def test_seed_004_examples_load() -> None:
+    from hoplab.spec.experiment_loader import load_experiment
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    assert load_experiment(examples / "sfq-perturb.toml").runs() == 2
+    qos = load_experiment(examples / "qos-under-load.toml")
+    assert qos.matrix == {"qos": ("off", "on")}
+    assert {"unloaded", "bulk", "flood"} <= {t.name for t in qos.variants[0].tests}
+    link = load_lab(examples / "sfq-uplink.toml").links[2]
+    assert dict(link.forward.qdisc_options) == {"perturb": 5.0, "divisor": 4}
+    assert link_disciplines(link, BARE)["forward_queue"] == "sfq divisor 4 perturb 5s"
