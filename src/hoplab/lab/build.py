@@ -20,7 +20,7 @@ from pathlib import Path
 from hoplab.errors import CapabilityError, LabError, UsageError
 from hoplab.lab import devices, netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
-from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab
+from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab, unresolved
 from hoplab.lab.requirements import (
     impairment_backend,
     link_disciplines,
@@ -179,8 +179,7 @@ def preflight(lab: Lab, caps: Capabilities | None = None) -> Plan | None:
     if problems:
         raise CapabilityError(f"{lab.source}: this machine cannot build lab {lab.name!r}:\n  "
                               + "\n  ".join(problems))
-    if any(lk.is_cable and lk.addr_a4 is None and lk.addr_a6 is None for lk in lab.links) \
-            or any(e.address is None for lk in lab.links for e in lk.device_ends):
+    if unresolved(lab):
         return None
     plan = plan_lab(lab)
     validate(plan)

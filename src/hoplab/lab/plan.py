@@ -164,7 +164,7 @@ def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
         explicit |= mine
         explicit |= {a.network for a in (link.addr_b4, link.addr_b6) if a is not None}
     for link in lab.links:
-        if link.is_cable and link.addr_a4 is None and link.addr_a6 is None:
+        if _unresolved(link):
             # The lab engine reads a device's addresses before it plans (devices.resolve).
             raise SpecError(f"{link.label}: the device's address is not known yet",
                             file=src, key=f"links[{link.index}].addresses")
@@ -209,6 +209,18 @@ def _family_pair(a: IPInterface | None, b: IPInterface | None, subnet: IPNetwork
     if subnet is not None:  # the loader checked it has room for two hosts
         return _pair(subnet)
     return _pair(next(auto))
+
+
+def _unresolved(link: Link) -> bool:
+    return link.is_cable and ((link.addr_a4 is None) != (link.addr_b4 is None)
+                              or (link.addr_a6 is None) != (link.addr_b6 is None)
+                              or (link.addr_a4 is None and link.addr_a6 is None))
+
+
+def unresolved(lab: Lab) -> bool:
+    """Whether a device end's address is still to be read from the device (at lab up,
+    hoplab.lab.devices.resolve), so the lab cannot be planned yet."""
+    return any(_unresolved(lk) for lk in lab.links)
 
 
 def _end_name(link: Link, node: str, veth: str) -> tuple[str, str]:
