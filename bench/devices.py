@@ -15,7 +15,8 @@ Throughput: an OpenWrt-like device forwards between two namespaces of this machi
 (client - device - server, veths, no shaping); iperf3 runs one TCP flow of --seconds
 (default 3) from client to server, alternately with and without hoplab's samplers on
 the device at 10 Hz (CPU, interfaces, TCP, qdiscs: the device sampler over SSH) for
---pairs pairs (default 6); the medians are compared, and every run is printed (on the
+--pairs pairs (default 6; each pair in the other order than the last); the medians
+are compared, and every run is printed (on the
 shared 2-core machine single runs vary by a third). The flow is limited by this
 machine's CPUs, which the device, iperf3 and the sampler share: the harshest case.
 
@@ -112,14 +113,18 @@ def throughput(f: Farm, pairs: int, seconds: float) -> tuple[list[float], list[f
         ex = SshExecutor(dev.target("router"))
         without, with_ = [], []
         tcp_rate(cns, sns, 1)                           # untimed warm-up
-        for _ in range(pairs):
-            without.append(tcp_rate(cns, sns, seconds))
-            s = Samplers([Target("router", ex, frozenset({"ifaces", "tcp", "qdisc"}))],
-                         cpu=False, clock_zero=time.time(), interval_s=0.1)
-            with s:
-                with_.append(tcp_rate(cns, sns, seconds))
-            if s.errors:
-                raise SystemExit(f"sampler failed: {s.errors}")
+        for i in range(pairs):
+            # Each pair in the other order than the last: no side always goes first.
+            for sampled in ((False, True) if i % 2 == 0 else (True, False)):
+                if not sampled:
+                    without.append(tcp_rate(cns, sns, seconds))
+                    continue
+                s = Samplers([Target("router", ex, frozenset({"ifaces", "tcp", "qdisc"}))],
+                             cpu=False, clock_zero=time.time(), interval_s=0.1)
+                with s:
+                    with_.append(tcp_rate(cns, sns, seconds))
+                if s.errors:
+                    raise SystemExit(f"sampler failed: {s.errors}")
         ex.close()
         return without, with_
     finally:
