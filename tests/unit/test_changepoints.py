@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from hoplab.analysis.changepoints import (
-    benjamini_hochberg,
     detect,
     detect_many,
     locate,
@@ -108,15 +107,6 @@ def test_constant_values_have_no_change_point_and_an_empty_value_is_refused():
         detect([[1.0], []])
 
 
-def test_benjamini_hochberg_keeps_what_the_step_up_rule_keeps():
-    # Sorted p: 0.001 <= 0.05*1/5, 0.008 <= 0.02, 0.039 > 0.03, 0.041 > 0.04, 0.2 > 0.05;
-    # the largest rank passing is 2.
-    assert benjamini_hochberg([0.041, 0.001, 0.2, 0.008, 0.039], 0.05) == [
-        False, True, False, True, False]
-    # Step-up: rank 3 passes (0.03 <= 0.03) and carries rank 2 (0.025 > 0.02) with it.
-    assert benjamini_hochberg([0.001, 0.025, 0.03], 0.05) == [True, True, True]
-
-
 def test_detect_many_drops_change_points_that_fail_across_metrics():
     strong = _series(7, 60, [(30, 30.0)])
     found = detect_many({"a": strong, "b": _series(8, 60, [])})
@@ -124,27 +114,6 @@ def test_detect_many_drops_change_points_that_fail_across_metrics():
     assert found["b"].change_points == ()
     loose = detect_many({"a": strong}, level=1e-300)
     assert loose["a"].change_points == ()
-
-
-@pytest.mark.parametrize(("n1", "n2", "shift"), [(9, 30, 0.0), (30, 30, 1.5), (60, 9, 0.5),
-                                                 (3, 40, 1.5)])
-def test_the_quick_rank_test_is_scipys_normal_approximation(n1, n2, shift):
-    from scipy import stats
-
-    from hoplab.analysis.changepoints import _rank_p
-
-    rng = np.random.default_rng(n1 + n2)
-    a, b = rng.normal(0, 1, n1), rng.normal(shift, 1, n2)
-    a[:3], b[:3] = np.round(a[:3]), np.round(b[:3])       # ties
-    assert _rank_p(a, b) == pytest.approx(
-        stats.mannwhitneyu(a, b, method="asymptotic").pvalue, rel=1e-9)
-    # Small samples without ties: the exact distribution, as scipy's method="exact".
-    a, b = rng.normal(0, 1, 12), rng.normal(shift, 1, 6)
-    assert _rank_p(a, b) == pytest.approx(
-        stats.mannwhitneyu(a, b, method="exact").pvalue, rel=1e-9)
-    # Never below what the sizes allow: three values all above three others give 0.081
-    # by the approximation, 2 / C(6, 3) = 0.1 exactly.
-    assert _rank_p(np.array([5.0, 6, 7]), np.array([1.0, 2, 3])) == pytest.approx(0.1)
 
 
 def test_a_large_step_two_values_from_the_end_of_a_short_series_is_found():

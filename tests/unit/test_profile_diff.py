@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.profile import fold
-from hoplab.profile.diff import benjamini_hochberg, diff
+from hoplab.profile.diff import diff
 from hoplab.record import Metric, RawOutput, RunRecord
 from hoplab.store import open_store
 
@@ -42,15 +42,6 @@ def leaf_share(name: str, symbol: str) -> float:
         total += int(count)
         hits += int(count) if stack.split(";")[-1] == symbol else 0
     return 100 * hits / total
-
-
-def test_benjamini_hochberg_steps_up() -> None:
-    # m = 3, FDR 5 %: thresholds 1.67 %, 3.33 %, 5 %; the largest p under its threshold
-    # (0.045 <= 5 %) takes every smaller one with it, even 0.04 > 3.33 %.
-    assert benjamini_hochberg([0.001, 0.04, 0.045]) == [True, True, True]
-    assert benjamini_hochberg([0.001, 0.04, 0.06]) == [True, False, False]
-    assert benjamini_hochberg([0.01, 0.5, 0.02, 0.03]) == [True, False, True, True]
-    assert benjamini_hochberg([]) == []
 
 
 def test_a_known_change_is_found_beyond_noise() -> None:

@@ -35,14 +35,14 @@ detection on the same generated series (docs/trend.md has the figures).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from hoplab.analysis.power import Power, min_p, noise_cv, power_figures
+from hoplab.analysis.power import Power, noise_cv, power_figures
+from hoplab.analysis.ranks import benjamini_hochberg, rank_p
 
 MIN_SIZE = 2                # values on each side of a change point
 WINDOW = 40                 # values a window holds at most
@@ -95,57 +95,6 @@ def _divergence(x: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     return scaled
 
 
-_EXACT = 400                # n1 x n2 up to which a p without ties is exact
-
-
-@functools.cache
-def _u_tail(n1: int, n2: int) -> tuple[float, ...]:
-    """P(U <= u) for u = 0 .. n1 n2 under no difference, from the counts of
-    arrangements (Mann and Whitney's recurrence, one sample size at a time)."""
-    # counts[m][u]: arrangements of i values of the first sample among m of the second
-    counts = [np.zeros(n1 * n2 + 1) for _ in range(n2 + 1)]
-    for m in range(n2 + 1):
-        counts[m][0] = 1.0
-    for _ in range(1, n1 + 1):
-        new = [counts[0].copy()]
-        for m in range(1, n2 + 1):
-            shifted = np.zeros_like(counts[m])
-            shifted[m:] = counts[m][:-m] if m else counts[m]
-            new.append(new[m - 1] + shifted)
-        counts = new
-    dist = counts[n2]
-    return tuple(np.cumsum(dist) / dist.sum())
-
-
-def _rank_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided Mann-Whitney p: exact for small samples without ties (n1 x n2 up to
-    _EXACT), else the normal approximation (tie and continuity corrected, as scipy's
-    method="asymptotic"), never below the smallest p the sizes allow. Computed here:
-    scipy.stats costs a second to import and 1.5 ms a call, most of a 1,000-value scan."""
-    x = np.concatenate([a, b])
-    n1, n2 = len(a), len(b)
-    n = n1 + n2
-    order = np.argsort(x, kind="stable")
-    ordered = x[order]
-    edges = np.flatnonzero(np.diff(ordered)) + 1
-    starts = np.concatenate([[0], edges])
-    sizes = np.diff(np.concatenate([starts, [n]]))
-    if len(sizes) == 1:
-        return 1.0
-    mean_rank = starts + (sizes + 1) / 2            # average rank of each run of ties
-    ranks = np.empty(n)
-    ranks[order] = np.repeat(mean_rank, sizes)
-    u = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2
-    ties = float(np.sum(sizes.astype(float) ** 3 - sizes))
-    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
-    if len(sizes) == n and n1 * n2 <= _EXACT:
-        tail = _u_tail(n1, n2)
-        low = min(u, n1 * n2 - u)
-        return min(1.0, 2 * tail[round(low)])
-    z = max(abs(u - n1 * n2 / 2) - 0.5, 0.0) / math.sqrt(var)
-    return max(math.erfc(z / math.sqrt(2)), min_p(n1, n2))
-
-
 class _Series:
     """The repetitions of all values flattened, with where each value starts."""
 
@@ -178,7 +127,7 @@ def _best_split(series: _Series, lo: int, hi: int, min_size: int, alpha: float
     before, after = series.span(lo, best), series.span(best, hi)
     if hi - best <= 2 * min_size and not _clear_step(before, after):
         return None
-    p = _rank_p(before, after)
+    p = rank_p(before, after)
     return best if p * tried < alpha else None
 
 
@@ -251,7 +200,7 @@ def describe(values: Sequence[Sequence[float]], cuts: Sequence[int], *,
             index=cut, median_before=mb, median_after=ma,
             change_pct=(ma / mb - 1) * 100 if mb else math.nan,
             ci_pct=_bootstrap_change(before, after, resamples, seed + cut),
-            p=_rank_p(before, after), n_before=len(before), n_after=len(after)))
+            p=rank_p(before, after), n_before=len(before), n_after=len(after)))
     return out
 
 
@@ -282,18 +231,6 @@ def detect(values: Sequence[Sequence[float]], *, min_size: int = MIN_SIZE,
     power, span = _power(values, cv, window, alpha, min_size, change)
     return Detection(change_points=tuple(describe(values, cuts, window=window, seed=seed)),
                      cv=cv, power=power, span=span)
-
-
-def benjamini_hochberg(pvalues: Sequence[float], level: float = FDR) -> list[bool]:
-    """Which of the hypotheses to reject, keeping the false discovery rate at `level`."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    passed = 0
-    for rank, i in enumerate(order, start=1):
-        if pvalues[i] <= level * rank / m:
-            passed = rank
-    keep = set(order[:passed])
-    return [i in keep for i in range(m)]
 
 
 def detect_many(series: Mapping[str, Sequence[Sequence[float]]], *, level: float = FDR,

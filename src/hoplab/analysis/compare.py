@@ -20,7 +20,6 @@ The verdict for a metric, in this order (docs/compare.md explains why):
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +27,8 @@ import numpy as np
 
 from hoplab import kv
 from hoplab import metrics as registry
+from hoplab.analysis.ranks import min_p as min_p_value
+from hoplab.analysis.ranks import rank_p
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 
@@ -92,13 +93,6 @@ class MetricComparison:
     @property
     def label(self) -> str:
         return str(MetricKey(self.metric, self.flow, self.node, self.key))
-
-
-def min_p_value(na: int, nb: int) -> float:
-    """The smallest two-sided p the exact Mann-Whitney test can give for these sizes."""
-    if na < 1 or nb < 1:
-        return 1.0
-    return min(1.0, 2 / math.comb(na + nb, na))
 
 
 def check_measurement_version(a: Sequence[RunRecord], b: Sequence[RunRecord]) -> None:
@@ -169,15 +163,7 @@ def _compare(k: MetricKey, unit: str, va: list[float], vb: list[float], *, seed:
     enough = len(va) >= 2 and len(vb) >= 2
     ci_pct, ci_diff = bootstrap(va, vb, seed=seed, resamples=resamples, alpha=alpha) \
         if enough else ((math.nan, math.nan), (math.nan, math.nan))
-    p = None
-    if enough:
-        with warnings.catch_warnings():
-            # All-tied samples make scipy warn about a zero variance; p = 1 is still right.
-            warnings.simplefilter("ignore", RuntimeWarning)
-            # scipy.stats takes most of a second to import: only when a test runs.
-            from scipy.stats import mannwhitneyu
-
-            p = float(mannwhitneyu(va, vb, alternative="two-sided").pvalue)
+    p = rank_p(va, vb) if enough else None
     direction = registry.better(k.name)
     if direction is None:
         verdict = "n/a"

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from hoplab.analysis.ranks import min_p
+
 # Mann-Whitney's asymptotic relative efficiency against the t-test for normal noise.
 RANK_EFFICIENCY = 3 / math.pi
 _MAX_REPETITIONS = 100_000
@@ -71,12 +73,6 @@ def noise_cv(groups: Sequence[Sequence[float]]) -> float:
         total += float(np.sum((rel - rel.mean()) ** 2))
         dof += len(g) - 1
     return math.sqrt(total / dof) if dof else math.nan
-
-
-def min_p(n_a: int, n_b: int) -> float:
-    """The smallest two-sided p a rank test of n_a against n_b can give: every value of
-    one side above every value of the other."""
-    return 2 / math.comb(n_a + n_b, n_a)
 
 
 def _t_power(change: float, cv: float, n_a: float, n_b: float, alpha: float) -> float:

@@ -12,12 +12,12 @@ symbols keeps the expected share of false "beyond noise" calls at FDR.
 from __future__ import annotations
 
 import math
-import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hoplab.analysis.compare import min_p_value
+from hoplab.analysis.ranks import benjamini_hochberg, rank_p
+from hoplab.analysis.ranks import min_p as min_p_value
 from hoplab.profile import analyze
 
 FDR = 0.05
@@ -77,29 +77,6 @@ def _mean_top(per: list[dict[str, float]], n: int) -> list[tuple[str, float]]:
     return sorted(mean.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
 
-def benjamini_hochberg(pvalues: Sequence[float], level: float = FDR) -> list[bool]:
-    """Which of the p-values are discoveries at false discovery rate `level` (step-up)."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    last = 0
-    for rank, i in enumerate(order, 1):
-        if pvalues[i] <= rank / m * level:
-            last = rank
-    keep = set(order[:last])
-    return [i in keep for i in range(m)]
-
-
-def _mann_whitney(a: Sequence[float], b: Sequence[float]) -> float:
-    if len(set(a) | set(b)) == 1:
-        return 1.0     # all equal (a symbol absent from every profile): no difference
-    # scipy.stats takes most of a second to import: only when a test runs.
-    from scipy.stats import mannwhitneyu
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
-
-
 def diff(a: Sequence[Counter[str]], b: Sequence[Counter[str]], top: int = 20) -> ProfileDiff:
     """A and B: the folded stacks of each side's profiles (one or more each)."""
     if not a or not b:
@@ -112,7 +89,7 @@ def diff(a: Sequence[Counter[str]], b: Sequence[Counter[str]], top: int = 20) ->
     for sym in listed:
         va = tuple(p.get(sym, 0.0) for p in pa)
         vb = tuple(p.get(sym, 0.0) for p in pb)
-        rows.append((sym, va, vb, _mann_whitney(va, vb) if tested else None))
+        rows.append((sym, va, vb, rank_p(va, vb) if tested else None))
     found = benjamini_hochberg([r[3] for r in rows if r[3] is not None]) if tested else []
     symbols = tuple(
         SymbolChange(sym, math.fsum(va) / len(va), math.fsum(vb) / len(vb), va, vb, p,

@@ -1,0 +1,54 @@
+"""The one rank test and false-discovery correction (hoplab.analysis.ranks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hoplab.analysis.ranks import benjamini_hochberg, min_p, rank_p
+
+
+@pytest.mark.parametrize(("n1", "n2", "shift"), [(9, 30, 0.0), (30, 30, 1.5), (60, 9, 0.5),
+                                                 (3, 40, 1.5)])
+def test_the_rank_test_is_scipys(n1: int, n2: int, shift: float) -> None:
+    from scipy import stats
+
+    rng = np.random.default_rng(n1 + n2)
+    a, b = rng.normal(0, 1, n1), rng.normal(shift, 1, n2)
+    a[:3], b[:3] = np.round(a[:3]), np.round(b[:3])       # ties
+    assert rank_p(a, b) == pytest.approx(
+        stats.mannwhitneyu(a, b, method="asymptotic").pvalue, rel=1e-9)
+    # Small samples without ties: the exact distribution, as scipy's method="exact".
+    a, b = rng.normal(0, 1, 12), rng.normal(shift, 1, 6)
+    assert rank_p(a, b) == pytest.approx(
+        stats.mannwhitneyu(a, b, method="exact").pvalue, rel=1e-9)
+    # Never below what the sizes allow: three values all above three others give 0.081
+    # by the approximation, 2 / C(6, 3) = 0.1 exactly.
+    assert rank_p(np.array([5.0, 6, 7]), np.array([1.0, 2, 3])) == pytest.approx(0.1)
+
+
+def test_benjamini_hochberg_keeps_what_the_step_up_rule_keeps() -> None:
+    # Sorted p: 0.001 <= 0.05*1/5, 0.008 <= 0.02, 0.039 > 0.03, 0.041 > 0.04, 0.2 > 0.05;
+    # the largest rank passing is 2.
+    assert benjamini_hochberg([0.041, 0.001, 0.2, 0.008, 0.039], 0.05) == [
+        False, True, False, True, False]
+    # Step-up: rank 3 passes (0.03 <= 0.03) and carries rank 2 (0.025 > 0.02) with it.
+    assert benjamini_hochberg([0.001, 0.025, 0.03], 0.05) == [True, True, True]
+
+
+def test_benjamini_hochberg_steps_up() -> None:
+    # m = 3, FDR 5 %: thresholds 1.67 %, 3.33 %, 5 %; the largest p under its threshold
+    # (0.045 <= 5 %) takes every smaller one with it, even 0.04 > 3.33 %.
+    assert benjamini_hochberg([0.001, 0.04, 0.045]) == [True, True, True]
+    assert benjamini_hochberg([0.001, 0.04, 0.06]) == [True, False, False]
+    assert benjamini_hochberg([0.01, 0.5, 0.02, 0.03]) == [True, False, True, True]
+    assert benjamini_hochberg([]) == []
+
+
+def test_min_p_and_degenerate_samples() -> None:
+    assert [min_p(n, n) for n in (1, 2, 3, 4)] == pytest.approx([1, 1 / 3, 0.1, 1 / 35])
+    assert min_p(0, 5) == 1.0
+    assert rank_p([], [1.0, 2.0]) == 1.0
+    assert rank_p([3.0, 3.0], [3.0, 3.0, 3.0]) == 1.0
+    # Five a side, all apart: the exact p compare's verdicts rest on, 2 / C(10, 5).
+    assert rank_p([1.0, 2, 3, 4, 5], [6.0, 7, 8, 9, 10]) == pytest.approx(2 / 252)
