@@ -295,5 +295,6 @@ def test_what_neither_can_give_fails_before_anything_is_built(tmp_path: Path,
     out = hoplab("lab", "up", str(f), "--name", lab_name)
     assert out.returncode == 2, out.stderr
     assert 'links[2] (r <-> srv): qdisc = "cake" needs the cake qdisc' in out.stderr
-    assert f"({f}:14: links[2].forward.qdisc)" in out.stderr, out.stderr
+    line = f.read_text().splitlines().index('forward = { rate = "20mbit", qdisc = "cake" }') + 1
+    assert f"({f}:{line}: links[2].forward.qdisc)" in out.stderr, out.stderr
     assert not [ns for ns in namespaces() if lab_name in ns]
