@@ -289,10 +289,13 @@ class Farm:
         # One lock for every farm on this machine: two sessions never take one /30.
         with (STATE / ".lock").open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            # Taken: on an interface, or handed out (to a farm that has not added it yet).
             used = _sh("ip", "-o", "-4", "addr", "show").stdout
+            given = {line.split()[1] for f in STATE.glob("*.addr")
+                     for line in f.read_text().splitlines() if len(line.split()) == 2}
             for net in _MGMT.subnets(new_prefix=30):
                 host, dev = (str(a) for a in list(net.hosts())[:2])
-                if f" {host}/" not in used:
+                if f" {host}/" not in used and host not in given:
                     with (STATE / f"{self.token}.addr").open("a") as rec:
                         rec.write(f"{name} {host}\n")
                     return host, dev
