@@ -114,13 +114,14 @@ def test_bisect_names_the_commit_that_lowered_the_rate(tmp_path: Path) -> None:
 
 
 def test_a_change_inside_the_noise_names_no_commit(tmp_path: Path) -> None:
-    # 2 % random loss and 10 ms of delay make 1 s of TCP goodput vary by 4-5 % between
-    # repetitions (and the rate is no longer what limits it): a 3 % lower rate cannot
-    # be told from the noise with 10 repetitions.
+    # 3 % random loss and 20 ms of delay make 1 s of TCP goodput vary by several per
+    # cent between repetitions, and loss, not the rate, limits it: a 3 % lower rate
+    # cannot be told from the noise with 8 repetitions. (Should good and bad differ by
+    # chance, the commits between cannot be told either, and after 3 of them it stops.)
     repo, db = tmp_path / "repo", tmp_path / "runs.db"
-    shas = make_repo(repo, "100mbit", "97mbit", impair='delay = "10ms"\nloss = 2')
+    shas = make_repo(repo, "100mbit", "97mbit", impair='delay = "20ms"\nloss = 3')
     proc = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
-                  "--bad", shas[-1], "--db", str(db), "--max-repeat", "10", timeout=600)
+                  "--bad", shas[-1], "--db", str(db), "--max-repeat", "8", timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "cannot decide" in proc.stdout and "first bad commit" not in proc.stdout
     assert "No commit is named" in proc.stdout or "no commit is named" in proc.stdout
@@ -141,8 +142,10 @@ def test_ctrl_c_stops_the_check_takes_its_lab_down_and_resets_the_bisection(
     deadline = time.monotonic() + 300
     for line in proc.stderr:
         seen.append(line)
-        # git has started the first check, which is measuring its commit.
-        if "stored, running" in line and any("git: running" in s for s in seen):
+        # The first check, run by git, is measuring its commit: the line a check prints
+        # before its runs, after the ends were measured (their references counted 10).
+        if "stored, running" in line and any(" 5 stored, running 5 more" in x for x in seen) \
+                and not line.strip().startswith((shas[0][:12], shas[-1][:12])):
             break
         assert time.monotonic() < deadline, "".join(seen)
     time.sleep(1.5)
@@ -183,34 +186,35 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path, case: str) -> 
 
 
 def test_check_alone_as_the_script_of_a_bisection_the_user_drives(tmp_path: Path) -> None:
-    # Runs of the good and the bad commit taken with `hoplab run`, chosen by id; then
+    # Runs of the good and the bad commit taken with `hoplab run` (10 each, as bisect run
+    # takes), chosen by id; then
     # git bisect run with `hoplab bisect check` as its script, as docs/versions.md says.
     repo, db = tmp_path / "repo", tmp_path / "runs.db"
-    shas = make_repo(repo, "100mbit", "80mbit", commits=8, step=5)
+    shas = make_repo(repo, "100mbit", "80mbit", commits=4, step=3)
     for sha in (shas[0], shas[-1]):
         _git(repo, "checkout", "-q", sha)
-        proc = hoplab("run", str(repo / "exp.toml"), "--repeat", "5", "--db", str(db),
+        proc = hoplab("run", str(repo / "exp.toml"), "--repeat", "10", "--db", str(db),
                       timeout=300)
         assert proc.returncode == 0, proc.stderr
     _git(repo, "checkout", "-q", "main")
     # A selection that matches nothing is an error, which must stop git (>= 128), not
     # read as "bad".
     empty = subprocess.run([*HOPLAB, "bisect", "check", "exp.toml", "--good", "version=x",
-                            "--bad", "6-10", "--db", str(db)], cwd=repo, capture_output=True,
+                            "--bad", "11-20", "--db", str(db)], cwd=repo, capture_output=True,
                            text=True, check=False)
     assert empty.returncode == 128 and "no runs match 'version=x'" in empty.stderr
     _git(repo, "bisect", "start", "main", shas[0])
     try:
         proc = subprocess.run(["git", "bisect", "run", *HOPLAB, "bisect", "check", "exp.toml",
-                               "--good", "1-5", "--bad", "6-10", "--db", str(db)],
+                               "--good", "1-10", "--bad", "11-20", "--db", str(db)],
                               cwd=repo, capture_output=True, text=True, check=False,
                               timeout=600)
     finally:
         log = _git(repo, "bisect", "log")
         _git(repo, "bisect", "reset")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"{shas[4]} is the first bad commit" in proc.stdout, proc.stdout + log
+    assert f"{shas[2]} is the first bad commit" in proc.stdout, proc.stdout + log
     # The first bad commit's runs are stored under its SHA.
-    listed = hoplab("runs", "--filter", f"commit={shas[4]}", "--db", str(db), "--json")
+    listed = hoplab("runs", "--filter", f"commit={shas[2]}", "--db", str(db), "--json")
     assert listed.returncode == 0, listed.stderr
     assert len(json.loads(listed.stdout)) >= 5

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 # git bisect run reads 125 as "skip", 1..127 as bad and 128 or more as "abort".
 ABORT = 128
+# Commits answered "cannot tell" after which `bisect run` stops git: each costs
+# --max-repeat runs, and git would skip its way through the whole range.
+GIVE_UP = 3
 _FIRST_BAD = re.compile(r"^([0-9a-f]{40}) is the first bad commit", re.M)
 
 
@@ -132,6 +135,13 @@ def run_check(args: argparse.Namespace) -> int:
         return ABORT
 
 
+def _untold(path: str | None) -> int:
+    if not path or not Path(path).exists():
+        return 0
+    return sum(json.loads(line).get("answer") == 125
+               for line in Path(path).read_text().splitlines() if line.strip())
+
+
 def _head_or_none() -> str | None:
     proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=False)
@@ -146,6 +156,16 @@ def _check(args: argparse.Namespace) -> int:
     here = Path.cwd()
     top = Path(git(here, "rev-parse", "--show-toplevel"))
     sha = git(here, "rev-parse", "HEAD")
+    untold = _untold(args.record_steps)
+    if untold >= GIVE_UP:
+        # git would go on skipping, commit after commit, each at --max-repeat runs; the
+        # noise is too large for this step at these repetitions.
+        _say(f"hoplab bisect check: {untold} commits could not be told; giving up "
+             f"(exit {ABORT}: git bisect run stops)")
+        _record(args.record_steps, {"commit": sha, "answer": ABORT, "word": "gave up",
+                                    "reason": f"{untold} commits could not be told",
+                                    "runs": 0})
+        return ABORT
     target = _target(args, str(Path(args.experiment).resolve()))
     with open_store(_store_url(args)) as store:
         ids_good, ids_bad = select_pair(store, args.good, args.bad)
@@ -356,7 +376,7 @@ def _report(repo: _Repo, args: argparse.Namespace, steps: list[dict[str, Any]],
             line += f", {s['runs']} runs ({s.get('new_runs', 0)} new), median {show(s['median'])}"
             if unit_scale:
                 line += f" ({100 * (s['median'] / unit_scale - 1):+.1f} % vs good)"
-        if s["answer"] == 125:
+        if s["answer"] in (125, ABORT):
             line += f": {s['reason']}"
         print(line)
     if first:
