@@ -12,16 +12,18 @@ end is one figure. The anchor, printed beside it from the same run: the same
 facts of one device alone (so the parallel figure is read against what one costs).
 
 Throughput: an OpenWrt-like device forwards between two namespaces of this machine
-(client - device - server, veths, no shaping); iperf3 runs one TCP flow of --seconds
-(default 3) from client to server, alternately with and without hoplab's samplers on
-the device at 10 Hz (CPU, interfaces, TCP, qdiscs: the device sampler over SSH) for
---pairs pairs (default 6; each pair in the other order than the last); the medians
-are compared, and every run is printed (on the
-shared 2-core machine single runs vary by a third). The flow is limited by this
-machine's CPUs, which the device, iperf3 and the sampler share: the harshest case.
+(client - device - server, veths, no shaping). One iperf3 TCP flow of --seconds
+(default 60) runs from client to server while hoplab's samplers on the device (10 Hz:
+CPU, interfaces, TCP, qdiscs, over SSH) are switched on and off every --period s
+(default 2). The flow's 0.25 s intervals lying wholly in an "on" or an "off" window,
+past its first 0.5 s (switching on connects the sampler's SSH session, which a real
+run does once, not every 2 s), are compared by their medians:
+interleaving within one flow keeps the shared machine's slow swings of load (runs a
+few seconds apart differed by 3x here) out of the comparison. The flow is limited by
+this machine's CPUs, which the device, iperf3 and the sampler share: the harshest case.
 
-Run as root:  .venv/bin/python bench/devices.py [--devices 10] [--reps 5] [--pairs 3]
-              [--seconds 4] [--no-throughput] [--json]
+Run as root:  .venv/bin/python bench/devices.py [--devices 10] [--reps 5]
+              [--seconds 60] [--period 2] [--no-throughput] [--json]
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from tests.helpers.devices import Device, Farm, farm
 
 TARGET_S = 2.0
 TARGET_RATIO = 0.97
+SETTLE_S = 0.5
 
 
 def facts_of(devices: list[Device]) -> float:
@@ -94,50 +97,64 @@ def forwarding(f: Farm) -> tuple[Device, str, str]:
     return dev, cns, sns
 
 
-def tcp_rate(cns: str, sns: str, seconds: float) -> float:
+def throughput(f: Farm, seconds: float, period: float) -> tuple[list[float], list[float]]:
+    """One TCP flow of `seconds` through the device, its samplers switched on and off
+    every `period` s; the flow's 0.25 s intervals wholly inside an "off" or an "on"
+    window, as two lists of rates (bit/s). Switching on includes connecting the
+    sampler's SSH session and its first sample: the harsher side."""
+    dev, cns, sns = forwarding(f)
+    ex = SshExecutor(dev.target("router"))
     server = subprocess.Popen(["ip", "netns", "exec", sns, "iperf3", "-s", "-1", "-p", "5301"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        res = subprocess.run(["ip", "netns", "exec", cns, "iperf3", "-c", "192.168.252.2",
-                              "-p", "5301", "-t", f"{seconds:g}", "-J"], capture_output=True,
-                             text=True, timeout=seconds + 30, check=True)
-        return float(json.loads(res.stdout)["end"]["sum_received"]["bits_per_second"])
-    finally:
+        t0 = time.time()
+        client = subprocess.Popen(["ip", "netns", "exec", cns, "iperf3", "-c", "192.168.252.2",
+                                   "-p", "5301", "-t", f"{seconds:g}", "-i", "0.25", "-J"],
+                                  stdout=subprocess.PIPE, text=True)
+        windows: list[tuple[float, float, bool]] = []
+        k = 0
+        while client.poll() is None and time.time() - t0 < seconds:
+            start, on = time.time(), k % 2 == 1
+            if on:
+                smp = Samplers([Target("router", ex, frozenset({"ifaces", "tcp", "qdisc"}))],
+                               cpu=False, clock_zero=t0, interval_s=0.1)
+                with smp:
+                    time.sleep(max(0.0, start + period - time.time()))
+                if smp.errors:
+                    raise SystemExit(f"sampler failed: {smp.errors}")
+            else:
+                time.sleep(period)
+            windows.append((start - t0, time.time() - t0, on))
+            k += 1
+        out, _ = client.communicate(timeout=seconds + 30)
         server.wait(10)
-
-
-def throughput(f: Farm, pairs: int, seconds: float) -> tuple[list[float], list[float]]:
-    dev, cns, sns = forwarding(f)
-    try:
-        ex = SshExecutor(dev.target("router"))
-        without, with_ = [], []
-        tcp_rate(cns, sns, 1)                           # untimed warm-up
-        for i in range(pairs):
-            # Each pair in the other order than the last: no side always goes first.
-            for sampled in ((False, True) if i % 2 == 0 else (True, False)):
-                if not sampled:
-                    without.append(tcp_rate(cns, sns, seconds))
-                    continue
-                s = Samplers([Target("router", ex, frozenset({"ifaces", "tcp", "qdisc"}))],
-                             cpu=False, clock_zero=time.time(), interval_s=0.1)
-                with s:
-                    with_.append(tcp_rate(cns, sns, seconds))
-                if s.errors:
-                    raise SystemExit(f"sampler failed: {s.errors}")
-        ex.close()
-        return without, with_
     finally:
+        for p in (server,):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        ex.close()
         for ns in (cns, sns):
             subprocess.run(["ip", "netns", "del", ns], check=False, timeout=10)
+    off_rates: list[float] = []
+    on_rates: list[float] = []
+    for iv in json.loads(out)["intervals"]:
+        a, b, bps = iv["sum"]["start"], iv["sum"]["end"], iv["sum"]["bits_per_second"]
+        for ws, we, on in windows:
+            # The first SETTLE_S of a window is left out: switching the sampler on
+            # connects its SSH session (once per run in a real run, not once a second).
+            if ws + SETTLE_S <= a and b <= we:
+                (on_rates if on else off_rates).append(float(bps))
+    return off_rates, on_rates
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--devices", type=int, default=10)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--pairs", type=int, default=6)
-    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--period", type=float, default=2.0)
     ap.add_argument("--no-throughput", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -147,7 +164,7 @@ def main() -> None:
         facts_of(devs)                                  # untimed warm-up
         par = [facts_of(devs) for _ in range(a.reps)]
         one = [facts_of(devs[:1]) for _ in range(a.reps)]
-        rates = None if a.no_throughput else throughput(f, a.pairs, a.seconds)
+        rates = None if a.no_throughput else throughput(f, a.seconds, a.period)
     out: dict[str, float] = {
         "devices": a.devices, "parallel_s": statistics.median(par),
         "parallel_max_s": max(par), "one_device_s": statistics.median(one),
@@ -166,10 +183,9 @@ def main() -> None:
     if rates is not None:
         print(f"TCP through the device, samplers off: {out['without_samplers_bps'] / 1e9:.3f} "
               f"Gbit/s; on (10 Hz): {out['with_samplers_bps'] / 1e9:.3f} Gbit/s: "
-              f"{100 * out['ratio']:.1f} % (target >= {100 * TARGET_RATIO:g} %; "
-              f"medians of {a.pairs} alternating pairs of {a.seconds:g} s)")
-        print("  runs off: " + " ".join(f"{r / 1e9:.2f}" for r in rates[0])
-              + "  on: " + " ".join(f"{r / 1e9:.2f}" for r in rates[1]) + " Gbit/s")
+              f"{100 * out['ratio']:.1f} % (target >= {100 * TARGET_RATIO:g} %; medians of "
+              f"{len(rates[0])} and {len(rates[1])} intervals of 0.25 s in one "
+              f"{a.seconds:g} s flow, samplers switched every {a.period:g} s)")
 
 
 if __name__ == "__main__":
