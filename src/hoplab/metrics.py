@@ -123,6 +123,7 @@ register(
     # how many, the largest, and the period they recur with when they do.
     _m("spikes", "count", "RTT spikes", "lower"),
     _m("spike_max", "ms", "largest spike", "lower"),
+    _m("level_shifts", "count", "RTT level shifts", "neutral"),
     _m("spike_period", "s", "spike period", "neutral"),
     _m("spike_period_confidence", "%", "period confidence", "neutral"),
 )

@@ -12,10 +12,10 @@ from hoplab.analysis.compare import (
     MetricKey,
     bootstrap,
     compare_runs,
-    min_p_value,
     parse_metric,
 )
 from hoplab.analysis.groups import compare_groups
+from hoplab.analysis.ranks import min_p as min_p_value
 from hoplab.errors import UsageError
 from hoplab.metrics import better
 from hoplab.record import MEASUREMENT_VERSION

@@ -150,3 +150,54 @@ def test_figures_lines_and_marks() -> None:
     assert "at 5.0, 10.0, 15.0" in lines[0]
     assert "recurring every 5.00 s" in lines[0]
     assert lines[1] == "quiet: no spikes above its baseline"
+
+
+def _sfq_capture() -> tuple[list[float], list[float]]:
+    # A real 40 s ping through hoplab-wire's sfq, perturb = 5 s, next to two floods; the
+    # wire's 5 s grid began at this epoch (tests/data/README.md).
+    origin = 1795439080.593666
+    text = (DATA.parent / "spikes" / "sfq_perturb5_ping_v4.txt").read_text()
+    answered = [r for r in ping.parse(text, interval_s=0.05).replies if r.rtt_s is not None]
+    return ([r.t_unix - origin for r in answered],
+            [(r.rtt_s or 0.0) * 1000 for r in answered])
+
+
+def test_sfq_rehash_level_shifts_land_on_the_grid() -> None:
+    t, v = _sfq_capture()
+    report = find_spikes(t, v)
+    # The ping's flow moved into a flood's slot at 5 s and 25 s and out at 15 s and 40 s.
+    assert [round(s.at / 5) * 5 for s in report.shifts] == [5, 15, 25, 40]
+    for s in report.shifts:
+        assert abs(s.at - round(s.at / 5) * 5) <= 0.2
+        assert abs(s.after_ms - s.before_ms) == pytest.approx(144, abs=4)
+    # The end of a plateau is a level shift, not a spike above the level it left.
+    assert all(sp.size_ms < 45 for sp in report.spikes)
+    # Four moves in 40 s could be on any grid by chance: no period is claimed.
+    assert report.period is None
+
+
+def test_plateaus_on_a_grid_give_its_period() -> None:
+    # SFQ-like: every 5 s the level may change (to 145 ms or back to 1 ms), and does on
+    # 12 of 24 rehashes; each change lands within 60 ms of the grid.
+    t, v, rng = _series(8, span=120.0, dt=0.05, base=1.0, noise=0.2)
+    high = False
+    changes = 0
+    for k in range(1, 24):
+        if rng.random() < 0.5 or changes < 2 * k // 4:
+            high = not high
+            changes += 1
+        start = 5 * k + float(rng.normal(0, 0.03))
+        if high:
+            _add(t, v, start, 5.0, 144.0)
+    report = find_spikes(t, v)
+    assert len(report.shifts) == changes
+    assert report.period is not None
+    assert report.period.period_s == pytest.approx(5.0, abs=0.2)
+
+
+def test_a_short_excursion_is_a_spike_not_two_levels() -> None:
+    t, v, _ = _series(9, span=30.0)
+    _add(t, v, 10.0, 1.2, 100.0)
+    report = find_spikes(t, v)
+    assert report.shifts == ()
+    assert report.count == 1 and report.spikes[0].start == pytest.approx(10.0, abs=0.2)

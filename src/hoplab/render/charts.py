@@ -133,14 +133,17 @@ def _latency_traces(rec: RunRecord, lat: Sequence[Series], budget: int, refs: di
         trace, note = _trace(s, label, budget, style | refs)
         data.append(trace)
         notes += [note] if note else []
-        spikes = next((x for x in rec.series if x.name == "rtt_spike" and x.flow == s.flow
-                       and s.name == "rtt"), None)
-        if spikes is not None:
-            t, y = spike_marks(s, spikes)
-            data.append({"type": "scatter", "mode": "markers", "name": f"{s.flow} spikes",
+        for name, symbol, what in (("rtt_spike", "triangle-down", "spikes"),
+                                   ("rtt_shift", "diamond", "level shifts")):
+            events = next((x for x in rec.series if x.name == name and x.flow == s.flow
+                           and s.name == "rtt"), None)
+            if events is None:
+                continue
+            t, y = spike_marks(s, events)
+            data.append({"type": "scatter", "mode": "markers", "name": f"{s.flow} {what}",
                          "x": rounded(np.asarray(t), 7), "y": rounded(np.asarray(y)),
-                         "marker": {"symbol": "triangle-down", "size": 9, "color": "#d62728"},
-                         "hovertext": [f"+{v:.3g} ms" for v in spikes.v], **refs})
+                         "marker": {"symbol": symbol, "size": 9, "color": "#d62728"},
+                         "hovertext": [f"{v:+.3g} ms" for v in events.v], **refs})
     return data, notes
 
 

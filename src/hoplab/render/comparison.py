@@ -49,7 +49,7 @@ def runs(ids: tuple[int, ...] | list[int]) -> str:
 
 def notes(g: GroupComparison, alpha: float) -> list[str]:
     """Why rows of a group have no verdict, and how many runs would give one."""
-    from hoplab.analysis.compare import min_p_value
+    from hoplab.analysis.ranks import min_p as min_p_value
 
     sizes = sorted({(len(m.a_values), len(m.b_values)) for m in g.metrics
                     if m.verdict == "not enough data"})

@@ -95,6 +95,7 @@ def ping(run: RunRecord, style: str = "lines") -> Figure:
         raise UsageError(f"run {run.id} has no RTT series (ping or probe streams)")
     lost = {s.flow: s for s in run.series if s.name == "lost" and s.t}
     marks = {s.flow: s for s in run.series if s.name == "rtt_spike" and s.t}
+    shifts = {s.flow: s for s in run.series if s.name == "rtt_shift" and s.t}
     fig, (ax,) = new_figure(rows=1, height=5)
     fig.suptitle(run_title(run), fontsize=11)
     entries = 0
@@ -107,12 +108,13 @@ def ping(run: RunRecord, style: str = "lines") -> Figure:
         else:
             (line,) = ax.plot(t, v, linestyle="", marker=".", markersize=3, label=label)
         entries += 1
-        spikes = marks.get(s.flow)
-        if spikes is not None:
-            st, sy = spike_marks(s, spikes)
-            ax.plot(st, sy, linestyle="", marker="v", markersize=7, color="#d62728",
-                    label=f"spikes ({len(st)})")
-            entries += 1
+        for events, marker, what in ((marks.get(s.flow), "v", "spikes"),
+                                     (shifts.get(s.flow), "D", "level shifts")):
+            if events is not None:
+                st, sy = spike_marks(s, events)
+                ax.plot(st, sy, linestyle="", marker=marker, markersize=6, color="#d62728",
+                        label=f"{what} ({len(st)})")
+                entries += 1
         gone = lost.get(s.flow)
         if gone is not None:
             ax.plot(gone.t, [0.0] * len(gone.t), linestyle="", marker="x", markersize=5,

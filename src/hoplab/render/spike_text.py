@@ -15,24 +15,36 @@ def spike_lines(rec: RunRecord) -> list[str]:
     """One line per RTT series that has spikes or a verdict on them."""
     by_flow: dict[str | None, dict[str, float]] = {}
     for m in rec.metrics:
-        if m.name in ("spikes", "spike_max", "spike_period", "spike_period_confidence"):
+        if m.name in ("spikes", "spike_max", "spike_period", "spike_period_confidence",
+                      "level_shifts"):
             by_flow.setdefault(m.flow, {})[m.name] = m.value
     onsets = {s.flow: s for s in rec.series if s.name == "rtt_spike"}
+    moves = {s.flow: s for s in rec.series if s.name == "rtt_shift"}
     lines = []
     for flow, figs in by_flow.items():
         count = int(figs.get("spikes", 0))
         name = flow or "RTT"
-        if count == 0:
+        parts = []
+        if count:
+            s = onsets.get(flow)
+            when = ""
+            if s is not None:
+                shown = ", ".join(f"{t:.1f}" for t in s.t[:LISTED])
+                more = f" and {len(s.t) - LISTED} more" if len(s.t) > LISTED else ""
+                when = f" at {shown}{more} s"
+            parts.append(f"{count} spike{'s' if count != 1 else ''}, largest "
+                         f"+{figs.get('spike_max', 0):.3g} ms{when}")
+        moved = moves.get(flow)
+        if moved is not None and moved.t:
+            shown = ", ".join(f"{t:.1f} s ({d:+.3g} ms)" for t, d in
+                              list(zip(moved.t, moved.v, strict=True))[:LISTED])
+            n = len(moved.t)
+            more = f" and {n - LISTED} more" if n > LISTED else ""
+            parts.append(f"{n} level shift{'s' if n != 1 else ''} at {shown}{more}")
+        if not parts:
             lines.append(f"{name}: no spikes above its baseline")
             continue
-        s = onsets.get(flow)
-        when = ""
-        if s is not None:
-            shown = ", ".join(f"{t:.1f}" for t in s.t[:LISTED])
-            more = f" and {len(s.t) - LISTED} more" if len(s.t) > LISTED else ""
-            when = f" at {shown}{more} s"
-        text = (f"{name}: {count} spike{'s' if count != 1 else ''}, largest "
-                f"+{figs.get('spike_max', 0):.3g} ms{when}; ")
+        text = f"{name}: " + "; ".join(parts) + "; "
         if "spike_period" in figs:
             text += (f"recurring every {figs['spike_period']:.2f} s (confidence "
                      f"{figs.get('spike_period_confidence', 0):.1f} %)")
