@@ -1,10 +1,9 @@
 """The namespace executor in a real lab: commands, files and counters are the node's
-own; a test's processes are in the lab's state file while they run, and a teardown
+own; a test's processes are in the lab's record while they run, and a teardown
 after hoplab was SIGKILLed stops exactly those, by their record."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from hoplab.lab.teardown import teardown
 from hoplab.nodes.executor import ExecutorError
 from hoplab.nodes.netns_exec import NetnsExecutor
 from hoplab.nodes.registry import executors, wire_executors
-from hoplab.nodes.tracking import ProcessRecord
+from hoplab.nodes.tracking import ProcessRecord, recorded
 from hoplab.run.procs import ProcessGroup
 from hoplab.samplers import Samplers, Target
 from tests.helpers.lab import EXAMPLES, LabUp
@@ -75,10 +74,8 @@ from pathlib import Path
 from hoplab.lab.state import find
 from hoplab.lab.plan import plan_lab
 from hoplab.spec import load_lab
-from hoplab.nodes.registry import executors, wire_executors
-from hoplab.nodes.tracking import ProcessRecord
+from hoplab.nodes.registry import executors
 from hoplab.run.procs import ProcessGroup
-from hoplab.samplers import Samplers, Target
 plan = plan_lab(load_lab(Path(sys.argv[2]), name=sys.argv[1]))
 group = ProcessGroup(Path(sys.argv[3]), executors(plan), sys.argv[1])
 proc = group.start("server crash", "server", ["sleep", "300"])
@@ -97,7 +94,7 @@ def test_a_teardown_after_sigkill_stops_the_recorded_processes(lab_up: LabUp,
     pid = int(crashed.stdout.split()[0])
     state = find(up.name)
     assert state is not None
-    (rec,) = [p for p in state.processes if p.role == "test: server crash"]
+    (rec,) = [p for p in recorded(state) if p.role == "test: server crash"]
     assert (rec.node, rec.pid, rec.start) == ("server", pid, proc_start_time(pid))
     assert rec.argv == ["sleep", "300"]
     warnings = teardown(state)
@@ -109,15 +106,16 @@ def test_a_teardown_after_sigkill_stops_the_recorded_processes(lab_up: LabUp,
 def test_a_finished_test_leaves_no_process_in_the_record(lab_up: LabUp,
                                                          tmp_path: Path) -> None:
     up = lab_up(path=EXAMPLES / "chain.toml")
-    before = len(find(up.name).processes)  # type: ignore[union-attr]
+    state = find(up.name)
+    assert state is not None
+    before = len(recorded(state))
     group = ProcessGroup(tmp_path, executors(up.plan), up.name)
     proc = group.start("client x", "client", ["sleep", "30"])
-    recorded = json.loads(find(up.name).path.read_text())["processes"]  # type: ignore[union-attr]
-    assert [p["pid"] for p in recorded][before:] == [proc.process.ident.pid]
+    assert [p.pid for p in recorded(state)][before:] == [proc.process.ident.pid]
     began = time.monotonic()
     group.stop_all()
     assert time.monotonic() - began < 3
-    assert len(find(up.name).processes) == before  # type: ignore[union-attr]
+    assert len(recorded(state)) == before
     assert not os.path.exists(f"/proc/{proc.process.ident.pid}/stat") \
         or proc_start_time(proc.process.ident.pid) is None
 
@@ -152,10 +150,12 @@ def test_two_records_of_one_lab_keep_each_others_processes(lab_up: LabUp,
     try:
         tools.started(a, "test: a")
         perf.started(b, "profile: b")
-        roles = {p.role for p in find(up.name).processes}  # type: ignore[union-attr]
+        state = find(up.name)
+        assert state is not None
+        roles = {p.role for p in recorded(state)}
         assert {"test: a", "profile: b"} <= roles
         tools.stopped([a.ident])
-        roles = {p.role for p in find(up.name).processes}  # type: ignore[union-attr]
+        roles = {p.role for p in recorded(state)}
         assert "test: a" not in roles and "profile: b" in roles
     finally:
         nodes["client"].close()

@@ -19,6 +19,7 @@ from hoplab.lab.state import LabState, Proc
 from hoplab.nodes import registry
 from hoplab.nodes.executor import Executor, Facts, ProcessId, Snapshot
 from hoplab.nodes.fake import FakeExecutor
+from hoplab.nodes.tracking import LOG_NAME
 from hoplab.run.execute import run_test
 from hoplab.run.experiment import run_setup
 from hoplab.run.flows import server_for
@@ -220,9 +221,19 @@ def test_teardown_reaches_every_node_through_the_registry(
     monkeypatch.setattr(LabState, "rundir", property(lambda _s: tmp_path / "run"))
     made_router = fake("router", {})
     made_router.reply(["nft", "flush", "ruleset"], returncode=1, stderr="nft: no such table")
+    # The tests' processes log: one stopped, one still running, a line cut short.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / LOG_NAME).write_text(
+        '{"op": "started", "node": "server", "pid": 5, "start": 50, "argv": ["a"], '
+        '"role": "test: a"}\n'
+        '{"op": "started", "node": "server", "pid": 6, "start": 60, "argv": ["b"], '
+        '"role": "test: b"}\n'
+        '{"op": "stopped", "node": "server", "pid": 5, "start": 50}\n'
+        '{"op": "started", "node": "ser')
     warnings = td.teardown(state)
     assert made["router"].calls == [["nft", "flush", "ruleset"]]
     assert made["router"].stopped_recorded == [ProcessId("router", 4242, 777)]
+    assert made["server"].stopped_recorded == [ProcessId("server", 6, 60)]
     assert made["router"].closed and made["server"].closed
     assert warnings == ["node router: teardown nft flush ruleset: exit 1: nft: no such table"]
 

@@ -31,6 +31,7 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
     from hoplab.nodes.executor import ExecutorError, ProcessId
     from hoplab.nodes.netns_exec import NetnsExecutor
     from hoplab.nodes.registry import close_all, state_executors, wire_executors
+    from hoplab.nodes.tracking import recorded
 
     warnings: list[str] = []
     live = [n for n in state.namespaces if netns.exists(n)]
@@ -51,7 +52,7 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
                 warnings.append(f"node {node}: teardown {' '.join(argv)}: "
                                 f"exit {done.returncode}: {' '.join(tail)}")
-    for proc in state.processes:
+    for proc in recorded(state):
         # A process of a node the record does not name (an older record) is this machine's.
         ex = nodes.get(proc.node) or NetnsExecutor(proc.node, None)
         try:

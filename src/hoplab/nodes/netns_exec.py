@@ -6,7 +6,7 @@ pyroute2 4.5, bench/netns_methods.py); long-lived processes start through
 `ip netns exec`, which also mounts the lab's hosts file so node names resolve,
 and each gets its own session so Ctrl-C at the terminal reaches hoplab only.
 A process is told apart from a later one with its PID by its start time in
-/proc/PID/stat, which is what the lab's state file records for `hoplab clean`.
+/proc/PID/stat, which is what the lab's record keeps for `hoplab clean`.
 
 A namespace shares this machine's kernel and CPUs: its counters come from
 /proc/thread-self/net/* and a netlink socket opened inside it, read by one

@@ -3,7 +3,8 @@
 Every process a test starts goes through its node's executor and is
 registered with a ProcessGroup, which stops them all on any exit path (end of
 test, error, Ctrl-C): nothing is left behind, and each is written into the
-lab's state file while it runs, so `hoplab clean` stops it after a SIGKILL.
+lab's process log while it runs (hoplab.nodes.tracking), so `hoplab clean`
+stops it after a SIGKILL.
 Output goes to files, not pipes, so a chatty tool (ping at 50 Hz for minutes)
 never blocks on a full pipe.
 
