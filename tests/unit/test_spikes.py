@@ -201,3 +201,27 @@ def test_a_short_excursion_is_a_spike_not_two_levels() -> None:
     report = find_spikes(t, v)
     assert report.shifts == ()
     assert report.count == 1 and report.spikes[0].start == pytest.approx(10.0, abs=0.2)
+
+
+def test_sfq_perturb_5_gives_a_period_of_5_s_on_a_real_two_minute_capture() -> None:
+    # hoplab run of examples/sfq-perturb.toml's p5 variant for 120 s (seed 004's SFQ
+    # experiment): the ping's RTT moved between ~1 and ~145 ms twelve times, on the grid.
+    text = (DATA.parent / "spikes" / "sfq_perturb5_120s_ping_v4.txt").read_text()
+    answered = [r for r in ping.parse(text, interval_s=0.05).replies if r.rtt_s is not None]
+    t0 = answered[0].t_unix
+    t = [r.t_unix - t0 for r in answered]
+    v = [(r.rtt_s or 0.0) * 1000 for r in answered]
+    report = find_spikes(t, v)
+    assert len(report.shifts) == 12
+    assert report.period is not None
+    assert report.period.period_s == pytest.approx(5.0, abs=0.2)
+    assert report.period.confidence > 0.999
+    # Every level shift but the last (the floods ended at 120 s) lies on the fitted grid,
+    # within 0.2 s.
+    assert report.shifts[-1].at == pytest.approx(120, abs=0.5)
+    for s in report.shifts[:-1]:
+        k = round((s.at - report.period.phase_s) / report.period.period_s)
+        assert abs(s.at - report.period.phase_s - k * report.period.period_s) <= 0.2
+    # The same series cut to its first 40 s has four shifts: too few to call a period.
+    cut = [i for i, x in enumerate(t) if x < 40]
+    assert find_spikes([t[i] for i in cut], [v[i] for i in cut]).period is None

@@ -306,6 +306,13 @@ def _fit(x: Array, freq: float, step: float, p_adj: float) -> Period | None:
         return None
     slope, intercept = np.polyfit(k, y, 1)
     resid = y - (slope * k + intercept)
+    # Once more without the events that sit well off the first fit (a flood that ended
+    # between two rehashes): a least-squares line is pulled by its outliers.
+    keep = np.abs(resid) <= max(4 * 1.4826 * float(np.median(np.abs(resid))), 0.02 * slope)
+    if keep.sum() >= 3 and not keep.all():
+        k, y = k[keep], y[keep]
+        slope, intercept = np.polyfit(k, y, 1)
+        resid = y - (slope * k + intercept)
     dof = len(y) - 2
     stderr = (math.sqrt(float(np.sum(resid ** 2)) / dof / float(np.sum((k - k.mean()) ** 2)))
               if dof > 0 else math.nan)
