@@ -136,7 +136,10 @@ def test_ctrl_c_stops_the_check_takes_its_lab_down_and_resets_the_bisection(
     shas = make_repo(repo, "100mbit", "80mbit")
     proc = subprocess.Popen([*HOPLAB, "bisect", "run", "exp.toml", "--repo", str(repo),
                              "--good", shas[0], "--bad", "main", "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # As from a terminal: a test run started in the background
+                            # of a shell inherits SIGINT ignored.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr is not None
     seen = []
     deadline = time.monotonic() + 300

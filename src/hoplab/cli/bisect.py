@@ -54,9 +54,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                     "and every step. The bisect state is always reset.")
     r.add_argument("experiment", help="experiment file, relative to the repository (one "
                                       "variant, one test); read at each commit")
-    r.add_argument("--repo", required=True, help="the git repository")
-    r.add_argument("--good", required=True, help="a revision with the old behaviour")
-    r.add_argument("--bad", required=True, help="a later revision with the new behaviour")
+    r.add_argument("--repo", required=True, metavar="DIR", help="the git repository")
+    r.add_argument("--good", required=True, metavar="REV", help="a revision with the old behaviour")
+    r.add_argument("--bad", required=True, metavar="REV",
+                   help="a later revision with the new behaviour")
     r.add_argument("--all", action="store_true",
                    help="find every step between the two revisions, not only one")
     r.add_argument("--min-step", type=float, default=2.0, metavar="PCT",
@@ -84,19 +85,22 @@ def _common(p: argparse.ArgumentParser) -> None:
     store_arg.add(p)
     p.add_argument("--metric", default="goodput",
                    help="the figure to bisect by (default goodput; NAME@FLOW for one flow)")
-    p.add_argument("--max-repeat", type=int, default=20,
+    p.add_argument("--max-repeat", type=int, default=20, metavar="N",
                    help="repetitions per commit at most; unknown there answers 125 "
                         "(default 20)")
     p.add_argument("--label", dest="labels", action="append", default=[],
                    metavar="KEY=VALUE", help="stored with the runs and selecting them "
                                              "(device=r7800); repeatable")
-    p.add_argument("--build", help="shell command run in the checkout before measuring "
-                                   "a commit ($HOPLAB_COMMIT is its SHA); non-zero skips it")
+    p.add_argument("--build", metavar="CMD",
+                   help="shell command run in the checkout before measuring a commit "
+                        "($HOPLAB_COMMIT is its SHA); non-zero skips it")
 
 
 def _target(args: argparse.Namespace, experiment: str) -> Target:
     from hoplab.run.bisect import Target
 
+    if getattr(args, "min_step", 1.0) <= 0:
+        raise UsageError(f"--min-step {args.min_step}: a step must be above 0 %")
     if args.max_repeat < 5:
         raise UsageError(f"--max-repeat {args.max_repeat}: the rank test needs 5 repetitions "
                          "a side before it can say p < 0.01")
