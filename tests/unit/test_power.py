@@ -10,11 +10,11 @@ from scipy import stats
 
 from hoplab.analysis.power import (
     detectable_change,
-    min_p,
     noise_cv,
     power_figures,
     repetitions_needed,
 )
+from hoplab.analysis.ranks import min_p
 
 
 def _simulated_power(change: float, cv: float, n_a: int, n_b: int, alpha: float,
