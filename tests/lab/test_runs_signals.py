@@ -4,8 +4,10 @@ the finished runs are stored."""
 
 from __future__ import annotations
 
+import glob
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -60,6 +62,11 @@ def pester(proc: subprocess.Popen[str], sig: signal.Signals, seconds: float = 30
         time.sleep(0.02)
 
 
+def workdirs(pid: int) -> list[str]:
+    """The run working directories of process `pid` (hoplab.run.workdir)."""
+    return glob.glob(f"{tempfile.gettempdir()}/hoplab-run-{pid}-*")
+
+
 def alive(pids: set[int]) -> list[int]:
     """Those still running: a zombie has no start time (hoplab.lab.state)."""
     return [pid for pid in pids if proc_start_time(pid) is not None]
@@ -105,6 +112,7 @@ def test_run_stopped_by_a_signal_and_pestered_leaves_nothing(
     assert lab_namespaces(name) == set()
     assert not (LABS_DIR / f"{name}.json").exists()
     assert alive(inside) == []
+    assert workdirs(proc.pid) == []
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err, err
     with open_store(str(db)) as store:
@@ -154,3 +162,37 @@ def test_lab_up_stopped_half_way_and_pestered_leaves_nothing(
     assert "interrupted" in err and "Traceback" not in err, err
     # Daemons of other labs live in named namespaces; one of ours would have lost its name.
     assert set(alive(live_pids("wireguard-go"))) - before - pids_in(namespaces()) == set()
+
+
+def test_run_killed_then_clean_leaves_nothing(tmp_path: Path) -> None:
+    """SIGKILL cannot be caught: the lab, the tools inside it and the run's working
+    directory stay until `hoplab clean`, which removes them all."""
+    (tmp_path / "lab.toml").write_text(LAB)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT)
+    db = tmp_path / "runs.db"
+    name = new_lab_name()
+    proc = subprocess.Popen([*HOPLAB, "run", str(exp), "--db", str(db), "--lab-name", name],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (db.exists() and workdirs(proc.pid)):
+            time.sleep(0.2)
+        time.sleep(1.5)   # into a run: its iperf3 processes are running
+        inside = pids_in(lab_namespaces(name))
+        left = workdirs(proc.pid)
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert left and lab_namespaces(name), "the killed run left nothing to clean"
+    cleaned = subprocess.run([*HOPLAB, "clean", name], capture_output=True, text=True,
+                             check=False, timeout=120)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert f"removed run directory {left[0]}" in cleaned.stdout
+    assert workdirs(proc.pid) == []
+    assert lab_namespaces(name) == set()
+    assert alive(inside) == []

@@ -2,7 +2,8 @@
 
 Only things hoplab owns are touched: labs listed under /run/hoplab/labs,
 namespaces whose names carry the reserved `hoplab-` prefix, processes living
-inside those namespaces, and their /etc/netns entries. A lab whose owner (the
+inside those namespaces, their /etc/netns entries, and the working directories
+of runs whose hoplab process has exited (hoplab.run.workdir). A lab whose owner (the
 process that built it, identified by PID and start time) still runs is left
 alone unless forced: another `hoplab run`, or a test, is measuring on it.
 """
@@ -68,6 +69,11 @@ def clean(*, force: bool = False, names: Collection[str] = ()) -> Cleaned:
                     and not netns.exists(d.name):
                 shutil.rmtree(d, ignore_errors=True)
     out.done += _debris(started, kept, names)
+    # A run's working directory a SIGKILL left (tool outputs, nginx's pages): its process
+    # is gone, so nothing writes it any more, whichever lab it ran on.
+    from hoplab.run import workdir
+
+    out.done += workdir.remove_orphans()
     return out
 
 

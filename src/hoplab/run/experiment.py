@@ -17,7 +17,6 @@ import re
 import secrets
 import shutil
 import signal
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ from hoplab.lab.summary import summarize
 from hoplab.nodes.executor import Executor
 from hoplab.nodes.registry import close_all, executors
 from hoplab.record import MEASUREMENT_VERSION, DuplicateMetric, RunRecord, check_metric_keys
+from hoplab.run import workdir as run_workdir
 from hoplab.run.execute import TestResult, run_test
 from hoplab.run.metadata import host_metadata, node_settings
 from hoplab.spec.experiment import Experiment, Test, Variant
@@ -286,7 +286,7 @@ class ExperimentRunner:
 
     def _run_jobs(self) -> None:
         jobs = schedule(self.exp)
-        workdir = Path(tempfile.mkdtemp(prefix="hoplab-run-"))
+        workdir = run_workdir.make()
         try:
             for order, job in enumerate(jobs):
                 if order and self.exp.pause_s:
