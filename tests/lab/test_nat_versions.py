@@ -30,13 +30,13 @@ def test_the_versions_their_steps_and_the_commits_that_made_them(tmp_path: Path)
     (copy / "versions.toml").write_text(text.replace('duration = "3s"', 'duration = "1s"'))
     db = tmp_path / "runs.db"
 
-    # Every version twice: each variant's lab, sysctls and RPS setup work, and the rate
+    # Every version three times: each variant's lab, sysctls and RPS setup work, and the rate
     # is 100 Mbit/s up to v3, 51 from v4, 64 from v7.
-    proc = hoplab("run", str(copy / "versions.toml"), "--repeat", "2", "--db", str(db),
+    proc = hoplab("run", str(copy / "versions.toml"), "--repeat", "3", "--db", str(db),
                   "--json", timeout=300)
     assert proc.returncode == 0, proc.stderr
     runs = json.loads(proc.stdout)["runs"]
-    assert len(runs) == 18 and all(r["status"] == "ok" for r in runs), runs
+    assert len(runs) == 27 and all(r["status"] == "ok" for r in runs), runs
     rate = {"v1": 100, "v2": 100, "v3": 100, "v4": 51, "v5": 51, "v6": 51, "v7": 64,
             "v8": 64, "v9": 64}
     for r in runs:

@@ -154,12 +154,15 @@ def test_fq_codel_bulk_goodput(lab_up: LabUp) -> None:
 
 def test_codel_sojourn_near_target(lab_up: LabUp) -> None:
     # A path of 80 ms RTT (40 ms each way): CoDel's interval (100 ms) is set for the
-    # RTTs it controls. Shorter paths keep more queue with three cubic flows: median
-    # 6-8 ms at 40 ms RTT, ~10 ms at the lab's bare 0.1 ms (docs/wire.md).
+    # RTTs it controls. A standing queue needs a load that persists through CoDel's
+    # drops: eight cubic flows (one drop halves one flow's window, an eighth of the
+    # load). Measured on a quiet machine, sojourn median 4.8-6.0 ms with 8 flows; with 3
+    # the queue empties after each drop (median 1.2-2.9 ms, the link idle meanwhile),
+    # and on shorter paths it stays longer: 6-6.5 ms at 40 ms RTT (docs/wire.md).
     up = lab_up(uplink('rate = "20mbit", qdisc = "codel"', 'delay = "40ms"'))
     path = wire_samples.stats_path(wire.netns_name(up.name, BOTTLENECK))
     with servers(up, [5201]):
-        bulk = client(up, "ha", 5201, "-P", "3", "-t", "8")
+        bulk = client(up, "ha", 5201, "-P", "8", "-t", "8")
         time.sleep(3)  # past slow start: CoDel's control loop has settled
         before = wire.read_stats(path)
         time.sleep(4)
