@@ -142,3 +142,38 @@ def test_a_process_that_writes_no_data_has_no_data_start() -> None:
     ds, _ = _watch(f"printf '%{CONTROL_BYTES // 2}s' x; sleep 0.1")
     assert ds.at is None
     assert ds.pids == []  # the exited process is no longer polled
+
+
+def _switches(tid: int) -> int:
+    with open(f"/proc/self/task/{tid}/status") as f:
+        return sum(int(line.split()[1]) for line in f
+                   if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt")))
+
+
+def test_the_watcher_sleeps_once_every_flow_has_started() -> None:
+    # It polls every millisecond only while a flow's data has yet to move; a thousand
+    # wake-ups a second through the rest of a test would take CPU from the flows.
+    watcher = _Watcher()
+    try:
+        ds = DataStart()
+        watcher.add(ds, lambda: CONTROL_BYTES + 1)
+        deadline = time.monotonic() + 5
+        while ds.at is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ds.at is not None
+        tid = watcher.thread.native_id
+        assert tid is not None
+        time.sleep(0.05)
+        before = _switches(tid)
+        time.sleep(0.5)
+        assert _switches(tid) - before <= 5
+        # A flow added later is watched again at once.
+        late = DataStart()
+        watcher.add(late, lambda: CONTROL_BYTES + 1)
+        deadline = time.monotonic() + 5
+        while late.at is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert late.at is not None
+    finally:
+        watcher.stop()
+    assert not watcher.thread.is_alive()

@@ -60,12 +60,15 @@ class DataStart:
 
 
 class _Watcher:
-    """One thread polling the watched flows' processes until each flow's data moves."""
+    """One thread polling the watched flows' processes until each flow's data moves,
+    then sleeping until a flow is added: a thousand wake-ups a second through a whole
+    test would take CPU from the flows it measures."""
 
     def __init__(self) -> None:
         self.flows: list[DataStart] = []
         self.lock = threading.Lock()
         self.done = threading.Event()
+        self.wake = threading.Event()    # set by add() and stop()
         self.thread = threading.Thread(target=self._run, name="hoplab-data-start",
                                        daemon=True)
         self.thread.start()
@@ -75,12 +78,18 @@ class _Watcher:
             ds.pids.append(written)
             if ds not in self.flows:
                 self.flows.append(ds)
+            self.wake.set()
 
     def _run(self) -> None:
         while not self.done.wait(_POLL_S):
             with self.lock:
                 flows = [ds for ds in self.flows if ds.at is None and ds.pids]
                 self.flows = flows
+                if not flows:
+                    self.wake.clear()
+            if not flows:
+                self.wake.wait()
+                continue
             for ds in flows:
                 with self.lock:
                     pids = list(ds.pids)
@@ -96,6 +105,7 @@ class _Watcher:
 
     def stop(self) -> None:
         self.done.set()
+        self.wake.set()
         self.thread.join(timeout=1.0)
 
 
