@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from hoplab.lab import build
+from hoplab.nodes.ssh_exec import SshExecutor
 from hoplab.spec import load_lab
-from tests.helpers.devices import Farm, farm
+from tests.helpers.devices import Device, Farm, farm
 from tests.helpers.lab import (
     MADE,
     LabUp,
@@ -120,3 +121,20 @@ def device_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
     "openwrt-like")` or `add("linux-board")`; all removed at the end of the session."""
     with farm(tmp_path_factory.mktemp("devices")) as f:
         yield f
+
+
+@pytest.fixture(params=["openwrt-like", "linux-board"])
+def dev(request: pytest.FixtureRequest, device_farm: Farm) -> Device:
+    """Each kind of emulated device in turn, shared across the session."""
+    shared: Device = device_farm.shared(request.param)
+    return shared
+
+
+@pytest.fixture
+def ex(dev: Device) -> Iterator[SshExecutor]:
+    """An SSH executor for `dev` as node r1, closed after the test."""
+    e = SshExecutor(dev.target("r1"))
+    try:
+        yield e
+    finally:
+        e.close()

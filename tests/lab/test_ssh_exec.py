@@ -7,7 +7,6 @@ import hashlib
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,24 +15,9 @@ from hoplab.nodes.executor import Executor, ExecutorError
 from hoplab.nodes.ssh_conn import HostKeyError
 from hoplab.nodes.ssh_exec import SshExecutor, stop_recorded
 from hoplab.nodes.ssh_quote import parse_stat
-from tests.helpers.devices import Device, Farm, Kind
+from tests.helpers.devices import Device, Farm
 
 pytestmark = pytest.mark.root
-KINDS: list[Kind] = ["openwrt-like", "linux-board"]
-
-
-@pytest.fixture(params=KINDS)
-def dev(request: pytest.FixtureRequest, device_farm: Farm) -> Device:
-    return device_farm.shared(request.param)
-
-
-@pytest.fixture
-def ex(dev: Device) -> Iterator[SshExecutor]:
-    e = SshExecutor(dev.target("r1"))
-    try:
-        yield e
-    finally:
-        e.close()
 
 
 def _alive_on(dev: Device, pid: int) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,24 +17,9 @@ from hoplab.samplers.runner import Samplers, Target
 from tests.helpers.devices import Device, Farm, Kind
 
 pytestmark = pytest.mark.root
-KINDS: list[Kind] = ["openwrt-like", "linux-board"]
 # A UDP datagram of 1000 payload bytes on a veth: + 8 UDP + 20 IPv4 + 14 Ethernet.
 PAYLOAD = 1000
 FRAME = PAYLOAD + 8 + 20 + 14
-
-
-@pytest.fixture(params=KINDS)
-def dev(request: pytest.FixtureRequest, device_farm: Farm) -> Device:
-    return device_farm.shared(request.param)
-
-
-@pytest.fixture
-def ex(dev: Device) -> Iterator[SshExecutor]:
-    e = SshExecutor(dev.target("r1"))
-    try:
-        yield e
-    finally:
-        e.close()
 
 
 def _sample(ex: SshExecutor, seconds: float, kinds: frozenset[str],
