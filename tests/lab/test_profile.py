@@ -76,6 +76,10 @@ def test_hoplab_fold_matches_the_library_and_its_options(burner: Path, tmp_path:
     rec.start()
     try:
         subprocess.run([str(burner), "0.5"], check=True)
+        # Kernel frames for --kernel to mark: an idle CPU may give no samples at all
+        # (seen: one kernel frame in 0.5 s), so copy zeros, which is kernel time.
+        subprocess.run(["dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=2000"],
+                       check=True, capture_output=True)
     finally:
         rec.stop()
     out = tmp_path / "script.txt"

@@ -100,9 +100,12 @@ def result(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
 
 
 def pinger(up: UpLab, node: str, seconds: float, interval: float = 0.05,
-           target: str = "srv-v4") -> subprocess.Popen[str]:
+           target: str = "srv-v4", count: int | None = None) -> subprocess.Popen[str]:
+    """Pings for `seconds`; with `count`, stops sending after that many and waits for
+    their replies until `seconds`."""
+    sent = [] if count is None else ["-c", str(count)]
     return subprocess.Popen(["ip", "netns", "exec", up.ns(node), "ping", "-D", "-n", "-i",
-                             str(interval), "-w", str(seconds), target],
+                             str(interval), *sent, "-w", str(seconds), target],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
 
@@ -121,11 +124,16 @@ def loaded_ping_median(up: UpLab) -> float:
         bulk = client(up, "ha", 5201, "-P", "3", "-t", "7")
         flood = client(up, "ha", 5202, "-u", "-b", "25M", "-l", "1400", "-t", "7")
         time.sleep(2)
-        ping = pinger(up, "hb", 4)
+        # 80 pings over 4 s, then 1 s more for the last ones' replies: behind a full
+        # 606 ms FIFO, a deadline of 4 s lost the last 12 to the clock, not the queue.
+        ping = pinger(up, "hb", 5, count=80)
         rtts = [r for _, r in pings(ping)]
         result(bulk)
         result(flood)
-    assert len(rtts) >= 20, rtts
+    # The tail-drop FIFO the flood keeps full drops pings: 51 to 61 of 80 answered
+    # here, and CI once saw 16 of the first 68 under load. A median of 10 still says
+    # where the queue sits.
+    assert len(rtts) >= 10, rtts
     return statistics.median(rtts)
 
 
