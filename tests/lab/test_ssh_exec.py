@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 from hoplab.nodes.executor import Executor, ExecutorError
@@ -225,6 +226,22 @@ def test_reboot_is_noticed(ex: SshExecutor) -> None:
     ex._boot = (up + 1000.0, ex._boot[1])
     assert ex.check_rebooted() is True
     assert ex.reboots == 1
+    assert ex.check_rebooted() is False
+    # A reboot seen when a command reconnected (the device was down) is still told to
+    # the next check_rebooted(), which reads the uptime again after that command.
+    ex._boot = (up + 1000.0, ex._boot[1])
+
+    async def drop(conn: asyncssh.SSHClientConnection) -> None:
+        conn.close()
+        await conn.wait_closed()
+
+    ex.conn.call(drop, 5)
+    connects = ex.conn.connects
+    ex.run(["true"])
+    ex.run(["true"])
+    assert ex.conn.connects == connects + 1 and ex.reboots == 2
+    assert ex.check_rebooted() is True
+    assert ex.check_rebooted() is False
 
 
 def test_unknown_host_key_refused(device_farm: Farm, tmp_path: Path) -> None:

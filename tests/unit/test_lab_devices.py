@@ -11,6 +11,7 @@ import pytest
 from hoplab.errors import LabError, SpecError
 from hoplab.lab import devices
 from hoplab.lab.state import LabState
+from hoplab.nodes.executor import ExecutorError
 from hoplab.nodes.fake import FakeExecutor
 from hoplab.spec import load_lab_text
 
@@ -156,20 +157,11 @@ def test_listening_ports_from_proc_net_as_on_a_device() -> None:
     assert _listening(node, "udp") == {2112}
 
 
-class _Rebooting(FakeExecutor):
-    """A device node whose uptime went back once (the executor's own check says so)."""
-
-    def __init__(self, node: str, answers: list[bool]) -> None:
-        super().__init__(node)
-        self.answers = answers
-
-    def check_rebooted(self) -> bool:
-        return self.answers.pop(0)
-
-
 def test_a_rebooted_device_is_named_and_namespaces_are_not_asked() -> None:
-    nodes = {"router": _Rebooting("router", [False, True, False, False]),
-             "client": FakeExecutor("client")}
+    router = FakeExecutor("router")
+    # A device node whose uptime went back once (the executor's own check says so).
+    router.reboot_answers = [False, True, False]
+    nodes = {"router": router, "client": FakeExecutor("client")}
     seen: dict[str, tuple[str, float]] = {}
     facts = {"router": {"boot_id": "b1", "uptime_s": 500.0}, "client": {}}
     assert devices.reboots(nodes, facts, seen) == {}
@@ -181,3 +173,14 @@ def test_a_rebooted_device_is_named_and_namespaces_are_not_asked() -> None:
     assert devices.reboots(nodes, again, seen) == {
         "router": "rebooted since the previous run (boot id changed, uptime went back)"}
     assert devices.reboots(nodes, again, seen) == {}
+    assert router.reboot_answers == []
+
+
+def test_a_node_that_cannot_tell_whether_it_rebooted_is_named() -> None:
+    class Gone(FakeExecutor):
+        def check_rebooted(self) -> bool:
+            raise ExecutorError("node router (root@10.99.0.2): connection lost")
+
+    assert devices.reboots({"router": Gone("router")}, {}, {}) == {
+        "router": "could not tell whether it rebooted: node router (root@10.99.0.2): "
+                  "connection lost"}

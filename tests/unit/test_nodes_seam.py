@@ -263,6 +263,30 @@ def test_the_moved_modules_never_ask_which_kind_of_node(rel: str) -> None:
             assert node.attr not in ("netns", "popen"), f"{rel}:{node.lineno} .{node.attr}"
 
 
+@pytest.mark.parametrize("rel", (*ON_THE_SEAM, "lab/devices.py"))
+def test_what_an_executor_can_do_is_its_protocol_not_a_getattr(rel: str) -> None:
+    # A call reached by getattr/hasattr on an executor is outside the Protocol: mypy
+    # cannot check it and a new kind of node would silently skip it.
+    for node in ast.walk(ast.parse((SRC / rel).read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("getattr", "hasattr") and node.args \
+                and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id in ("ex", "node", "executor", "nodes"):
+            raise AssertionError(f"{rel}:{node.lineno} {node.func.id} on an executor")
+
+
+def test_every_kind_answers_whether_it_rebooted() -> None:
+    from hoplab.nodes.netns_exec import NetnsExecutor
+
+    fake = FakeExecutor("r1")
+    fake.reboot_answers = [True]
+    for ex in (NetnsExecutor("r1", "hoplab-x-r1"), fake):
+        assert isinstance(ex, Executor)
+    # A namespace shares this machine's kernel: never rebooted under a running hoplab.
+    assert NetnsExecutor("r1", "hoplab-x-r1").check_rebooted() is False
+    assert (fake.check_rebooted(), fake.check_rebooted()) == (True, False)
+
+
 def _on_executor(node: ast.Attribute) -> bool:
     # flow.kind, test.kind and rec.kind are a test's kind, not a node's.
     base = node.value

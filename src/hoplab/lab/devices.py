@@ -621,11 +621,10 @@ def reboots(nodes: Mapping[str, Executor], settings: Mapping[str, Mapping[str, A
                                  or (uptime is not None and now[1] < prev[1])):
             out[name] = "rebooted since the previous run (boot id changed, uptime went back)"
     for name, ex in nodes.items():
-        check = getattr(ex, "check_rebooted", None)
-        if check is None or name in out:
+        if name in out:
             continue
         try:
-            if check():
+            if ex.check_rebooted():
                 out[name] = "rebooted since hoplab last looked (uptime went back)"
         except (ExecutorError, TimeoutError, OSError) as exc:
             out[name] = f"could not tell whether it rebooted: {exc}"

@@ -179,5 +179,12 @@ class Executor(Protocol):
         """A counter source for the sampler kinds (ifaces, qdisc, tcp, wire, cpu);
         call it in the thread that will read it."""
 
+    def check_rebooted(self) -> bool:
+        """Whether the node's machine rebooted since this executor last looked (its
+        uptime went back or its boot id changed): a rebooted device lost what lab up
+        set on it, and the run says so. False for a node that shares this machine's
+        kernel (a namespace: hoplab would not be running). The first look only
+        records what it saw. Raises ExecutorError when the node cannot be reached."""
+
     def close(self) -> None:
         """Stop every process still tracked and release connections."""

@@ -4,6 +4,7 @@
     node.reply(["ss", "-Hltn"], stdout="LISTEN 0 5 *:5201 *:*\\n")
     node.files["/proc/sys/net/ipv4/ip_forward"] = b"1\\n"
     node.snapshots = [Snapshot(net_dev=...), ...]
+    node.reboot_answers = [False, True]   # what check_rebooted() answers, in turn
 
 A started process is a FakeProcess whose output file holds what `outputs`
 gives for its argv[0] (or nothing) and which exits with status 0 after
@@ -115,6 +116,7 @@ class FakeExecutor:
         self.stopped: list[FakeProcess] = []
         self.stopped_recorded: list[ProcessId] = []
         self.answer: Callable[[str], list[str]] = lambda _line: []
+        self.reboot_answers: list[bool] = []     # check_rebooted's answers in turn, then False
         self.closed = False
 
     def reply(self, argv: Sequence[str], *, stdout: str = "", stderr: str = "",
@@ -182,6 +184,9 @@ class FakeExecutor:
 
     def counters(self, kinds: frozenset[str]) -> FakeCounters:
         return FakeCounters(self, kinds)
+
+    def check_rebooted(self) -> bool:
+        return self.reboot_answers.pop(0) if self.reboot_answers else False
 
     def close(self) -> None:
         self.closed = True

@@ -352,6 +352,10 @@ class NetnsExecutor:
     def counters(self, kinds: frozenset[str]) -> CounterSource:
         return NetnsCounters(self.netns, kinds)
 
+    def check_rebooted(self) -> bool:
+        # This machine's kernel: had it rebooted, this process would not be here to ask.
+        return False
+
     def close(self) -> None:
         for proc in reversed(self._procs):
             self.stop(proc)

@@ -165,6 +165,7 @@ class SshExecutor:
         self._boot: tuple[float, str] | None = None     # (uptime, boot id) last seen
         self._seen_connects = 0
         self.reboots = 0
+        self._unreported = 0    # reboots seen since check_rebooted() last answered
 
     # --- commands -----------------------------------------------------------------------
 
@@ -385,26 +386,30 @@ class SshExecutor:
         """After each new connection, read the device's uptime and boot id once."""
         if self.conn.connects == self._seen_connects and self._boot is not None:
             return
-        self.check_rebooted()
+        self._look()
         self._seen_connects = self.conn.connects
 
     def check_rebooted(self) -> bool:
-        """Whether the device rebooted since hoplab last looked (uptime went back or the
-        boot id changed); counted in `reboots`."""
+        """Whether the device rebooted since the previous call (uptime went back or the
+        boot id changed), looking now and counting what a reconnection in between saw:
+        a reboot noticed when a command reconnected is not lost to the caller."""
+        self._look()
+        seen, self._unreported = self._unreported, 0
+        return seen > 0
+
+    def _look(self) -> None:
         rc, out, _ = self._run_bytes_raw(["sh", "-c", _BOOT])
         fields = out.decode().split()
         if rc != 0 or not fields:
-            return False
+            return
         uptime = float(fields[0])
         boot = fields[1] if len(fields) > 1 else ""
         prev = self._boot
         self._boot = (uptime, boot)
-        if prev is None:
-            return False
-        rebooted = uptime < prev[0] or (bool(boot) and bool(prev[1]) and boot != prev[1])
-        if rebooted:
+        if prev is not None and (uptime < prev[0] or
+                                 (bool(boot) and bool(prev[1]) and boot != prev[1])):
             self.reboots += 1
-        return rebooted
+            self._unreported += 1
 
     def _run_bytes_raw(self, argv: Sequence[str]) -> tuple[int, bytes, bytes]:
         command = remote_command(argv)
