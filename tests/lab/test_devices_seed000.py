@@ -56,3 +56,21 @@ def test_mesh_with_wireguard_hops_to_an_exit(devices: Farm, tmp_path: Path,
     for dev in mesh.values():
         assert "wgm" not in dev.exec("ip", "-o", "link").stdout
         assert not dev.pids()
+    # Seed 001 on the same mesh: perf on the relay during a UDP flow, its stacks back.
+    prof = tmp_path / "mesh-exit-profile.toml"
+    prof.write_text((EXAMPLES / "mesh-exit-profile.toml").read_text())
+    got = hoplab("run", str(prof), "--db", str(db), "--lab-name", lab_name, "--set",
+                 "duration=3s", timeout=400)
+    assert got.returncode == 0, got.stdout + got.stderr
+    with open_store(str(db)) as store:
+        run = store.get_run(5)
+    assert run.status == "ok" and run.test == "udp-through-tunnels", run.error
+    profile = run.metadata["profile"]
+    assert profile["status"] == "ok" and profile["samples"] > 100, profile
+    assert profile["by_node"].keys() == {"relay"}
+    # wireguard-go carried the flow (on an emulated device perf sees the whole host,
+    # so this share includes the other devices' tunnels too).
+    shares = {m.name: m.value for m in run.metrics if m.name.startswith("profile.")}
+    assert shares.get("profile.wireguard", 0) + shares.get("profile.crypto", 0) > 1, shares
+    for dev in mesh.values():
+        assert not dev.pids()
