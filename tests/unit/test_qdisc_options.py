@@ -57,6 +57,13 @@ def test_options_load_normalised(tmp_path: Path) -> None:
     ('qdisc = "sfq"\nqdisc_options = { keys = "src,port" }', "unknown flow key 'port'"),
     ('qdisc = "codel"\nqdisc_options = { tartget = "5ms" }', "unknown option 'tartget'"),
     ('qdisc = "codel"\nqdisc_options = { interval = "0ms" }', "interval: expected a time above 0"),
+    # tc reads perturb as whole seconds ("sfq perturb 2.5": Illegal "perturb").
+    ('qdisc = "sfq"\nqdisc_options = { perturb = "2500ms" }',
+     r"perturb: expected whole seconds .*'2500ms'"),
+    # codel's and sfq's limits count packets: a byte queue would be ignored.
+    ('qdisc = "sfq"\nqueue = "100kb"', r'q.toml:8: links\[0\].queue: queue in bytes cannot bound '
+                                       r'qdisc = "sfq"'),
+    ('qdisc = "codel"\nqueue = "100kb"', 'queue in bytes cannot bound qdisc = "codel"'),
 ])
 def test_bad_options_name_file_line_and_key(tmp_path: Path, text: str, needle: str) -> None:
     with pytest.raises(SpecError, match=needle) as err:

@@ -105,3 +105,69 @@ def test_delay_and_loss_use_netem() -> None:
     shaped = Direction(rate_bps=100_000_000, delay_s=0.005, queue=QueueLimit(packets=200))
     assert tc_lines("eth0", shaped) == htb("100000000bit", 67050,
                                            "netem delay 5000us limit 200")
+
+
+# Every option a lab may write for the kernel's codel, fq_codel and sfq, against
+# the syntax of tc-codel(8), tc-fq_codel(8), tc-sfq(8) and tc-flow(8) (iproute2
+# 6.1). tests/lab/test_tc_syntax.py hands the same lines to the real tc.
+LEAF_OPTIONS: list[tuple[str, dict[str, float | int | bool], QueueLimit | None, str]] = [
+    ("codel", {}, None, "codel"),
+    ("codel", {"limit": 300}, None, "codel limit 300"),
+    ("codel", {}, QueueLimit(packets=200), "codel limit 200"),
+    ("codel", {"limit": 50}, QueueLimit(packets=200), "codel limit 50"),
+    ("codel", {"target": 0.003, "interval": 0.04}, None, "codel interval 40000us target 3000us"),
+    ("codel", {"target": 0.0005}, None, "codel target 500us"),
+    ("codel", {"ecn": True}, None, "codel ecn"),
+    ("codel", {"ecn": False}, None, "codel noecn"),
+    ("fq_codel", {}, None, "fq_codel"),
+    ("fq_codel", {"limit": 2000, "flows": 256, "quantum": 300}, None,
+     "fq_codel flows 256 limit 2000 quantum 300"),
+    ("fq_codel", {"memory_limit": 4_000_000}, None, "fq_codel memory_limit 4000000"),
+    ("fq_codel", {}, QueueLimit(bytes=1_000_000), "fq_codel memory_limit 1000000"),
+    ("fq_codel", {"target": 0.005, "interval": 0.1}, None,
+     "fq_codel interval 100000us target 5000us"),
+    ("fq_codel", {"ecn": False}, None, "fq_codel noecn"),
+    ("fq_codel", {"ecn": True}, None, "fq_codel ecn"),
+    ("sfq", {}, None, "sfq"),
+    ("sfq", {"limit": 3000, "flows": 512, "divisor": 16384, "depth": 64, "quantum": 1514}, None,
+     "sfq depth 64 divisor 16384 flows 512 limit 3000 quantum 1514"),
+    ("sfq", {"perturb": 5.0}, None, "sfq perturb 5"),
+    ("sfq", {"perturb": 0.0}, None, "sfq perturb 0"),
+    ("sfq", {}, QueueLimit(packets=100), "sfq limit 100"),
+]
+
+
+@pytest.mark.parametrize(("qdisc", "options", "queue", "leaf"), LEAF_OPTIONS)
+def test_aqm_options_become_tc_syntax(qdisc: str, options: dict[str, float | int | bool],
+                                      queue: QueueLimit | None, leaf: str) -> None:
+    d = Direction(rate_bps=20_000_000, qdisc=qdisc, queue=queue,
+                  qdisc_options=tuple(sorted(options.items())))
+    assert tc_lines("eth0", d) == htb("20000000bit", 67050, leaf)
+    root = Direction(qdisc=qdisc, queue=queue, qdisc_options=tuple(sorted(options.items())))
+    assert tc_lines("eth0", root) == [f"{ROOT} {leaf}"]
+
+
+def test_flow_keys_are_a_flow_filter_with_the_qdiscs_buckets() -> None:
+    fq = Direction(rate_bps=20_000_000, qdisc="fq_codel",
+                   qdisc_options=(("flows", 64), ("keys", "src")))
+    assert tc_lines("eth0", fq) == [
+        *htb("20000000bit", 67050, "fq_codel flows 64"),
+        "filter add dev eth0 parent 10: handle 1 protocol all flow hash keys src divisor 64"]
+    sfq = Direction(qdisc="sfq", qdisc_options=(("divisor", 16),
+                                                ("keys", "src,dst,proto,proto-src,proto-dst")))
+    assert tc_lines("eth0", sfq) == [
+        f"{ROOT} sfq divisor 16",
+        "filter add dev eth0 parent 1: handle 1 protocol all flow hash keys "
+        "src,dst,proto,proto-src,proto-dst divisor 16"]
+
+
+def test_sfq_behind_a_flow_filter_is_perturbed_by_the_filter() -> None:
+    # tc-sfq(8): perturb "has no effect when external flow classification is
+    # used"; tc-flow(8)'s hash takes its own perturb. Without this the kernel's
+    # sfq with keys would never rehash.
+    d = Direction(rate_bps=10_000_000, qdisc="sfq",
+                  qdisc_options=(("divisor", 4), ("keys", "src"), ("perturb", 5.0)))
+    assert tc_lines("eth0", d) == [
+        *htb("10000000bit", 67050, "sfq divisor 4"),
+        "filter add dev eth0 parent 10: handle 1 protocol all flow hash keys src divisor 4 "
+        "perturb 5"]

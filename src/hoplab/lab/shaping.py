@@ -47,29 +47,38 @@ def _leaf(d: Direction) -> list[str]:
     if q is not None and q.bytes is not None and kind == "fq_codel":
         opts.setdefault("memory_limit", q.bytes)
     for name, value in sorted(opts.items()):
-        if name in ("keys", "hosts"):
-            continue  # a flow filter's, not the qdisc's (see _flow_filter); hosts: wire only
+        if name in ("keys", "hosts") or (name == "perturb" and _flow_filter_used(d)):
+            # keys make a flow filter (see _flow_filter), which then owns the
+            # perturbation: sfq ignores its own perturb behind a filter (tc-sfq(8)).
+            # hosts: the wire's only.
+            continue
         if isinstance(value, bool):
             args.append(name if value else f"no{name}")
-        elif name in ("target", "interval"):
+        elif name in ("target", "interval", "ce_threshold"):
             args += [name, _time(float(value))]
         elif name == "perturb":
-            args += [name, str(round(float(value)))]
+            args += [name, str(int(value))]  # whole seconds, checked at load
         else:
             args += [name, str(value)]
     return args
 
 
+def _flow_filter_used(d: Direction) -> bool:
+    return d.qdisc in ("fq_codel", "sfq") and "keys" in dict(d.qdisc_options)
+
+
 def _flow_filter(dev: str, parent: str, d: Direction) -> list[str]:
     """tc's flow classifier in front of fq_codel or sfq when the link picks the keys
     a flow is hashed on (keys = "src": one queue per source host)."""
-    keys = dict(d.qdisc_options).get("keys")
-    if keys is None or d.qdisc not in ("fq_codel", "sfq"):
+    if not _flow_filter_used(d):
         return []
     opts = dict(d.qdisc_options)
+    # The classifier's buckets are the qdisc's: fq_codel's flows, sfq's divisor
+    # (classes 1..N; the qdisc takes a class above its count as unclassified).
     buckets = opts.get("flows", 1024) if d.qdisc == "fq_codel" else opts.get("divisor", 1024)
+    perturb = int(opts.get("perturb", 0))
     return [f"filter add dev {dev} parent {parent} handle 1 protocol all flow hash "
-            f"keys {keys} divisor {buckets}"]
+            f"keys {opts['keys']} divisor {buckets}" + (f" perturb {perturb}" if perturb else "")]
 
 
 def _netem(d: Direction) -> list[str]:

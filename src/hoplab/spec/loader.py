@@ -37,6 +37,7 @@ from hoplab.spec.model import (
 )
 from hoplab.spec.qdisc_options import misfit as qdisc_misfit
 from hoplab.spec.qdisc_options import parse_options as parse_qdisc_options
+from hoplab.spec.qdisc_options import queue_misfit as qdisc_queue_misfit
 from hoplab.spec.units import (
     choice,
     kind,
@@ -218,6 +219,11 @@ def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
         why = qdisc_misfit(_pick(merged, "qdisc", str), _pick(merged, "qdisc_options", tuple) or ())
         if why is not None:
             ctx.fail(merged["qdisc_options"][1], f"{why} ({label})")
+    queue = _pick(merged, "queue", QueueLimit)
+    in_bytes = queue is not None and queue.bytes is not None
+    why = qdisc_queue_misfit(_pick(merged, "qdisc", str), in_bytes)
+    if why is not None:
+        ctx.fail(merged["queue"][1], f"{why} ({label})")
     trace = _pick(merged, "trace", str)
     if trace is not None:
         trace = _trace_path(ctx, trace, merged["trace"][1])

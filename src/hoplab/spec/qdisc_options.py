@@ -66,6 +66,14 @@ def _keys(value: object) -> str:
     return ",".join(dict.fromkeys(out))
 
 
+def _perturb(value: object) -> float:
+    """Whole seconds, 0 for off: tc reads sfq's and the flow filter's perturb as an integer."""
+    s = parse_time(value)
+    if not s.is_integer():
+        raise ValueError(f"expected whole seconds (tc's perturb is an integer), got {kind(value)}")
+    return s
+
+
 def _time(value: object) -> float:
     s = parse_time(value)
     if s <= 0:
@@ -75,7 +83,7 @@ def _time(value: object) -> float:
 
 PARSERS: dict[str, Callable[[object], OptionValue]] = {
     "limit": _positive, "memory_limit": parse_size, "target": _time, "interval": _time,
-    "ecn": parse_bool, "flows": _positive, "quantum": _positive, "perturb": parse_time,
+    "ecn": parse_bool, "flows": _positive, "quantum": _positive, "perturb": _perturb,
     "divisor": _divisor, "depth": _depth, "keys": _keys, "hosts": _keys,
 }
 
@@ -102,6 +110,15 @@ def parse_options(value: object) -> Options:
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
     return tuple(sorted(out))
+
+
+def queue_misfit(qdisc: str | None, queue_bytes: bool) -> str | None:
+    """Why a link's `queue` cannot bound `qdisc`: codel's and sfq's limits count
+    packets only (fq_codel has memory_limit for bytes), on the kernel as on the wire."""
+    if queue_bytes and qdisc in ("codel", "sfq"):
+        return (f'queue in bytes cannot bound qdisc = "{qdisc}", whose limit counts packets; '
+                f'write queue = 1000 (packets) or qdisc_options = {{ limit = 1000 }}')
+    return None
 
 
 def misfit(qdisc: str | None, options: Options) -> str | None:
