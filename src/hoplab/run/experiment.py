@@ -39,6 +39,7 @@ from hoplab.record import MEASUREMENT_VERSION, DuplicateMetric, RunRecord, check
 from hoplab.run import workdir as run_workdir
 from hoplab.run.execute import TestResult, run_test
 from hoplab.run.metadata import host_metadata, node_settings
+from hoplab.run.one_way import gate as gate_one_way
 from hoplab.spec.experiment import Experiment, Test, Variant
 
 
@@ -246,6 +247,15 @@ class ExperimentRunner:
             return self._save(rec)
         rec.started_at, rec.duration_s = result.started_at, result.duration_s
         rec.metrics, rec.series, rec.raw = result.metrics, result.series, result.raw
+        # One-way delays between two clocks: corrected by the offsets measured above, or
+        # dropped where those are not known well enough (hoplab.run.one_way).
+        one_way = gate_one_way(test.flows, {n: ex.machine for n, ex in self._nodes.items()},
+                               rec.metadata.get("clocks", {}), rec.metrics, rec.series)
+        if one_way:
+            rec.metadata["one_way"] = one_way
+            for flow, said in one_way.items():
+                if said.startswith("RTT only"):
+                    self.progress.note(f"flow {flow}: {said}")
         rec.metadata.update(result.notes)
         if result.profile is not None:
             rec.metadata["profile"] = result.profile
