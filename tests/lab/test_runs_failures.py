@@ -16,21 +16,11 @@ from hoplab.spec.experiment import Experiment
 from hoplab.spec.experiment_loader import load_experiment
 from hoplab.store import open_store
 from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name
+from tests.helpers.lab_text import chain3
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-LAB = """
-name = "f"
-[addressing]
-ipv6 = false
-[nodes.client]
-[nodes.r1]
-[nodes.server]
-[[links]]
-between = ["client", "r1"]
-[[links]]
-between = ["r1", "server"]
-"""
+LAB = chain3("f", ipv6=False)
 
 # Named variants, run in file order: each failure is of another kind, the last one works.
 EXPERIMENT = """

@@ -11,19 +11,9 @@ import pytest
 
 from hoplab.errors import SpecError
 from hoplab.spec.experiment_loader import load_experiment
+from tests.helpers.lab_text import chain3
 
-LAB = """
-name = "c"
-[addressing]
-ipv6 = false
-[nodes.client]
-[nodes.r1]
-[nodes.server]
-[[links]]
-between = ["client", "r1"]
-[[links]]
-between = ["r1", "server"]
-"""
+LAB = chain3("c", ipv6=False)
 
 PING6 = """[[tests]]
 name = "p"

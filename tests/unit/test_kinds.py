@@ -30,17 +30,9 @@ from hoplab.spec.experiment import Flow, Phase, Test
 from hoplab.spec.experiment_loader import load_experiment
 from hoplab.spec.locate import Path as KeyPath
 from hoplab.spec.units import parse_str
+from tests.helpers.lab_text import chain3
 
-LAB = """
-name = "c"
-[nodes.client]
-[nodes.r1]
-[nodes.server]
-[[links]]
-between = ["client", "r1"]
-[[links]]
-between = ["r1", "server"]
-"""
+LAB = chain3("c")
 
 # --- the toy kind: everything a page-load kind is, in one place -----------------------
 

@@ -26,6 +26,7 @@ from hoplab.run.flows import server_for
 from hoplab.run.metadata import node_settings
 from hoplab.spec.experiment import Experiment
 from hoplab.spec.experiment_loader import load_experiment
+from tests.helpers.lab_text import chain3
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "hoplab"
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -33,18 +34,7 @@ ON_THE_SEAM = ("run/procs.py", "run/execute.py", "run/experiment.py", "run/metad
                "run/profiling.py", "profile/record.py", "samplers/runner.py",
                "lab/teardown.py")
 
-LAB = """
-name = "seam"
-[addressing]
-ipv6 = false
-[nodes.client]
-[nodes.r1]
-[nodes.server]
-[[links]]
-between = ["client", "r1"]
-[[links]]
-between = ["r1", "server"]
-"""
+LAB = chain3("seam", ipv6=False)
 
 EXPERIMENT = """
 lab = "lab.toml"
