@@ -210,6 +210,7 @@ register(
     _m("wire.queue_packets_max", "packets", "wire max queue pkts", "lower"),
     _m("wire.dropped_aqm", "frames", "wire AQM drops", "neutral"),
     _m("wire.ecn_marked", "frames", "wire ECN marks", "neutral"),
+    _m("wire.ce_marked", "frames", "wire CE marks (ce_threshold)", "neutral"),
     _m("wire.flows_active_max", "flows", "wire max flows", "neutral"),
     _m("wire.rehashes", "count", "wire SFQ rehashes", "neutral"),
 )

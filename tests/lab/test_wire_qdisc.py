@@ -16,6 +16,7 @@ Seed 004's uplink: hosts ha and hb behind router r, whose link to srv is the
 - sfq, perturb = 5: the ping's RTT changes level (its flow shares a slot with a
   flood, or stops sharing) only at the wire's rehashes, on its 5 s grid.
 - fq_codel with ECN-capable TCP: CE marks instead of drops.
+- codel's ce_threshold: CE marks on exactly the ECT packets that waited longer.
 - Tunnel keys (seed 004): inside one VXLAN tunnel, the outer 5-tuple puts a ping
   behind the bulk flows, the inner one gives it its own queue.
 - fq_codel at 1 Gbit/s, nothing else: >= 0.9 Gbit/s of TCP.
@@ -309,3 +310,27 @@ def test_what_neither_can_give_fails_before_anything_is_built(tmp_path: Path,
     line = f.read_text().splitlines().index('forward = { rate = "20mbit", qdisc = "cake" }') + 1
     assert f"({f}:{line}: links[2].forward.qdisc)" in out.stderr, out.stderr
     assert not [ns for ns in namespaces() if lab_name in ns]
+
+
+def test_ce_threshold_marks_exactly_the_packets_that_waited_longer(lab_up: LabUp) -> None:
+    # codel's ce_threshold (Linux's, for DCTCP-style senders) marks CE on every
+    # ECN-capable packet that leaves after waiting longer than it, whatever the control
+    # law does. The control law is kept quiet here (target 50 ms; ecn off, so it could
+    # only drop), ha's upload is ECN-capable cubic: the marks counted must be the
+    # packets the wire's sojourn histogram saw above 2 ms (its 0.1 ms buckets have an
+    # edge there), and nothing dropped or marked by the control law.
+    up = lab_up(uplink('rate = "20mbit", qdisc = "codel", qdisc_options = { ce_threshold = '
+                       '"2ms", target = "50ms", interval = "500ms", ecn = false }',
+                       ha='sysctls = { "net.ipv4.tcp_ecn" = 1 }'))
+    path = wire_samples.stats_path(wire.netns_name(up.name, BOTTLENECK))
+    with servers(up, [5201]):
+        result(client(up, "ha", 5201, "-t", "2"))
+        time.sleep(2 * wire.STATS_INTERVAL_S)
+    after = wire.read_stats(path)
+    assert after is not None
+    fwd = after["forward"]
+    above = sum(fwd["sojourn_hist"][20:])  # buckets from 2.0 ms up
+    assert fwd["ecn_marked"] == 0 and fwd["dropped_aqm"] == 0, fwd
+    assert above >= 50, fwd
+    # The two counts are written from one snapshot but bumped a few instructions apart.
+    assert abs(fwd["ce_marked"] - above) <= 3, (fwd["ce_marked"], above)

@@ -40,11 +40,13 @@ def test_options_load_normalised(tmp_path: Path) -> None:
     lk = _load(tmp_path, 'rate = "20mbit"\nqdisc = "fq_codel"\n'
                          'qdisc_options = { target = "5ms", interval = "100ms", flows = 1024, '
                          'quantum = 1514, limit = 10240, memory_limit = "32MB", ecn = false, '
-                         'keys = "src" }\nreverse = { qdisc = "sfq", rate = "1mbit", '
+                         'ce_threshold = "1ms", keys = "src" }\n'
+                         'reverse = { qdisc = "sfq", rate = "1mbit", '
                          'qdisc_options = { perturb = "5s", keys = "5-tuple" } }')
     opts = dict(lk.forward.qdisc_options)
     assert opts == {"target": 0.005, "interval": 0.1, "flows": 1024, "quantum": 1514,
-                    "limit": 10240, "memory_limit": 32_000_000, "ecn": False, "keys": "src"}
+                    "limit": 10240, "memory_limit": 32_000_000, "ecn": False,
+                    "ce_threshold": 0.001, "keys": "src"}
     assert dict(lk.reverse.qdisc_options) == {"perturb": 5.0,
                                               "keys": "src,dst,proto,proto-src,proto-dst"}
 
@@ -57,6 +59,8 @@ def test_options_load_normalised(tmp_path: Path) -> None:
     ('qdisc = "sfq"\nqdisc_options = { keys = "src,port" }', "unknown flow key 'port'"),
     ('qdisc = "codel"\nqdisc_options = { tartget = "5ms" }', "unknown option 'tartget'"),
     ('qdisc = "codel"\nqdisc_options = { interval = "0ms" }', "interval: expected a time above 0"),
+    ('qdisc = "sfq"\nqdisc_options = { ce_threshold = "1ms" }',
+     'ce_threshold is not an option of qdisc = "sfq"'),
     # tc reads perturb as whole seconds ("sfq perturb 2.5": Illegal "perturb").
     ('qdisc = "sfq"\nqdisc_options = { perturb = "2500ms" }',
      r"perturb: expected whole seconds .*'2500ms'"),
@@ -124,12 +128,14 @@ def test_disciplines_as_status_shows_them() -> None:
 
 def test_wire_and_tc_are_told_the_same_options() -> None:
     d = Direction(rate_bps=20_000_000, qdisc="fq_codel", queue=QueueLimit(packets=1000),
-                  qdisc_options=(("ecn", False), ("keys", "src,dst"), ("target", 0.005)))
-    assert direction_spec(d, 3) == ("rate=20000000,queue_packets=1000,qdisc=fq_codel,ecn=0,"
-                                    "keys=src+dst,limit=1000,target=0.005,seed=3")
+                  qdisc_options=(("ce_threshold", 0.001), ("ecn", False), ("keys", "src,dst"),
+                                 ("target", 0.005)))
+    assert direction_spec(d, 3) == ("rate=20000000,queue_packets=1000,qdisc=fq_codel,"
+                                    "ce_threshold=0.001,ecn=0,keys=src+dst,limit=1000,"
+                                    "target=0.005,seed=3")
     lines = tc_lines("eth0", d)
-    assert lines[2] == ("qdisc add dev eth0 parent 1:1 handle 10: fq_codel ecn noecn"
-                        .replace("ecn noecn", "noecn") + " limit 1000 target 5000us")
+    assert lines[2] == ("qdisc add dev eth0 parent 1:1 handle 10: fq_codel ce_threshold 1000us "
+                        "noecn limit 1000 target 5000us")
     assert lines[3] == "filter add dev eth0 parent 10: handle 1 protocol all flow hash keys " \
                        "src,dst divisor 1024"
 
@@ -162,7 +168,8 @@ def test_wire_sampler_reads_the_discipline_counters(tmp_path: Path,
     counters = {"received": 10, "passed": 8, "passed_bytes": 9000, "dropped_loss": 0,
                 "dropped_queue": 1, "dropped_malformed": 0, "dropped_error": 0,
                 "duplicated": 0, "queue_bytes": 3028, "queue_packets": 2, "held_bytes": 0,
-                "held_packets": 0, "dropped_aqm": 4, "ecn_marked": 5, "flows_active": 3,
+                "held_packets": 0, "dropped_aqm": 4, "ecn_marked": 5, "ce_marked": 9,
+                "flows_active": 3,
                 "rehashes": 6, "sojourn_hist": [0, 7]}
     idle: dict[str, object] = {**dict.fromkeys(counters, 0), "sojourn_hist": []}
     (tmp_path / "q" / "wire" / "link2.json").write_text(
@@ -170,10 +177,10 @@ def test_wire_sampler_reads_the_discipline_counters(tmp_path: Path,
                     "reverse": idle}))
     got = wire_samples.read("hoplab-q-w.2")
     assert {k: got["forward"][k] for k in ("wire.dropped_aqm", "wire.ecn_marked",
-                                           "wire.flows_active", "wire.rehashes",
-                                           "wire.queue_packets")} == {
-        "wire.dropped_aqm": 4.0, "wire.ecn_marked": 5.0, "wire.flows_active": 3.0,
-        "wire.rehashes": 6.0, "wire.queue_packets": 2.0}
+                                           "wire.ce_marked", "wire.flows_active",
+                                           "wire.rehashes", "wire.queue_packets")} == {
+        "wire.dropped_aqm": 4.0, "wire.ecn_marked": 5.0, "wire.ce_marked": 9.0,
+        "wire.flows_active": 3.0, "wire.rehashes": 6.0, "wire.queue_packets": 2.0}
     assert got["reverse"]["wire.dropped_aqm"] == 0.0
 
 

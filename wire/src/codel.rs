@@ -6,7 +6,9 @@
 //! queued) enters the dropping state; drops then come at interval/sqrt(count);
 //! re-entering soon after leaving resumes with the count it had reached beyond
 //! the previous entry's. With ECN, an ECN-capable packet is CE-marked instead of
-//! dropped.
+//! dropped. Apart from all that, `ce_threshold` (Linux's, for DCTCP-style senders)
+//! CE-marks every ECN-capable packet that leaves with a sojourn above it, whether
+//! or not the control law acts and whether or not `ecn` is set.
 
 use crate::flow;
 use crate::pipeline::Frame;
@@ -19,6 +21,9 @@ pub struct Params {
     /// One full frame: below this much backlog nothing is dropped.
     pub mtu: u64,
     pub ecn: bool,
+    /// Mark CE on ECT packets whose sojourn exceeds this (strictly, as Linux's
+    /// codel_time_after); None: off, Linux's default.
+    pub ce_threshold: Option<Nanos>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -36,7 +41,10 @@ pub struct Vars {
 pub struct Acted {
     pub dropped: u64,
     pub dropped_segs: u64,
+    /// CE marks of the control law (with `ecn`): Linux's ecn_mark.
     pub marked: u64,
+    /// CE marks for a sojourn above `ce_threshold`: Linux's ce_mark.
+    pub ce_marked: u64,
 }
 
 /// `next` takes the queue's head and returns it with the backlog (bytes, of the
@@ -123,6 +131,14 @@ impl Vars {
             self.lastcount = self.count;
             self.drop_next = control_law(now, p.interval, self.count);
         }
+        // The packet that leaves, judged on its own sojourn. set_ce is true for a
+        // packet already CE too (the control law's mark above, or upstream's), so
+        // such a packet counts here as well, as in Linux.
+        if let (Some(threshold), Some((f, _))) = (p.ce_threshold, head.as_mut()) {
+            if now.saturating_sub(f.arrival) > threshold && flow::set_ce(&mut f.data) {
+                acted.ce_marked += 1;
+            }
+        }
         head.map(|(f, _)| f)
     }
 }
@@ -136,7 +152,7 @@ mod tests {
     const MS: Nanos = 1_000_000;
 
     fn params(ecn: bool) -> Params {
-        Params { target: 5 * MS, interval: 100 * MS, mtu: 1514, ecn }
+        Params { target: 5 * MS, interval: 100 * MS, mtu: 1514, ecn, ce_threshold: None }
     }
 
     fn f(at: Nanos, tos: u8) -> Frame {
@@ -145,14 +161,23 @@ mod tests {
         Frame { data, shape: Shape { segs: 1, wire_bytes: 1514 }, arrival: at }
     }
 
+    fn ecn_bits(f: &Frame) -> u8 {
+        f.data[crate::frame::VNET_HDR_LEN + 14 + 1] & 3
+    }
+
     /// A queue that always holds `standing` of sojourn: what does CoDel do over 1 s,
     /// serving one packet per ms?
     fn run(ecn: bool, tos: u8) -> (Acted, Vec<Nanos>) {
-        let p = params(ecn);
+        run_with(params(ecn), tos).0
+    }
+
+    /// The same with any parameters; also the ECN bits of every packet served.
+    fn run_with(p: Params, tos: u8) -> ((Acted, Vec<Nanos>), Vec<u8>) {
         let mut v = Vars::default();
         let mut q: VecDeque<Frame> = VecDeque::new();
         let mut acted = Acted::default();
         let mut drops_at = Vec::new();
+        let mut served = Vec::new();
         for ms in 0..1000u64 {
             let now = (1000 + ms) * MS;
             // 20 ms of standing queue: packets that arrived 20 ms ago and since.
@@ -162,12 +187,14 @@ mod tests {
             }
             let before = acted.dropped;
             let mut next = || q.pop_front().map(|x| (x, 40 * 1514));
-            let _ = v.dequeue(&p, now, &mut acted, &mut next);
+            if let Some(out) = v.dequeue(&p, now, &mut acted, &mut next) {
+                served.push(ecn_bits(&out));
+            }
             if acted.dropped > before {
                 drops_at.push(now - 1000 * MS);
             }
         }
-        (acted, drops_at)
+        ((acted, drops_at), served)
     }
 
     #[test]
@@ -188,6 +215,47 @@ mod tests {
         assert!(acted.marked >= 10, "{acted:?}");
         let (acted, _) = run(true, 0);
         assert!(acted.dropped >= 10 && acted.marked == 0, "Not-ECT is dropped: {acted:?}");
+    }
+
+    #[test]
+    fn ce_threshold_marks_ect_packets_by_their_own_sojourn() {
+        // All below target (no control law at work), ecn off: the threshold alone marks.
+        let p = Params { ce_threshold: Some(MS), ..params(false) };
+        let now = 100 * MS;
+        // (sojourn, ECN bits in): ECT(0) = 2, ECT(1) = 1, CE = 3, Not-ECT = 0.
+        let cases = [(MS / 2, 2, 2), (MS, 2, 2), (MS + 1, 2, 3), (3 * MS / 2, 1, 3),
+                     (2 * MS, 0, 0), (4 * MS, 3, 3)];
+        let mut q: VecDeque<Frame> = cases.iter().map(|&(s, tos, _)| f(now - s, tos)).collect();
+        let mut v = Vars::default();
+        let mut acted = Acted::default();
+        for &(sojourn, _, out) in &cases {
+            let mut next = || q.pop_front().map(|x| (x, 6 * 1514));
+            let got = v.dequeue(&p, now, &mut acted, &mut next).expect("a packet");
+            assert_eq!(ecn_bits(&got), out, "sojourn {sojourn} ns");
+            let h = crate::frame::VNET_HDR_LEN + 14;
+            assert_eq!(crate::flow::tests::checksum(&got.data[h..h + 20]), 0, "IPv4 checksum");
+        }
+        // Above the threshold: ECT(0), ECT(1) and the CE packet (counted, as Linux's
+        // INET_ECN_set_ce succeeds on CE); equal to it and Not-ECT: no.
+        assert_eq!(acted, Acted { ce_marked: 3, ..Acted::default() });
+    }
+
+    #[test]
+    fn ce_threshold_leaves_the_control_law_alone() {
+        // A 20 ms standing queue of ECT packets, ecn off: the same drops at the same
+        // times as without a threshold, and every packet served leaves CE-marked.
+        let ((plain, plain_at), _) = run_with(params(false), 2);
+        let p = Params { ce_threshold: Some(MS), ..params(false) };
+        let ((acted, at), served) = run_with(p, 2);
+        assert_eq!((acted.dropped, acted.marked), (plain.dropped, 0));
+        assert_eq!(at, plain_at);
+        assert!(served.len() > 900 && served.iter().all(|&b| b == 3), "{served:?}");
+        assert_eq!(acted.ce_marked, served.len() as u64);
+        // With ecn on, the control law marks instead of dropping; the threshold marks
+        // the rest: every packet leaves CE, and nothing is dropped.
+        let ((both, _), served) = run_with(Params { ecn: true, ..p }, 2);
+        assert_eq!(both.dropped, 0);
+        assert!(both.marked >= 10 && both.ce_marked == served.len() as u64, "{both:?}");
     }
 
     #[test]

@@ -174,6 +174,9 @@ mod tests {
         assert_eq!(c.qdisc.target, 5_000_000);
         assert_eq!(c.qdisc.ecn, Some(false));
         assert_eq!(c.qdisc.keys, crate::flow::SRC);
+        assert_eq!(c.qdisc.ce_threshold, None);
+        let c = parse("rate=1000000,qdisc=codel,ce_threshold=0.0005", &no_files).unwrap();
+        assert_eq!(c.qdisc.ce_threshold, Some(500_000));
         let c = parse("rate=1000000,qdisc=sfq,perturb=5,limit=10,divisor=16", &no_files).unwrap();
         assert_eq!((c.qdisc.perturb, c.qdisc.limit, c.qdisc.divisor), (5_000_000_000, Some(10), 16));
     }

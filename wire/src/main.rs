@@ -49,7 +49,8 @@ fn usage() -> String {
      SPEC: comma-separated delay=S,jitter=S,reorder=0|1,loss=PCT,loss_burst=N,ge=P/R/BAD/GOOD,\n\
      dup=PCT,rate=BPS,queue_packets=N,queue_bytes=N,trace=FILE,max_held=BYTES,seed=N,\n\
      qdisc=fifo|codel|fq_codel|sfq, and tc's options: limit=N,memory_limit=BYTES,target=S,\n\
-     interval=S,ecn=0|1,flows=N,quantum=BYTES,perturb=S,divisor=N,depth=N,keys=K+K (tc flow keys)"
+     interval=S,ecn=0|1,ce_threshold=S,flows=N,quantum=BYTES,perturb=S,divisor=N,depth=N,
+     keys=K+K (tc flow keys),hosts=K+K"
         .into()
 }
 

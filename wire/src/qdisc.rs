@@ -37,6 +37,8 @@ pub struct QdiscConfig {
     pub target: Nanos,
     pub interval: Nanos,
     pub ecn: Option<bool>,
+    /// codel, fq_codel: CE-mark ECT packets that waited longer (Linux's ce_threshold).
+    pub ce_threshold: Option<Nanos>,
     pub flows: u32,
     pub quantum: u64,
     pub perturb: Nanos,
@@ -58,6 +60,7 @@ impl Default for QdiscConfig {
             target: 5 * MS,
             interval: 100 * MS,
             ecn: None,
+            ce_threshold: None,
             flows: 0,
             quantum: 1514,
             perturb: 0,
@@ -91,6 +94,7 @@ impl QdiscConfig {
             "target" => self.target = secs(v)?,
             "interval" => self.interval = secs(v)?.max(1),
             "ecn" => self.ecn = Some(v == "1" || v == "true"),
+            "ce_threshold" => self.ce_threshold = Some(secs(v)?),
             "flows" => self.flows = int(v)?.clamp(1, 65536) as u32,
             "quantum" => self.quantum = int(v)?.max(1),
             "perturb" => self.perturb = secs(v)?,
@@ -134,6 +138,7 @@ impl Backlog {
 fn count(st: &DirStats, a: Acted) {
     stats::add(&st.dropped_aqm, a.dropped);
     stats::add(&st.ecn_marked, a.marked);
+    stats::add(&st.ce_marked, a.ce_marked);
 }
 
 struct Fifo {
@@ -240,6 +245,7 @@ impl Qdisc {
             interval: c.interval,
             mtu: 1514,
             ecn: c.ecn.unwrap_or(ecn_default),
+            ce_threshold: c.ce_threshold,
         };
         let inner = match c.kind {
             Kind::Fifo => Inner::Fifo(Fifo { q: VecDeque::new(), limit: fifo_limit }),

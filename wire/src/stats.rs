@@ -76,6 +76,7 @@ counters!(
     held_packets,
     dropped_aqm,
     ecn_marked,
+    ce_marked,
     flows_active,
     rehashes,
 );

@@ -277,7 +277,7 @@ def impairment_mechanism(d: Direction, caps: Capabilities) -> tuple[str | None, 
 def _option_text(name: str, v: str | int | float | bool) -> str:
     if isinstance(v, bool):
         return "on" if v else "off"
-    if name in ("target", "interval", "perturb"):
+    if name in ("target", "interval", "perturb", "ce_threshold"):
         return f"{float(v) * 1000:g}ms" if float(v) < 1 else f"{float(v):g}s"
     return str(v)
 

@@ -3,7 +3,7 @@
 Each wire rewrites a JSON file of its counters every 100 ms (see
 hoplab.lab.wire); sampling reads that file, which costs one small read and no
 system call into the wire. Series: wire.passed, wire.dropped_loss,
-wire.dropped_queue, wire.dropped_aqm, wire.ecn_marked (counters, frames),
+wire.dropped_queue, wire.dropped_aqm, wire.ecn_marked, wire.ce_marked (counters, frames),
 wire.rehashes (counter), wire.queue_bytes, wire.queue_packets, wire.flows_active
 and wire.held_bytes (gauges); node = the wire's short name ("w.INDEX", INDEX = the link's index),
 key = "forward" (a -> b) or "reverse" (b -> a).
@@ -31,6 +31,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     # (fq_codel's new + old lists, SFQ's active slots), SFQ's rehashes.
     ("wire.dropped_aqm", "frames", "dropped_aqm"),
     ("wire.ecn_marked", "frames", "ecn_marked"),
+    # CE marks for a sojourn above ce_threshold (Linux's ce_mark, apart from ecn_mark).
+    ("wire.ce_marked", "frames", "ce_marked"),
     ("wire.flows_active", "flows", "flows_active"),
     ("wire.rehashes", "count", "rehashes"),
 )

@@ -83,15 +83,15 @@ def _time(value: object) -> float:
 
 PARSERS: dict[str, Callable[[object], OptionValue]] = {
     "limit": _positive, "memory_limit": parse_size, "target": _time, "interval": _time,
-    "ecn": parse_bool, "flows": _positive, "quantum": _positive, "perturb": _perturb,
-    "divisor": _divisor, "depth": _depth, "keys": _keys, "hosts": _keys,
+    "ecn": parse_bool, "ce_threshold": _time, "flows": _positive, "quantum": _positive,
+    "perturb": _perturb, "divisor": _divisor, "depth": _depth, "keys": _keys, "hosts": _keys,
 }
 
 # The options of each discipline (tc's names). fifo's only bound is `queue`.
 BY_QDISC: dict[str, tuple[str, ...]] = {
-    "codel": ("limit", "target", "interval", "ecn"),
+    "codel": ("limit", "target", "interval", "ecn", "ce_threshold"),
     "fq_codel": ("limit", "memory_limit", "target", "interval", "flows", "quantum", "ecn",
-                 "keys", "hosts"),
+                 "ce_threshold", "keys", "hosts"),
     "sfq": ("limit", "perturb", "quantum", "divisor", "depth", "flows", "keys"),
 }
 
