@@ -182,6 +182,9 @@ register(
     *(_m(f"cpu.{s}", "%", f"CPU {s}", "lower") for s in ("user", "system", "irq", "softirq",
                                                           "steal")),
     _m("cpu.idle", "%", "CPU idle", "higher"),
+    # A device's sampler: its own CPU (the loop, its children, its SSH server process) as
+    # a share of one of the device's cores (samplers/device.py).
+    _m("sampler.cpu", "%", "sampler CPU", "lower"),
     *(_m(f"iface.{d}_bytes", "bytes", f"{d} bytes", "neutral") for d in ("rx", "tx")),
     *(_m(f"iface.{d}_packets", "packets", f"{d} packets", "neutral") for d in ("rx", "tx")),
     *(_m(f"iface.{d}_bps", "bit/s", f"{d} rate", "neutral") for d in ("rx", "tx")),

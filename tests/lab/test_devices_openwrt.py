@@ -92,6 +92,18 @@ def test_flows_to_and_from_an_openwrt_like_device(devices: Farm, tmp_path: Path,
     assert abs(clock["offset_s"]) < clock["uncertainty_s"] + 0.05 and clock["uncertainty_s"] < 0.1
     # Its sampler: per-core CPU; no tc there, so qdiscs are missing with the reason.
     assert any(s.name == "cpu.softirq" and s.node == "owrt" for s in up.series)
+    # The sampler's own cost on the device: a series, and its load-phase mean stored as a
+    # metric (the budget: at most 2 % of one core), which `hoplab show` prints.
+    cost = next(s for s in up.series if s.name == "sampler.cpu" and s.node == "owrt")
+    [spent] = [m for m in up.metrics if m.name == "sampler.cpu"]
+    assert (spent.node, spent.unit) == ("owrt", "%")
+    assert min(cost.v) <= spent.value <= max(cost.v) and 0 < spent.value <= 2.0, spent
+    shown = hoplab("show", str(up.id), "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    head = next(i for i, x in enumerate(lines) if "sampler CPU" in x)
+    row = next(x for x in lines[head:] if x.strip("│ ").startswith("owrt "))
+    assert f"{spent.value:.2f} %" in row, shown.stdout
     # No perf on it: the profile is missing, saying what to install.
     assert up.metadata["profile"]["status"] == "missing"
     assert "opkg install perf" in up.metadata["profile"]["reason"]
@@ -99,6 +111,11 @@ def test_flows_to_and_from_an_openwrt_like_device(devices: Farm, tmp_path: Path,
                for t in ("up", "down")}
     assert all(v > 50e6 for v in goodput.values()), goodput
     assert any(m.name == "rtt_median" for m in runs["voip"].metrics)
+    # irtt's one-way delays to the device cross two clocks, known to a few ms at best over
+    # SSH (BusyBox's `date +%s`: the edge of a second), far more than a tenth of this
+    # sub-millisecond RTT: RTT only, said, not one-way figures off by the clocks.
+    assert not [m for m in runs["voip"].metrics if m.name.startswith("owd")]
+    assert runs["voip"].metadata["one_way"]["voip"].startswith("RTT only: the clocks of")
     assert any(m.name == "rtt_median" for m in runs["ping"].metrics)
     assert not owrt.pids()
     # BusyBox's ping cannot time each reply: a ping from the device is refused up front.

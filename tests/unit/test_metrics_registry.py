@@ -26,6 +26,7 @@ from hoplab.run.flows import Outcome
 from hoplab.run.outcome import _bulk, _ping, _probe
 from hoplab.run.procs import ClientTimes
 from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
+from hoplab.samplers.device import COST_SERIES
 from hoplab.samplers.summary import sampler_metrics
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.experiment import Test as TestSpec
@@ -124,6 +125,7 @@ def _sampler_series() -> list[Series]:
             for name, v in counters.items()]
     out += [_ramp(name, unit, "w1", d, [0.0, 5.0]) for name, unit, _ in wire.FIELDS
             for d in wire.DIRECTIONS]
+    out.append(_ramp(*COST_SERIES, "router", None, [0.6, 0.5]))
     return out
 
 
@@ -151,7 +153,7 @@ def test_every_produced_metric_is_registered_with_its_unit() -> None:
     assert {"goodput_up", "throughput_p5_down", "wire.dropped_queue", "cpu.softirq",
             "qdisc.backlog_bytes_max", "tcp.retrans_segs", "iface.rx_bps", "latency_increase",
             "owd_up_median", "loss_down", "jain_index", "host_share", "web_ttfb_p95",
-            "web_load_stddev", "web_failed"} <= names
+            "web_load_stddev", "web_failed", "sampler.cpu"} <= names
     unknown = sorted({f"{m.name} (from {what})" for what, m in produced
                       if metrics.find(m.name) is None})
     assert not unknown, f"metrics missing from hoplab/metrics.py: {unknown}"

@@ -143,3 +143,14 @@ def test_cpu_mean_leaves_out_the_interval_before_the_load() -> None:
     # A load phase that starts between samples takes the straddling interval's share.
     [part] = sampler_metrics([s], window=(0.95, 3.0))
     assert part.value == pytest.approx((99 * 0.05 + 50 * 2.0) / 2.05)
+
+
+def test_a_device_samplers_own_cost_is_a_share_mean_not_a_counter() -> None:
+    # sampler.cpu is each interval's share of one core, as cpu.* are: the mean over the
+    # load phase, weighted by interval; differenced like a counter it would be 0.4 - 0.8.
+    t = ticks(31, start=0.1)
+    v = [5.0 if x <= 1.0 + 1e-9 else 0.8 if x <= 2.0 + 1e-9 else 0.4 for x in t]
+    s = Series("sampler.cpu", "%", t, v, node="router")
+    [got] = sampler_metrics([s], window=(1.0, 3.0))
+    assert (got.name, got.unit, got.node, got.key) == ("sampler.cpu", "%", "router", None)
+    assert got.value == pytest.approx((0.8 * 1.0 + 0.4 * 1.0) / 2.0)

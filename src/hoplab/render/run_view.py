@@ -41,6 +41,11 @@ def _header(rec: RunRecord, store: str) -> Table:
     ]
     if "grade" in md:
         rows.append(("bufferbloat grade", str(md["grade"])))
+    # What a run could not measure, or measured with a caveat, said where it is seen.
+    rows += [(f"one-way, {flow}", said) for flow, said in sorted(md.get("one_way", {}).items())]
+    if md.get("samplers_missing"):
+        rows.append(("not sampled", str(md["samplers_missing"])))
+    rows += [(f"rebooted, {node}", why) for node, why in sorted(md.get("rebooted", {}).items())]
     for k, v in rows:
         t.add_row(k, v)
     return t
@@ -103,18 +108,25 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
     for m in rec.metrics:
         if m.name in ("host_share", "host_rate") and m.node:
             hosts.setdefault(m.node, {})[m.name] = m
-    cpu: dict[str, dict[str, Metric]] = {}
+    # This machine's cores ("host": the lab's namespaces share them), then each device's
+    # own, named by its node: a device's cpu0 is not this machine's.
+    cpu: dict[tuple[str, str], dict[str, Metric]] = {}
     for m in rec.metrics:
         if m.name.startswith("cpu.") and m.key:
-            cpu.setdefault(m.key, {})[m.name] = m
-    cpu = {k: cpu[k] for k in sorted(cpu, key=lambda k: (k == "all", len(k), k))}
+            cpu.setdefault((m.node or "host", m.key), {})[m.name] = m
+    cpu_rows = {(k if node == "host" else f"{node} {k}"): cpu[(node, k)]
+                for node, k in sorted(cpu, key=lambda nk: (nk[0] != "host", nk[0],
+                                                           nk[1] == "all", len(nk[1]), nk[1]))}
+    cost = {m.node: {m.name: m} for m in rec.metrics if m.name == "sampler.cpu" and m.node}
     tcp = {node: {"tcp.retrans_segs": m} for node, row in _grouped(rec.metrics, "tcp.").items()
            for name, m in row.items() if name == "tcp.retrans_segs"}
     tables = [
         _matrix("per flow", flows, "flow", FLOW_COLUMNS),
         _matrix("per sending host", hosts, "host", ("host_rate", "host_share")),
-        _matrix("CPU in the load phase (host-wide: the lab's nodes share the host's cores)",
-                cpu, "core", CPU_COLUMNS),
+        _matrix("CPU in the load phase (host-wide: the lab's namespaces share the host's "
+                "cores; a device's cores are its own)", cpu_rows, "core", CPU_COLUMNS),
+        _matrix("sampler cost on each device (% of one of its cores)", cost,
+                "device", ("sampler.cpu",)),
         _matrix("interfaces in the load phase", _grouped(rec.metrics, "iface."),
                 "node interface", IFACE_COLUMNS),
         _matrix("qdiscs in the load phase", _grouped(rec.metrics, "qdisc."),

@@ -5,7 +5,8 @@ give their increase over the window (a fall is a wrap or a reset, told apart
 in _increase), interface counters also a mean rate
 (iface.rx_bps/tx_bps in bit/s, iface.rx_pps/tx_pps in packets/s); qdisc
 backlogs give their maximum (qdisc.backlog_bytes_max, qdisc.backlog_packets_max);
-CPU shares give their mean over the window, each sample weighted by the part of
+CPU shares (cpu.*, and sampler.cpu, the device sampler's own share of one core)
+give their mean over the window, each sample weighted by the part of
 the interval it covers that lies inside the window: a sample taken at the very
 start of the load phase describes the interval before it and weighs nothing.
 
@@ -23,7 +24,9 @@ from itertools import pairwise
 
 from hoplab.record import Metric, Series
 
-_SAMPLED = ("cpu.", "iface.", "qdisc.", "tcp.", "wire.")
+_SAMPLED = ("cpu.", "iface.", "qdisc.", "tcp.", "wire.", "sampler.")
+# Shares of an interval (%), averaged over the window rather than differenced.
+_SHARES = ("cpu.", "sampler.cpu")
 _GAUGES = frozenset({"qdisc.backlog_bytes", "qdisc.backlog_packets", "wire.queue_bytes",
                      "wire.held_bytes", "wire.queue_packets", "wire.flows_active"})
 _RATES = {"iface.rx_bytes": ("iface.rx_bps", 8.0, "bit/s"),
@@ -126,7 +129,7 @@ def sampler_metrics(series: Sequence[Series], *,
         def metric(name: str, value: float, unit: str, s: Series = s) -> None:
             out.append(Metric(name, value, unit, flow=s.flow, node=s.node, key=s.key))
 
-        if s.name.startswith("cpu."):
+        if s.name.startswith(_SHARES):
             share = _share_mean(s, window)
             if share is not None:
                 metric(s.name, share, s.unit)
