@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -93,8 +94,7 @@ def test_router_dut_up_and_down_as_written(devices: Farm, tmp_path: Path,
     assert status.returncode == 0, status.stderr
     mine = next(lab for lab in json.loads(status.stdout) if lab["name"] == lab_name)
     assert mine["nodes"]["router"]["kind"] == "ssh" and mine["problems"] == []
-    refused = hoplab("lab", "exec", lab_name, "router", "--", "true")
-    assert refused.returncode == 2 and "is a device" in refused.stderr
+    _exec_on_the_device(lab_name, tmp_path, router)
     down = hoplab("lab", "down", lab_name)
     assert down.returncode == 0, down.stderr
     # ...and come back, down as they were, with no address.
@@ -102,6 +102,48 @@ def test_router_dut_up_and_down_as_written(devices: Farm, tmp_path: Path,
         assert _sysfs(nic, "ifindex") is not None, f"{nic} did not come back"
         assert int(_sysfs(nic, "flags") or "0", 16) & 1 == 0
     assert not any(n.startswith(f"hoplab-{lab_name}-") for n in namespaces())
+
+
+def _exec_on_the_device(lab_name: str, tmp_path: Path, router: Device) -> None:
+    """`hoplab lab exec LAB DEVICE -- CMD` over SSH: the argv quoted once (a hostile
+    argument is data), output streamed before the command ends, input streamed to it,
+    its exit status passed through; Ctrl-C stops the command on the device."""
+    ran = tmp_path / "ran"
+    hostile = f"a  b;$(touch {ran})`touch {ran}`"
+    proc = subprocess.Popen([*HOPLAB, "lab", "exec", lab_name, "router", "--", "sh", "-c",
+                             'printf "ready %s\\n" "$1"; read -r x; echo "got $x"; exit 7',
+                             "sh", hostile], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        # The first line arrives while the command still waits for its input.
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "no output before the command's input was sent"
+        assert proc.stdout.readline() == f"ready {hostile}\n".encode()
+        out, err = proc.communicate(b"piped in\n", timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert (proc.returncode, out) == (7, b"got piped in\n"), err
+    assert not ran.exists()
+    # Ctrl-C at the terminal (SIGINT at its default, as from a shell): the command is
+    # stopped on the device (sshd leaves it running when only its channel goes).
+    before = router.pids()
+    proc = subprocess.Popen([*HOPLAB, "lab", "exec", lab_name, "router", "--", "sh", "-c",
+                             "echo up; exec sleep 60"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stdout is not None
+    try:
+        assert select.select([proc.stdout], [], [], 30)[0] and proc.stdout.readline() == b"up\n"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    assert router.pids() <= before, [Path(f"/proc/{p}/cmdline").read_bytes()
+                                     for p in router.pids() - before]
 
 
 SETTINGS = '''sysctls = { "net.ipv4.tcp_ecn" = 1, "net.core.somaxconn" = 1234 }

@@ -37,6 +37,23 @@ def test_run_returns_what_the_command_said(tmp_path: Path) -> None:
     assert ex.run(["sh", "-c", 'echo "$HOPLAB_X"'], env={"HOPLAB_X": "y"}).stdout == "y\n"
 
 
+def test_interact_streams_through_the_callers_descriptors(tmp_path: Path) -> None:
+    ex = here()
+    fin, out, err = (tmp_path / n for n in ("in", "out", "err"))
+    fin.write_bytes(b"fed\n")
+    with fin.open("rb") as i, out.open("wb") as o, err.open("wb") as e:
+        code = ex.interact(["sh", "-c", 'cat; printf "%s" "$1" >&2; exit 5', "sh", "a; b"],
+                           stdin=i.fileno(), stdout=o.fileno(), stderr=e.fileno())
+        # Killed by a signal: 128 + N, as a shell says it.
+        killed = ex.interact(["sh", "-c", "kill -TERM $$"], stdin=i.fileno(),
+                             stdout=o.fileno(), stderr=e.fileno())
+        missing = ex.interact(["hoplab-no-such-tool"], stdin=i.fileno(), stdout=o.fileno(),
+                              stderr=e.fileno())
+    assert (code, out.read_bytes(), err.read_bytes()) == (
+        5, b"fed\n", b"a; bhoplab-no-such-tool: command not found\n")
+    assert (killed, missing) == (128 + signal.SIGTERM, 127)
+
+
 def test_a_missing_command_is_127_as_a_shell_says_it() -> None:
     done = here().run(["hoplab-no-such-tool", "-x"])
     assert done.returncode == 127

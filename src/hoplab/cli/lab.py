@@ -169,13 +169,31 @@ def run_exec(args: argparse.Namespace) -> int:
         raise UsageError(f"lab {args.lab} has no node {args.node!r} (nodes: {', '.join(spaces)})")
     ns = spaces[args.node]
     if ns == "None":  # a device: its commands run over SSH, not in a namespace here
-        raise UsageError(f"node {args.node} of lab {args.lab} is a device; reach it with ssh")
+        return _exec_device(args.lab, args.node, cmd)
     if not where.netns_exists(ns):
         raise UsageError(f"node {args.node} of lab {args.lab} is gone; run hoplab clean")
     sys.stdout.flush()
     env = dict(os.environ, HOPLAB_LAB=args.lab, HOPLAB_NODE=args.node)
     argv = where.exec_argv(ns, cmd)
     os.execvpe(argv[0], argv, env)
+
+
+def _exec_device(lab: str, node: str, cmd: list[str]) -> int:
+    """The command on a device through its SSH executor, as recorded at lab up (its host
+    key checked against the same known_hosts): argv quoted once, its input and output
+    streamed, its exit status ours."""
+    from hoplab.lab import where
+    from hoplab.nodes.registry import executor_for
+
+    ex = executor_for(node, where.node_entry(lab, node))
+    try:
+        sys.stdout.flush()
+        return ex.interact(cmd, stdin=sys.stdin.fileno(), stdout=sys.stdout.fileno(),
+                           stderr=sys.stderr.fileno())
+    except KeyboardInterrupt:
+        return 130     # stopped on the device by interact()
+    finally:
+        ex.close()
 
 
 def run_down(args: argparse.Namespace) -> int:

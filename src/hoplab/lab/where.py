@@ -42,6 +42,14 @@ def node_namespaces(lab: str) -> dict[str, str] | None:
                        "hoplab clean removes the lab") from None
 
 
+def node_entry(lab: str, node: str) -> dict[str, object]:
+    """A node's entry in the record of lab `lab` (a device's: how to reach it over SSH,
+    as recorded at lab up); the record was read a moment ago by node_namespaces."""
+    with open(record_path(lab), encoding="utf-8") as f:
+        entry: dict[str, object] = json.load(f)["summary"]["nodes"][node]
+    return entry
+
+
 def netns_exists(namespace: str) -> bool:
     return os.path.exists(os.path.join(NETNS_DIR, namespace))
 

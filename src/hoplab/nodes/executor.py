@@ -135,6 +135,13 @@ class Executor(Protocol):
         `timeout`, having stopped the command. A command that does not exist is
         exit 127 with "NAME: command not found", as a shell says it."""
 
+    def interact(self, argv: Sequence[str], *, stdin: int, stdout: int, stderr: int,
+                 timeout: float | None = None) -> int:
+        """Run argv with its input and output streamed from and to these local file
+        descriptors as they come (`hoplab lab exec`); its exit status, a signal as
+        128 + N as a shell says it. On KeyboardInterrupt the command is stopped on the
+        node before the interrupt goes on. No timeout unless given (a person's command)."""
+
     def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> Process:
         """Start a long-lived process; it is tracked until stop() or exit."""
 

@@ -15,6 +15,7 @@ a scripted reply succeed with no output; `calls` lists every argv run, in order.
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -130,6 +131,13 @@ class FakeExecutor:
         self.calls.append(list(argv))
         self.cwds.append(cwd)
         return self.replies.get(tuple(argv), Completed(tuple(argv), 0, "", ""))
+
+    def interact(self, argv: Sequence[str], *, stdin: int, stdout: int, stderr: int,
+                 timeout: float | None = None) -> int:
+        done = self.run(argv, timeout=timeout or 60.0)
+        os.write(stdout, done.stdout.encode())
+        os.write(stderr, done.stderr.encode())
+        return done.returncode
 
     def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> FakeProcess:
         self.calls.append(list(argv))

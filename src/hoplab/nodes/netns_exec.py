@@ -259,6 +259,22 @@ class NetnsExecutor:
             return Completed(tuple(args), 126, "", f"{args[0]}: {exc.strerror}")
         return Completed(tuple(args), done.returncode, done.stdout, done.stderr)
 
+    def interact(self, argv: Sequence[str], *, stdin: int, stdout: int, stderr: int,
+                 timeout: float | None = None) -> int:
+        # `hoplab lab exec` into a namespace execs `ip netns exec` in place (cheaper);
+        # this is the same for a caller that keeps running.
+        full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
+        try:
+            code = subprocess.run(full, stdin=stdin, stdout=stdout, stderr=stderr,
+                                  check=False, timeout=timeout).returncode
+        except FileNotFoundError:
+            os.write(stderr, f"{full[0]}: command not found\n".encode())
+            return 127
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"node {self.node}: {argv[0]} did not finish in "
+                               f"{timeout:g} s; stopped") from None
+        return 128 - code if code < 0 else code
+
     def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> NetnsProcess:
         full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
         with out.open("wb") as fo, err.open("wb") as fe:

@@ -61,7 +61,7 @@ class SshConnection:
     # --- running coroutines from other threads -----------------------------------------
 
     def call(self, fn: Callable[[asyncssh.SSHClientConnection], Awaitable[T]],
-             timeout: float, *, connect: bool = True) -> T:
+             timeout: float | None, *, connect: bool = True) -> T:
         """Run fn(connection) in the loop thread, connecting first if needed (with
         connect=False, on the present connection only: for a channel opened on it). Raises
         TimeoutError after `timeout` s (fn cleans up on cancellation), ExecutorError
@@ -91,7 +91,8 @@ class SshConnection:
         try:
             return fut.result()
         except (TimeoutError, concurrent.futures.TimeoutError):
-            raise TimeoutError(f"node {self.node}: no answer within {timeout:g} s") from None
+            raise TimeoutError(f"node {self.node}: no answer within {timeout or 0:g} s") \
+                from None
 
     def submit(self, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
         """Schedule a coroutine in the loop thread (for background readers)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal as _signal
 import threading
 import time
@@ -221,6 +222,73 @@ class SshExecutor:
                                        timeout, env, cwd)
         return Completed(tuple(argv), rc, out.decode(errors="replace"),
                          err.decode(errors="replace"))
+
+    def interact(self, argv: Sequence[str], *, stdin: int, stdout: int, stderr: int,
+                 timeout: float | None = None) -> int:
+        """argv on the device, its input and output streamed (`hoplab lab exec`). Local
+        input is read by a thread of its own (a terminal may never end it) and sent as it
+        comes; output is written here as it comes. Interrupted, the command is stopped
+        by PID and start ticks over a fresh connection (without a terminal, sshd leaves
+        a command running when its channel goes), then this one is closed."""
+        command = remote_command(argv)
+        ident: list[tuple[int, int]] = []
+
+        async def copy(stream: asyncssh.SSHReader[bytes], fd: int) -> None:
+            while chunk := await stream.read(65536):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+
+        async def feed(proc: asyncssh.SSHClientProcess[bytes]) -> None:
+            loop = asyncio.get_running_loop()
+            chunks: asyncio.Queue[bytes] = asyncio.Queue()
+
+            def read() -> None:
+                while True:
+                    try:
+                        chunk = os.read(stdin, 65536)
+                    except OSError:
+                        chunk = b""
+                    loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+                    if not chunk:
+                        return
+
+            threading.Thread(target=read, name=f"stdin-{self.node}", daemon=True).start()
+            with contextlib.suppress(asyncssh.Error, OSError):
+                while chunk := await chunks.get():
+                    proc.stdin.write(chunk)
+                proc.stdin.write_eof()
+
+        async def go(conn: asyncssh.SSHClientConnection) -> int:
+            async with self.conn.channel_lock():
+                proc = await conn.create_process(command, encoding=None)
+                feeder: asyncio.Task[None] | None = None
+                try:
+                    ident.append(await _header(proc, self.node))
+                    feeder = asyncio.get_running_loop().create_task(feed(proc))
+                    await asyncio.gather(copy(proc.stdout, stdout), copy(proc.stderr, stderr))
+                    status = _finished(await proc.wait(check=False))
+                finally:
+                    if feeder is not None:
+                        feeder.cancel()
+                    proc.close()
+                    await _closed(proc, 0.2 if ident else 5)
+            rc = status.exit_status
+            if rc is None or rc < 0:
+                return 128 - (_signum(status) or -127)
+            return int(rc)
+
+        self._note_connection()
+        try:
+            return self.conn.call(go, timeout)
+        except (KeyboardInterrupt, TimeoutError):
+            # Over a connection of its own: this one's channel lock is the command's.
+            if ident:
+                pid, ticks = ident[0]
+                with contextlib.suppress(ExecutorError, TimeoutError, OSError):
+                    stop_recorded(self.target, [ProcessId(self.node, pid, ticks)], 1.0)
+            self.conn.close()
+            raise
 
     def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> SshProcess:
         """A long-lived process on a connection of its own: on dropbear, a channel that
