@@ -68,10 +68,12 @@ def _hit_rate(step: float, trials: int) -> float:
 def test_power_figure_agrees_with_simulating_the_detector():
     power = detect(_series(1, 120, []), change=-0.05).power
     assert power is not None
-    # At the detectable size the detector finds the step 80 % of the time; at 70 % of
-    # it, far less often.
-    assert _hit_rate(power.detectable, 150) == pytest.approx(0.8, abs=0.08)
-    assert _hit_rate(power.detectable * 0.7, 150) < 0.5
+    # At the detectable size (the rank test's own power, analysis/power.py) the detector
+    # finds the step 80 % of the time; at 70 % of it, far less often. Measured: 0.813 on
+    # these 150 series, 0.768 on 600 (the detector loses a few points to placing the
+    # split); 0.273 at 70 %.
+    assert _hit_rate(power.detectable, 150) == pytest.approx(0.8, abs=0.05)
+    assert _hit_rate(power.detectable * 0.7, 150) < 0.4
 
 
 @pytest.mark.parametrize("seed", [11, 12, 13])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hoplab.analysis.ranks import benjamini_hochberg, min_p, rank_p
+from hoplab.analysis.ranks import benjamini_hochberg, critical_u, min_p, rank_p
 
 
 @pytest.mark.parametrize(("n1", "n2", "shift"), [(9, 30, 0.0), (30, 30, 1.5), (60, 9, 0.5),
@@ -52,3 +52,35 @@ def test_min_p_and_degenerate_samples() -> None:
     assert rank_p([3.0, 3.0], [3.0, 3.0, 3.0]) == 1.0
     # Five a side, all apart: the exact p compare's verdicts rest on, 2 / C(10, 5).
     assert rank_p([1.0, 2, 3, 4, 5], [6.0, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+
+
+def _with_u(u: int, n1: int, n2: int) -> tuple[list[float], list[float]]:
+    """n1 and n2 values without ties whose statistic (pairs with the first side's value
+    above the second's) is u."""
+    b = [float(j) for j in range(n2)]
+    a: list[float] = []
+    for _ in range(n1):
+        above = min(u, n2)            # this value of A exceeds `above` values of B
+        a.append(above - 0.5 + len(a) * 1e-6)
+        u -= above
+    assert u == 0
+    return a, b
+
+
+@pytest.mark.parametrize(("n1", "n2", "alpha"), [(5, 5, 0.01), (8, 8, 0.01), (10, 20, 0.01),
+                                                 (12, 12, 1e-4), (25, 25, 0.01),
+                                                 (40, 40, 1e-5)])
+def test_critical_u_is_where_rank_p_falls_below_alpha(n1, n2, alpha):
+    c = critical_u(n1, n2, alpha)
+    assert c >= 0
+    # At c the test rejects, one above it does not, in both tails: the power
+    # arithmetic (analysis/power.py) rests on this.
+    for u, rejects in ((c, True), (c + 1, False), (n1 * n2 - c, True),
+                       (n1 * n2 - c - 1, False)):
+        a, b = _with_u(u, n1, n2)
+        assert bool(rank_p(a, b) < alpha) is rejects, (u, rank_p(a, b))
+
+
+def test_critical_u_is_none_when_the_sizes_cannot_reach_alpha():
+    assert critical_u(4, 4, 0.01) == -1 and critical_u(3, 3, 0.1) == -1
+    assert critical_u(5, 5, 0.01) == 0                 # 2 / 252 only

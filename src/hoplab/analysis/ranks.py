@@ -24,6 +24,11 @@ def min_p(n_a: int, n_b: int) -> float:
     one side above every value of the other."""
     if n_a < 1 or n_b < 1:
         return 1.0
+    if n_a + n_b > 100:
+        # Far below any level; math.comb's exact integer costs milliseconds at thousands
+        # of repetitions (power.py asks for those).
+        return 2 * math.exp(math.lgamma(n_a + 1) + math.lgamma(n_b + 1)
+                            - math.lgamma(n_a + n_b + 1))
     return min(1.0, 2 / math.comb(n_a + n_b, n_a))
 
 
@@ -66,13 +71,35 @@ def rank_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> 
     ranks[order] = np.repeat(mean_rank, sizes)
     u = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2
     ties = float(np.sum(sizes.astype(float) ** 3 - sizes))
-    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
-    if len(sizes) == n and n1 * n2 <= EXACT_CELLS:
+    return _p_of_u(u, n1, n2, ties, exact=len(sizes) == n)
+
+
+def _p_of_u(u: float, n1: int, n2: int, ties: float, *, exact: bool) -> float:
+    """The two-sided p of the statistic u (ties: the sum of t^3 - t over runs of ties;
+    exact: no ties, so the exact distribution may be used)."""
+    n = n1 + n2
+    if exact and n1 * n2 <= EXACT_CELLS:
         tail = _u_tail(n1, n2)
         low = min(u, n1 * n2 - u)
         return min(1.0, 2 * tail[round(low)])
+    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
     z = max(abs(u - n1 * n2 / 2) - 0.5, 0.0) / math.sqrt(var)
     return max(math.erfc(z / math.sqrt(2)), min_p(n1, n2))
+
+
+@functools.cache
+def critical_u(n1: int, n2: int, alpha: float) -> int:
+    """The largest c for which rank_p of n1 against n2 values without ties is below
+    alpha when min(U, n1 n2 - U) <= c: the test rejects exactly then. -1 when no
+    arrangement reaches alpha. analysis/power.py computes the test's power from it."""
+    if n1 < 1 or n2 < 1 or min_p(n1, n2) >= alpha:
+        return -1
+    # p grows with min(U, n1 n2 - U): find the last u below alpha by halving.
+    lo, hi = -1, n1 * n2 // 2 + 1          # p(lo) < alpha (lo = -1: none yet); p(hi) >= alpha
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _p_of_u(mid, n1, n2, 0.0, exact=True) < alpha else (lo, mid)
+    return lo
 
 
 def benjamini_hochberg(pvalues: Sequence[float], level: float = 0.05) -> list[bool]:
