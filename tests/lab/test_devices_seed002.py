@@ -85,6 +85,11 @@ def test_seed_002_done_when(devices: Farm, tmp_path: Path, lab_name: str) -> Non
         # perf ran on the device, and its stacks came back.
         assert r.metadata["profile"]["status"] == "ok", r.metadata["profile"]
         assert r.metadata["profile"]["samples"] > 100
+        # ...and says it covers the router's CPUs, all of its samples the router's.
+        assert r.metadata["profile"]["attribution"].startswith(
+            "device-wide: perf ran on router itself"), r.metadata["profile"]["attribution"]
+        mine = r.metadata["profile"]["by_node"]["router"]
+        assert mine["whole_machine"] and mine["samples"] == r.metadata["profile"]["samples"]
     # The lab that was up is up again, and the device is as the lab file leaves it.
     state = json.loads(Path(f"/run/hoplab/labs/{lab_name}.json").read_text())
     assert state["status"] == "up"

@@ -92,7 +92,8 @@ def _fakes(plan: Plan, workdir: Path) -> dict[str, FakeExecutor]:
     return nodes
 
 
-def test_a_test_runs_end_to_end_on_fake_nodes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("whole_machine", [False, True], ids=["namespace", "device"])
+def test_a_test_runs_end_to_end_on_fake_nodes(tmp_path: Path, whole_machine: bool) -> None:
     exp = _experiment(tmp_path)
     variant = exp.variants[0]
     test = variant.tests[0]
@@ -100,6 +101,7 @@ def test_a_test_runs_end_to_end_on_fake_nodes(tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     nodes = _fakes(plan, workdir)
+    nodes["r1"].whole_machine = whole_machine
     server = server_for(test.flows[0], 0, plan)
     assert server is not None
     # The server listens: its socket in the node's /proc/net/tcp (state 0A).
@@ -134,8 +136,21 @@ def test_a_test_runs_end_to_end_on_fake_nodes(tmp_path: Path) -> None:
     assert perf.argv[:2] == ["/usr/bin/perf", "record"] and signal.SIGINT in perf.signals
     assert result.profile is not None and result.profile["status"] == "ok", result.profile
     assert result.profile["samples"] > 0
-    # perf runs on r1 (in its namespace, on this machine) but is not r1's own work.
-    assert result.profile["by_node"]["r1"]["pids"] == []
+    r1 = result.profile["by_node"]["r1"]
+    if whole_machine:
+        # perf ran on the device: every sample is the device's, and the profile says so.
+        assert result.profile["attribution"].startswith(
+            "device-wide: perf ran on r1 itself and sampled all of its CPUs")
+        assert "host-wide" not in result.profile["attribution"]
+        assert r1["whole_machine"] and r1["samples"] == result.profile["samples"]
+        assert r1["share_of_host"] == pytest.approx(100.0)
+    else:
+        # perf runs on r1 (in its namespace, on this machine) but is not r1's own work.
+        assert result.profile["attribution"].startswith("host-wide: a lab's nodes share")
+        assert r1["pids"] == [] and not r1["whole_machine"] and r1["samples"] == 0
+    # The device sampler's own cost is summarised: the mean of its two intervals' shares.
+    cost = [m for m in result.metrics if m.name == "sampler.cpu"]
+    assert [(m.node, m.unit) for m in cost] == [("r1", "%")]
     assert any(c[:2] == ["rm", "-f"] for c in nodes["r1"].calls)
 
 

@@ -88,7 +88,9 @@ def run_stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, 
         if node not in by_node:
             raise UsageError(f"run {run_id}'s profile attributes no processes to node "
                              f"{node!r}; profiled nodes: {', '.join(by_node) or 'none'}")
-        stacks = fold.only_pids(stacks, by_node[node]["pids"])
+        if not by_node[node].get("whole_machine"):
+            # A device's profile is all its own; a namespace's, its processes' samples.
+            stacks = fold.only_pids(stacks, by_node[node]["pids"])
     return rec, fold.without_pids(stacks)
 
 

@@ -117,6 +117,7 @@ class FakeExecutor:
         self.stopped: list[FakeProcess] = []
         self.stopped_recorded: list[ProcessId] = []
         self.answer: Callable[[str], list[str]] = lambda _line: []
+        self.whole_machine = False   # pids() is None, as on a device
         self.reboot_answers: list[bool] = []     # check_rebooted's answers in turn, then False
         self.closed = False
 
@@ -167,7 +168,8 @@ class FakeExecutor:
         return None
 
     def pids(self) -> set[int] | None:
-        return {p.ident.pid for p in self.started}
+        # A whole machine (as a device is) has no PIDs of its own to tell apart.
+        return None if self.whole_machine else {p.ident.pid for p in self.started}
 
     def channel(self, argv: Sequence[str], terminator: str) -> LineChannel:
         self.calls.append(list(argv))

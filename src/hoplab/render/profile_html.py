@@ -48,7 +48,8 @@ def profile_section(rec: RunRecord, svg_src: str | None) -> Html:
     top = table(["self", "symbol"], [(f"{p:.2f} %", s) for s, p in prof.get("top", [])],
                 numeric=[0])
     nodes = table(["node", "processes", "samples", "share of host"],
-                  [(n, len(d["pids"]), d["samples"], f"{d['share_of_host']:.1f} %")
+                  [(n, "all (a device)" if d.get("whole_machine") else len(d["pids"]),
+                    d["samples"], f"{d['share_of_host']:.1f} %")
                    for n, d in prof.get("by_node", {}).items()], numeric=[1, 2, 3])
     graph = "" if svg_src is None else (
         f'<object class="flame" type="image/svg+xml" data="{esc(svg_src)}" width="100%" '

@@ -24,6 +24,11 @@ from hoplab.spec.experiment import Profile, Test
 ATTRIBUTION = ("host-wide: a lab's nodes share one kernel, so kernel work (forwarding, "
                "softirq, in-kernel crypto) cannot be split by node; per node, the samples "
                "of the processes living in it")
+# A node that is a whole machine (a device: its executor lists no PIDs of its own) is
+# profiled by a perf running on it: every sample is that machine's, none is this one's.
+DEVICE_ATTRIBUTION = ("device-wide: perf ran on {nodes} itself and sampled all of its CPUs, "
+                      "its kernel's work (forwarding, softirq, in-kernel crypto) and every "
+                      "process on it; none of this machine's CPU is in it")
 # PIDs of short-lived processes are caught by listing each node this often.
 _PID_SCAN_S = 0.5
 
@@ -33,6 +38,15 @@ class ProfileResult:
     raw: list[RawOutput] = field(default_factory=list)
     metrics: list[Metric] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def attribution(nodes: list[str], whole: list[str]) -> str:
+    """What a profile of `nodes` covers, stored with it and shown wherever it is read:
+    this machine's whole kernel for namespaces, the device's for a device (`whole`: the
+    nodes that are whole machines)."""
+    if whole and set(whole) == set(nodes):
+        return DEVICE_ATTRIBUTION.format(nodes=" and ".join(nodes))
+    return ATTRIBUTION
 
 
 class PhaseProfiler:
@@ -54,6 +68,9 @@ class PhaseProfiler:
         if len(machines) > 1:
             self.error = (f"the profiled nodes ({', '.join(self.nodes)}) are on "
                           f"{len(machines)} machines; profile one machine's nodes per test")
+        # Nodes that are whole machines: all the samples of their perf are theirs.
+        self.whole = [n for n, ex in self.nodes_ex.items() if ex.pids() is None]
+        self.attribution = attribution(self.nodes, self.whole)
         where = next(iter(self.nodes_ex.values()), None) or nodes[next(iter(nodes))]
         self.recording = Recording(workdir / f"{test.name}.perf.data", profile.frequency,
                                    where)
@@ -99,7 +116,7 @@ class PhaseProfiler:
         out = ProfileResult()
         md: dict[str, Any] = {"frequency": self.profile.frequency,
                               "phase": self.profile.during, "window_s": list(self.window),
-                              "nodes": self.nodes, "attribution": ATTRIBUTION}
+                              "nodes": self.nodes, "attribution": self.attribution}
         out.metadata = md
         reason = self.error or (self.recording.failure() if self.recording.proc is not None
                                 else "the phase never started")
@@ -122,10 +139,12 @@ class PhaseProfiler:
         out.metrics += [Metric(f"profile.{name}", share, "%") for name, share in cats.items()]
         md["by_node"] = {}
         for node in self.nodes:
-            mine = fold.without_pids(fold.only_pids(stacks, self.recording.pids.get(node, ())))
+            whole = node in self.whole
+            mine = host if whole else \
+                fold.without_pids(fold.only_pids(stacks, self.recording.pids.get(node, ())))
             n = analyze.samples(mine)
             md["by_node"][node] = {"pids": sorted(self.recording.pids.get(node, ())),
-                                   "samples": n,
+                                   "whole_machine": whole, "samples": n,
                                    "share_of_host": 100 * n / max(1, analyze.samples(host)),
                                    "top": analyze.top_symbols(mine, 10)}
         return out
