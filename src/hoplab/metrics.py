@@ -31,6 +31,11 @@ class MetricDef:
     unit: str       # the unit the value is stored in: "bit/s", "ms", "%", "count", ...
     label: str      # what a table or axis calls it
     better: Better
+    # For the median of independent trials that a run also keeps one by one (a page
+    # load per point of series `samples`): what one trial is called. compare then
+    # judges the figure on every trial, not on one value per run (docs/compare.md).
+    samples: str | None = None
+    trial: str = "run"
 
 
 class UnknownMetric(KeyError):
@@ -92,6 +97,19 @@ def better(name: str) -> Literal["higher", "lower"] | None:
     if d is None or d.better == "neutral":
         return None
     return d.better
+
+
+def trials(name: str) -> tuple[str, str] | None:
+    """(series, what one point is called) when `name` is the median of trials kept one
+    by one in that series (web_load: every page load); None otherwise."""
+    d = find(name)
+    return None if d is None or d.samples is None else (d.samples, d.trial)
+
+
+def trial_series() -> frozenset[str]:
+    """Every series that holds trials: what compare must load beside the figures."""
+    return frozenset(d.samples for d in (*_REGISTRY.values(), *_FAMILIES.values())
+                     if d.samples is not None)
 
 
 def all_metrics() -> list[MetricDef]:
@@ -166,10 +184,13 @@ register(
 # Page loads (the web kind), timed by the browser's Navigation Timing from the
 # navigation's start: time to first byte, DOM content loaded, the load event. The bare
 # name is the median over the loads that completed; failed loads are counted apart.
+# The medians are judged on every load (series web_ttfb, web_dcl, web_load).
 register(
+    *(MetricDef(f"web_{t}", "ms", text, "lower", samples=f"web_{t}", trial="load")
+      for t, text in (("ttfb", "first byte"), ("dcl", "DOM loaded"), ("load", "page load"))),
     *(_m(f"web_{t}{suffix}", "ms", f"{text}{label}", "lower")
       for t, text in (("ttfb", "first byte"), ("dcl", "DOM loaded"), ("load", "page load"))
-      for suffix, label in (("", ""), ("_mean", " mean"), ("_p95", " p95"))),
+      for suffix, label in (("_mean", " mean"), ("_p95", " p95"))),
     _m("web_load_stddev", "ms", "page load stddev", "lower"),
     _m("web_bytes", "bytes", "page bytes", "neutral"),
     _m("web_loads", "count", "page loads", "neutral"),

@@ -4,6 +4,13 @@ One observation is one run: a run's figure (its goodput, its RTT median) is
 already a summary of thousands of samples, and the samples inside a run are
 not independent of each other, so only repetitions count as evidence.
 
+Except for the median of trials a run keeps one by one (metrics.trials: every page
+load of a web test, each a fresh browser loading the page anew): each trial is then
+an observation, the rank test compares all of A's with all of B's, and the bootstrap
+resamples runs and then trials within them, so that a spread between runs still
+widens the interval. That needs the runs' series (Store.get_run(series=...)); runs
+read without them are compared per run.
+
 The verdict for a metric, in this order (docs/compare.md explains why):
 
 1. "n/a": the metric has no better direction (packets, bytes: "neutral" in the metric
@@ -22,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -89,6 +97,11 @@ class MetricComparison:
     ci_high_pct: float              # computable (a side < 2 runs, a resampled A median 0)
     p_value: float | None           # two-sided Mann-Whitney U; None if a side has < 2 values
     verdict: str                    # one of VERDICTS
+    # What one value is: "run" (a run's figure) or a trial ("load": every page load of
+    # every run, for the median of trials); a_runs/b_runs: how many runs they came from.
+    per: str = "run"
+    a_runs: int = 0
+    b_runs: int = 0
 
     @property
     def label(self) -> str:
@@ -127,8 +140,11 @@ def compare_runs(a: Sequence[RunRecord], b: Sequence[RunRecord],
         ub, vb = _values(b, k)
         if not va and not vb:
             raise UsageError(f"no run on either side has metric {k}")
+        ta, tb = _trials(a, k), _trials(b, k)
+        trials = (ta[0], ta[1], tb[1]) if ta and tb and ta[1] and tb[1] else None
         out.append(_compare(k, registry.unit(k.name, ua or ub), va, vb, seed=seed,
-                            resamples=resamples, alpha=alpha, min_change_pct=min_change_pct))
+                            resamples=resamples, alpha=alpha, min_change_pct=min_change_pct,
+                            trials=trials))
     return out
 
 
@@ -155,14 +171,47 @@ def _values(runs: Sequence[RunRecord], k: MetricKey) -> tuple[str, list[float]]:
     return unit, values
 
 
+def _trials(runs: Sequence[RunRecord], k: MetricKey) -> tuple[str, list[list[float]]] | None:
+    """(what a trial is, each run's trials) for the median of trials (metrics.trials),
+    from the runs that have the figure: a whole-run figure pools every flow's series,
+    a flow's figure its own. None for another metric, or when a run with the figure has
+    no trials to show (read without its series, or stored so)."""
+    found = registry.trials(k.name)
+    if found is None or k.node is not None or k.key is not None:
+        return None
+    series, word = found
+    out = []
+    for r in runs:
+        if not any((m.name, m.flow, m.node, m.key) == (k.name, k.flow, None, None)
+                   and math.isfinite(m.value) for m in r.metrics):
+            continue
+        points = [v for s in r.series if s.name == series and s.node is None
+                  and s.key is None and (k.flow is None or s.flow == k.flow)
+                  for v in s.v if math.isfinite(v)]
+        if not points:
+            return None
+        out.append(points)
+    return word, out
+
+
 def _compare(k: MetricKey, unit: str, va: list[float], vb: list[float], *, seed: int,
-             resamples: int, alpha: float, min_change_pct: float) -> MetricComparison:
+             resamples: int, alpha: float, min_change_pct: float,
+             trials: tuple[str, list[list[float]], list[list[float]]] | None = None
+             ) -> MetricComparison:
+    runs = (len(va), len(vb))
+    if trials is not None:
+        va, vb = ([v for run in side for v in run] for side in trials[1:])
     ma = float(np.median(va)) if va else math.nan
     mb = float(np.median(vb)) if vb else math.nan
     change = 100 * (mb - ma) / abs(ma) if ma != 0 else math.nan
     enough = len(va) >= 2 and len(vb) >= 2
-    ci_pct, ci_diff = bootstrap(va, vb, seed=seed, resamples=resamples, alpha=alpha) \
-        if enough else ((math.nan, math.nan), (math.nan, math.nan))
+    if not enough:
+        ci_pct, ci_diff = (math.nan, math.nan), (math.nan, math.nan)
+    elif trials is None:
+        ci_pct, ci_diff = bootstrap(va, vb, seed=seed, resamples=resamples, alpha=alpha)
+    else:
+        ci_pct, ci_diff = bootstrap_trials(trials[1], trials[2], seed=seed,
+                                           resamples=resamples, alpha=alpha)
     p = rank_p(va, vb) if enough else None
     direction = registry.better(k.name)
     if direction is None:
@@ -177,7 +226,8 @@ def _compare(k: MetricKey, unit: str, va: list[float], vb: list[float], *, seed:
     return MetricComparison(
         metric=k.name, unit=unit, flow=k.flow, node=k.node, key=k.key,
         a_values=tuple(va), b_values=tuple(vb), a_median=ma, b_median=mb, change_pct=change,
-        ci_low_pct=ci_pct[0], ci_high_pct=ci_pct[1], p_value=p, verdict=verdict)
+        ci_low_pct=ci_pct[0], ci_high_pct=ci_pct[1], p_value=p, verdict=verdict,
+        per="run" if trials is None else trials[0], a_runs=runs[0], b_runs=runs[1])
 
 
 def bootstrap(va: Sequence[float], vb: Sequence[float], *, seed: int, resamples: int,
@@ -189,7 +239,40 @@ def bootstrap(va: Sequence[float], vb: Sequence[float], *, seed: int, resamples:
     xa, xb = np.asarray(va, dtype=float), np.asarray(vb, dtype=float)
     ia = rng.integers(0, len(xa), size=(resamples, len(xa)))
     ib = rng.integers(0, len(xb), size=(resamples, len(xb)))
-    ma, mb = np.median(xa[ia], axis=1), np.median(xb[ib], axis=1)
+    return _intervals(np.median(xa[ia], axis=1), np.median(xb[ib], axis=1), alpha)
+
+
+def bootstrap_trials(ca: Sequence[Sequence[float]], cb: Sequence[Sequence[float]], *,
+                     seed: int, resamples: int,
+                     alpha: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """bootstrap for trials grouped by run (each inner list one run's): a resample draws
+    as many runs as the side has, with replacement, then within each drawn run as many
+    of its trials, with replacement, and takes the median of all drawn trials. Trials of
+    one run share its conditions: a spread between runs widens the interval, as it
+    should; with one run a side only the trials' own spread is left. All A draws first."""
+    rng = np.random.default_rng(seed)
+    return _intervals(_trial_medians(rng, ca, resamples), _trial_medians(rng, cb, resamples),
+                      alpha)
+
+
+def _trial_medians(rng: np.random.Generator, runs: Sequence[Sequence[float]],
+                   resamples: int) -> Any:
+    n, longest = len(runs), max(len(r) for r in runs)
+    lens = np.array([len(r) for r in runs])
+    table = np.full((n, longest), np.nan)
+    for i, r in enumerate(runs):
+        table[i, :len(r)] = r
+    drawn = rng.integers(0, n, size=(resamples, n))
+    size = lens[drawn][..., None]                       # (resamples, n, 1)
+    pick = (rng.random((resamples, n, longest)) * size).astype(int)
+    values = np.where(np.arange(longest) < size, table[drawn[..., None], pick], np.nan)
+    return np.nanmedian(values.reshape(resamples, -1), axis=1)
+
+
+def _intervals(ma: Any, mb: Any, alpha: float) -> tuple[tuple[float, float],
+                                                        tuple[float, float]]:
+    """The (alpha/2, 1 - alpha/2) percentiles of the resampled change in % and
+    difference; no percent interval when a resampled A median is 0."""
     q = (100 * alpha / 2, 100 * (1 - alpha / 2))
     lo_d, hi_d = (float(x) for x in np.percentile(mb - ma, q))
     if np.any(ma == 0):

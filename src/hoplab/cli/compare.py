@@ -49,14 +49,17 @@ def run_compare(args: argparse.Namespace) -> int:
         raise UsageError(f"--resamples {args.resamples}: a CI needs at least 100")
     # Imported here, not at the top: numpy, scipy and SQLAlchemy take a second to import,
     # which `hoplab compare --help` should not pay.
+    from hoplab import metrics as registry
     from hoplab.analysis.groups import compare_groups
     from hoplab.analysis.select import select_pair
     from hoplab.store import open_store
 
     with open_store(store_arg.url(args)) as store:
         ids_a, ids_b = select_pair(store, args.a, args.b)
-        runs_a = [store.get_run(i, series=False) for i in ids_a]
-        runs_b = [store.get_run(i, series=False) for i in ids_b]
+        # Only the series of trials (page loads), which some medians are judged on.
+        trials = registry.trial_series()
+        runs_a = [store.get_run(i, series=trials) for i in ids_a]
+        runs_b = [store.get_run(i, series=trials) for i in ids_b]
         desc = store.describe()
     result = compare_groups(runs_a, runs_b, args.metrics or None, per_flow=args.per_flow,
                             seed=args.seed, resamples=args.resamples, alpha=args.alpha)
@@ -94,7 +97,7 @@ def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[in
         for m in view.ordered(g, bool(args.metrics)):
             colour = _COLOURS[m.verdict]
             table.add_row(
-                view.row_name(m), f"{len(m.a_values)}+{len(m.b_values)}",
+                view.row_name(m), view.sizes(m),
                 figure(m.a_median, m.metric, m.unit), figure(m.b_median, m.metric, m.unit),
                 view.pct(m.change_pct), view.ci(m),
                 "-" if m.p_value is None else f"{m.p_value:.2g}",

@@ -47,13 +47,33 @@ def runs(ids: tuple[int, ...] | list[int]) -> str:
     return f"{len(ids)} run{'s' * (len(ids) != 1)} ({shown})"
 
 
+def size(m: MetricComparison, side: str) -> str:
+    """What a side's figures rest on: "3" runs, or "24 loads / 3 runs" for a median
+    judged on every trial."""
+    values, runs = (m.a_values, m.a_runs) if side == "a" else (m.b_values, m.b_runs)
+    return str(len(values)) if m.per == "run" else f"{len(values)} {m.per}s / {runs} runs"
+
+
+def sizes(m: MetricComparison) -> str:
+    """Both sides: "3+3", or "24+24 loads / 3+3 runs"."""
+    if m.per == "run":
+        return f"{len(m.a_values)}+{len(m.b_values)}"
+    return f"{len(m.a_values)}+{len(m.b_values)} {m.per}s / {m.a_runs}+{m.b_runs} runs"
+
+
 def notes(g: GroupComparison, alpha: float) -> list[str]:
-    """Why rows of a group have no verdict, and how many runs would give one."""
+    """Why rows of a group have no verdict, and how many runs would give one; which rows
+    rest on the trials of a single run a side."""
     from hoplab.analysis.ranks import min_p as min_p_value
 
     sizes = sorted({(len(m.a_values), len(m.b_values)) for m in g.metrics
-                    if m.verdict == "not enough data"})
+                    if m.verdict == "not enough data" and m.per == "run"})
     out = []
+    single = [row_name(m) for m in g.metrics if m.per != "run" and min(m.a_runs, m.b_runs) < 2]
+    if single:
+        out.append(f"{', '.join(single)}: judged on every trial of one run a side, so a "
+                   "difference between those two runs' conditions counts as one between A "
+                   "and B; repeat each side (repeat = 3) to see the runs' own spread")
     for na, nb in sizes:
         if min(na, nb) < 2:
             out.append(f"{na} + {nb} runs: one run shows no spread, so a difference cannot "

@@ -194,8 +194,8 @@ def comparison_table(comps: Sequence[MetricComparison], alpha: float = 0.05) -> 
     rows = []
     for c in comps:
         cls = {"better": "better", "worse": "worse", "same": "same"}.get(c.verdict, "na")
-        rows.append((view.row_name(c), figure(c.a_median, c.metric, c.unit), len(c.a_values),
-                     figure(c.b_median, c.metric, c.unit), len(c.b_values),
+        rows.append((view.row_name(c), figure(c.a_median, c.metric, c.unit), view.size(c, "a"),
+                     figure(c.b_median, c.metric, c.unit), view.size(c, "b"),
                      view.pct(c.change_pct), view.ci(c),
                      "-" if c.p_value is None else f"{c.p_value:.3g}",
                      Html(f'<span class="verdict {cls}">{esc(c.verdict)}</span>')))

@@ -219,8 +219,10 @@ class Store:
         run.id = run_id
         return run_id
 
-    def get_run(self, run_id: int, *, series: bool = True, raw: bool = False) -> RunRecord:
-        """The run saved as `run_id`; without series or raw outputs unless asked."""
+    def get_run(self, run_id: int, *, series: bool | frozenset[str] = True,
+                raw: bool = False) -> RunRecord:
+        """The run saved as `run_id`; without series or raw outputs unless asked (`series`
+        a set of names: only those series, e.g. the trials compare judges on)."""
         with self._read(f"cannot read run {run_id}") as conn:
             row = conn.execute(sa.select(_RUNS).where(_RUNS.c.id == run_id)).mappings().first()
             if row is None:
@@ -228,9 +230,11 @@ class Store:
             metric_rows = conn.execute(
                 sa.select(_METRICS).where(_METRICS.c.run_id == run_id).order_by(_METRICS.c.seq)
             ).mappings().all()
+            wanted = sa.select(_SERIES).where(_SERIES.c.run_id == run_id)
+            if not isinstance(series, bool):
+                wanted = wanted.where(_SERIES.c.name.in_(sorted(series)))
             series_rows = conn.execute(
-                sa.select(_SERIES).where(_SERIES.c.run_id == run_id).order_by(_SERIES.c.seq)
-            ).mappings().all() if series else []
+                wanted.order_by(_SERIES.c.seq)).mappings().all() if series else []
             raw_rows = conn.execute(
                 sa.select(_RAW).where(_RAW.c.run_id == run_id).order_by(_RAW.c.seq)
             ).mappings().all() if raw else []

@@ -145,6 +145,7 @@ class Dashboard:
         return Response(200, svg.encode(), "image/svg+xml")
 
     def _compare(self, query: dict[str, list[str]]) -> tuple[str, str, Any, Any]:
+        from hoplab import metrics
         from hoplab.analysis.groups import compare_groups
         from hoplab.analysis.select import select_pair
 
@@ -152,7 +153,9 @@ class Dashboard:
         if not a or not b:
             return a, b, None, None
         ids = select_pair(self.store, a, b, limit=MAX_SIDE_RUNS)
-        sides = [[self.store.get_run(i, series=False) for i in side] for side in ids]
+        # As `hoplab compare`: the series of trials (page loads) some medians are judged on.
+        trials = metrics.trial_series()
+        sides = [[self.store.get_run(i, series=trials) for i in side] for side in ids]
         # As `hoplab compare`: without per_flow, custom tests still compare each flow.
         per_flow = True if (query.get("per_flow") or [""])[-1] in ("1", "on", "true") \
             else None
