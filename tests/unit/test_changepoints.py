@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from hoplab.analysis.changepoints import (
+    ALPHA,
     detect,
     detect_many,
     locate,
 )
+from hoplab.analysis.power import detectable_change
 
 STEPS = [(20, 25.0), (40, -15.0), (60, -49.0), (80, 10.0)]
 SMALL = (100, -5.0)
@@ -35,6 +37,12 @@ def test_four_steps_found_at_their_exact_places_with_their_sizes():
         assert cp.ci_pct[0] < pct < cp.ci_pct[1]
         assert cp.ci_pct[1] - cp.ci_pct[0] < 8
         assert cp.p < 1e-6
+        # The smallest step its stretches could confirm is below the step found.
+        assert 4 < cp.detectable_pct < abs(pct)
+    # +10 % lies between -49 % at 60 and -5 % at 100: 20 values x 3 repetitions each
+    # side, at the level of a window of 40 values (0.0005 over 37 splits).
+    assert cps[80].detectable_pct == pytest.approx(
+        100 * detectable_change(found.cv, 60, 60, alpha=ALPHA / 37), rel=1e-6)
     assert cps[60].median_before == pytest.approx(100 * 1.25 * 0.85, rel=0.03)
     assert cps[60].median_after == pytest.approx(100 * 1.25 * 0.85 * 0.51, rel=0.03)
 

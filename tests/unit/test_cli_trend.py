@@ -50,11 +50,13 @@ def _hoplab(*argv: str) -> subprocess.CompletedProcess[str]:
                           check=False, timeout=120)
 
 
-def test_json_has_every_run_and_the_step(db: str) -> None:
+def test_json_has_every_run_and_the_step(db: str, capsys: pytest.CaptureFixture[str]
+                                         ) -> None:
     proc = _hoplab("trend", "goodput", "--db", db, "--filter", "test=bulk", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert set(doc) == {"metric", "points", "change_points"}
+    # The issue's format, plus the power figures (keys added, none renamed).
+    assert set(doc) == {"metric", "points", "change_points", "power"}
     assert doc["metric"] == "goodput"
     assert [p["value"] for p in doc["points"]] == VERSIONS
     assert all(len(p["runs"]) == 3 for p in doc["points"])
@@ -62,12 +64,45 @@ def test_json_has_every_run_and_the_step(db: str) -> None:
     assert first["median"] == pytest.approx(np.median([r["value"] for r in first["runs"]]))
     (cp,) = doc["change_points"]
     assert set(cp) == {"before", "after", "median_before", "median_after", "change_pct",
-                       "ci_pct", "p"}
+                       "ci_pct", "p", "detectable_pct"}
     assert (cp["before"], cp["after"]) == ("v1.15", "v1.16")
     assert cp["change_pct"] == pytest.approx(-20, abs=2.5)
     assert cp["ci_pct"][0] < -20 < cp["ci_pct"][1]
     assert cp["median_before"] == pytest.approx(100e6, rel=0.03)
     assert cp["p"] < 1e-6
+
+    power = doc["power"]
+    assert power["noise_cv"] == pytest.approx(0.05, abs=0.01)      # 5.8 % measured
+    assert (power["values_per_stretch"], power["repetitions_per_value"]) == (15, 3)
+    assert power["step_pct"] == 5 and power["power"] == 0.8
+    # What the text says, and the rank test's power in simulation: two stretches of 15
+    # values x 3 repetitions at the detector's level (0.0005 over the 27 splits of 30
+    # values) find a step of detectable_pct 80 % of the time.
+    assert power["alpha"] == pytest.approx(0.0005 / 27)
+    assert main(["trend", "goodput", "--db", db, "--filter", "test=bulk"]) == 0
+    text = capsys.readouterr().out
+    assert f"steps smaller than {power['detectable_pct']:.1f} %" in text
+    assert f"a 5 % step needs {power['step_repetitions_per_value']} repetition(s)" in text
+    cv = power["noise_cv"]
+    assert _rank_test_power(power["detectable_pct"] / 100, cv, 45, 45,
+                            power["alpha"]) == pytest.approx(0.8, abs=0.025)
+    # The change point's: the step its stretches (16 and 14 values, 48 and 42
+    # repetitions) would need, at the level of a window of both.
+    assert 4 < cp["detectable_pct"] < abs(cp["change_pct"])
+    assert _rank_test_power(cp["detectable_pct"] / 100, cv, 48, 42,
+                            0.0005 / 27) == pytest.approx(0.8, abs=0.025)
+
+
+def _rank_test_power(change: float, cv: float, n_a: int, n_b: int, alpha: float) -> float:
+    """How often the rank test (scipy's, as analysis/ranks.py computes it beyond 400
+    cells: normal with continuity correction) gives p < alpha for normal noise."""
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(1.0, cv, (4000, n_a))
+    b = rng.normal(1.0 + change, cv, (4000, n_b))
+    p = stats.mannwhitneyu(a, b, axis=1, method="asymptotic").pvalue
+    return float(np.mean(p < alpha))
 
 
 def test_text_names_the_values_and_the_power(db: str, capsys: pytest.CaptureFixture[str]

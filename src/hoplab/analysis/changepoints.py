@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hoplab.analysis.power import Power, noise_cv, power_figures
+from hoplab.analysis.power import Power, detectable_change, noise_cv, power_figures
 from hoplab.analysis.ranks import benjamini_hochberg, rank_p
 
 MIN_SIZE = 2                # values on each side of a change point
@@ -63,6 +63,8 @@ class ChangePoint:
     p: float                        # rank test of the stretches on both sides
     n_before: int                   # repetitions on each side that the figures used
     n_after: int
+    detectable_pct: float           # smallest step (%) the detector can confirm between
+                                    # those stretches at 80 % power (inf: none)
 
 
 @dataclass(frozen=True)
@@ -185,22 +187,31 @@ def _bootstrap_change(before: np.ndarray, after: np.ndarray, resamples: int,
 
 
 def describe(values: Sequence[Sequence[float]], cuts: Sequence[int], *,
-             window: int = WINDOW, resamples: int = RESAMPLES, seed: int = 0
+             window: int = WINDOW, resamples: int = RESAMPLES, seed: int = 0,
+             min_size: int = MIN_SIZE, alpha: float = ALPHA, cv: float | None = None
              ) -> list[ChangePoint]:
     """Each change point's figures, from the stretches between it and its neighbours
-    (at most `window` values on each side)."""
+    (at most `window` values on each side), with the smallest step the detector could
+    confirm between them: the rank test's power at these repetitions and the noise of
+    the whole series, at the level the detector would use on a window of both
+    stretches."""
     series = _Series(values)
+    cv = noise_cv(values) if cv is None else cv
     bounds = [0, *cuts, len(values)]
     out = []
     for i, cut in enumerate(cuts):
         lo, hi = max(bounds[i], cut - window), min(bounds[i + 2], cut + window)
         before, after = series.span(lo, cut), series.span(cut, hi)
         mb, ma = float(np.median(before)), float(np.median(after))
+        splits = max(1, hi - lo - 2 * min_size + 1)
+        detectable = (detectable_change(cv, len(before), len(after), alpha=alpha / splits,
+                                        power=POWER) if cv == cv else math.nan)
         out.append(ChangePoint(
             index=cut, median_before=mb, median_after=ma,
             change_pct=(ma / mb - 1) * 100 if mb else math.nan,
             ci_pct=_bootstrap_change(before, after, resamples, seed + cut),
-            p=rank_p(before, after), n_before=len(before), n_after=len(after)))
+            p=rank_p(before, after), n_before=len(before), n_after=len(after),
+            detectable_pct=detectable * 100))
     return out
 
 
@@ -229,7 +240,8 @@ def detect(values: Sequence[Sequence[float]], *, min_size: int = MIN_SIZE,
     cuts = locate(values, min_size=min_size, window=window, alpha=alpha)
     cv = noise_cv(values)
     power, span = _power(values, cv, window, alpha, min_size, change)
-    return Detection(change_points=tuple(describe(values, cuts, window=window, seed=seed)),
+    return Detection(change_points=tuple(describe(values, cuts, window=window, seed=seed,
+                                                  min_size=min_size, alpha=alpha, cv=cv)),
                      cv=cv, power=power, span=span)
 
 

@@ -133,13 +133,24 @@ def trends_of_runs(runs: Sequence[RunRecord]) -> list[Trend]:
     return out
 
 
-def power_note(found: Trend) -> str | None:
-    """What steps may go unseen at this noise and these repetitions, or None."""
+def _per_value(found: Trend) -> tuple[int, int | None] | None:
+    """Repetitions per value the power figures are at, and those a SMALL_STEP step
+    needs (None: more than can be run); None without power figures."""
     power = found.detection.power
     if power is None:
         return None
     span = found.detection.span
-    per_value = max(1, round(power.n_a / span))
+    return (max(1, round(power.n_a / span)),
+            None if power.needed is None else math.ceil(power.needed / span))
+
+
+def power_note(found: Trend) -> str | None:
+    """What steps may go unseen at this noise and these repetitions, or None."""
+    power, reps = found.detection.power, _per_value(found)
+    if power is None or reps is None:
+        return None
+    span = found.detection.span
+    per_value, needed = reps
     if math.isinf(power.detectable):
         text = f"no step can be told from noise with {per_value} repetition(s) per value"
     else:
@@ -147,10 +158,24 @@ def power_note(found: Trend) -> str | None:
                 f"{span} values can go unseen ({power.power * 100:.0f} % power at "
                 f"{power.cv * 100:.1f} % noise, {per_value} repetition(s) per value)")
     if power.change is not None:
-        need = ("more repetitions than can be run" if power.needed is None else
-                f"{math.ceil(power.needed / span)} repetition(s) per value")
+        need = ("more repetitions than can be run" if needed is None else
+                f"{needed} repetition(s) per value")
         text += f"; a {power.change * 100:.0f} % step needs {need}"
     return text
+
+
+def power_json(found: Trend) -> dict[str, Any] | None:
+    """power_note's figures for `trend --json`: the smallest step detectable between two
+    stretches of `values_per_stretch` values at these repetitions, and the repetitions
+    per value a step of `step_pct` would need."""
+    power, reps = found.detection.power, _per_value(found)
+    if power is None or reps is None:
+        return None
+    return {"noise_cv": power.cv, "values_per_stretch": found.detection.span,
+            "repetitions_per_value": reps[0], "power": power.power, "alpha": power.alpha,
+            "detectable_pct": power.detectable * 100,
+            "step_pct": None if power.change is None else abs(power.change) * 100,
+            "step_repetitions_per_value": reps[1]}
 
 
 def shown(value: str | float, by: str) -> str:
@@ -161,7 +186,8 @@ def shown(value: str | float, by: str) -> str:
 
 
 def to_json(found: Trend) -> dict[str, Any]:
-    """The `hoplab trend --json` document (issue 12's format)."""
+    """The `hoplab trend --json` document: issue 12's format, plus the power figures
+    (each change point's detectable_pct, and power: power_json)."""
     return {
         "metric": found.metric,
         "points": [{"value": p.value,
@@ -172,6 +198,8 @@ def to_json(found: Trend) -> dict[str, Any]:
                            "median_before": c.point.median_before,
                            "median_after": c.point.median_after,
                            "change_pct": c.point.change_pct,
-                           "ci_pct": list(c.point.ci_pct), "p": c.point.p}
+                           "ci_pct": list(c.point.ci_pct), "p": c.point.p,
+                           "detectable_pct": c.point.detectable_pct}
                           for c in found.changes],
+        "power": power_json(found),
     }
