@@ -168,6 +168,22 @@ def _with_settings(path: Path) -> None:
     path.write_text(head.rstrip() + "\n" + SETTINGS + "\n[[links]]" + tail)
 
 
+def _with_ipv6(path: Path, router: Device) -> None:
+    """Both families on both cables: the router's IPv6 addresses are its own (given
+    without a prefix: it takes the namespace end's), and it forwards IPv6."""
+    configure(router, ["ip", "addr", "add", "fd10::1/64", "dev", "rt0", "nodad"],
+              ["ip", "addr", "add", "fd20::1/64", "dev", "rt1", "nodad"],
+              ["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
+    text = path.read_text()
+    for net in ("10", "20"):
+        end = "client" if net == "10" else "server"
+        old = f'{{ {end} = "192.168.{net}.2/24", router = "192.168.{net}.1" }}'
+        assert old in text
+        text = text.replace(old, f'{{ {end} = ["192.168.{net}.2/24", "fd{net}::2/64"], '
+                                 f'router = ["192.168.{net}.1", "fd{net}::1"] }}')
+    path.write_text(text)
+
+
 def test_device_settings_are_applied_and_put_back(devices: Farm, tmp_path: Path,
                                                   lab_name: str) -> None:
     path, router, _ = _dut(devices, tmp_path, lab_name)
@@ -176,8 +192,17 @@ def test_device_settings_are_applied_and_put_back(devices: Farm, tmp_path: Path,
     before = _settings(router)
     assert before[2:] == ("on", "no")
     _with_settings(path)
+    _with_ipv6(path, router)
     up = hoplab("lab", "up", str(path))
     assert up.returncode == 0, up.stderr
+    # IPv6 on the cables: the client's route to the server goes through the router's
+    # IPv6 address, and a ping crosses it.
+    route = subprocess.run(["ip", "-n", f"hoplab-{lab_name}-client", "-6", "route", "get",
+                            "fd20::2"], capture_output=True, text=True, check=True).stdout
+    assert "via fd10::1" in route, route
+    ping = hoplab("lab", "exec", lab_name, "client", "--", "ping", "-6", "-c1", "-W3",
+                  "fd20::2")
+    assert ping.returncode == 0, ping.stdout + ping.stderr
     assert _settings(router) == ("1", "1234", "off", "yes")
     state = json.loads(Path(f"/run/hoplab/labs/{lab_name}.json").read_text())
     assert state["devices"]["router"]["sysctls"] == [["net.ipv4.tcp_ecn", "2"],

@@ -3,6 +3,7 @@ only, no Python, no perf, no ethtool), as a server for a local namespace's flows
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +24,7 @@ ssh_options = {{ identity = "{identity}", known_hosts = "{known_hosts}" }}
 [[links]]
 between = ["client", "owrt"]
 attach = {{ client = "{nic}" }}
-addresses = {{ client = "192.168.1.2/24", owrt = "192.168.1.1" }}
+addresses = {{ client = ["192.168.1.2/24", "fd01::2/64"], owrt = ["192.168.1.1", "fd01::1"] }}
 '''
 
 EXPERIMENT = '''lab = "lab.toml"
@@ -48,6 +49,7 @@ name = "voip"
 kind = "probe"
 from = "client"
 to = "owrt"
+family = 6
 duration = "3s"
 [[tests]]
 name = "ping"
@@ -69,7 +71,11 @@ def test_flows_to_and_from_an_openwrt_like_device(devices: Farm, tmp_path: Path,
     nic = nic_names("c")["c"]
     owrt = devices.add("openwrt-like")
     owrt.cable("lan0", nic)
+    # IPv6 too, on the cable: its address is the device's own (no DAD wait, as an
+    # address that has been up for a while).
     configure(owrt, ["ip", "addr", "add", "192.168.1.1/24", "dev", "lan0"],
+              ["sysctl", "-w", "net.ipv6.conf.lan0.accept_dad=0"],
+              ["ip", "addr", "add", "fd01::1/64", "dev", "lan0"],
               ["ip", "link", "set", "lan0", "up"])
     (tmp_path / "lab.toml").write_text(LAB.format(
         name=lab_name, address=owrt.address, identity=devices.identity,
@@ -80,7 +86,7 @@ def test_flows_to_and_from_an_openwrt_like_device(devices: Farm, tmp_path: Path,
     got = hoplab("run", str(exp), "--db", str(db), "--lab-name", lab_name, timeout=300)
     assert got.returncode == 0, got.stdout + got.stderr
     with open_store(str(db)) as store:
-        runs = {r.test: r for r in (store.get_run(i) for i in range(1, 5))}
+        runs = {r.test: r for r in (store.get_run(i, raw=True) for i in range(1, 5))}
     assert {t: r.status for t, r in runs.items()} == dict.fromkeys(
         ("up", "down", "voip", "ping"), "ok"), {t: r.error for t, r in runs.items()}
     up = runs["up"]
@@ -111,6 +117,10 @@ def test_flows_to_and_from_an_openwrt_like_device(devices: Farm, tmp_path: Path,
                for t in ("up", "down")}
     assert all(v > 50e6 for v in goodput.values()), goodput
     assert any(m.name == "rtt_median" for m in runs["voip"].metrics)
+    # The probe crossed the cable over IPv6, to the device's own IPv6 address.
+    irtt = json.loads(next(r.data for r in runs["voip"].raw if r.name == "voip irtt"))
+    assert irtt["config"]["remote_address"].startswith("[fd01::1]:"), irtt["config"]
+    assert irtt["config"]["local_address"].startswith("[fd01::2]:")
     # irtt's one-way delays to the device cross two clocks, known to a few ms at best over
     # SSH (BusyBox's `date +%s`: the edge of a second), far more than a tenth of this
     # sub-millisecond RTT: RTT only, said, not one-way figures off by the clocks.
