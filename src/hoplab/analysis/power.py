@@ -30,6 +30,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -57,6 +58,16 @@ class Power:
     change: float | None       # the change asked about, if any
     needed: int | None         # repetitions per side that `change` needs (None: not asked,
                                # or more than _MAX_REPETITIONS)
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures for a JSON document (`hoplab bisect run --json`); a change no
+        size can detect is null."""
+        return {"noise_cv": self.cv, "n_a": self.n_a, "n_b": self.n_b, "alpha": self.alpha,
+                "power": self.power,
+                "detectable_pct": None if math.isinf(self.detectable) else
+                self.detectable * 100,
+                "change_pct": None if self.change is None else abs(self.change) * 100,
+                "needed": self.needed}
 
     def describe(self) -> str:
         """One sentence for a "cannot tell" message."""

@@ -63,6 +63,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--min-step", type=float, default=2.0, metavar="PCT",
                    help="with --all: a change shown smaller than this is no step "
                         "(default 2 %%)")
+    r.add_argument("--json", action="store_true",
+                   help="the result as JSON on stdout (progress stays on stderr)")
     _common(r)
     r.set_defaults(func=run_bisect, needs_root=True)
 
@@ -185,7 +187,8 @@ def _check(args: argparse.Namespace) -> int:
 def _step(sha: str, found: Classification, n: int, taken: int) -> dict[str, Any]:
     return {"commit": sha, "answer": found.answer, "word": found.word, "reason": found.reason,
             "runs": n, "new_runs": taken, "median": found.vs_good.median_b,
-            "vs_good": _pct(found.vs_good), "vs_bad": _pct(found.vs_bad)}
+            "vs_good": _pct(found.vs_good), "vs_bad": _pct(found.vs_bad),
+            "power": found.vs_good.power.to_json()}
 
 
 def _pct(v: Verdict) -> dict[str, Any]:
@@ -280,10 +283,11 @@ def run_bisect(args: argparse.Namespace) -> int:
                 try:
                     g, b, ends = apart(measurer, good, bad)
                     if ends.verdict != "different":
-                        _refuse(ends, args)
+                        _refuse(repo, ends, args, good, bad)
                         return 1
                     if args.all:
-                        return _every_step(repo, measurer, good, bad, args.min_step / 100)
+                        return _every_step(repo, measurer, good, bad, args.min_step / 100,
+                                           args.json)
                     g, b = references(measurer, good, bad)
                 except CannotTest as e:
                     raise UsageError(f"cannot measure an end of the range: {e}") from e
@@ -293,11 +297,40 @@ def run_bisect(args: argparse.Namespace) -> int:
             repo.restore()
 
 
-def _refuse(ends: Verdict, args: argparse.Namespace) -> None:
+def _refuse(repo: _Repo, ends: Verdict, args: argparse.Namespace, good: str, bad: str
+            ) -> None:
+    if args.json:
+        from hoplab.analysis.power import power_figures
+
+        power = power_figures(ends.cv, len(ends.a), len(ends.b), alpha=ends.alpha,
+                              change=abs(ends.change) if ends.change else None)
+        _dump({**_ends_json(repo, args, ends, good, bad), "first_bad": None, "steps": [],
+               "reason": "good and bad do not differ beyond the noise",
+               "power": power.to_json()})
+        return
     print(f"cannot decide: good ({args.good}) and bad ({args.bad}) do not differ beyond the "
           f"noise at {len(ends.a)} vs {len(ends.b)} runs: {args.metric} {ends.describe()}. "
           f"{ends.power.describe()}; a {abs(ends.change) * 100:.1f} % change needs "
           f"{_needed(ends)}. No commit is named.")
+
+
+def _dump(doc: dict[str, Any]) -> None:
+    from hoplab.jsonsafe import json_safe
+
+    json.dump(json_safe(doc), sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def _ends_json(repo: _Repo, args: argparse.Namespace, ends: Verdict, good: str, bad: str
+               ) -> dict[str, Any]:
+    """The JSON document's head: the metric, GOOD and BAD with their medians and runs,
+    and the change from one to the other."""
+    return {"metric": args.metric, "mode": "all" if args.all else "bisect",
+            "good": {"commit": good, "subject": repo.subject(good), "median": ends.median_a,
+                     "runs": len(ends.a)},
+            "bad": {"commit": bad, "subject": repo.subject(bad), "median": ends.median_b,
+                    "runs": len(ends.b), "change_pct": ends.change * 100, "p": ends.p,
+                    "ci_pct": [ends.ci[0] * 100, ends.ci[1] * 100]}}
 
 
 def _needed(v: Verdict) -> str:
@@ -344,7 +377,7 @@ def _git_bisect(repo: _Repo, args: argparse.Namespace, target: Target, url: str,
         steps = [json.loads(line) for line in Path(steps_file).read_text().splitlines()
                  if line.strip()]
         first = _FIRST_BAD.search("".join(out))
-        _report(repo, args, steps, ends, first.group(1) if first else None)
+        _report(repo, args, steps, ends, first.group(1) if first else None, good, bad)
         return 0 if first else 1
     finally:
         Path(steps_file).unlink(missing_ok=True)
@@ -365,13 +398,23 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 def _report(repo: _Repo, args: argparse.Namespace, steps: list[dict[str, Any]],
-            ends: Verdict, first: str | None) -> None:
+            ends: Verdict, first: str | None, good: str, bad: str) -> None:
+    # good and bad as resolved before git bisect started: a revision such as HEAD~7
+    # names another commit while the bisection has one checked out.
+    if args.json:
+        _dump({**_ends_json(repo, args, ends, good, bad),
+               "first_bad": {"commit": first, "subject": repo.subject(first)} if first
+               else None,
+               "steps": [_step_json(repo, s, ends) for s in steps],
+               "reason": None if first else "git bisect ended without a first bad commit "
+                                            "(only commits that could not be told were left)"})
+        return
     unit_scale = ends.median_a
     show = _shower(args.metric)
-    print(f"good {repo.subject(repo.commit(args.good, '--good'))}: {args.metric} median "
+    print(f"good {repo.subject(good)}: {args.metric} median "
           f"{show(ends.median_a)} ({len(ends.a)} runs)")
     p = "" if ends.p is None else f", p = {ends.p:.2g}"
-    print(f"bad  {repo.subject(repo.commit(args.bad, '--bad'))}: {args.metric} median "
+    print(f"bad  {repo.subject(bad)}: {args.metric} median "
           f"{show(ends.median_b)} ({len(ends.b)} runs), {ends.change * 100:+.1f} %{p}")
     for i, s in enumerate(steps, 1):
         sha = s.get("commit") or "?"
@@ -391,6 +434,20 @@ def _report(repo: _Repo, args: argparse.Namespace, steps: list[dict[str, Any]],
               "is named")
 
 
+def _step_json(repo: _Repo, step: dict[str, Any], ends: Verdict) -> dict[str, Any]:
+    """One step of `bisect run --json`: what `check` recorded, named as the text is."""
+    sha = step.get("commit")
+    median = step.get("median")
+    return {"commit": sha, "subject": repo.subject(sha) if sha else None,
+            "verdict": step["word"], "answer": step["answer"], "runs": step.get("runs", 0),
+            "new_runs": step.get("new_runs", 0), "median": median,
+            "change_vs_good_pct": 100 * (median / ends.median_a - 1)
+            if median is not None and ends.median_a else None,
+            "vs_good": step.get("vs_good"), "vs_bad": step.get("vs_bad"),
+            "reason": step["reason"] if step["answer"] in (125, ABORT) else None,
+            "power": step.get("power")}
+
+
 def _shower(metric: str) -> Callable[[float], str]:
     from hoplab.analysis.compare import parse_metric
     from hoplab.render.units import figure
@@ -400,7 +457,7 @@ def _shower(metric: str) -> Callable[[float], str]:
 
 
 def _every_step(repo: _Repo, measurer: Measurer, good: str, bad: str,
-                min_step: float) -> int:
+                min_step: float, as_json: bool = False) -> int:
     from hoplab.run.bisect import CannotTest, apart
 
     show = _shower(measurer.target.metric)
@@ -427,6 +484,24 @@ def _every_step(repo: _Repo, measurer: Measurer, good: str, bad: str,
             continue
         mid = (lo + hi) // 2
         todo[:0] = [(lo, mid), (mid, hi)]
+    if as_json:
+        _dump({"metric": measurer.target.metric, "mode": "all",
+               "good": {"commit": good, "subject": repo.subject(good)},
+               "bad": {"commit": bad, "subject": repo.subject(bad)},
+               "first_bad": ({"commit": found[0][0], "subject": repo.subject(found[0][0])}
+                             if found else None),
+               "steps": [{"commit": sha, "subject": repo.subject(sha),
+                          "median_before": v.median_a, "median_after": v.median_b,
+                          "change_pct": v.change * 100, "p": v.p,
+                          "ci_pct": [v.ci[0] * 100, v.ci[1] * 100],
+                          "runs_before": len(v.a), "runs_after": len(v.b)}
+                         for sha, v in found],
+               "untold": [{"from": lo_sha, "to": hi_sha,
+                           "reason": f"cannot tell whether they differ by {min_step * 100:g} "
+                                     "% or more (unknown at --max-repeat, or not testable)"}
+                          for lo_sha, hi_sha in untold],
+               "reason": None if found else "no step found between the two revisions"})
+        return 0 if found else 1
     for sha, v in found:
         print(f"step at {repo.subject(sha)} ({sha}): median {show(v.median_a)} -> "
               f"{show(v.median_b)}, {v.change * 100:+.1f} % ({v.describe()})")
