@@ -159,3 +159,20 @@ def test_json_of_a_refusal_says_why_and_what_could_be_detected(tmp_path: Path) -
     assert power["change_pct"] == pytest.approx(3.0, abs=0.01)
     assert power["needed"] > 100
     assert _git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+
+
+def test_json_of_every_step(tmp_path: Path) -> None:
+    repo, db = tmp_path / "repo", tmp_path / "runs.db"
+    shas = _repo(repo, 4, 3)
+    _store(db, {sha: list(np.random.default_rng(i).normal(100e6 if i < 2 else 80e6, 0.5e6, 5))
+                for i, sha in enumerate(shas)})
+    proc = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
+                  "--bad", "main", "--db", str(db), "--max-repeat", "5", "--all", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["mode"] == "all" and doc["untold"] == [] and doc["reason"] is None
+    (step,) = doc["steps"]
+    assert step["commit"] == shas[2] == doc["first_bad"]["commit"]
+    assert step["change_pct"] == pytest.approx(-20, abs=1.5) and step["p"] < 0.01
+    assert (step["runs_before"], step["runs_after"]) == (5, 5)
+    assert step["ci_pct"][0] < step["change_pct"] < step["ci_pct"][1]
