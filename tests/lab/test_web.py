@@ -1,5 +1,10 @@
 """`hoplab run` of web tests as a user runs them: nginx on one node, headless Chromium on
-another, with known answers from the link (hoplab-wire: exact delay and rate)."""
+another, with known answers from the link (hoplab-wire: exact delay and rate).
+
+The known-answer tests share one `hoplab run` of one lab (the `runs` fixture). A web run
+costs about 4 s beyond its loads whatever the lab (the CLI, the browser's launch, its
+teardown), so sharing saves the lab and the CLI only: 42.4 s for the five runs against
+44.2 s as five runs, measured together at a load average of 7."""
 
 from __future__ import annotations
 
@@ -35,18 +40,44 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 # hoplab-wire's rate counts every frame with its Ethernet header: a full TCP segment is
 # a 1514-byte frame carrying 1448 bytes (1500 MTU - 20 IP - 20 TCP - 12 of timestamps).
 FRAME_PER_PAYLOAD = 1514 / 1448
+RTT_MS = 100.0  # a <-> b: 50 ms each way
+# a 10 Mbit/s uplink a -> e with a 60 kB drop-tail queue: 48 ms when full.
+QUEUE_MS = 60_000 * 8 / 10e6 * 1000
+# {test name: (its run in `hoplab run --json`, the stored run)}
+Runs = dict[str, tuple[dict[str, Any], RunRecord]]
 
 
-def _lab(link: str) -> str:
-    return f'name = "w"\n[nodes.a]\n[nodes.b]\n[[links]]\nbetween = ["a", "b"]\n' \
-           f'emulator = "wire"\n{link}\n'
+def block(header: str, **keys: str | int) -> str:
+    """A TOML table of an experiment: `block("[[tests]]", name="page", loads=6)`;
+    `from_` is written `from`."""
+    def value(v: str | int) -> str:
+        return json.dumps(v)
+    return "\n".join([header, *(f"{k.rstrip('_')} = {value(v)}" for k, v in keys.items())])
 
 
-def _run(tmp_path: Path, link: str, tests: str) -> tuple[dict[str, Any], RunRecord]:
-    (tmp_path / "lab.toml").write_text(_lab(link))
-    exp = tmp_path / "exp.toml"
-    exp.write_text('lab = "lab.toml"\nseed = 7\n' + tests)
-    db = tmp_path / "runs.db"
+def web(name: str, to: str, *, header: str = "[[tests]]", **keys: str | int) -> str:
+    """A web test (or, with header="[[tests.flows]]", a flow) loading a page from a."""
+    return block(header, name=name, kind="web", from_="a", to=to, **keys)
+
+
+def lab(*links: str) -> str:
+    """A lab of node a and one node per link, every link through hoplab-wire (exact
+    delay and rate on this netem-less kernel); `links` are "NODE: KEYS" lines."""
+    nodes = [spec.split(":")[0] for spec in links]
+    text = 'name = "w"\n[nodes.a]\n' + "".join(f"[nodes.{n}]\n" for n in nodes)
+    for spec in links:
+        node, keys = (x.strip() for x in spec.split(":", 1))
+        text += f'[[links]]\nbetween = ["a", "{node}"]\nemulator = "wire"\n{keys}\n'
+    return text
+
+
+def run_experiment(tmp: Path, lab_text: str, *tests: str) -> Runs:
+    """`hoplab run` as a user types it; {test name: (its --json run, the stored run)}."""
+    (tmp / "lab.toml").write_text(lab_text)
+    exp = tmp / "exp.toml"
+    # No pause between the tests: each starts its own server and browser anyway.
+    exp.write_text('lab = "lab.toml"\nseed = 7\npause = "0s"\n' + "\n\n".join(tests) + "\n")
+    db = tmp / "runs.db"
     name = new_lab_name()
     proc = hoplab("run", str(exp), "--db", str(db), "--json", "--lab-name", name,
                   timeout=300)
@@ -54,10 +85,30 @@ def _run(tmp_path: Path, link: str, tests: str) -> tuple[dict[str, Any], RunReco
     assert proc.returncode == 0, proc.stderr
     # nginx and the browser are stopped and reaped; nginx's files went with them.
     assert not live_pids("nginx") and not glob.glob("/tmp/hoplab-run-*/server-*")
-    out = json.loads(proc.stdout)
-    (run,) = out["runs"]
     with open_store(str(db)) as store:
-        return run, store.get_run(run["id"], raw=True)
+        return {r["test"]: (r, store.get_run(r["id"], raw=True))
+                for r in json.loads(proc.stdout)["runs"]}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """One `hoplab run` of every known-answer test on one lab: a page 100 ms away (b), a
+    server that never answers (c), a 4 Mbit/s downlink (d), a full uplink (e). The lab,
+    the CLI and the store cost once, not once a test."""
+    return run_experiment(
+        tmp_path_factory.mktemp("web"),
+        lab('b: delay = "50ms"', 'c: reverse = { loss = "100%" }',
+            'd: reverse = { rate = "4mbit" }', 'e: forward = { rate = "10mbit", queue = "60kb" }'),
+        web("first-byte", "b", objects=2, object_size="1kb", loads=4, timeout="10s"),
+        web("ipv6", "b", objects=2, loads=2, timeout="10s", family=6),
+        web("never", "c", objects=1, loads=2, timeout="500ms"),
+        web("rate", "d", objects=10, object_size="50kb", loads=3, timeout="20s"),
+        block("[[tests]]", name="loaded", kind="custom", duration="8s"),
+        block("[[tests.flows]]", name="bulk", kind="tcp", from_="a", to="e", flows=2),
+        block("[[tests.flows]]", name="flood", kind="udp", from_="a", to="e", rate="12mbit",
+              length=1400),
+        web("page", "e", header="[[tests.flows]]", start="1s", objects=4,
+            object_size="20kb", loads=3, timeout="5s"))
 
 
 def _series(rec: RunRecord, name: str) -> list[float]:
@@ -65,60 +116,48 @@ def _series(rec: RunRecord, name: str) -> list[float]:
     return s.v
 
 
-def test_first_byte_of_a_fresh_connection_is_two_round_trips(tmp_path: Path) -> None:
+def _loads(rec: RunRecord) -> list[pageload.Load]:
+    (raw,) = [r for r in rec.raw if r.media_type == "application/x-ndjson"]
+    return pageload.parse(raw.data.decode()).loads
+
+
+def test_first_byte_of_a_fresh_connection_is_two_round_trips(
+        runs: Runs) -> None:
     # 50 ms each way: the handshake is one 100 ms round trip, the request another.
-    rtt_ms = 100.0
-    run, rec = _run(tmp_path, 'delay = "50ms"', """
-[[tests]]
-name = "page"
-kind = "web"
-from = "a"
-to = "b"
-objects = 2
-object_size = "1kb"
-loads = 6
-timeout = "10s"
-""")
+    run, rec = runs["first-byte"]
     assert run["status"] == "ok", run
     ttfb = _series(rec, "web_ttfb")
-    assert len(ttfb) == 6 and run["metrics"]["web_failed"] == 0
+    assert len(ttfb) == 4 and run["metrics"]["web_failed"] == 0
     assert run["metrics"]["web_ttfb"] == pytest.approx(statistics.median(ttfb))
-    # No load can beat the two round trips. Chromium preconnects to the page's origin as
-    # the navigation starts, so its handshake may begin a moment before the stamp the
-    # timings count from: 199.3 ms was measured, 1 % short. nginx answers a 1 kB file
-    # in well under a millisecond; what comes on top is the browser's own work and, on a
-    # busy 2-core machine, its scheduling, which only ever adds: the least disturbed of
-    # six loads is the answer. A connection kept from an earlier load (no handshake) or
-    # the request's start as the origin would read 100 ms, far outside.
-    assert min(ttfb) >= 2 * rtt_ms * 0.98, ttfb
-    assert min(ttfb) <= 2 * rtt_ms + 12, ttfb
-    assert statistics.median(ttfb) <= 2 * rtt_ms + 100, ttfb
     # The raw output keeps every load as the browser reported it.
-    (raw,) = [r for r in rec.raw if r.media_type == "application/x-ndjson"]
-    loads = pageload.parse(raw.data.decode()).loads
+    loads = _loads(rec)
     assert [x.ttfb_ms for x in loads] == ttfb and all(x.status == 200 for x in loads)
+    # The request is one round trip, stamped cleanly at both ends (100.6-103 ms measured
+    # with the load average at 4); nginx answers a 1 kB file in well under a millisecond,
+    # and the browser's scheduling only ever adds: the least disturbed of four loads is
+    # the answer.
+    request = [x.request_ms or 0 for x in loads]
+    assert min(request) >= 0.99 * RTT_MS and min(request) <= RTT_MS + 12, request
+    # Before it, the handshake of a fresh connection: another round trip. Chromium
+    # preconnects to the page's origin as the navigation starts, so on a busy machine
+    # the handshake may begin before the stamp the timings count from (180.7 ms was
+    # measured, the handshake 28 ms ahead); a connection kept from an earlier load (no
+    # handshake) would read 100 ms.
+    assert all(t - r >= RTT_MS / 2 for t, r in zip(ttfb, request, strict=True)), loads
+    assert min(ttfb) >= 2 * RTT_MS - 35, ttfb
+    assert statistics.median(ttfb) <= 2 * RTT_MS + 100, ttfb
     # DOM content loaded comes after the first byte; the load event after both images,
     # each a further request (at least one more round trip).
     dcl, load = _series(rec, "web_dcl"), _series(rec, "web_load")
     assert all(t <= d <= x for t, d, x in zip(ttfb, dcl, load, strict=True))
-    assert min(load) >= 3 * rtt_ms * 0.98, load
+    assert min(load) >= 3 * RTT_MS - 35, load
 
 
 def test_a_page_through_a_rate_limited_link_loads_no_faster_than_its_bytes(
-        tmp_path: Path) -> None:
-    # 10 objects of 50 kB down a 4 Mbit/s link (b -> a is the reverse direction).
+        runs: Runs) -> None:
+    # 10 objects of 50 kB down a 4 Mbit/s link (d -> a is the reverse direction).
     sizes = (50_000,) * 10
-    run, rec = _run(tmp_path, 'reverse = { rate = "4mbit" }', """
-[[tests]]
-name = "page"
-kind = "web"
-from = "a"
-to = "b"
-objects = 10
-object_size = "50kb"
-loads = 3
-timeout = "20s"
-""")
+    run, rec = runs["rate"]
     assert run["status"] == "ok", run
     # The browser's transfer size is the bodies and each response's HTTP headers.
     size = _series(rec, "web_bytes")
@@ -135,64 +174,25 @@ timeout = "20s"
     assert math.isclose(floor_ms[0], 1000 * 8 * size[0] * FRAME_PER_PAYLOAD / 4e6)
 
 
-def test_a_server_that_never_answers_gives_failed_loads(tmp_path: Path) -> None:
-    # Nothing b sends reaches a: the connection never opens.
-    run, rec = _run(tmp_path, 'reverse = { loss = "100%" }', """
-[[tests]]
-name = "page"
-kind = "web"
-from = "a"
-to = "b"
-objects = 1
-loads = 2
-timeout = "1s"
-""")
+def test_a_server_that_never_answers_gives_failed_loads(
+        runs: Runs) -> None:
+    # Nothing c sends reaches a: the connection never opens.
+    run, rec = runs["never"]
     # Failed loads are a measurement, not a failed run.
     assert run["status"] == "ok", run
     assert (run["metrics"]["web_loads"], run["metrics"]["web_failed"]) == (2, 2)
     assert "web_load" not in run["metrics"]
     assert _series(rec, "web_failed") == [1.0, 1.0]
     (raw,) = [r for r in rec.raw if r.media_type == "application/x-ndjson"]
-    assert raw.data.count(b"no load event within 1 s") == 2
+    assert raw.data.count(b"no load event within 0.5 s") == 2
 
 
-def test_page_loads_while_bulk_uploads_and_a_flood_fill_the_uplink(tmp_path: Path) -> None:
-    # a's uplink: 10 Mbit/s with a 60 kB drop-tail queue, 48 ms when full. Two TCP
-    # uploads and a 12 Mbit/s UDP flood keep it full; the page comes down the idle
-    # reverse direction, but its handshake and its request each wait in that queue.
-    queue_ms = 60_000 * 8 / 10e6 * 1000
-    run, rec = _run(tmp_path, 'forward = { rate = "10mbit", queue = "60kb" }', """
-[[tests]]
-name = "loaded"
-kind = "custom"
-duration = "8s"
-
-[[tests.flows]]
-name = "bulk"
-kind = "tcp"
-from = "a"
-to = "b"
-flows = 2
-
-[[tests.flows]]
-name = "flood"
-kind = "udp"
-from = "a"
-to = "b"
-rate = "12mbit"
-length = 1400
-
-[[tests.flows]]
-name = "page"
-kind = "web"
-from = "a"
-to = "b"
-start = "1s"
-objects = 4
-object_size = "20kb"
-loads = 3
-timeout = "5s"
-""")
+def test_page_loads_while_bulk_uploads_and_a_flood_fill_the_uplink(
+        runs: Runs) -> None:
+    # Two TCP uploads and a 12 Mbit/s UDP flood keep a's 10 Mbit/s uplink to e full; the
+    # page comes down the idle reverse direction, but its handshake and its request
+    # each wait in that queue.
+    run, rec = runs["loaded"]
     assert run["status"] == "ok", run
     figures = {(m.name, m.flow): m.value for m in rec.metrics}
     page = "loaded.page"
@@ -204,7 +204,7 @@ timeout = "5s"
     # it before the navigation's stamp; on a starved CPU its stamps slip by tens of ms):
     # the median is at least one full queue.
     ttfb = _series(rec, "web_ttfb")
-    assert statistics.median(ttfb) >= queue_ms, (ttfb, queue_ms)
+    assert statistics.median(ttfb) >= QUEUE_MS, (ttfb, QUEUE_MS)
     # The other flows ran at the same time and kept their own figures.
     assert figures[("loss", "loaded.flood")] > 5
     assert sum(v for (n, f), v in figures.items() if n == "goodput" and f and "bulk" in f) > 0
@@ -212,6 +212,20 @@ timeout = "5s"
     # client's start; the browser's own takes a while), none starting after them.
     starts = [t for s in rec.series if s.name == "web_load" for t in s.t]
     assert 1.0 <= starts[0] < starts[-1] <= 9.0 + 0.05, starts
+
+
+def test_a_page_over_ipv6(runs: Runs) -> None:
+    run, rec = runs["ipv6"]
+    assert run["status"] == "ok", run
+    (raw,) = [r for r in rec.raw if r.media_type == "application/x-ndjson"]
+    res = pageload.parse(raw.data.decode())
+    assert res.url.startswith("http://[") and res.url.endswith("]:8080/"), res.url
+    assert [x.ok for x in res.loads] == [True, True]
+    # Over the 100 ms round trip: the request crossed it, and before it the handshake
+    # (which Chromium's preconnect may start before the navigation's stamp: see the
+    # first-byte test).
+    assert min(x.request_ms or 0 for x in res.loads) >= 0.99 * RTT_MS, res.loads
+    assert min(x.ttfb_ms or 0 for x in res.loads) >= 2 * RTT_MS - 35, res.loads
 
 
 def _browsers_in_lab_namespaces() -> set[int]:
@@ -225,10 +239,9 @@ def _browsers_in_lab_namespaces() -> set[int]:
 
 
 def test_sigterm_during_page_loads_leaves_no_browser_or_server(tmp_path: Path) -> None:
-    (tmp_path / "lab.toml").write_text(_lab('delay = "20ms"'))
+    (tmp_path / "lab.toml").write_text(lab('b: delay = "20ms"'))
     exp = tmp_path / "exp.toml"
-    exp.write_text('lab = "lab.toml"\n[[tests]]\nname = "page"\nkind = "web"\nfrom = "a"\n'
-                   'to = "b"\nloads = 100\ntimeout = "5s"\n')
+    exp.write_text('lab = "lab.toml"\n' + web("page", "b", loads=100, timeout="5s") + "\n")
     name = new_lab_name()
     proc = subprocess.Popen([*HOPLAB, "run", str(exp), "--db", str(tmp_path / "runs.db"),
                              "--lab-name", name], stdout=subprocess.PIPE,
@@ -257,27 +270,3 @@ def test_sigterm_during_page_loads_leaves_no_browser_or_server(tmp_path: Path) -
     with open_store(str(tmp_path / "runs.db")) as store:
         (run,) = store.list_runs()
     assert run.status == "interrupted"
-
-
-def test_a_page_over_ipv6(tmp_path: Path) -> None:
-    run, rec = _run(tmp_path, 'delay = "10ms"', """
-[[tests]]
-name = "page"
-kind = "web"
-from = "a"
-to = "b"
-objects = 2
-loads = 2
-timeout = "10s"
-family = 6
-""")
-    assert run["status"] == "ok", run
-    (raw,) = [r for r in rec.raw if r.media_type == "application/x-ndjson"]
-    res = pageload.parse(raw.data.decode())
-    assert res.url.startswith("http://[") and res.url.endswith("]:8080/"), res.url
-    assert [x.ok for x in res.loads] == [True, True]
-    # Over the 20 ms round trip: the handshake and the request crossed it. Chromium's
-    # preconnect may start the handshake a few ms before the stamp the timings count
-    # from (37.1 ms was measured against 2 x 20), which at this short RTT is more than
-    # the 2 % the 100 ms test allows: three one-way trips at least.
-    assert min(x.ttfb_ms or 0 for x in res.loads) >= 1.5 * 20.0
