@@ -127,6 +127,38 @@ def test_drawn_to_a_file(db: str, tmp_path: Path, suffix: str) -> None:
         assert "-2" in data.decode() and "change point" in data.decode()
 
 
+def test_drawn_as_an_interactive_page(db: str, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "trend.html"
+    assert main(["trend", "goodput", "--db", db, "--filter", "test=bulk", "--json",
+                 "-o", str(out)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    text = out.read_text(encoding="utf-8")
+    assert not list(tmp_path.glob("*.tmp*"))
+    # Self-contained: plotly.js inlined, nothing fetched.
+    assert "Plotly.newPlot" in text and "<script src" not in text
+    fig = json.loads(re.search(r'hoplabDraw\("trend", (\{.*?\})\);</script>',
+                               text).group(1))  # type: ignore[union-attr]
+    go = pytest.importorskip("plotly.graph_objects")
+    go.Figure(fig)                                       # a figure plotly accepts
+    reps, medians = fig["data"]
+    # Every repetition a point, in Mbit/s, at its version; each median on the line.
+    runs = [(p["value"], r["value"]) for p in doc["points"] for r in p["runs"]]
+    assert reps["mode"] == "markers" and len(reps["y"]) == 90
+    drawn, stored = sorted(zip(reps["x"], reps["y"], strict=True)), sorted(runs)
+    assert [x for x, _ in drawn] == [v for v, _ in stored]
+    assert [y for _, y in drawn] == pytest.approx([x / 1e6 for _, x in stored])
+    assert medians["x"] == VERSIONS
+    assert medians["y"] == pytest.approx([p["median"] / 1e6 for p in doc["points"]])
+    # The change point, between v1.15 and v1.16, marked with its change.
+    (cp,) = doc["change_points"]
+    (shape,) = fig["layout"]["shapes"]
+    assert shape["x0"] == shape["x1"] == STEP_AT - 0.5
+    (note,) = fig["layout"]["annotations"]
+    assert note["text"] == f"{cp['change_pct']:+.1f} %"
+    assert "v1.15 → v1.16" in text and "steps smaller than" in text
+
+
 def test_mixing_tests_is_warned_about(db: str) -> None:
     proc = _hoplab("trend", "goodput", "--db", db)
     assert proc.returncode == 0

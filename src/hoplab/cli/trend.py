@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from hoplab.analysis.trend import Trend
 
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
+_FORMATS = (*FORMATS, ".html")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,14 +44,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                              "value (repeatable)")
     p.add_argument("--json", action="store_true", help="the trend as JSON on stdout")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
-                   help=f"also draw it: FILE{', FILE'.join(FORMATS)}")
+                   help=f"also draw it: FILE{', FILE'.join(_FORMATS)} (an interactive "
+                        "page)")
     store_arg.add(p)
     p.set_defaults(func=run_trend)
 
 
 def run_trend(args: argparse.Namespace) -> int:
-    if args.output is not None and args.output.suffix.lower() not in FORMATS:
-        raise UsageError(f"{args.output}: the file must end in {', '.join(FORMATS)}")
+    if args.output is not None and args.output.suffix.lower() not in _FORMATS:
+        raise UsageError(f"{args.output}: the file must end in {', '.join(_FORMATS)}")
     order = args.order
     repo = None
     if order.startswith("git:"):
@@ -80,7 +83,11 @@ def run_trend(args: argparse.Namespace) -> int:
               f"{' ...' if len(tests) > 5 else ''}); add --filter test=... to follow one",
               file=sys.stderr)
     found = analyse(args.metric, args.by, points)
-    if args.output is not None:
+    if args.output is not None and args.output.suffix.lower() == ".html":
+        from hoplab.render.trend_html import trend_page
+
+        _write(args.output, trend_page(found, desc))
+    elif args.output is not None:
         from hoplab.render.plots import save
         from hoplab.render.plots_trend import trend_figure
 
@@ -96,6 +103,19 @@ def run_trend(args: argparse.Namespace) -> int:
     if args.output is not None and not args.json:
         print(f"drawn: {args.output}")
     return 0
+
+
+def _write(path: Path, text: str) -> None:
+    """Write text whole or not at all: a page cut short by a full disk or Ctrl-C is not
+    left where the old one was."""
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _git(repo: Path, *argv: str) -> subprocess.CompletedProcess[str]:

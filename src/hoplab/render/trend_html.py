@@ -1,6 +1,7 @@
-"""Change points in HTML, for the dashboard's trend page and `hoplab report`: a table of
-the steps analysis/trend.py found, their marks on a plotly chart, and a chart of a trend
-with every repetition. Rendering only: the analysis decides what is a change point."""
+"""Change points in HTML, for the dashboard's trend page, `hoplab report` and `hoplab
+trend -o FILE.html`: a table of the steps analysis/trend.py found, their marks on a
+plotly chart, and a chart of a trend with every repetition (trend_chart, the one figure
+all three draw). Rendering only: the analysis decides what is a change point."""
 
 from __future__ import annotations
 
@@ -84,3 +85,23 @@ def trend_chart(found: Trend, chart_id: str = "trend") -> Chart:
               "margin": {"t": 50, "r": 20, "b": 60, "l": 90}}
     return Chart(chart_id, f"{label} by {found.by}", {"data": [reps, medians],
                                                       "layout": layout})
+
+
+def trend_page(found: Trend, source: str) -> str:
+    """`hoplab trend -o FILE.html`: one self-contained page (plotly.js inlined, as `hoplab
+    report` makes them) with trend_chart, the change points' table and the power note."""
+    from hoplab import __version__
+    from hoplab.render.html import DRAW_JS, chart
+    from hoplab.render.report import page, plotly_js
+
+    name = found.metric.partition("@")[0]
+    runs = sum(len(p.values) for p in found.points)
+    title = f"{found.metric} by {found.by}"
+    body = (f"<h1>{esc(title)}</h1>"
+            f'<p class="note">{len(found.points)} values, {runs} runs, from {esc(source)}, '
+            f"made {esc(dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z'))} by "
+            f"hoplab {esc(__version__)}; each {esc(metrics.label(name))} repetition a "
+            "point, the medians a line, each change point a dashed line with its change."
+            "</p>"
+            f"{chart(trend_chart(found))}{change_points_html(found)}")
+    return page(title, body, f"<script>{plotly_js()}</script><script>{DRAW_JS}</script>")
