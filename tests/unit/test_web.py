@@ -14,6 +14,7 @@ from hoplab.kinds import web
 from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome
 from hoplab.run.procs import ClientTimes
+from hoplab.run.server_home import write_local
 from hoplab.spec.experiment import Flow, Phase, Test
 from hoplab.spec.experiment_loader import load_experiment
 from hoplab.tools import ToolOutputError, nginx, pageload
@@ -30,7 +31,8 @@ def _text(name: str) -> str:
 # --- nginx's page ---------------------------------------------------------------------
 
 def test_objects_are_svg_images_of_exactly_their_size(tmp_path: Path) -> None:
-    argv = nginx.prepare(tmp_path, 8080, (nginx.MIN_OBJECT, 1000, 50_000))
+    write_local(tmp_path, nginx.files(tmp_path, 8080, (nginx.MIN_OBJECT, 1000, 50_000)))
+    argv = nginx.argv(tmp_path)
     root = tmp_path / nginx.ROOT
     sizes = [len((root / nginx.object_name(i)).read_bytes()) for i in range(3)]
     assert sizes == [nginx.MIN_OBJECT, 1000, 50_000]
@@ -252,20 +254,45 @@ def test_a_custom_summary_shows_page_loads_only_where_a_flow_loads_pages() -> No
     assert "page load" in text and "failed loads" in text and "goodput" in text
 
 
-def test_a_device_node_is_refused_with_its_name(tmp_path: Path) -> None:
+def test_the_server_may_be_a_device_the_browser_may_not(tmp_path: Path) -> None:
+    import io
+    import tarfile
+    from pathlib import PurePosixPath
+    from types import SimpleNamespace
+
     from hoplab.errors import HoplabError
+    from hoplab.lab.devices import install_hint, test_tools
     from hoplab.lab.plan import plan_lab
+    from hoplab.run.server_home import tar_text
     from hoplab.spec import load_lab
 
     (tmp_path / "lab.toml").write_text(
         'name = "d"\n[nodes.a]\n[nodes.dev]\nssh = "root@dev"\n[[links]]\n'
         'between = ["a", "dev"]\nattach = { a = "eth9" }\n'
         'addresses = { a = "192.168.10.2/24", dev = "192.168.10.1/24" }\n')
-    plan = plan_lab(load_lab(tmp_path / "lab.toml"))
+    lab = load_lab(tmp_path / "lab.toml")
+    plan = plan_lab(lab)
     tool = kinds.flow_tool("web")
-    to_device = Flow(name="p", kind="web", src="a", dst="dev", objects=(1000,), loads=1)
-    with pytest.raises(HoplabError, match=r"flow p: dev is a device .* server \(nginx\)"):
-        tool.server(to_device, 0, plan)
+    to_device = Flow(name="p", kind="web", src="a", dst="dev", objects=(1000, 2000), loads=1)
+    # nginx's files are made for where they will live on the device, and sent as one
+    # archive that BusyBox's tar unpacks there.
+    server = tool.server(to_device, 0, plan)
+    assert server is not None and server.node == "dev" and server.files is not None
+    home = PurePosixPath("/tmp/hoplab-run-1-x-server-0")
+    files, argv = server.files(home)
+    assert argv == ["nginx", "-p", f"{home}/", "-c", f"{home}/nginx.conf", "-e", "stderr"]
+    assert f"root {home}/www;" in files["nginx.conf"].decode()
+    with tarfile.open(fileobj=io.BytesIO(tar_text(files).encode()), mode="r") as tar:
+        got = {m.name + "/" * m.isdir(): b"" if m.isdir() else
+               (tar.extractfile(m) or io.BytesIO()).read() for m in tar.getmembers()}
+    assert got == files and len(got["www/o2.svg"]) == 2000
+    # What the device must have: nginx for the server (its packages named), not the
+    # browser's Chromium.
+    test = SimpleNamespace(name="page", flows=(to_device,))
+    assert test_tools(lab, [test]) == ({"dev": {"nginx"}}, {"dev:nginx": "test 'page'"})
+    assert install_hint("nginx") == ("opkg install nginx-ssl (or nginx-full) (OpenWrt) or "
+                                     "apt-get install nginx (Debian, Ubuntu)")
+    # The browser is driven by hoplab's own Python: a namespace node only.
     from_device = Flow(name="p", kind="web", src="dev", dst="a", objects=(1000,), loads=1)
     with pytest.raises(HoplabError, match=r"dev is a device .* browser \(Chromium\)"):
         tool.client(from_device, 0, plan)

@@ -80,6 +80,9 @@ class FlowTool:
     # Other executables its flows run (its server, when that is another tool), each with
     # the Debian package that has it: checked with `tool` before anything runs.
     needs: tuple[tuple[str, str], ...] = ()
+    # The executable its server runs when that is not `tool` (web: nginx): what a device
+    # at the flow's destination must have.
+    server_tool: str | None = None
 
 
 @dataclass(frozen=True)

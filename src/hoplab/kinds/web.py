@@ -106,18 +106,17 @@ def _port(index: int) -> int:
 
 
 def _on_this_machine(plan: Plan, flow: Flow, node: str, what: str) -> None:
-    """nginx's files are written into this machine's work directory and the browser is
-    driven by hoplab's own Python: both run in a namespace node, not on a device."""
+    """The browser is driven by hoplab's own Python: it runs in a namespace node, not on
+    a device (the server, nginx, may: its files are sent there)."""
     if plan.lab.node(node).is_device:
         raise HoplabError(f"flow {flow.name}: {node} is a device reached over SSH; a web "
                           f"flow's {what} runs in a namespace node of this machine")
 
 
 def _server(flow: Flow, index: int, plan: Plan) -> Server:
-    _on_this_machine(plan, flow, flow.dst, "server (nginx)")
     port, ipv6 = _port(index), flow.family == 6
-    return Server(flow.dst, "tcp", port, [],
-                  prepare=lambda home: nginx.prepare(home, port, flow.objects, ipv6))
+    return Server(flow.dst, "tcp", port, [], files=lambda home: (
+        nginx.files(home, port, flow.objects, ipv6), nginx.argv(home)))
 
 
 def url(flow: Flow, index: int, plan: Plan) -> str:
@@ -202,4 +201,4 @@ KIND = register(Kind(
     metrics=WEB_METRICS,
     flow=FlowTool(tool="chromium", package="chromium", bulk=False, rtt=False,
                   media_type="application/x-ndjson", server=_server, client=_client,
-                  collect=_collect, needs=(("nginx", "nginx"),))))
+                  collect=_collect, needs=(("nginx", "nginx"),), server_tool="nginx")))

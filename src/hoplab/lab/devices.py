@@ -48,6 +48,7 @@ PACKAGES: dict[str, tuple[str, str]] = {
     "wireguard-go": ("wireguard-tools with kmod-wireguard", "wireguard-go"),
     "wg": ("wireguard-tools", "wireguard-tools"),
     "tee": ("busybox", "coreutils"),
+    "nginx": ("nginx-ssl (or nginx-full)", "nginx"),
 }
 
 # `ethtool -k` prints features by their long names; `ethtool -K` takes the short ones.
@@ -572,9 +573,11 @@ def test_tools(lab: Lab, tests: Iterable[Any]) -> tuple[dict[str, set[str]], dic
     why: dict[str, str] = {}
     for test in tests:
         for flow in test.flows:
-            tool = flow_tool(flow.kind).tool
-            ends = [flow.src] + ([flow.dst] if tool != "ping" else [])
-            for node in ends:
+            ft = flow_tool(flow.kind)
+            ends = [(flow.src, ft.tool)]
+            if ft.tool != "ping":
+                ends.append((flow.dst, ft.server_tool or ft.tool))
+            for node, tool in ends:
                 if node in devices:
                     needs.setdefault(node, set()).add(tool)
                     why.setdefault(f"{node}:{tool}", f"test {test.name!r}")

@@ -12,7 +12,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hoplab.errors import HoplabError
@@ -22,6 +22,7 @@ from hoplab.lab.state import find
 from hoplab.nodes.executor import Executor
 from hoplab.nodes.registry import close_all, executors, wire_executors
 from hoplab.record import Metric, RawOutput, Series
+from hoplab.run import server_home
 from hoplab.run.figures import run_figures
 from hoplab.run.flows import Outcome, client_argv, server_for
 from hoplab.run.outcome import collect
@@ -77,7 +78,8 @@ def _deadline(flow: Flow, t0: float) -> float:
             + (flow.timeout_s or 0.0))
 
 
-def _start_servers(test: Test, plan: Plan, group: ProcessGroup, homes: list[Path]) -> None:
+def _start_servers(test: Test, plan: Plan, group: ProcessGroup,
+                   homes: list[server_home.Home]) -> None:
     """Start every flow's server; `homes` gets the directories made for servers with
     files of their own (removed by the caller once they have stopped)."""
     waits: dict[tuple[str, str], tuple[set[int], list[Proc]]] = {}
@@ -86,11 +88,19 @@ def _start_servers(test: Test, plan: Plan, group: ProcessGroup, homes: list[Path
         if server is None:
             continue
         argv = server.argv
-        if server.prepare is not None:
-            home = group.workdir / f"server-{i}"
-            homes.append(home)
-            home.mkdir()
-            argv = server.prepare(home)
+        if server.files is not None:
+            if plan.lab.node(server.node).is_device:
+                ex = group.nodes[server.node]
+                where = PurePosixPath(f"/tmp/{group.workdir.name}-server-{i}")
+                homes.append(server_home.Home(where, ex))
+                files, argv = server.files(where)
+                server_home.place(ex, where, files)
+            else:
+                local = group.workdir / f"server-{i}"
+                homes.append(server_home.Home(PurePosixPath(local), None))
+                local.mkdir()
+                files, argv = server.files(PurePosixPath(local))
+                server_home.write_local(local, files)
         # A bulk flow's data starts its tool's clock: watched on both of its ends.
         proc = group.start(f"server {flow.name}", server.node, argv,
                            flow=flow.name if flow.bulk else None)
@@ -165,7 +175,7 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
     samplers: Samplers | None = None
     profiler = PhaseProfiler(test, test.profile, plan, nodes, workdir,
                              base_dir or Path.cwd()) if test.profile is not None else None
-    homes: list[Path] = []
+    homes: list[server_home.Home] = []
     try:
         _start_servers(test, plan, group, homes)
         samplers = Samplers(sampler_targets(test, plan, nodes),
@@ -192,7 +202,10 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
             samplers.stop()
         group.stop_all()
         for home in homes:
-            shutil.rmtree(home, ignore_errors=True)
+            if home.executor is None:
+                shutil.rmtree(home.path, ignore_errors=True)
+            else:
+                server_home.remove(home)
     window = (test.load.start_s, test.load.end_s or result.duration_s)
     outcomes: list[Outcome] = [_collect(f, p, t0, window) for f, p in started]
     result.errors = errors + [o.error for o in outcomes if o.error] + result.errors

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePosixPath
 
 from hoplab.kinds import registry
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, RawOutput, Series
+from hoplab.run.server_home import Files
 from hoplab.spec.experiment import Flow
 from hoplab.tools import iperf3
 
@@ -30,10 +31,11 @@ class Server:
     proto: str  # "tcp" | "udp"
     port: int
     argv: list[str]
-    # A server with files of its own (nginx: its config and pages) gets a directory in
-    # the run's work directory, made before it starts and removed once it has stopped:
-    # prepare writes them there and returns the server's argv (which replaces argv).
-    prepare: Callable[[Path], list[str]] | None = None
+    # A server with files of its own (nginx: its config and pages) gets a directory on
+    # its node (run/server_home.py), made before it starts and removed once it has
+    # stopped: files(that directory) -> (its files by path under it, the server's argv,
+    # which replaces argv).
+    files: Callable[[PurePosixPath], tuple[Files, list[str]]] | None = None
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import PurePath
 
 CONFIG = "nginx.conf"
 ROOT = "www"
@@ -51,7 +51,7 @@ def page(sizes: Sequence[int]) -> bytes:
             f"{len(sizes)} objects</title></head>\n<body>\n{imgs}\n</body></html>\n").encode()
 
 
-def config(home: Path, port: int, ipv6: bool) -> str:
+def config(home: PurePath, port: int, ipv6: bool) -> str:
     """nginx.conf for a server in `home` listening on every address of `port`."""
     listen = f"[::]:{port} ipv6only=on" if ipv6 else str(port)
     tmp = home / "tmp"
@@ -84,21 +84,17 @@ http {{
 """
 
 
-def prepare(home: Path, port: int, sizes: Sequence[int], ipv6: bool = False) -> list[str]:
-    """Write the config and the page of objects of `sizes` into `home` (which exists) and
-    return nginx's argv."""
-    root = home / ROOT
-    (home / "tmp").mkdir(exist_ok=True)
-    root.mkdir(exist_ok=True)
-    (root / PAGE).write_bytes(page(sizes))
+def files(home: PurePath, port: int, sizes: Sequence[int], ipv6: bool = False
+          ) -> dict[str, bytes]:
+    """Every file the server needs, by its path under `home` (where it will live, on
+    whichever machine): the config, the page and its objects. "tmp/" is a directory."""
+    out = {CONFIG: config(home, port, ipv6).encode(), "tmp/": b"", f"{ROOT}/{PAGE}": page(sizes)}
     for i, size in enumerate(sizes):
-        (root / object_name(i)).write_bytes(svg(size, seed=i))
-    conf = home / CONFIG
-    conf.write_text(config(home, port, ipv6))
-    return argv(home)
+        out[f"{ROOT}/{object_name(i)}"] = svg(size, seed=i)
+    return out
 
 
-def argv(home: Path) -> list[str]:
+def argv(home: PurePath) -> list[str]:
     # -e: the error log before the config is read (stderr, not /var/log/nginx).
     return ["nginx", "-p", f"{home}/", "-c", str(home / CONFIG), "-e", "stderr"]
 
