@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "trend", help="a metric across versions, with every change point",
         description="A metric across the values of KEY (default version), every repetition "
                     "of every value used: where it changed (between which two values), the "
-                    "medians before and after, the change with its 95 %% bootstrap interval, "
+                    "medians before and after, the change with its 95 % bootstrap interval, "
                     "and p. See docs/trend.md.")
     p.add_argument("metric", metavar="METRIC",
                    help="a whole-run metric (goodput), NAME@FLOW or NAME@node=N,key=K")
