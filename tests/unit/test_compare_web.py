@@ -122,3 +122,12 @@ def test_cli_compare_reads_the_loads_from_the_store(tmp_path: Path,
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("│ page load "))
     assert "16+16 loads / 2+2 runs" in row and "worse" in row
+
+
+def test_the_report_shows_what_the_verdict_rests_on() -> None:
+    from hoplab.render.html import comparison_html
+
+    text = str(comparison_html(compare_groups(runs("d20_rep1", "d20_rep2"),
+                                              runs("d25_rep1", "d25_rep2"))))
+    assert "<td class=\"n\">16 loads / 2 runs</td>" in text
+    assert "per page load for the medians of page loads" in text

@@ -222,7 +222,8 @@ def comparison_html(result: Comparison, alpha: float = 0.05, link: str | None = 
                      f'<p class="note">A: runs {ids(g.a_ids)}; B: runs {ids(g.b_ids)}.</p>'
                      f"{comparison_table(view.ordered(g), alpha)}{notes}</section>")
     parts += [f'<p class="note">not compared: {esc(u)}</p>' for u in result.unmatched]
-    parts.append(f'<p class="note">One observation per run. better/worse: Mann-Whitney p ≤ '
-                 f"{alpha:g}, the bootstrap {100 * (1 - alpha):g} % CI of the change of "
+    parts.append(f'<p class="note">One observation per run (per page load for the medians of '
+                 f"page loads). better/worse: Mann-Whitney p ≤ {alpha:g}, the bootstrap "
+                 f"{100 * (1 - alpha):g} % CI of the change of "
                  "medians excludes 0 and the change is at least 1 % (docs/compare.md).</p>")
     return Html("".join(parts))
