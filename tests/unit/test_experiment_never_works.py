@@ -42,6 +42,22 @@ kind = "probe"
 family = 6
 """
 
+TCP6 = PING6.replace('kind = "ping"', 'kind = "tcp"')
+RRUL6 = PING6.replace('kind = "ping"', 'kind = "rrul"')
+# The first flow says family = 4: the error names the one that asked for 6.
+CUSTOM_UDP6 = """[[tests]]
+name = "c"
+kind = "custom"
+from = "client"
+to = "server"
+[[tests.flows]]
+kind = "tcp"
+family = 4
+[[tests.flows]]
+kind = "udp"
+family = 6
+"""
+
 
 def write(tmp_path: Path, body: str) -> Path:
     (tmp_path / "lab.toml").write_text(LAB)
@@ -54,6 +70,9 @@ def write(tmp_path: Path, body: str) -> Path:
     (PING6, "tests[0].family", 7),
     (STREAM6, "tests[0].streams[1].family", 8),
     (CUSTOM6, "tests[0].flows[1].family", 11),
+    (TCP6, "tests[0].family", 7),
+    (RRUL6, "tests[0].family", 7),
+    (CUSTOM_UDP6, "tests[0].flows[1].family", 12),
 ])
 def test_ipv6_flow_in_a_lab_without_ipv6_is_refused(tmp_path: Path, body: str, key: str,
                                                      line: int) -> None:
@@ -122,3 +141,67 @@ def test_a_flow_between_unjoined_nodes_is_refused(tmp_path: Path, body: str, key
         load_experiment(path)
     assert exc.value.key == key and exc.value.line is not None
     assert words in exc.value.message
+
+
+# Seed 002's bench: both cables carry IPv4 only (their ends give no IPv6 address), in a
+# lab whose [addressing] has IPv6 on.
+DUT_V4 = (Path(__file__).resolve().parents[2] / "examples" / "devices" / "router-dut.toml"
+          ).read_text()
+# IPv6 on the client's cable only (the server has none), or on the server's only.
+DUT_V6 = DUT_V4.replace('client = "192.168.10.2/24", router = "192.168.10.1"',
+                        'client = ["192.168.10.2/24", "fd10::2/64"], '
+                        'router = ["192.168.10.1", "fd10::1"]')
+DUT_V6_SERVER = DUT_V4.replace('server = "192.168.20.2/24", router = "192.168.20.1"',
+                               'server = ["192.168.20.2/24", "fd20::2/64"], '
+                               'router = ["192.168.20.1", "fd20::1"]')
+
+
+def write_dut(tmp_path: Path, lab: str, body: str) -> Path:
+    (tmp_path / "lab.toml").write_text(lab)
+    path = tmp_path / "exp.toml"
+    path.write_text('lab = "lab.toml"\n' + body)
+    return path
+
+
+@pytest.mark.parametrize(("kind", "dst", "bare"), [
+    ("tcp", "server", "server"), ("udp", "router", "client"), ("ping", "router", "client"),
+    ("probe", "server", "server")])
+def test_an_ipv6_flow_to_or_from_a_node_without_ipv6_is_refused(
+        tmp_path: Path, kind: str, dst: str, bare: str) -> None:
+    """The same check for every kind: a flow's end with no IPv6 address on any link."""
+    lab = DUT_V6 if bare == "server" else DUT_V6_SERVER
+    path = write_dut(tmp_path, lab, PING6.replace('"ping"', f'"{kind}"')
+                     .replace('to = "server"', f'to = "{dst}"'))
+    with pytest.raises(SpecError) as exc:
+        load_experiment(path)
+    err = exc.value
+    assert (err.file, err.key, err.line) == (str(path), "tests[0].family", 7)
+    assert f"node '{bare}' has no IPv6 address" in err.message, err.message
+
+
+def test_an_ipv6_flow_between_ends_with_ipv6_loads(tmp_path: Path) -> None:
+    path = write_dut(tmp_path, DUT_V6, TCP6.replace('to = "server"', 'to = "router"'))
+    (flow,) = load_experiment(path).variants[0].tests[0].flows
+    assert (flow.kind, flow.family, flow.dst) == ("tcp", 6, "router")
+
+
+def test_a_device_whose_address_ssh_tells_is_left_to_lab_up(tmp_path: Path) -> None:
+    """Between two devices whose addresses are the ones SSH reaches, the family is known
+    only at lab up: the loader does not guess."""
+    lab = ('name = "x"\n[nodes.a]\nssh = "root@a"\n[nodes.b]\nssh = "root@b"\n'
+           '[[links]]\nbetween = ["a", "b"]\n')
+    path = write_dut(tmp_path, lab, TCP6.replace('"client"', '"a"').replace('"server"', '"b"'))
+    assert load_experiment(path).variants[0].tests[0].flows[0].family == 6
+
+
+def test_the_command_line_exits_2_for_a_node_without_ipv6(tmp_path: Path) -> None:
+    path = write_dut(tmp_path, DUT_V4, TCP6)
+    proc = subprocess.run([sys.executable, "-m", "hoplab.cli.main", "run", str(path),
+                           "--db", str(tmp_path / "runs.db")],
+                          capture_output=True, text=True, check=False, timeout=60)
+    if "needs root" in proc.stderr:
+        pytest.skip("hoplab run checks for root before it reads the file")
+    assert proc.returncode == 2, proc.stderr
+    assert f"{path}:7: tests[0].family: family = 6 needs IPv6 at both ends" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs.db").exists()

@@ -19,7 +19,7 @@ from hoplab.spec.units import parse_str, parse_time
 OPTIONS: dict[str, Parse] = {"duration": ov.whole_seconds, "idle": parse_time,
                              "flows": ov.positive_int, "congestion": parse_str,
                              "ping_interval": ov.interval, "probe_interval": ov.interval,
-                             "tos": ov.tos}
+                             "tos": ov.tos, "family": ov.family}
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
@@ -28,14 +28,17 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
     idle = o.get("idle", 5.0)
     load = o.get("duration", 20.0)
     total = idle + load + idle
+    family = o.get("family", 4)
     bulk = {"flows": o.get("flows", 4), "duration": load, "start": idle,
-            "congestion": o.get("congestion")}
+            "congestion": o.get("congestion"), "family": family}
     flows = (bulk_flows(f"{name}.up", "tcp", src, dst, {**bulk, "direction": "up"})
              + bulk_flows(f"{name}.down", "tcp", src, dst, {**bulk, "direction": "down"}))
     flows.append(Flow(name=f"{name}.ping", kind="ping", src=src, dst=dst, duration_s=total,
-                      interval_s=o.get("ping_interval", 0.2), size=56, tos=o.get("tos")))
+                      interval_s=o.get("ping_interval", 0.2), size=56, tos=o.get("tos"),
+                      family=family))
     flows.append(Flow(name=f"{name}.probe", kind="probe", src=src, dst=dst, duration_s=total,
-                      interval_s=o.get("probe_interval", 0.02), length=172, tos=o.get("tos")))
+                      interval_s=o.get("probe_interval", 0.02), length=172, tos=o.get("tos"),
+                      family=family))
     phases = [Phase("idle", 0.0, idle), Phase("load", idle, idle + load),
               Phase("idle-after", idle + load, total)]
     return flows, [p for p in phases if p.end_s > p.start_s]

@@ -24,7 +24,7 @@ from hoplab.tools import iperf3
 OPTIONS: dict[str, Parse] = {
     "flows": ov.positive_int, "direction": choice(DIRECTIONS), "duration": ov.whole_seconds,
     "bytes": parse_size, "cport": ov.port, "affinity": ov.affinity, "congestion": parse_str,
-    "tos": ov.tos, "rate": parse_rate, "length": parse_size,
+    "tos": ov.tos, "rate": parse_rate, "length": parse_size, "family": ov.family,
 }
 
 # Figures a bulk flow gives, per flow and for the run (docs/data-format.md).
@@ -50,7 +50,8 @@ def bulk_flows(name: str, kind: str, src: str, dst: str, o: dict[str, Any],
         direction=o.get("direction", "up"), rate_bps=o.get("rate", default_rate),
         length=o.get("length"), cport=o["cport"] + i if "cport" in o else None,
         affinity=affinity[i % len(affinity)] if affinity else None,
-        congestion=o.get("congestion"), tos=o.get("tos")) for i in range(count)]
+        congestion=o.get("congestion"), tos=o.get("tos"), family=o.get("family", 4))
+        for i in range(count)]
 
 
 def _server(flow: Flow, index: int, plan: Plan) -> Server:

@@ -187,9 +187,9 @@ def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
     ob: dict[int, tuple[IPInterface, ...]] = {}
     for link in lab.links:
         pairs = []
-        if link.addr_a4 is not None or not link.is_cable:
+        if carries(lab, link, 4):
             pairs.append(_family_pair(link.addr_a4, link.addr_b4, link.subnet4, auto4))
-        if (ad.ipv6 and not link.is_cable) or link.subnet6 or link.addr_a6:
+        if carries(lab, link, 6):
             pairs.append(_family_pair(link.addr_a6, link.addr_b6, link.subnet6, auto6))
         a_side[link.index] = tuple(p[0] for p in pairs)
         b_side[link.index] = tuple(p[1] for p in pairs)
@@ -200,6 +200,32 @@ def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
             oa[link.index] = tuple(p[0] for p in o)
             ob[link.index] = tuple(p[1] for p in o)
     return a_side, b_side, oa, ob
+
+
+def carries(lab: Lab, link: Link, version: int) -> bool | None:
+    """Whether `link` has addresses of IP `version`: a link between namespaces IPv4, and
+    IPv6 in a lab with ipv6 = true or where its subnet or addresses say so; a cable the
+    families its ends' addresses have. None for a cable between two devices whose
+    address is the one SSH reaches them at, read at lab up (devices.resolve)."""
+    if getattr(link, f"addr_a{version}") is not None \
+            or getattr(link, f"addr_b{version}") is not None:
+        return True
+    if not link.is_cable:
+        return version == 4 or lab.addressing.ipv6 or link.subnet6 is not None
+    if any(e.address is not None and e.address.version == version
+           for e in link.device_ends):
+        return True
+    # A namespace end's addresses are in the file; only devices' may be left to SSH.
+    namespaced = len(link.device_ends) < 2
+    return False if namespaced or all(e.address is not None for e in link.device_ends) \
+        else None
+
+
+def has_family(lab: Lab, node: str, version: int) -> bool | None:
+    """Whether `node` will have an address of IP `version` (a link of it carries that
+    family), known before lab up; None when that waits on a device's address."""
+    found = [carries(lab, lk, version) for lk in lab.links if node in (lk.a, lk.b)]
+    return True if any(found) else None if None in found else False
 
 
 def _family_pair(a: IPInterface | None, b: IPInterface | None, subnet: IPNetwork | None,

@@ -18,6 +18,7 @@ from typing import Any
 
 from hoplab import kv
 from hoplab.errors import SpecError
+from hoplab.lab.plan import has_family
 from hoplab.spec.experiment import Experiment, Samplers, Test, Variant
 from hoplab.spec.loader import SpecContext, load_lab_data
 from hoplab.spec.locate import split_syntax_error
@@ -148,8 +149,8 @@ def _variant(ctx: SpecContext, lab_text: str, lab_raw: dict[str, Any], lab_sourc
                              for i, raw in enumerate(tests_data)]
         check_unique(ctx, tests)
         for i, test in enumerate(tests):
-            _check_family(ctx, test, tests_data[i], ("tests", i), lab.addressing.ipv6)
             _check_joined(ctx, test, tests_data[i], ("tests", i), lab)
+            _check_family(ctx, test, tests_data[i], ("tests", i), lab)
     except SpecError as e:
         if not label:
             raise
@@ -159,13 +160,24 @@ def _variant(ctx: SpecContext, lab_text: str, lab_raw: dict[str, Any], lab_sourc
 
 
 def _check_family(ctx: SpecContext, test: Test, raw: object, path: tuple[str | int, ...],
-                  ipv6: bool) -> None:
-    """An IPv6 flow in a lab without IPv6 addresses could never run: refuse it now, at
-    the key that asked for it, rather than fail every run of it later."""
-    if ipv6 or all(f.family != 6 for f in test.flows):
-        return
-    ctx.fail(_key_path(raw, path, "family") or path,
-             "family = 6 needs IPv6, but the lab has ipv6 = false in [addressing]")
+                  lab: Lab) -> None:
+    """An IPv6 flow in a lab without IPv6 addresses, or from or to a node without one,
+    could never run: refuse it now, at the key that asked for it, rather than fail
+    every run of it later. (Every kind's `family` comes here: ping, probe, web, tcp,
+    udp, rrul and custom flows.)"""
+    for f in test.flows:
+        if f.family != 6:
+            continue
+        where = _key_path(raw, path, "family", 6) or path
+        if not lab.addressing.ipv6:
+            ctx.fail(where, "family = 6 needs IPv6, but the lab has ipv6 = false in "
+                            "[addressing]")
+        # A device whose address SSH tells (None) is known only at lab up.
+        bare = next((n for n in (f.dst, f.src) if has_family(lab, n, 6) is False), None)
+        if bare is not None:
+            ctx.fail(where, f"family = 6 needs IPv6 at both ends of flow {f.name}, but "
+                            f"node '{bare}' has no IPv6 address (none of its links "
+                            f"carries IPv6)")
 
 
 def _check_joined(ctx: SpecContext, test: Test, raw: object, path: tuple[str | int, ...],
