@@ -84,7 +84,8 @@ def test_a_device_shaping_to_40_mbit_gives_the_computed_goodput(
 
 def test_ssh_server_stopped_mid_test_fails_that_run_alone(
         devices: Farm, tmp_path: Path, lab_name: str) -> None:
-    exp, router = _files(devices, tmp_path, lab_name, repeat=3, duration="5s")
+    # Two runs: the one cut short, and the next, which must not suffer for it.
+    exp, router = _files(devices, tmp_path, lab_name, repeat=2, duration="5s")
     db = tmp_path / "runs.db"
     with subprocess.Popen([*HOPLAB, "run", str(exp), "--db", str(db), "--lab-name", lab_name],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -103,8 +104,8 @@ def test_ssh_server_stopped_mid_test_fails_that_run_alone(
     # 1: a run failed; the experiment went on.
     assert proc.returncode == 1, err
     with open_store(str(db)) as store:
-        runs = [store.get_run(i) for i in (1, 2, 3)]
-    assert [r.status for r in runs] == ["failed", "ok", "ok"], [r.error for r in runs]
+        runs = [store.get_run(i) for i in (1, 2)]
+    assert [r.status for r in runs] == ["failed", "ok"], [r.error for r in runs]
     assert runs[0].error is not None and "router" in runs[0].error, runs[0].error
 
 
