@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from hoplab.nodes.executor import Executor, ExecutorError
+from hoplab.nodes.executor import Executor, ExecutorError, Process
 from hoplab.nodes.ssh_conn import HostKeyError
 from hoplab.nodes.ssh_exec import SshExecutor, stop_recorded
 from hoplab.nodes.ssh_quote import parse_stat
@@ -103,6 +103,31 @@ def test_start_stop_by_pid_and_start_ticks(ex: SshExecutor, dev: Device,
     ex.stop(p, grace=1)
     assert p.poll() == -signal.SIGTERM
     assert not _alive_on(dev, p.ident.pid)
+
+
+def test_a_process_runs_only_once_it_is_noted(ex: SshExecutor, dev: Device,
+                                             tmp_path: Path) -> None:
+    """hoplab killed between the device's exec and writing the PID down (here: the
+    record raises) leaves nothing running: the tool is exec'd only after `noted`."""
+    seen: list[int] = []
+
+    def dies(p: Process) -> None:
+        seen.append(p.ident.pid)
+        assert _alive_on(dev, p.ident.pid)       # the gate: a shell, waiting for "go"
+        raise RuntimeError("the record could not be written")
+
+    with pytest.raises(RuntimeError, match="could not be written"):
+        ex.start("never", ["touch", "/tmp/hoplab-gate-ran"], out=tmp_path / "o",
+                 err=tmp_path / "e", noted=dies)
+    deadline = time.monotonic() + 5
+    while _alive_on(dev, seen[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive_on(dev, seen[0])
+    assert ex.run(["ls", "/tmp/hoplab-gate-ran"]).returncode != 0
+    got: list[Process] = []
+    p = ex.start("noted", ["sh", "-c", "exit 3"], out=tmp_path / "o", err=tmp_path / "e",
+                 noted=got.append)
+    assert p.wait(5) == 3 and got == [p]
 
 
 def test_exit_status_of_a_started_process(ex: SshExecutor, tmp_path: Path) -> None:

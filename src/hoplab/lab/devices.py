@@ -25,7 +25,7 @@ from typing import Any
 from hoplab.errors import LabError, SpecError, UsageError
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import LabState, all_states
-from hoplab.nodes.executor import Executor, ExecutorError
+from hoplab.nodes.executor import Executor, ExecutorError, Process
 from hoplab.spec.loader import key_name
 from hoplab.spec.locate import Locator
 from hoplab.spec.model import Lab, Link, Node
@@ -461,11 +461,17 @@ def _tracked(state: LabState, ex: Executor, argv: list[str], k: int) -> None:
     what = f"setup {' '.join(argv)}"
     logs = state.rundir / "devices"
     logs.mkdir(parents=True, exist_ok=True)
+    recs: list[Proc] = []
+
+    def note(p: Process) -> None:
+        # Saved before the command runs on the device (it waits for this).
+        recs.append(Proc(p.ident.pid, p.ident.start_ticks, argv, ex.node, what))
+        state.processes.append(recs[0])
+        state.save()
+
     proc = ex.start(what, argv, out=logs / f"{ex.node}-setup{k}.out",
-                    err=logs / f"{ex.node}-setup{k}.err")
-    rec = Proc(proc.ident.pid, proc.ident.start_ticks, argv, ex.node, what)
-    state.processes.append(rec)
-    state.save()
+                    err=logs / f"{ex.node}-setup{k}.err", noted=note)
+    rec = recs[0]
     try:
         code = proc.wait(SETUP_TIMEOUT_S)
     except TimeoutError:

@@ -13,11 +13,16 @@ import os
 import shutil
 import signal
 import subprocess
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from hoplab.errors import HoplabError, LabError
 from hoplab.lab import netns, wire
 from hoplab.lab.state import ETC_NETNS, LabState
+
+if TYPE_CHECKING:
+    from hoplab.nodes.executor import Executor
 
 
 def check_done(proc: subprocess.CompletedProcess[str], what: str) -> None:
@@ -59,6 +64,7 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
             ex.stop_recorded(ProcessId(proc.node, proc.pid, proc.start))
         except HoplabError as exc:
             warnings.append(f"{proc.role} on {proc.node} (pid {proc.pid}): {exc}")
+    warnings += _remove_device_dirs(state, nodes)
     from hoplab.lab.devices import give_back_nics, restore
 
     # Devices: teardown commands, then offloads and sysctls back as recorded; host NICs
@@ -73,6 +79,28 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
         shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
     shutil.rmtree(state.rundir, ignore_errors=True)
     state.path.unlink(missing_ok=True)
+    return warnings
+
+
+def _remove_device_dirs(state: LabState, nodes: Mapping[str, Executor]) -> list[str]:
+    """Run directories a SIGKILL left on devices (perf's data, a server's files), each
+    only once the hoplab process it is named after has exited: /tmp on OpenWrt is RAM."""
+    from hoplab.nodes.executor import ExecutorError
+    from hoplab.nodes.tracking import recorded_dirs
+    from hoplab.run.workdir import owner_exited
+
+    warnings = []
+    for node, path in recorded_dirs(state):
+        where = PurePosixPath(path)
+        if str(where.parent) != "/tmp" or not owner_exited(where.name) or node not in nodes:
+            continue
+        try:
+            done = nodes[node].run(["rm", "-rf", str(where)], timeout=30)
+        except (ExecutorError, OSError, TimeoutError) as exc:
+            warnings.append(f"node {node}: cannot remove {where}: {exc}")
+            continue
+        if done.returncode != 0:
+            warnings.append(f"node {node}: cannot remove {where}: {done.stderr.strip()}")
     return warnings
 
 

@@ -12,7 +12,7 @@ shell command on either side. Every call has a timeout.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -142,8 +142,12 @@ class Executor(Protocol):
         128 + N as a shell says it. On KeyboardInterrupt the command is stopped on the
         node before the interrupt goes on. No timeout unless given (a person's command)."""
 
-    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> Process:
-        """Start a long-lived process; it is tracked until stop() or exit."""
+    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path,
+              noted: Callable[[Process], None] | None = None) -> Process:
+        """Start a long-lived process; it is tracked until stop() or exit. `noted` is
+        called with it once its PID is known and before its tool runs (on a device the
+        tool is exec'd only after `noted` returned): a record written there cannot miss
+        a process that a SIGKILL of hoplab would leave running."""
 
     def stop(self, proc: Process, grace: float = 2.0) -> None:
         """SIGTERM, then SIGKILL after `grace` s; a process already gone is no error."""

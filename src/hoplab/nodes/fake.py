@@ -140,12 +140,15 @@ class FakeExecutor:
         os.write(stderr, done.stderr.encode())
         return done.returncode
 
-    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> FakeProcess:
+    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path,
+              noted: Callable[[Process], None] | None = None) -> FakeProcess:
         self.calls.append(list(argv))
         out.write_bytes(self.outputs.get(argv[0], b""))
         err.write_bytes(b"")
         proc = FakeProcess(name, list(argv), ProcessId(self.node, next(_PIDS), 1), out, err,
                            time.time(), self.runs_for)
+        if noted is not None:
+            noted(proc)
         self.started.append(proc)
         return proc
 

@@ -22,7 +22,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,7 +275,8 @@ class NetnsExecutor:
                                f"{timeout:g} s; stopped") from None
         return 128 - code if code < 0 else code
 
-    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> NetnsProcess:
+    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path,
+              noted: Callable[[Process], None] | None = None) -> NetnsProcess:
         full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
         with out.open("wb") as fo, err.open("wb") as fe:
             started = time.time()
@@ -291,6 +292,10 @@ class NetnsExecutor:
         proc = NetnsProcess(name, list(argv), ProcessId(self.node, popen.pid, ticks), out, err,
                             started, popen)
         self._procs.append(proc)
+        # A process in a lab's namespace that a SIGKILL leaves is found by its namespace
+        # too (hoplab clean), so it is noted once started.
+        if noted is not None:
+            noted(proc)
         return proc
 
     def stop(self, proc: Process, grace: float = 2.0) -> None:

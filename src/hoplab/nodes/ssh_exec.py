@@ -18,7 +18,7 @@ import os
 import signal as _signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from hoplab.nodes.executor import (
     ExecutorError,
     Facts,
     LineChannel,
+    Process,
     ProcessId,
 )
 from hoplab.nodes.ssh_conn import SshConnection
@@ -290,11 +291,13 @@ class SshExecutor:
             self.conn.close()
             raise
 
-    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path) -> SshProcess:
+    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path,
+              noted: Callable[[Process], None] | None = None) -> SshProcess:
         """A long-lived process on a connection of its own: on dropbear, a channel that
         closes when its process exits must not cross another channel's open, and only
-        short commands (serialised on the main connection) can be kept from that."""
-        command = remote_command(argv)
+        short commands (serialised on the main connection) can be kept from that. The
+        tool runs only once `noted` has its PID (the command waits for "go")."""
+        command = remote_command(argv, gated=True)
         self._note_connection()
         pconn = SshConnection(self.target)
 
@@ -303,9 +306,12 @@ class SshExecutor:
             started = time.time()
             proc = await pconn.open_process(conn, command, encoding=None)
             pid, ticks = await _header(proc, self.node)
-            proc.stdin.write_eof()
             p = SshProcess(name, list(argv), ProcessId(self.node, pid, ticks), out, err,
                            started, pconn)
+            if noted is not None:
+                noted(p)
+            proc.stdin.write(b"go\n")
+            proc.stdin.write_eof()
             # Kept on the process: the loop holds only a weak reference to a task.
             p.pump = asyncio.get_running_loop().create_task(self._pump(proc, p, conn))
             return p

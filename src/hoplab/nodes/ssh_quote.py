@@ -19,15 +19,23 @@ from collections.abc import Mapping, Sequence
 _PREAMBLE = ('read -r s </proc/$$/stat; echo "$s"; '
              'command -v -- "$1" >/dev/null || { echo "$1: command not found" >&2; exit 127; }; '
              'exec "$@"')
+# The same, but the tool is exec'd only once this side says "go" on stdin, after it has
+# written the PID down: if hoplab dies first (SIGKILL), the channel closes, `read` sees
+# the end of input and the shell exits without ever running the tool.
+_GATED = ('read -r s </proc/$$/stat; echo "$s"; '
+          'read -r go && [ "$go" = go ] || exit 0; '
+          'command -v -- "$1" >/dev/null || { echo "$1: command not found" >&2; exit 127; }; '
+          'exec "$@"')
 # Runs argv in a directory: `cd` first, then the same exec.
 _CWD = 'cd -- "$1" || exit 1; shift; exec "$@"'
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None,
-                   cwd: str | None = None) -> str:
+                   cwd: str | None = None, *, gated: bool = False) -> str:
     """The command line for an SSH exec request running argv (with env added, in
-    directory cwd). A missing command is exit 127, "NAME: command not found"."""
+    directory cwd). A missing command is exit 127, "NAME: command not found". `gated`:
+    the tool starts only after a line "go" arrives on stdin (see _GATED)."""
     if not argv:
         raise ValueError("empty argv")
     for a in argv:
@@ -41,7 +49,8 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str] | None = None,
         full = ["env", *(f"{k}={v}" for k, v in env.items()), *full]
     if cwd is not None:
         full = ["sh", "-c", _CWD, "sh", cwd, *full]
-    return "exec sh -c " + shlex.quote(_PREAMBLE) + " sh " + shlex.join(full)
+    return ("exec sh -c " + shlex.quote(_GATED if gated else _PREAMBLE) + " sh "
+            + shlex.join(full))
 
 
 def parse_stat(line: str) -> tuple[int, int]:

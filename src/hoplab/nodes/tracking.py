@@ -16,6 +16,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from hoplab.lab import where
 from hoplab.lab.state import LabState, Proc
@@ -43,6 +44,14 @@ class ProcessRecord:
             self._append({"op": "stopped", "node": i.node, "pid": i.pid,
                           "start": i.start_ticks})
 
+    def made_dir(self, node: str, path: str) -> None:
+        """A run's directory on a device (perf's data, a server's files): a SIGKILL of
+        hoplab leaves it in the device's /tmp, which on OpenWrt is its RAM."""
+        self._append({"op": "dir", "node": node, "path": path})
+
+    def removed_dir(self, node: str, path: str) -> None:
+        self._append({"op": "dir_removed", "node": node, "path": path})
+
     def _append(self, entry: dict[str, object]) -> None:
         if not self.active:
             return
@@ -51,17 +60,45 @@ class ProcessRecord:
             f.write(json.dumps(entry) + "\n")
 
 
+def recorded_dirs(state: LabState) -> list[tuple[str, str]]:
+    """(node, path) of every run directory on a device the log has not seen removed."""
+    made: dict[tuple[str, str], None] = {}
+    for e in _entries(state):
+        try:
+            key = (str(e["node"]), str(e["path"]))
+        except KeyError:
+            continue
+        if e.get("op") == "dir":
+            made[key] = None
+        elif e.get("op") == "dir_removed":
+            made.pop(key, None)
+    return list(made)
+
+
+def _entries(state: LabState) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    try:
+        lines = (state.rundir / LOG_NAME).read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a SIGKILL while it was written
+        if isinstance(e, dict):
+            out.append(e)
+    return out
+
+
 def recorded(state: LabState) -> list[Proc]:
     """Every process of the lab that may still run: the state file's (wires,
     wireguard-go) and the tests' ones the log has not seen stop."""
     running: dict[tuple[str, int, int], Proc] = {}
-    try:
-        lines = (state.rundir / LOG_NAME).read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
+    for e in _entries(state):
+        if e.get("op") not in ("started", "stopped"):
+            continue
         try:
-            e = json.loads(line)
             key = (str(e["node"]), int(e["pid"]), int(e["start"]))
             if e["op"] == "started":
                 running[key] = Proc(key[1], key[2], list(e["argv"]), key[0], str(e["role"]))

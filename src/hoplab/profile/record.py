@@ -52,7 +52,8 @@ class Recording:
             raise CapabilityError(PERF_MISSING.format(node=self.node.node))
         return perf
 
-    def start(self) -> None:
+    def start(self, noted: Callable[[Process], None] | None = None) -> None:
+        """`noted`: as for Executor.start, called before perf runs."""
         perf = self._perf()
         self.log = self.data.with_suffix(".log")
         self.node.run(["mkdir", "-p", str(self.data.parent)], timeout=10)
@@ -61,7 +62,7 @@ class Recording:
         self.proc = self.node.start(
             "perf record", [perf, "record", "-a", "-g", "-F", str(self.frequency), "-o",
                             str(self.data)],
-            out=self.data.with_suffix(".out"), err=self.log)
+            out=self.data.with_suffix(".out"), err=self.log, noted=noted)
         self.started = time.time()
 
     def running(self) -> bool:

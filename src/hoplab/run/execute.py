@@ -94,6 +94,7 @@ def _start_servers(test: Test, plan: Plan, group: ProcessGroup,
                 where = PurePosixPath(f"/tmp/{group.workdir.name}-server-{i}")
                 homes.append(server_home.Home(where, ex))
                 files, argv = server.files(where)
+                group.record.made_dir(server.node, str(where))
                 server_home.place(ex, where, files)
             else:
                 local = group.workdir / f"server-{i}"
@@ -206,6 +207,7 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
                 shutil.rmtree(home.path, ignore_errors=True)
             else:
                 server_home.remove(home)
+                group.record.removed_dir(home.executor.node, str(home.path))
     window = (test.load.start_s, test.load.end_s or result.duration_s)
     outcomes: list[Outcome] = [_collect(f, p, t0, window) for f, p in started]
     result.errors = errors + [o.error for o in outcomes if o.error] + result.errors

@@ -177,12 +177,14 @@ class ProcessGroup:
         out, err = self.workdir / f"{slug}.out", self.workdir / f"{slug}.err"
         ex = self.nodes[node]
         try:
-            process = ex.start(name, argv, out=out, err=err)
+            # Written down before the tool runs: a SIGKILL of hoplab cannot leave it
+            # running unrecorded on a device.
+            process = ex.start(name, argv, out=out, err=err,
+                               noted=lambda p: self.record.started(p, f"test: {name}"))
         except FileNotFoundError:
             raise HoplabError(f"cannot start {argv[0]}: not installed") from None
         proc = Proc(name, process, ex)
         self.procs.append(proc)
-        self.record.started(process, f"test: {name}")
         if flow is not None:
             proc.data = self.flows.setdefault(flow, DataStart())
             if self._watcher is None:

@@ -6,6 +6,7 @@ profile marked missing and the reason, never with a made-up one.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,18 +79,20 @@ class PhaseProfiler:
         # `hoplab clean` stops it there.
         self._record = ProcessRecord(plan.lab.name)
         self._next_scan = 0.0
+        self._dir_made = False
 
     def tick(self, t: float) -> None:
         """Called with the run clock's time: starts, watches and stops perf."""
         start, end = self.window
         rec = self.recording
         if rec.proc is None and self.error is None and start <= t < end:
+            if rec.node.machine != "local":
+                self._record.made_dir(rec.node.node, str(rec.data.parent))
+                self._dir_made = True
             try:
-                rec.start()
+                rec.start(noted=lambda p: self._record.started(p, "profile: perf record"))
             except HoplabError as e:
                 self.error = str(e)
-            if rec.proc is not None:
-                self._record.started(rec.proc, "profile: perf record")
         if rec.running():
             if t >= self._next_scan:
                 self._scan()
@@ -112,6 +115,18 @@ class PhaseProfiler:
             self._record.stopped([self.recording.proc.ident])
 
     def finish(self) -> ProfileResult:
+        try:
+            return self._finish()
+        finally:
+            rec = self.recording
+            if self._dir_made:
+                # Its files are gone (Recording removes them); the directory goes if empty
+                # (on an emulated device it is this machine's run directory, still in use).
+                with contextlib.suppress(Exception):
+                    rec.node.run(["rmdir", str(rec.data.parent)], timeout=10)
+                self._record.removed_dir(rec.node.node, str(rec.data.parent))
+
+    def _finish(self) -> ProfileResult:
         self.stop()
         out = ProfileResult()
         md: dict[str, Any] = {"frequency": self.profile.frequency,

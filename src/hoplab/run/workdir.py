@@ -22,6 +22,13 @@ def make() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{proc_start_time(pid) or 0}-"))
 
 
+def owner_exited(name: str) -> bool:
+    """Whether the directory `name` (a run's, or one named after it on a device) belongs
+    to a hoplab process of this machine that has exited. Not a run's name: False."""
+    m = _NAME.match(name)
+    return m is not None and proc_start_time(int(m.group(1))) != int(m.group(2))
+
+
 def orphans(root: Path | None = None) -> list[Path]:
     """Working directories whose process has exited."""
     base = Path(root or tempfile.gettempdir())
@@ -31,11 +38,7 @@ def orphans(root: Path | None = None) -> list[Path]:
     except OSError:
         return []
     for d in entries:
-        m = _NAME.match(d.name)
-        if m is None or not d.is_dir():
-            continue
-        pid, start = int(m.group(1)), int(m.group(2))
-        if proc_start_time(pid) != start:
+        if owner_exited(d.name) and d.is_dir():
             found.append(d)
     return found
 
