@@ -39,7 +39,7 @@ def test_mesh_with_wireguard_hops_to_an_exit(devices: Farm, tmp_path: Path,
     exp.write_text((EXAMPLES / "mesh-exit-run.toml").read_text())
     db = tmp_path / "runs.db"
     got = hoplab("run", str(exp), "--db", str(db), "--lab-name", lab_name, "--set",
-                 "repeat=1", "--set", "duration=3s", timeout=400)
+                 "repeat=1", "--set", "duration=2s", timeout=400)
     assert got.returncode == 0, got.stdout + got.stderr
     with open_store(str(db)) as store:
         runs = {r.test: r for r in (store.get_run(i) for i in range(1, 5))}
