@@ -92,12 +92,12 @@ def test_run_stopped_by_a_signal_and_pestered_leaves_nothing(
     try:
         deadline = time.monotonic() + 60
         done = 0
-        while time.monotonic() < deadline and done < 2:
+        while time.monotonic() < deadline and done < 1:
             time.sleep(0.2)
             if db.exists():
                 with open_store(str(db)) as store:
                     done = len(store.list_runs())
-        assert done >= 2, "two runs should have finished within a minute"
+        assert done >= 1, "a run should have finished within a minute"
         time.sleep(0.5)  # part way into the next run: its iperf3 processes are running
         inside = pids_in(lab_namespaces(name))
         proc.send_signal(first)
@@ -119,7 +119,7 @@ def test_run_stopped_by_a_signal_and_pestered_leaves_nothing(
         runs = store.list_runs()
         statuses = [r.status for r in runs]
         assert statuses[-1] == "interrupted" and statuses.count("interrupted") == 1
-        assert statuses.count("ok") == len(runs) - 1 >= 2
+        assert statuses.count("ok") == len(runs) - 1 >= 1
         interrupted = store.get_run(runs[-1].id)
         assert interrupted.error is not None
         assert ("Ctrl-C" if first == signal.SIGINT else first.name) in interrupted.error
