@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.git_history import git, history, store_levels
 from tests.helpers.lab import HOPLAB, hoplab, namespaces
 
 pytestmark = pytest.mark.root
@@ -45,31 +46,16 @@ duration = "1s"
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
 def make_repo(repo: Path, before: str, after: str, impair: str = "", *, commits: int = 32,
               step: int = 19) -> list[str]:
     """32 commits; commit 19 changes the r1-server rate from `before` to `after`, commit
     9 writes out the client link's default queue length (an irrelevant change); the
     others touch a notes file. Returns the SHAs, commit 1 first."""
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "t@example.org")
-    _git(repo, "config", "user.name", "t")
-    (repo / "exp.toml").write_text(EXPERIMENT)
-    shas = []
-    for i in range(1, commits + 1):
-        rate = after if i >= step else before
+    def files(i: int) -> dict[str, str]:
         extra = "queue = 1000" if i >= 9 else ""     # the default queue length, written out
-        (repo / "lab.toml").write_text(LAB.format(rate=rate, extra=extra, impair=impair))
-        (repo / "NOTES").write_text(f"change {i}\n")
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"change {i}")
-        shas.append(_git(repo, "rev-parse", "HEAD"))
-    return shas
+        return {"exp.toml": EXPERIMENT, "lab.toml": LAB.format(
+            rate=after if i >= step else before, extra=extra, impair=impair)}
+    return history(repo, commits, files)
 
 
 @dataclass(frozen=True)
@@ -101,11 +87,11 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Measured:
     repo, db = base / "repo", base / "ends.db"
     shas = make_repo(repo, "100mbit", "80mbit")
     for sha in (shas[0], shas[-1]):
-        _git(repo, "checkout", "-q", sha)
+        git(repo, "checkout", "-q", sha)
         proc = hoplab("run", str(repo / "exp.toml"), "--repeat", "10", "--db", str(db),
                       "--set", f"labels.commit={sha}", timeout=300)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    _git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "main")
     return Measured(repo, shas, db)
 
 
@@ -116,8 +102,8 @@ def _runs(db: Path) -> int:
 
 def _left_clean(repo: Path) -> None:
     assert not (repo / ".git" / "BISECT_START").exists()
-    assert _git(repo, "symbolic-ref", "--short", "HEAD") == "main"
-    assert _git(repo, "status", "--porcelain") == ""
+    assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+    assert git(repo, "status", "--porcelain") == ""
 
 
 def test_bisect_names_the_commit_that_lowered_the_rate(measured: Measured,
@@ -224,19 +210,19 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path, case: str) -> 
     if case == "dirty":
         (repo / "lab.toml").write_text("# edited\n")
     elif case == "bisecting":
-        _git(repo, "bisect", "start", "main", shas[0])
+        git(repo, "bisect", "start", "main", shas[0])
     elif case == "backwards":
         good, bad = "main", shas[0]
     else:
         good = "v9.9"
-    head = _git(repo, "rev-parse", "HEAD")
+    head = git(repo, "rev-parse", "HEAD")
     proc = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", good,
                   "--bad", bad, "--db", str(tmp_path / "runs.db"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     message = {"dirty": "uncommitted changes", "bisecting": "already in progress",
                "backwards": "is not an ancestor of", "no such rev": "--good v9.9: not a commit"}
     assert message[case] in proc.stderr
-    assert _git(repo, "rev-parse", "HEAD") == head
+    assert git(repo, "rev-parse", "HEAD") == head
     assert (repo / ".git" / "BISECT_START").exists() == (case == "bisecting")
     assert not (tmp_path / "runs.db").exists() or _runs(tmp_path / "runs.db") == 0
 
@@ -254,15 +240,15 @@ def test_check_alone_as_the_script_of_a_bisection_the_user_drives(measured: Meas
                             "--bad", "11-20", "--db", str(db)], cwd=repo, capture_output=True,
                            text=True, check=False)
     assert empty.returncode == 128 and "no runs match 'version=x'" in empty.stderr
-    _git(repo, "bisect", "start", shas[19], shas[16])
+    git(repo, "bisect", "start", shas[19], shas[16])
     try:
         proc = subprocess.run(["git", "bisect", "run", *HOPLAB, "bisect", "check", "exp.toml",
                                "--good", "1-10", "--bad", "11-20", "--db", str(db)],
                               cwd=repo, capture_output=True, text=True, check=False,
                               timeout=600)
     finally:
-        log = _git(repo, "bisect", "log")
-        _git(repo, "bisect", "reset")
+        log = git(repo, "bisect", "log")
+        git(repo, "bisect", "reset")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{shas[18]} is the first bad commit" in proc.stdout, proc.stdout + log
     # The first bad commit's runs are stored under its SHA.
@@ -277,20 +263,13 @@ def test_every_step_leaves_out_a_difference_under_the_min_step(tmp_path: Path) -
     # past 2 %, and commit 3 is 20 % below. With --min-step 2 only commit 3 is a step
     # (docs/versions.md: ends that differ at p < 0.01 by less count as no step); the
     # 1 % was once reported as a step, as GRO on or off was in the NAT example.
-    from hoplab.store import open_store
-    from tests.helpers.runs import make_run
 
     repo, db = tmp_path / "repo", tmp_path / "runs.db"
     shas = make_repo(repo, "100mbit", "80mbit", commits=3, step=3)
     one = [95e6, 98.9e6, 99e6, 99.1e6, 99.2e6]
     levels = {shas[0]: one, shas[1]: [99.6e6, 99.8e6, 100e6, 100.2e6, 104e6],
               shas[2]: [v * 0.8 for v in one]}
-    with open_store(str(db)) as store:
-        for sha, values in levels.items():
-            for rep, value in enumerate(values, 1):
-                run = make_run(rep=rep, labels={"commit": sha}, goodput=value)
-                run.experiment = "exp"
-                store.save_run(run)
+    store_levels(db, levels)
     proc = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                   "--bad", "main", "--db", str(db), "--max-repeat", "5", "--all")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hoplab.store import open_store
+from tests.helpers.git_history import git, history, store_levels
 from tests.helpers.lab import hoplab
-from tests.helpers.runs import make_run
 
 pytestmark = pytest.mark.root
 
@@ -37,38 +35,11 @@ duration = "1s"
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
 def _repo(repo: Path, commits: int, step: int) -> list[str]:
     """`commits` commits; from commit `step` on, the lab's rate is 80 instead of 100
     Mbit/s. Returns the SHAs, commit 1 first."""
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "t@example.org")
-    _git(repo, "config", "user.name", "t")
-    (repo / "exp.toml").write_text(EXPERIMENT)
-    shas = []
-    for i in range(1, commits + 1):
-        (repo / "lab.toml").write_text(LAB.format(rate="80mbit" if i >= step else "100mbit"))
-        (repo / "NOTES").write_text(f"change {i}\n")
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"change {i}")
-        shas.append(_git(repo, "rev-parse", "HEAD"))
-    return shas
-
-
-def _store(db: Path, levels: dict[str, list[float]]) -> None:
-    """Five finished runs per commit, as `bisect run` stores them (experiment exp, test
-    bulk, label commit=SHA), with the given goodputs."""
-    with open_store(str(db)) as store:
-        for sha, values in levels.items():
-            for rep, value in enumerate(values, 1):
-                run = make_run(rep=rep, labels={"commit": sha}, goodput=value)
-                run.experiment = "exp"
-                store.save_run(run)
+    return history(repo, commits, lambda i: {"exp.toml": EXPERIMENT, "lab.toml": LAB.format(
+        rate="80mbit" if i >= step else "100mbit")})
 
 
 def _count(db: Path) -> int:
@@ -90,7 +61,7 @@ def test_json_names_the_first_bad_commit_with_every_step(tmp_path: Path) -> None
     # Commit 6, which git visits second, cannot be told at 5 runs: it is skipped, and
     # commit 5 is still named, its neighbour 4 being good.
     levels = {sha: _quiet(100e6 if i < 4 else 80e6, i) for i, sha in enumerate(shas)}
-    _store(db, {**levels, shas[5]: UNCLEAR})
+    store_levels(db, {**levels, shas[5]: UNCLEAR})
     before = _count(db)
     # --good as a relative revision: it names commit 1 only while main is checked out,
     # which it is not while git bisects (the report once resolved it again then).
@@ -134,7 +105,7 @@ def test_json_names_the_first_bad_commit_with_every_step(tmp_path: Path) -> None
         assert (power["n_a"], power["n_b"], power["alpha"]) == (5, 5, 0.01)
         assert power["detectable_pct"] == pytest.approx(3.1 * power["noise_cv"] * 100,
                                                         rel=0.02)
-    assert _git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+    assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
     assert not (repo / ".git" / "BISECT_START").exists()
 
 
@@ -142,7 +113,7 @@ def test_json_of_a_refusal_says_why_and_what_could_be_detected(tmp_path: Path) -
     repo, db = tmp_path / "repo", tmp_path / "runs.db"
     shas = _repo(repo, 3, 3)
     noisy = [80e6, 100e6, 90e6, 110e6, 95e6]
-    _store(db, {shas[0]: noisy, shas[2]: [v * 0.97 for v in noisy[::-1]]})
+    store_levels(db, {shas[0]: noisy, shas[2]: [v * 0.97 for v in noisy[::-1]]})
     proc = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                   "--bad", shas[2], "--db", str(db), "--max-repeat", "5", "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -158,13 +129,13 @@ def test_json_of_a_refusal_says_why_and_what_could_be_detected(tmp_path: Path) -
     assert power["detectable_pct"] == pytest.approx(3.1 * power["noise_cv"] * 100, rel=0.02)
     assert power["change_pct"] == pytest.approx(3.0, abs=0.01)
     assert power["needed"] > 100
-    assert _git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+    assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
 
 
 def test_json_of_every_step(tmp_path: Path) -> None:
     repo, db = tmp_path / "repo", tmp_path / "runs.db"
     shas = _repo(repo, 4, 3)
-    _store(db, {sha: list(np.random.default_rng(i).normal(100e6 if i < 2 else 80e6, 0.5e6, 5))
+    store_levels(db, {sha: list(np.random.default_rng(i).normal(100e6 if i < 2 else 80e6, 0.5e6, 5))
                 for i, sha in enumerate(shas)})
     proc = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                   "--bad", "main", "--db", str(db), "--max-repeat", "5", "--all", "--json")

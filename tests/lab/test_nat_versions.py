@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -41,9 +42,17 @@ def test_the_versions_their_steps_and_the_commits_that_made_them(tmp_path: Path)
     assert len(runs) == 27 and all(r["status"] == "ok" for r in runs), runs
     rate = {"v1": 100, "v2": 100, "v3": 100, "v4": 51, "v5": 51, "v6": 51, "v7": 64,
             "v8": 64, "v9": 64}
+    # Each version's median of three within 3 % of its computed payload rate; a single
+    # 1 s run within 10 % (CI once saw one v7 run of 27 at -6 %, the machine busy).
+    by_version: dict[str, list[float]] = {}
     for r in runs:
-        assert r["metrics"]["goodput"] / 1e6 == pytest.approx(
-            rate[r["variant"]["version"]] * PAYLOAD, rel=0.03), r
+        version = r["variant"]["version"]
+        by_version.setdefault(version, []).append(r["metrics"]["goodput"] / 1e6)
+        assert r["metrics"]["goodput"] / 1e6 == pytest.approx(rate[version] * PAYLOAD,
+                                                               rel=0.10), r
+    for version, values in by_version.items():
+        assert statistics.median(values) == pytest.approx(rate[version] * PAYLOAD,
+                                                          rel=0.03), (version, values)
 
     # hoplab trend finds both steps where they are, with every repetition.
     proc = hoplab("trend", "goodput", "--by", "version", "--filter", "experiment=versions",

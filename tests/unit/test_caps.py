@@ -450,3 +450,29 @@ def test_batch_parses_failed_lines(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_batch_falls_back_to_one_call_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(caps_mod, "_run", _fake_run("something odd", 1, {"x", "z"}))
     assert caps_mod._batch(["tc"], ["a x", "b y", "c z"]) == [True, False, True]
+
+
+def test_a_browsers_version_comes_from_its_package_without_starting_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[list[str]] = []
+    answers = {"-S": "chromium: /usr/bin/chromium\n", "-W": "156.0.8078.79-1~deb12u1"}
+
+    def run(argv: list[str], stdin: str | None = None) -> Any:
+        ran.append(list(argv))
+        if argv[0].endswith("dpkg-query"):
+            return caps_mod._Result(0, answers[argv[1]], "")
+        return caps_mod._Result(0, "Chromium 1.2.3 built on Debian", "")
+
+    monkeypatch.setattr(caps_mod, "_run", run)
+    monkeypatch.setattr(caps_mod, "_which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(os.path, "realpath", lambda p: p)
+    assert caps_mod._tool_version("/usr/bin/chromium", "chromium") == "156.0.8078.79"
+    assert all(a[0] == "/usr/bin/dpkg-query" for a in ran), ran
+    # No package owns it (built by hand): then it is asked, as every other tool is.
+    def unowned(argv: list[str], stdin: str | None = None) -> Any:
+        if argv[0].endswith("dpkg-query"):
+            return caps_mod._Result(1, "", "no path found matching pattern")
+        return caps_mod._Result(0, "Chromium 1.2.3 built by hand", "")
+
+    monkeypatch.setattr(caps_mod, "_run", unowned)
+    assert caps_mod._tool_version("/usr/bin/chromium", "chromium") == "1.2.3"

@@ -162,10 +162,33 @@ def _parse_version(text: str) -> str:
     return "unknown"
 
 
+# Tools whose `--version` starts the whole program: a browser reads some 250 MB on a
+# cold start (over 10 s, the probe's timeout, on a freshly set-up CI machine, which then
+# recorded Chromium as missing). Their version is the package's when a package owns them.
+_PACKAGE_VERSION_FIRST = frozenset({"chromium"})
+
+
+def _package_version(path: str) -> str | None:
+    """The version of the Debian package that installed `path`, without running it."""
+    dpkg = _which("dpkg-query")
+    if dpkg is None:
+        return None
+    owner = _run([dpkg, "-S", os.path.realpath(path)])
+    package = owner.out.split(":", 1)[0].strip() if owner.rc == 0 else ""
+    if not package or "," in package:
+        return None
+    got = _run([dpkg, "-W", "-f", "${Version}", package])
+    return _parse_version(got.out) if got.rc == 0 and got.out.strip() else None
+
+
 def _tool_version(path: str | None, tool: str) -> str | None:
     """Version of a tool, or None when it is missing or does not run."""
     if path is None:
         return None
+    if tool in _PACKAGE_VERSION_FIRST:
+        known = _package_version(path)
+        if known is not None:
+            return known
     r = _run([path, *_VERSION_ARGS[tool]])
     if r.rc != 0:
         return None
