@@ -93,17 +93,22 @@ def test_set_family_6_is_refused_too(tmp_path: Path) -> None:
         load_experiment(write(tmp_path, PING6.replace("family = 6\n", "")), ["family=6"])
 
 
-def test_the_command_line_exits_2_with_the_place(tmp_path: Path) -> None:
-    path = write(tmp_path, PING6)
+def _refused_by_the_command_line(path: Path, said: str) -> None:
+    """`hoplab run` exits 2 with the place and the reason, and stores nothing."""
+    db = path.parent / "runs.db"
     proc = subprocess.run([sys.executable, "-m", "hoplab.cli.main", "run", str(path),
-                           "--db", str(tmp_path / "runs.db")],
+                           "--db", str(db)],
                           capture_output=True, text=True, check=False, timeout=60)
     if "needs root" in proc.stderr:
         pytest.skip("hoplab run checks for root before it reads the file")
     assert proc.returncode == 2, proc.stderr
-    assert f"{path}:7: tests[0].family: family = 6 needs IPv6" in proc.stderr
+    assert f"{path}:7: tests[0].family: {said}" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "runs.db").exists()
+    assert not db.exists()
+
+
+def test_the_command_line_exits_2_with_the_place(tmp_path: Path) -> None:
+    _refused_by_the_command_line(write(tmp_path, PING6), "family = 6 needs IPv6")
 
 
 ISLANDS = """
@@ -195,13 +200,5 @@ def test_a_device_whose_address_ssh_tells_is_left_to_lab_up(tmp_path: Path) -> N
 
 
 def test_the_command_line_exits_2_for_a_node_without_ipv6(tmp_path: Path) -> None:
-    path = write_dut(tmp_path, DUT_V4, TCP6)
-    proc = subprocess.run([sys.executable, "-m", "hoplab.cli.main", "run", str(path),
-                           "--db", str(tmp_path / "runs.db")],
-                          capture_output=True, text=True, check=False, timeout=60)
-    if "needs root" in proc.stderr:
-        pytest.skip("hoplab run checks for root before it reads the file")
-    assert proc.returncode == 2, proc.stderr
-    assert f"{path}:7: tests[0].family: family = 6 needs IPv6 at both ends" in proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "runs.db").exists()
+    _refused_by_the_command_line(write_dut(tmp_path, DUT_V4, TCP6),
+                                 "family = 6 needs IPv6 at both ends")
