@@ -57,6 +57,9 @@ def test_three_boards_four_pinned_flows(devices: Farm, tmp_path: Path, lab_name:
     assert "192.168.30.0/24" not in boards["server"].exec("ip", "route").stdout
     forward = boards["router"].exec("cat", "/proc/sys/net/ipv4/ip_forward").stdout.strip()
     assert forward == "0"
+    # The pinned ports were reserved on the client for the lab's life, and are free again.
+    reserved = boards["client"].exec("cat", "/proc/sys/net/ipv4/ip_local_reserved_ports")
+    assert reserved.stdout.strip() == ""
     for board in boards.values():
         assert not board.pids()
 
