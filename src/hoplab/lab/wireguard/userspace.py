@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from hoplab.errors import LabError
+from hoplab.lab.state import proc_start_time
 from hoplab.lab.wireguard.config import WgInterface, log_file, make_rundir, uapi_socket, where
 from hoplab.lab.wireguard.private_run import PRIVATE_RUN_HELPER
 from hoplab.lab.wireguard.uapi import errno_of
@@ -191,18 +192,32 @@ def _terminate(pid: int, ifname: str) -> None:
     # Not our child: check it is still the daemon we mean before each signal.
     if not _is_our_daemon(pid, ifname):
         return
+    start = proc_start_time(pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
     while time.monotonic() < deadline:
-        if not _is_our_daemon(pid, ifname):
+        if not _running(pid, start):
             return
         time.sleep(0.02)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+    if _is_our_daemon(pid, ifname):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline and _is_our_daemon(pid, ifname):
+    while time.monotonic() < deadline and _running(pid, start):
         time.sleep(0.02)
+
+
+def _running(pid: int, start: int | None) -> bool:
+    """Still that process (same start time), and not yet a zombie. An exiting process
+    loses its command line before it becomes a zombie: waiting on the command line
+    (`_is_our_daemon`) returned while it still ran (CI saw it alive just after)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return (stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+            and proc_start_time(pid) == start)
 
 
 def _is_our_daemon(pid: int, ifname: str) -> bool:
