@@ -209,15 +209,11 @@ def _terminate(pid: int, ifname: str) -> None:
 
 
 def _running(pid: int, start: int | None) -> bool:
-    """Still that process (same start time), and not yet a zombie. An exiting process
-    loses its command line before it becomes a zombie: waiting on the command line
-    (`_is_our_daemon`) returned while it still ran (CI saw it alive just after)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return (stat.rpartition(")")[2].split()[0] not in ("Z", "X")
-            and proc_start_time(pid) == start)
+    """Still that process (same start time), and not yet a zombie (proc_start_time has
+    none for one). An exiting process loses its command line before it becomes a
+    zombie: waiting on the command line (`_is_our_daemon`) returned while it still ran
+    (CI saw it alive just after)."""
+    return start is not None and proc_start_time(pid) == start
 
 
 def _is_our_daemon(pid: int, ifname: str) -> bool:
