@@ -1,0 +1,207 @@
+"""The structure stays as docs/architecture.md draws it: packages import only downwards,
+no module imports itself back through others, and every import by name at run time
+(importlib) is declared below.
+
+The graph is computed from the source with the ast module: every import counts, those
+inside functions too (lazy imports keep the command line fast; they must not hide a
+cycle). Imports under `if TYPE_CHECKING:` are annotations only and are left out."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "hoplab"
+
+# Bottom up. A package may import its own layer's modules and any layer below it, never
+# one above. The top-level modules (hoplab.errors, hoplab.record, ...) are the "core".
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core",),              # errors, record, metrics, jsonsafe, kv, export, plugins
+    ("store",),             # the store: schema, SQLite and PostgreSQL
+    ("analysis",),          # statistics, verdicts, change points (reads the store)
+    ("tools",),             # one adapter per external tool: argv and pure parsers
+    ("nodes",),             # where a command runs: namespace, SSH, fake
+    ("spec",),              # lab and experiment files -> frozen dataclasses
+    ("lab",),               # planning, building and tearing down labs
+    ("samplers", "profile"),
+    ("kinds",),             # the test kinds (plug-ins)
+    ("run",),               # orchestration: a run, an experiment, a bisection
+    ("importers",),         # other tools' result files -> runs
+    ("render",),            # tables, plots, the report
+    ("web",),               # the dashboard
+    ("cli",),               # parsing arguments and printing
+    ("demo",),              # `make demo`: runs the command line
+)
+
+# Imports made by name at run time, which an import scan cannot see: each module that
+# calls importlib.import_module, with the modules it may load. A registry loading its
+# plug-ins (kinds, commands, store back ends) is the one legitimate use.
+DYNAMIC: dict[str, tuple[str, ...]] = {
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in SRC.rglob("*.py")}
+
+
+def package(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) < 2:
+        return "core"
+    if len(parts) == 2 and not (SRC / parts[1]).is_dir():
+        return "core"
+    return parts[1]
+
+
+def _rank() -> dict[str, int]:
+    return {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+
+
+def _type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement, outside `if TYPE_CHECKING:` blocks."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and _type_checking(node):
+            for child in node.orelse:
+                yield from _imports(child)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        yield from _imports(node)
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom, is_pkg: bool) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = module.split(".") if is_pkg else module.split(".")[:-1]
+        if node.level:
+            base = base[: len(base) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        names = [target] + [f"{target}.{a.name}" for a in node.names]
+    for name in names:
+        while name and name not in MODULES:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            yield name
+
+
+def _graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in _imports(tree):
+            edges[module].update(_targets(module, node, path.name == "__init__.py"))
+        edges[module].update(DYNAMIC.get(module, ()))
+    return edges
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_every_package_has_a_layer() -> None:
+    rank = _rank()
+    assert sorted({package(m) for m in MODULES} - set(rank)) == []
+
+
+def test_packages_import_only_downwards() -> None:
+    rank = _rank()
+    upward = sorted(f"{a} -> {b}" for a, bs in _graph().items() for b in bs
+                    if rank[package(b)] > rank[package(a)])
+    assert upward == []
+
+
+def test_no_module_cycles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_imports_by_name_are_declared() -> None:
+    """A call to importlib.import_module or __import__ only where DYNAMIC names it."""
+    callers = set()
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                if name in ("import_module", "__import__"):
+                    callers.add(module)
+    assert sorted(callers - set(DYNAMIC)) == []
+    for module, targets in DYNAMIC.items():
+        assert module in MODULES
+        assert all(t in MODULES for t in targets), (module, targets)
+
+
+def test_the_layer_test_sees_a_cycle_and_an_upward_import() -> None:
+    """The checks above can fail: a made-up graph with both defects is caught."""
+    graph = {"hoplab.a": {"hoplab.b"}, "hoplab.b": {"hoplab.a"}, "hoplab.c": set()}
+    assert _cycles(graph) == [["hoplab.a", "hoplab.b"]]
+    rank = _rank()
+    assert rank[package("hoplab.cli.main")] > rank[package("hoplab.nodes.executor")]
+
+
+def test_few_long_functions() -> None:
+    """At most 3 functions in src/ over 60 lines: a long one is split by what it does."""
+    long = []
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > 60:
+                    long.append(f"{path.relative_to(SRC)}:{node.name} {n}")
+    assert len(long) <= 3, long
