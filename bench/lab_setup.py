@@ -45,8 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hoplab.lab import build, netns
+from hoplab.lab import build
 from hoplab.lab.state import find
+from hoplab.nodes import netns
 from hoplab.spec import load_lab_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,8 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from hoplab.lab import build, netns
+from hoplab.lab import build
 from hoplab.lab.plan import Plan
+from hoplab.nodes import netns
 from hoplab.run.execute import run_test
 from hoplab.spec import load_lab
 from hoplab.spec.experiment import Flow, Phase, Samplers, Test

@@ -37,7 +37,8 @@ TIME = "/usr/bin/time"
 
 
 def record(min_mb: float) -> Path:
-    from hoplab.lab import build, netns
+    from hoplab.lab import build
+    from hoplab.nodes import netns
     from hoplab.profile.record import Recording, script
     from hoplab.spec import load_lab
 

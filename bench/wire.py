@@ -21,7 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from hoplab.lab import build, netns
+from hoplab.lab import build
+from hoplab.nodes import netns
+from hoplab.nodes.registry import in_namespace
 from hoplab.spec import load_lab
 
 LAB = """# bench: wire against plain veth
@@ -47,20 +49,21 @@ forward = { rate = "1gbit", qdisc = "fq_codel" }
 
 
 def iperf(server_ns: str, client_ns: str, target: str, seconds: float) -> float:
-    server = subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1"],
+    server = subprocess.Popen(netns.exec_argv(server_ns, ["iperf3", "-s", "-1"]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        out = netns.run_in(client_ns, ["iperf3", "-c", target, "-t", str(seconds), "-J",
-                                       "-C", "cubic"],
-                           timeout=seconds + 30).stdout
+        out = in_namespace("client", client_ns).run(
+            ["iperf3", "-c", target, "-t", str(seconds), "-J", "-C", "cubic"],
+            timeout=seconds + 30).stdout
         return float(json.loads(out)["end"]["sum_received"]["bits_per_second"]) / 1e9
     finally:
         server.wait(10)
 
 
 def rtt_ms(ns: str, target: str) -> float:
-    out = netns.run_in(ns, ["ping", "-c", "200", "-i", "0.005", target], timeout=60).stdout
+    out = in_namespace("client", ns).run(["ping", "-c", "200", "-i", "0.005", target],
+                                         timeout=60).stdout
     return statistics.median(float(x) for x in re.findall(r"time=([\d.]+) ms", out))
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from hoplab.lab.clean import in_use
 from hoplab.lab.state import LABS_DIR, all_states, find
-from hoplab.lab.teardown import processes_in
+from hoplab.nodes.netns import processes_in
 from tests.helpers.lab import EXAMPLES, LabUp, hoplab, lab_namespaces, namespaces
 
 pytestmark = [pytest.mark.root]

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import HoplabError
-from hoplab.lab.state import find, proc_start_time
+from hoplab.lab.state import find
 from hoplab.lab.teardown import teardown
 from hoplab.nodes.executor import ExecutorError
 from hoplab.nodes.netns_exec import NetnsExecutor
+from hoplab.nodes.procs import proc_start_time
 from hoplab.nodes.registry import executors, wire_executors
 from hoplab.nodes.tracking import ProcessRecord, recorded
 from hoplab.run.procs import ProcessGroup

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.lab.state import LABS_DIR, proc_start_time
+from hoplab.lab.state import LABS_DIR
+from hoplab.nodes.procs import proc_start_time
 from hoplab.store import open_store
 from tests.helpers.lab import (
     EXAMPLES,
@@ -63,7 +64,7 @@ def pester(proc: subprocess.Popen[str], sig: signal.Signals, seconds: float = 30
 
 
 def workdirs(pid: int) -> list[str]:
-    """The run working directories of process `pid` (hoplab.run.workdir)."""
+    """The run working directories of process `pid` (hoplab.nodes.workdir)."""
     return glob.glob(f"{tempfile.gettempdir()}/hoplab-run-{pid}-*")
 
 

@@ -10,12 +10,12 @@ import time
 import pytest
 from pyroute2 import IPRoute
 
-from hoplab.lab.netns import entered
+from hoplab.nodes.netns import entered
 from hoplab.nodes.netns_exec import NetnsExecutor
 from hoplab.record import Series
 from hoplab.samplers import Samplers, Target, counter_delta
-from hoplab.samplers.qdisc import QdiscStats, from_netlink, parse_tc_json
 from hoplab.samplers.summary import sampler_metrics
+from hoplab.tools.tc import QdiscStats, from_netlink, parse_tc_json
 from tests.helpers.lab import EXAMPLES, LabUp, UpLab, iperf3, run_in
 
 pytestmark = pytest.mark.root

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from hoplab.nodes import clock
+from hoplab.nodes.ssh_counters import COST_SERIES, WHY, DeviceCounterSource
 from hoplab.nodes.ssh_exec import SshExecutor
 from hoplab.record import Series
-from hoplab.samplers.device import COST_SERIES, WHY, DeviceCounterSource
 from hoplab.samplers.runner import Samplers, Target
 from tests.helpers.devices import Device, Farm, Kind
 
@@ -157,7 +157,7 @@ def test_what_a_small_flash_image_lacks_is_missing_not_zero(device_farm: Farm) -
     """As on an image without /proc/net/snmp and /proc/net/netstat (the test names files
     the device does not have in their place)."""
     dev = device_farm.shared("openwrt-like")
-    src = DeviceCounterSource(dev.target("r1"), frozenset({"ifaces", "tcp", "qdisc"}),
+    src = DeviceCounterSource(SshExecutor(dev.target("r1")), frozenset({"ifaces", "tcp", "qdisc"}),
                               files={"snmp": "/proc/net/snmp-stripped",
                                      "netstat": "/proc/net/netstat-stripped"})
     try:
@@ -173,7 +173,7 @@ def test_what_a_small_flash_image_lacks_is_missing_not_zero(device_farm: Farm) -
 def test_sampler_of_a_device_that_goes_away_fails_at_once(device_farm: Farm) -> None:
     from hoplab.nodes.executor import ExecutorError
     dev = device_farm.add("openwrt-like")
-    src = DeviceCounterSource(dev.target("r1"), frozenset({"ifaces"}))
+    src = DeviceCounterSource(SshExecutor(dev.target("r1")), frozenset({"ifaces"}))
     try:
         assert src.read().net_dev is not None
         dev.kill_ssh()

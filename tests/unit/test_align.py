@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.nodes.netns_exec import written_by
+from hoplab.nodes.procs import written_by
 from hoplab.run.flows import Outcome
 from hoplab.run.outcome import REPORT_DELAY_S, _bulk, client_lag, clock_start
 from hoplab.run.procs import CONTROL_BYTES, DataStart, _Watcher

@@ -20,6 +20,7 @@ from hoplab.lab.caps import (
     Capabilities,
 )
 from hoplab.lab.requirements import impairment_backend, requirements_problems
+from hoplab.nodes.registry import in_namespace
 from hoplab.spec.model import Direction, Lab, Link, Nat, Node, QueueLimit, Tunnel
 
 
@@ -434,7 +435,7 @@ def test_doctor_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
 
 
 def _fake_run(batch_err: str, batch_rc: int, single_ok: set[str]) -> Any:
-    def run(argv: list[str], stdin: str | None = None) -> caps_mod._Result:
+    def run(argv: list[str], stdin: str | None = None, ex: object = None) -> caps_mod._Result:
         if "-batch" in argv:
             return caps_mod._Result(batch_rc, "", batch_err)
         return caps_mod._Result(0 if argv[-1] in single_ok else 1, "", "")
@@ -444,12 +445,14 @@ def _fake_run(batch_err: str, batch_rc: int, single_ok: set[str]) -> Any:
 def test_batch_parses_failed_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     err = "Error: Specified qdisc kind is unknown.\nCommand failed -:2\n"
     monkeypatch.setattr(caps_mod, "_run", _fake_run(err, 1, set()))
-    assert caps_mod._batch(["tc"], ["a x", "b y", "c z"]) == [True, False, True]
+    assert caps_mod._batch(["tc"], ["a x", "b y", "c z"], in_namespace("probe", None)) \
+        == [True, False, True]
 
 
 def test_batch_falls_back_to_one_call_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(caps_mod, "_run", _fake_run("something odd", 1, {"x", "z"}))
-    assert caps_mod._batch(["tc"], ["a x", "b y", "c z"]) == [True, False, True]
+    assert caps_mod._batch(["tc"], ["a x", "b y", "c z"], in_namespace("probe", None)) \
+        == [True, False, True]
 
 
 def test_a_browsers_version_comes_from_its_package_without_starting_it(

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.lab.state import LabState, proc_start_time
+from hoplab.lab.state import LabState
 from hoplab.nodes import registry
 from hoplab.nodes.fake import FakeExecutor
+from hoplab.nodes.procs import proc_start_time
 from hoplab.nodes.tracking import LOG_NAME, ProcessRecord, recorded_dirs
 
 GONE = "/tmp/hoplab-run-4194999-5-ab12-server-0"          # no such PID (over pid_max)
@@ -64,7 +65,7 @@ def test_teardown_removes_only_what_an_exited_run_left_in_tmp(
     def fake(node: str, info: object) -> FakeExecutor:
         return made.setdefault(node, FakeExecutor(node))
 
-    monkeypatch.setitem(registry.KINDS, "fake", fake)
+    monkeypatch.setitem(registry.KINDS, "fake", registry.NodeKind(fake, local=False))
     from hoplab.lab import teardown as td
 
     state.summary = {"nodes": {"router": {"kind": "fake"}, "board": {"kind": "fake"}}}

@@ -1,5 +1,6 @@
-"""hoplab.lab.devices without a device: parsers on captured outputs, address resolution,
-what is put back and in which order, and the labels a device gives its runs."""
+"""hoplab.lab.devices (and hoplab.nodes.reboots) without a device: parsers on captured
+outputs, address resolution, what is put back and in which order, and the labels a
+device gives its runs."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import LabError, SpecError
-from hoplab.lab import devices
+from hoplab.lab.devices import addresses, labels, settings
 from hoplab.lab.state import LabState
 from hoplab.nodes.executor import ExecutorError
 from hoplab.nodes.fake import FakeExecutor
+from hoplab.nodes.reboots import reboots
 from hoplab.spec import load_lab_text
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lab_devices"
@@ -20,7 +22,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "lab_devices"
 
 @pytest.mark.parametrize("name", ["ip_addr_busybox.txt", "ip_addr_iproute2.txt"])
 def test_ip_addr_of_busybox_and_iproute2(name: str) -> None:
-    got = devices.parse_ip_addr((DATA / name).read_text())
+    got = addresses.parse_ip_addr((DATA / name).read_text())
     assert got["d1"] == [
         ip_interface("10.253.0.2/30"),
         ip_interface("fe80::c0cf:a2ff:fe2e:7749/64"),
@@ -30,10 +32,10 @@ def test_ip_addr_of_busybox_and_iproute2(name: str) -> None:
 
 
 def test_ethtool_k_long_names() -> None:
-    got = devices.parse_ethtool_k((DATA / "ethtool_k_veth.txt").read_text())
+    got = settings.parse_ethtool_k((DATA / "ethtool_k_veth.txt").read_text())
     assert got["generic-receive-offload"] is False or got["generic-receive-offload"] is True
     assert got["tx-checksum-ipv4"] is False  # "off [fixed]"
-    assert set(devices.FEATURE_NAMES.values()) <= set(got)
+    assert set(settings.FEATURE_NAMES.values()) <= set(got)
 
 
 LAB = """name = "x"
@@ -53,14 +55,14 @@ addresses = { gw = "10.66.1.1/30", exit = "10.66.1.2" }
 """
 
 
-def _views(gw_addrs: list[str]) -> dict[str, devices.DeviceView]:
-    gw = devices.DeviceView("gw", {"lan": [ip_interface(a) for a in gw_addrs]}, "10.99.0.2")
-    ex = devices.DeviceView("exit", {"wan": [ip_interface("10.66.1.2/30")]}, "203.0.113.9")
+def _views(gw_addrs: list[str]) -> dict[str, addresses.DeviceView]:
+    gw = addresses.DeviceView("gw", {"lan": [ip_interface(a) for a in gw_addrs]}, "10.99.0.2")
+    ex = addresses.DeviceView("exit", {"wan": [ip_interface("10.66.1.2/30")]}, "203.0.113.9")
     return {"gw": gw, "exit": ex}
 
 
 def test_an_end_with_no_address_takes_the_one_ssh_reached() -> None:
-    lab = devices.resolve(load_lab_text(LAB, "lab.toml"), _views(["10.99.0.2/16"]))
+    lab = addresses.resolve(load_lab_text(LAB, "lab.toml"), _views(["10.99.0.2/16"]))
     first, second = lab.links
     assert first.addr_b4 == IPv4Interface("10.99.0.2/24")  # the namespace end's prefix
     assert first.device_end("gw") is not None and first.device_end("gw").ifname == "lan"  # type: ignore[union-attr]
@@ -73,7 +75,8 @@ def test_an_end_with_no_address_takes_the_one_ssh_reached() -> None:
         match=r"10.66.1.1 is not an address of device gw after its "
         r"setup commands",
     ):
-        devices.resolve(load_lab_text(LAB, "lab.toml"), _views(["10.99.0.2/24"]), after_setup=True)
+        addresses.resolve(load_lab_text(LAB, "lab.toml"), _views(["10.99.0.2/24"]),
+                          after_setup=True)
 
 
 def test_an_address_the_device_lacks_is_refused_at_its_key() -> None:
@@ -82,14 +85,14 @@ def test_an_address_the_device_lacks_is_refused_at_its_key() -> None:
         'addresses = { client = "10.99.0.1/24", gw = "10.99.0.3" }',
     )
     with pytest.raises(SpecError) as err:
-        devices.resolve(load_lab_text(text, "lab.toml"), _views(["10.99.0.2/24"]))
+        addresses.resolve(load_lab_text(text, "lab.toml"), _views(["10.99.0.2/24"]))
     assert err.value.key == "links[0].addresses.gw"
     assert "10.99.0.3 is not an address of device gw (it has: lan 10.99.0.2/24)" in str(err.value)
     # The address SSH reached must share the namespace end's subnet.
     with pytest.raises(SpecError, match=r"must share a subnet with 10\.99\.0\.2"):
         views = _views(["10.99.0.2/24"])
         views["gw"].reached = "10.99.0.2"
-        devices.resolve(
+        addresses.resolve(
             load_lab_text(LAB.replace("10.99.0.1/24", "10.98.0.1/24"), "lab.toml"), views
         )
 
@@ -108,7 +111,7 @@ def test_restore_runs_teardown_then_offloads_then_sysctls_newest_first(
         "setup_started": True,
     }
     gw = FakeExecutor("gw")
-    assert devices.restore(state, {"gw": gw}) == []
+    assert settings.restore(state, {"gw": gw}) == []
     assert [tuple(c[:4]) for c in gw.calls] == [
         ("ip", "link", "del", "wg0"),
         ("ethtool", "-K", "lan", "tso"),
@@ -119,13 +122,13 @@ def test_restore_runs_teardown_then_offloads_then_sysctls_newest_first(
     # Teardown commands run only once the setup began.
     state.devices["gw"]["setup_started"] = False
     gw2 = FakeExecutor("gw")
-    devices.restore(state, {"gw": gw2})
+    settings.restore(state, {"gw": gw2})
     assert ["ip", "link", "del", "wg0"] not in [c[:4] for c in gw2.calls]
 
 
 def test_labels_from_facts() -> None:
     lab = load_lab_text(LAB, "lab.toml")
-    got = devices.device_labels(
+    got = labels.device_labels(
         lab,
         {
             "gw": {"model": "Linksys EA6350", "firmware": "OpenWrt 23.05.5"},
@@ -141,7 +144,7 @@ def test_labels_from_facts() -> None:
         'attach = { client = "hl0" }\naddresses = { client = "10.99.0.1/24" }\n',
         "lab.toml",
     )
-    assert devices.device_labels(one, {"gw": {"firmware": "OpenWrt 23.05.5"}}) == {
+    assert labels.device_labels(one, {"gw": {"firmware": "OpenWrt 23.05.5"}}) == {
         "device": "10.99.0.2",
         "firmware": "OpenWrt 23.05.5",
     }
@@ -164,15 +167,15 @@ def test_a_rebooted_device_is_named_and_namespaces_are_not_asked() -> None:
     nodes = {"router": router, "client": FakeExecutor("client")}
     seen: dict[str, tuple[str, float]] = {}
     facts = {"router": {"boot_id": "b1", "uptime_s": 500.0}, "client": {}}
-    assert devices.reboots(nodes, facts, seen) == {}
+    assert reboots(nodes, facts, seen) == {}
     # Seen by the executor on its connection...
-    assert devices.reboots(nodes, facts, seen) == {
+    assert reboots(nodes, facts, seen) == {
         "router": "rebooted since hoplab last looked (uptime went back)"}
     # ...or in the facts of a lab built again (after a run failed when it went down).
     again = {"router": {"boot_id": "b2", "uptime_s": 20.0}, "client": {}}
-    assert devices.reboots(nodes, again, seen) == {
+    assert reboots(nodes, again, seen) == {
         "router": "rebooted since the previous run (boot id changed, uptime went back)"}
-    assert devices.reboots(nodes, again, seen) == {}
+    assert reboots(nodes, again, seen) == {}
     assert router.reboot_answers == []
 
 
@@ -181,6 +184,6 @@ def test_a_node_that_cannot_tell_whether_it_rebooted_is_named() -> None:
         def check_rebooted(self) -> bool:
             raise ExecutorError("node router (root@10.99.0.2): connection lost")
 
-    assert devices.reboots({"router": Gone("router")}, {}, {}) == {
+    assert reboots({"router": Gone("router")}, {}, {}) == {
         "router": "could not tell whether it rebooted: node router (root@10.99.0.2): "
                   "connection lost"}

@@ -18,6 +18,7 @@ import pytest
 from hoplab import kinds, metrics
 from hoplab.analysis.groups import compare_groups
 from hoplab.importers import Options, load_file
+from hoplab.nodes.ssh_counters import COST_SERIES
 from hoplab.profile import analyze
 from hoplab.record import Metric, RunRecord, Series
 from hoplab.render.html import run_tables
@@ -26,10 +27,10 @@ from hoplab.run.flows import Outcome
 from hoplab.run.outcome import _bulk, _ping, _probe
 from hoplab.run.procs import ClientTimes
 from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
-from hoplab.samplers.device import COST_SERIES
 from hoplab.samplers.summary import sampler_metrics
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.experiment import Test as TestSpec
+from hoplab.tools.tc import parse_tc_json
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PHASES = (Phase("idle", 0.0, 1.0), Phase("load", 1.0, 11.0), Phase("idle-after", 11.0, 12.0))
@@ -116,7 +117,7 @@ def _sampler_series() -> list[Series]:
     for name, unit, field in ifaces.FIELDS:
         out += [_ramp(name, unit, "r1", d, [0.0, float(getattr(c, field))])
                 for d, c in dev.items()]
-    for q in qdisc.parse_tc_json((DATA / "tc" / "r1-htb-pfifo-tcp-load.json").read_text()):
+    for q in parse_tc_json((DATA / "tc" / "r1-htb-pfifo-tcp-load.json").read_text()):
         out += [_ramp(name, unit, "r1", q.key, [0.0, float(getattr(q, field))])
                 for name, unit, field in qdisc.FIELDS]
     counters = tcp.tcp_counters((DATA / "proc" / "net-snmp-client-tcp-load.txt").read_text(),

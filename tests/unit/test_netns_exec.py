@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.lab.state import proc_start_time
 from hoplab.nodes.executor import CounterSource, Executor, ProcessId
 from hoplab.nodes.fake import FakeExecutor
 from hoplab.nodes.netns_exec import NetnsExecutor
+from hoplab.nodes.procs import proc_start_time
 
 
 def here() -> NetnsExecutor:

@@ -15,10 +15,11 @@ import pytest
 
 from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan, plan_lab
-from hoplab.lab.state import LabState, Proc
+from hoplab.lab.state import LabState
 from hoplab.nodes import registry
 from hoplab.nodes.executor import Executor, Facts, ProcessId, Snapshot
 from hoplab.nodes.fake import FakeExecutor
+from hoplab.nodes.procs import Proc
 from hoplab.nodes.tracking import LOG_NAME
 from hoplab.run.execute import run_test
 from hoplab.run.experiment import run_setup
@@ -214,7 +215,7 @@ def test_teardown_reaches_every_node_through_the_registry(
     def fake(node: str, info: object) -> FakeExecutor:
         return made.setdefault(node, FakeExecutor(node))
 
-    monkeypatch.setitem(registry.KINDS, "fake", fake)
+    monkeypatch.setitem(registry.KINDS, "fake", registry.NodeKind(fake, local=False))
     from hoplab.lab import teardown as td
 
     state = LabState(name="seamtd", source="lab.toml", namespaces=[])

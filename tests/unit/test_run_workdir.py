@@ -1,5 +1,5 @@
 """Run working directories are named after their process, so clean removes only the
-ones whose process has exited (hoplab.run.workdir)."""
+ones whose process has exited (hoplab.nodes.workdir)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.lab.state import proc_start_time
-from hoplab.run import workdir
+from hoplab.nodes import workdir
+from hoplab.nodes.procs import proc_start_time
 
 
 def test_a_live_process_keeps_its_directory_and_a_dead_one_does_not(

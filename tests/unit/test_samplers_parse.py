@@ -8,8 +8,8 @@ import pytest
 
 from hoplab.samplers.cpu import CpuTimes, parse_proc_stat, shares
 from hoplab.samplers.ifaces import IfaceCounters, parse_net_dev
-from hoplab.samplers.qdisc import QdiscStats, format_handle, parse_tc_json
 from hoplab.samplers.tcp import parse_snmp, tcp_counters
+from hoplab.tools.tc import QdiscStats, format_handle, parse_tc_json
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

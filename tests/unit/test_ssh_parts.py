@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from hoplab.nodes.clock import ClockOffset, _adjtimex
+from hoplab.nodes.ssh_counters import loop_argv, loop_script, split_sample
 from hoplab.nodes.ssh_facts import parse_facts
 from hoplab.nodes.ssh_quote import SIGNAL_CHECKED, parse_stat, remote_command
 from hoplab.nodes.ssh_target import SshTarget, SshTargetError
-from hoplab.samplers.device import loop_argv, loop_script, split_sample
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "devices"
 SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",

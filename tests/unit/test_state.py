@@ -13,7 +13,8 @@ import pytest
 from hoplab.errors import LabError
 from hoplab.lab import state as state_mod
 from hoplab.lab.netns import _batch_error
-from hoplab.lab.state import LabState, Proc, proc_start_time, stop_process
+from hoplab.lab.state import LabState
+from hoplab.nodes.procs import Proc, proc_start_time, stop_process
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.samplers.qdisc import QdiscStats, parse_tc_json
-from hoplab.samplers.tc_text import parse_tc_text
+from hoplab.tools.tc import QdiscStats, parse_tc_json, parse_tc_text
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tc"
 

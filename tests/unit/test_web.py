@@ -261,7 +261,8 @@ def test_the_server_may_be_a_device_the_browser_may_not(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
     from hoplab.errors import HoplabError
-    from hoplab.lab.devices import install_hint, test_tools
+    from hoplab.kinds.device_tools import test_tools
+    from hoplab.lab.devices.tools import install_hint
     from hoplab.lab.plan import plan_lab
     from hoplab.run.server_home import tar_text
     from hoplab.spec import load_lab

@@ -56,6 +56,7 @@ def run_up(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from hoplab.lab import build
+    from hoplab.nodes.registry import kind_of
     from hoplab.spec import load_lab
 
     lab = load_lab(args.file, name=args.name)
@@ -80,8 +81,8 @@ def run_up(args: argparse.Namespace) -> int:
         table.add_column("addresses")
         for name, info in summary["nodes"].items():
             role = "router" if info["forward"] else "host"
-            if info.get("kind") == "ssh":
-                role = f"device, ssh {info['ssh']['destination']}"
+            # Where a node that is not a namespace of this machine is (a device's SSH).
+            role = kind_of(name, info).describe(info) or role
             if info["nat"]:
                 role += f", NAT out {info['nat']}"
             for k, iface in enumerate(info["interfaces"]):

@@ -22,6 +22,7 @@ from hoplab.analysis.stats import mean, percentile
 from hoplab.errors import HoplabError
 from hoplab.kinds.registry import FlowTool, Kind, Parse, Reader, register
 from hoplab.lab.plan import Plan
+from hoplab.nodes.registry import is_local
 from hoplab.record import Metric, Series
 from hoplab.run.execute import BYTES_LIMIT_S
 from hoplab.run.figures import figures
@@ -108,7 +109,7 @@ def _port(index: int) -> int:
 def _on_this_machine(plan: Plan, flow: Flow, node: str, what: str) -> None:
     """The browser is driven by hoplab's own Python: it runs in a namespace node, not on
     a device (the server, nginx, may: its files are sent there)."""
-    if plan.lab.node(node).is_device:
+    if not is_local(plan.lab.node(node).kind):
         raise HoplabError(f"flow {flow.name}: {node} is a device reached over SSH; a web "
                           f"flow's {what} runs in a namespace node of this machine")
 

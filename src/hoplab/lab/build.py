@@ -4,22 +4,24 @@ Order matters for speed and for safety: the state record is written before
 anything exists; namespaces are created in one `ip -batch`; sysctls that
 new interfaces inherit (no IPv6 DAD) are set before the veths arrive in a
 second root `ip -batch`; then each namespace is configured by one `ip -batch`
-and one `tc -batch` run from a thread that has entered it.
+and one `tc -batch`, each through the namespace's executor (hoplab.nodes.registry)
+from a pool of threads (hoplab.lab.netns).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hoplab.errors import CapabilityError, LabError, UsageError
-from hoplab.lab import devices, netns, wire, wireguard
+from hoplab.lab import netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
+from hoplab.lab.devices import addresses, nics, reach, settings
+from hoplab.lab.devices import tools as device_tools
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab, unresolved
 from hoplab.lab.requirements import (
     impairment_backend,
@@ -30,9 +32,14 @@ from hoplab.lab.shaping import tc_lines
 from hoplab.lab.signals import shielded, terminate_as_interrupt
 from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
-from hoplab.lab.teardown import check_done, teardown
-from hoplab.nodes.executor import Executor
+from hoplab.lab.teardown import teardown
+from hoplab.nodes.executor import Completed, Executor
+from hoplab.nodes.netns import exists as ns_exists
+from hoplab.nodes.registry import executor_for, in_namespace, is_local
 from hoplab.spec.model import Lab
+
+if TYPE_CHECKING:
+    from hoplab.nodes.netns_exec import NetnsExecutor
 
 Progress = Callable[[str], None]
 
@@ -102,21 +109,21 @@ def _ip_lines(node: NodePlan, kinds: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def _configure_veths(lab: Lab, node: NodePlan, wired: frozenset[int] = frozenset()) -> None:
+def _configure_veths(lab: Lab, node: NodePlan, ex: NetnsExecutor,
+                     wired: frozenset[int] = frozenset()) -> None:
     what = f"node {node.name}"
-    netns.ip_batch(_ip_lines(node, ("veth", "nic")), what)
+    netns.ip_batch(_ip_lines(node, ("veth", "nic")), what, ex)
     tc: list[str] = []
     for i in node.ifaces:
         if i.kind == "veth" and i.link not in wired:
             tc += tc_lines(i.name, i.egress)
-    netns.tc_batch(tc, what)
+    netns.tc_batch(tc, what, ex)
     for i in node.ifaces:
         if i.kind == "veth" and i.link in wired and wire.per_packet(i.egress):
             # Loss, duplication and jitter act per packet: the wire must see
             # packets, not the 64 KiB GSO super-frames this sender would hand it.
-            check_done(subprocess.run(["ethtool", "-K", i.name, "tso", "off", "gso", "off"],
-                                      capture_output=True, text=True, check=False),
-                       f"{what}: offloads off on {i.name} (wired link)")
+            _check(ex.run(["ethtool", "-K", i.name, "tso", "off", "gso", "off"]),
+                   f"{what}: offloads off on {i.name} (wired link)")
     spec = lab.node(node.name)
     if spec.offloads:
         for i in node.ifaces:
@@ -125,16 +132,19 @@ def _configure_veths(lab: Lab, node: NodePlan, wired: frozenset[int] = frozenset
             argv = ["ethtool", "-K", i.name]
             for feat, on in spec.offloads:
                 argv += [feat, "on" if on else "off"]
-            check_done(subprocess.run(argv, capture_output=True, text=True, check=False),
-                   f"{what}: offloads on {i.name}")
+            _check(ex.run(argv), f"{what}: offloads on {i.name}")
     if spec.sysctls:
-        netns.write_sysctls(spec.sysctls)
+        netns.write_sysctls(ex, spec.sysctls)
     if spec.nat is not None:
         out = resolve_iface(node, spec.nat.out)
         assert out is not None
-        rules = nat_ruleset(out)
-        check_done(subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True,
-                              check=False), f"{what}: NAT")
+        _check(ex.run(["nft", "-f", "-"], input=nat_ruleset(out)), f"{what}: NAT")
+
+
+def _check(done: Completed, what: str) -> None:
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise LabError(f"{what}: exit {done.returncode}: {' '.join(tail)}")
 
 
 def nat_ruleset(out_if: str) -> str:
@@ -191,46 +201,103 @@ def up(lab: Lab, *, caps: Capabilities | None = None, progress: Progress | None 
        why: Mapping[str, str] | None = None) -> UpResult:
     """Build `lab`. `tools`: what the tests will run on each device, checked there
     before anything is touched (`why`, by "node:tool", says which test needs it)."""
-    from hoplab.nodes.registry import executor_for
-
     t0 = time.monotonic()
     caps = caps or probe()
-    devices.check_nics(lab)
+    nics.check_nics(lab)
     # Reaching, reading and checking every device touches nothing on it.
-    execs = devices.connect(lab, executor_for)
-    written = lab
+    execs = reach.connect(lab, executor_for)
     try:
-        if execs:
-            views = dict(zip(execs, _in_parallel(devices.view, list(execs.values())),
-                             strict=True))
-            lab = devices.resolve(lab, views)
-            needs = devices.tools_needed(lab)
-            for node, wanted in (tools or {}).items():
-                needs.setdefault(node, set()).update(wanted)
-            devices.check_tools(lab, execs, needs, why)
-        return _up(lab, caps, progress, execs, t0, written)
+        resolved = _read_devices(lab, execs, tools, why) if execs else lab
+        return _up(resolved, caps, progress, execs, t0, lab)
     finally:
-        devices.close(execs.values())
+        reach.close(execs.values())
 
 
-def _in_parallel(job: Callable[[Executor], devices.DeviceView],
-                   items: list[Executor]) -> list[devices.DeviceView]:
+def _read_devices(lab: Lab, execs: Mapping[str, Executor],
+                  tools: Mapping[str, Collection[str]] | None,
+                  why: Mapping[str, str] | None) -> Lab:
+    """The lab with its devices' addresses, once each device is found to have every tool
+    the lab and its tests need (touching nothing on it)."""
+    resolved = addresses.resolve(lab, _views(execs))
+    needs = device_tools.tools_needed(resolved)
+    for node, wanted in (tools or {}).items():
+        needs.setdefault(node, set()).update(wanted)
+    device_tools.check_tools(resolved, execs, needs, why)
+    return resolved
+
+
+def _views(execs: Mapping[str, Executor]) -> dict[str, addresses.DeviceView]:
+    """What each device shows, read from all of them at once."""
     from concurrent.futures import ThreadPoolExecutor
 
+    items = list(execs.values())
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(items)))) as pool:
-        return list(pool.map(job, items))
+        return dict(zip(execs, pool.map(addresses.view, items), strict=True))
+
+
+@dataclass
+class _Build:
+    """A lab being built: what is made where, and the record of it."""
+    lab: Lab
+    plan: Plan
+    caps: Capabilities
+    state: LabState
+    result: UpResult
+    say: Progress
+    # The executor of each namespace this machine gets, by namespace: the local nodes'
+    # and the wires'.
+    local: dict[str, NetnsExecutor]
+    wires: dict[int, wire.WireLink]
+
+    def step(self, name: str, start: float) -> float:
+        now = time.monotonic()
+        self.result.steps[name] = now - start
+        return now
+
+    def node(self, ex: NetnsExecutor) -> NodePlan:
+        return self.plan.node(ex.node)
 
 
 def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
         execs: Mapping[str, Executor], t0: float, written: Lab) -> UpResult:
     plan = preflight(lab, caps)
     assert plan is not None  # device addresses are resolved by now
-    local = [n for n in plan.nodes if not lab.node(n.name).is_device]
+    b = _record(lab, plan, caps, progress)
+    # After the first signal the others are ignored: the teardown below must finish.
+    with terminate_as_interrupt(shield_after_first=True):
+        try:
+            t = _make_namespaces(b, time.monotonic())
+            t = _make_links(b, t)
+            _write_hosts(plan, b.state)
+            _run_commands(plan, b.local)
+            t = b.step("hosts+setup", t)
+            if execs:
+                b.say("devices")
+                settings.apply(b.state, plan, execs)
+                # Addresses the setup commands made are there now, on named interfaces.
+                b.result.plan = plan_lab(addresses.resolve(
+                    written, _views(execs), after_setup=True))
+                _check_cables(b.result.plan, b.local)
+                t = b.step("devices", t)
+            _finish(b)
+        except BaseException:
+            with shielded():
+                teardown(b.state, run_hooks=False)
+            raise
+    b.result.seconds = time.monotonic() - t0
+    return b.result
+
+
+def _record(lab: Lab, plan: Plan, caps: Capabilities, progress: Progress | None) -> _Build:
+    """Check nothing of the lab is here yet, and write down what will be, before anything
+    exists: the state record, with which node is where (a process started on a device
+    during the build is stopped there by clean after a crash)."""
+    local = [n for n in plan.nodes if is_local(lab.node(n.name).kind)]
     old = find(lab.name)
-    if old is not None and (any(netns.exists(n) for n in old.namespaces) or old.devices):
+    if old is not None and (any(ns_exists(n) for n in old.namespaces) or old.devices):
         raise UsageError(f"lab {lab.name!r} is already up; take it down first: "
                          f"hoplab lab down {lab.name}")
-    taken = [n.netns for n in local if netns.exists(n.netns)]
+    taken = [n.netns for n in local if ns_exists(n.netns)]
     if taken:
         raise UsageError(f"namespace {taken[0]} already exists; run hoplab clean")
     src = Path(lab.source)
@@ -240,90 +307,74 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
         lab.name, [lk for lk in lab.links if impairment_backend(lk, caps) == "wire"],
         state.rundir)}
     state.namespaces += [w.netns for w in wires.values()]
-    # Which node is where, before anything exists: a process started on a device during
-    # the build is stopped there by clean after a crash. No teardown commands yet: they
-    # are for a lab whose setup ran (the final summary has them).
+    # No teardown commands yet: they are for a lab whose setup ran (the final summary
+    # has them).
     state.summary = summarize(plan)
     for info in state.summary["nodes"].values():
         info["teardown"] = []
     state.save()
-    devices.record_devices(state, lab)
-    result = UpResult(state, plan, 0.0)
-    say = progress or (lambda _msg: None)
+    settings.record_devices(state, lab)
+    return _Build(lab, plan, caps, state, UpResult(state, plan, 0.0),
+                  progress or (lambda _msg: None),
+                  {n.netns: in_namespace(n.name, n.netns) for n in local}, wires)
 
-    def step(name: str, start: float) -> float:
-        now = time.monotonic()
-        result.steps[name] = now - start
-        return now
 
-    # After the first signal the others are ignored: the teardown below must finish.
-    with terminate_as_interrupt(shield_after_first=True):
-        try:
-            t = time.monotonic()
-            say("namespaces")
-            netns.ip_batch([f"netns add {n}" for n in state.namespaces], "creating namespaces")
-            moves = devices.attach_nics(state, plan)
-            netns.ip_batch([f"link set {nic} netns {ns}" for nic, ns in moves],
-                           "attaching host NICs")
-            by_ns = {n.netns: n for n in local}
-            netns.in_each(list(by_ns), lambda ns: netns.write_sysctls(
-                _base_sysctls(by_ns[ns], plan.diameter)))
-            wire_ns = [w.netns for w in wires.values()]
-            netns.in_each(wire_ns, lambda _ns: netns.write_sysctls(wire.SYSCTLS))
-            t = step("namespaces", t)
-            say("links")
-            netns.ip_batch(_veth_lines(plan, wires), "creating links")
-            wired = frozenset(wires)
-            netns.in_each(list(by_ns), lambda ns: _configure_veths(lab, by_ns[ns], wired))
-            t = step("links", t)
-            if wires:
-                say("wires")
-                _start_wires(list(wires.values()), state)
-                t = step("wires", t)
-            if plan.wireguard:
-                say("wireguard")
-                _start_wireguard(plan, state, caps)
-                wg_nodes = [n.netns for n in plan.nodes
-                            if any(i.kind.startswith("wg") for i in n.ifaces)]
-                netns.in_each(wg_nodes, lambda ns: netns.ip_batch(
-                    _ip_lines(by_ns[ns], ("wg-hop", "wg-tunnel")), f"node {by_ns[ns].name}"))
-                _warm_tunnels(plan)
-                t = step("wireguard", t)
-            _write_hosts(plan, state)
-            _run_commands(plan, "setup")
-            t = step("hosts+setup", t)
-            if execs:
-                say("devices")
-                devices.apply(state, plan, execs)
-                # Addresses the setup commands made are there now, on named interfaces.
-                views = dict(zip(execs, _in_parallel(devices.view, list(execs.values())),
-                                 strict=True))
-                result.plan = plan_lab(devices.resolve(written, views, after_setup=True))
-                _check_cables(result.plan)
-                t = step("devices", t)
-            state.status = "up"
-            state.summary = summarize(result.plan)
-            state.summary["wires"] = [
-                {"link": w.index, "label": w.label, "netns": w.netns, "name": w.short,
-                 "stats": str(w.stats)} for w in wires.values()]
-            for row, lk in zip(state.summary["links"], lab.links, strict=True):
-                # Which emulator and which discipline each direction got, for lab status.
-                row.update(link_disciplines(lk, caps))
-            state.save()
-        except BaseException:
-            with shielded():
-                teardown(state, run_hooks=False)
-            raise
-    result.seconds = time.monotonic() - t0
-    return result
+def _make_namespaces(b: _Build, t: float) -> float:
+    b.say("namespaces")
+    netns.ip_batch([f"netns add {n}" for n in b.state.namespaces], "creating namespaces")
+    moves = nics.attach_nics(b.state, b.plan)
+    netns.ip_batch([f"link set {nic} netns {ns}" for nic, ns in moves], "attaching host NICs")
+    diameter = b.plan.diameter
+    netns.in_each(list(b.local.values()), lambda ex: netns.write_sysctls(
+        ex, _base_sysctls(b.node(ex), diameter)))
+    wires = [in_namespace(w.short, w.netns) for w in b.wires.values()]
+    netns.in_each(wires, lambda ex: netns.write_sysctls(ex, wire.SYSCTLS))
+    return b.step("namespaces", t)
+
+
+def _make_links(b: _Build, t: float) -> float:
+    b.say("links")
+    netns.ip_batch(_veth_lines(b.plan, b.wires), "creating links")
+    wired = frozenset(b.wires)
+    netns.in_each(list(b.local.values()),
+                  lambda ex: _configure_veths(b.lab, b.node(ex), ex, wired))
+    t = b.step("links", t)
+    if b.wires:
+        b.say("wires")
+        _start_wires(list(b.wires.values()), b.state)
+        t = b.step("wires", t)
+    if b.plan.wireguard:
+        b.say("wireguard")
+        _start_wireguard(b.plan, b.state, b.caps)
+        wg_nodes = [b.local[n.netns] for n in b.plan.nodes
+                    if any(i.kind.startswith("wg") for i in n.ifaces)]
+        netns.in_each(wg_nodes, lambda ex: netns.ip_batch(
+            _ip_lines(b.node(ex), ("wg-hop", "wg-tunnel")), f"node {ex.node}", ex))
+        _warm_tunnels(b.plan, b.local)
+        t = b.step("wireguard", t)
+    return t
+
+
+def _finish(b: _Build) -> None:
+    """The lab is up: its record says what it is, for lab status and lab down."""
+    state = b.state
+    state.status = "up"
+    state.summary = summarize(b.result.plan)
+    state.summary["wires"] = [
+        {"link": w.index, "label": w.label, "netns": w.netns, "name": w.short,
+         "stats": str(w.stats)} for w in b.wires.values()]
+    for row, lk in zip(state.summary["links"], b.lab.links, strict=True):
+        # Which emulator and which discipline each direction got, for lab status.
+        row.update(link_disciplines(lk, b.caps))
+    state.save()
 
 
 def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:
     exe = wire.binary()
     if exe is None:
         raise CapabilityError(f"{wire.BINARY} is not built; run make setup")
-    netns.in_each([w.netns for w in wires],
-                  lambda _ns: netns.ip_batch(wire.IP_LINES, f"wire namespace {_ns}"))
+    netns.in_each([in_namespace(w.short, w.netns) for w in wires],
+                  lambda ex: netns.ip_batch(wire.IP_LINES, f"wire namespace {ex.netns}", ex))
     started = []
     for w in wires:
         proc = wire.start(w, exe)
@@ -357,29 +408,27 @@ def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
     wireguard.start_many(ifaces, mode, on_started=record)
 
 
-def _udp_ports() -> set[int]:
-    """Bound UDP ports of the namespace this thread is in."""
+def _udp_ports(ex: NetnsExecutor) -> set[int]:
+    """Bound UDP ports of ex's namespace."""
     ports = set()
     for table in ("udp", "udp6"):
-        try:
-            lines = Path(f"/proc/thread-self/net/{table}").read_text().splitlines()[1:]
-        except FileNotFoundError:
-            continue
-        for line in lines:
+        text = ex.read_file(f"/proc/thread-self/net/{table}")
+        for line in (text or b"").decode().splitlines()[1:]:
             ports.add(int(line.split()[1].rsplit(":", 1)[1], 16))
     return ports
 
 
-def _wait_listening(jobs: dict[str, set[int]], ns: str) -> None:
+def _wait_listening(jobs: dict[str, set[int]], ex: NetnsExecutor) -> None:
     deadline = time.monotonic() + 5.0
-    while not jobs[ns] <= _udp_ports():
+    want = jobs[ex.netns or ""]
+    while not want <= _udp_ports(ex):
         if time.monotonic() > deadline:
-            missing = sorted(jobs[ns] - _udp_ports())
-            raise LabError(f"WireGuard in {ns} is not listening on UDP {missing}")
+            missing = sorted(want - _udp_ports(ex))
+            raise LabError(f"WireGuard in {ex.netns} is not listening on UDP {missing}")
         time.sleep(0.01)
 
 
-def _warm_tunnels(plan: Plan) -> None:
+def _warm_tunnels(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
     """Complete every handshake now, hops before end-to-end tunnels (which ride on
     them), so the first packets of a measurement never wait for one."""
     # wireguard-go binds its UDP socket only when it sees the link-up event; a
@@ -387,7 +436,7 @@ def _warm_tunnels(plan: Plan) -> None:
     ports: dict[str, set[int]] = {}
     for e in plan.wireguard:
         ports.setdefault(plan.node(e.node).netns, set()).add(e.listen_port)
-    netns.in_each(list(ports), partial(_wait_listening, ports))
+    netns.in_each([local[ns] for ns in ports], partial(_wait_listening, ports))
     for kind in ("wg-hop", "wg-tunnel"):
         jobs: dict[str, list[str]] = {}
         for node in plan.nodes:
@@ -397,19 +446,17 @@ def _warm_tunnels(plan: Plan) -> None:
                     far = next(x for x in peer.ifaces if x.kind == kind and x.peer == node.name
                                and x.link == i.link and x.tunnel == i.tunnel)
                     jobs.setdefault(node.netns, []).append(str(far.addrs[0].ip))
-        netns.in_each(list(jobs), partial(_ping_from, jobs))
+        netns.in_each([local[ns] for ns in jobs], partial(_ping_from, jobs))
 
 
-def _ping_from(jobs: dict[str, list[str]], ns: str) -> None:
-    for addr in jobs[ns]:
+def _ping_from(jobs: dict[str, list[str]], ex: NetnsExecutor) -> None:
+    for addr in jobs[ex.netns or ""]:
         # A lost first handshake is retried by WireGuard after 5 s: allow one.
-        proc = subprocess.run(["ping", "-c1", "-W7", "-q", addr], capture_output=True,
-                              text=True, check=False)
-        if proc.returncode != 0:
-            raise LabError(f"WireGuard tunnel from {ns} to {addr} does not carry traffic")
+        if ex.run(["ping", "-c1", "-W7", "-q", addr], timeout=30).returncode != 0:
+            raise LabError(f"WireGuard tunnel from {ex.netns} to {addr} does not carry traffic")
 
 
-def _check_cables(plan: Plan) -> None:
+def _check_cables(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
     """Each namespace cabled to a device reaches the device's address on the cable."""
     jobs: dict[str, list[str]] = {}
     for node in plan.nodes:
@@ -417,15 +464,13 @@ def _check_cables(plan: Plan) -> None:
             if i.kind == "nic":
                 far = next(x for x in plan.node(i.peer).ifaces if x.link == i.link)
                 jobs.setdefault(node.netns, []).extend(str(a.ip) for a in far.addrs)
-    def ping(ns: str) -> None:
-        for addr in jobs[ns]:
-            got = subprocess.run(["ping", "-c1", "-W3", "-q", addr], capture_output=True,
-                                 text=True, check=False)
-            if got.returncode != 0:
-                node = ns.removeprefix(f"hoplab-{plan.lab.name}-")
-                raise LabError(f"node {node} does not reach {addr} over its cable: is the "
+
+    def ping(ex: NetnsExecutor) -> None:
+        for addr in jobs[ex.netns or ""]:
+            if ex.run(["ping", "-c1", "-W3", "-q", addr], timeout=30).returncode != 0:
+                raise LabError(f"node {ex.node} does not reach {addr} over its cable: is the "
                                f"NIC cabled to the device, and the device's port up?")
-    netns.in_each(list(jobs), ping)
+    netns.in_each([local[ns] for ns in jobs], ping)
 
 
 def _write_hosts(plan: Plan, state: LabState) -> None:
@@ -433,8 +478,8 @@ def _write_hosts(plan: Plan, state: LabState) -> None:
     hosts = state.rundir / "hosts"
     hosts.write_text(hosts_file(plan))
     for node in plan.nodes:
-        if plan.lab.node(node.name).is_device:
-            continue
+        if not is_local(plan.lab.node(node.name).kind):
+            continue    # a machine of its own has its own /etc/hosts
         d = ETC_NETNS / node.netns
         d.mkdir(parents=True, exist_ok=True)
         link = d / "hosts"
@@ -444,23 +489,20 @@ def _write_hosts(plan: Plan, state: LabState) -> None:
         link.symlink_to(hosts)
 
 
-def _run_commands(plan: Plan, which: str) -> None:
-    cwd = Path(plan.lab.source).parent if plan.lab.source.endswith(".toml") else None
+def _run_commands(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
+    """Each namespace's setup commands, in the lab file's directory; a device's run over
+    SSH (hoplab.lab.devices.settings)."""
+    cwd = str(Path(plan.lab.source).parent) if plan.lab.source.endswith(".toml") else None
     for node in plan.nodes:
-        spec = plan.lab.node(node.name)
-        if spec.is_device:
-            continue  # a device's commands run over SSH (hoplab.lab.devices)
-        cmds = spec.setup if which == "setup" else spec.teardown
-        for argv in cmds:
-            env = dict(os.environ, HOPLAB_LAB=plan.lab.name, HOPLAB_NODE=node.name)
-            with netns.entered(node.netns):
-                try:
-                    proc = subprocess.run(list(argv), capture_output=True, text=True,
-                                          check=False, cwd=cwd, env=env, timeout=300)
-                except FileNotFoundError:
-                    raise LabError(f"node {node.name}: {which} command not found: "
-                                   f"{argv[0]}") from None
-            check_done(proc, f"node {node.name}: {which} {' '.join(argv)}")
+        ex = local.get(node.netns)
+        if ex is None:
+            continue
+        env = {"HOPLAB_LAB": plan.lab.name, "HOPLAB_NODE": node.name}
+        for argv in plan.lab.node(node.name).setup:
+            done = ex.run(argv, cwd=cwd, env=env, timeout=300)
+            if done.returncode == 127 and done.stderr.endswith("command not found"):
+                raise LabError(f"node {node.name}: setup command not found: {argv[0]}")
+            _check(done, f"node {node.name}: setup {' '.join(argv)}")
 
 
 def down(name: str) -> list[str]:
@@ -474,21 +516,14 @@ def check_devices(lab: Lab, tools: Mapping[str, Collection[str]] | None = None,
                   why: Mapping[str, str] | None = None) -> None:
     """Everything lab up checks about a lab's NICs and devices, touching nothing: for an
     experiment to refuse (exit 2) before its first run rather than fail every run."""
-    from hoplab.nodes.registry import executor_for
-
     if not lab.devices() and not any(lk.attach for lk in lab.links):
         return
-    devices.check_nics(lab)
-    execs = devices.connect(lab, executor_for)
+    nics.check_nics(lab)
+    execs = reach.connect(lab, executor_for)
     try:
-        views = dict(zip(execs, _in_parallel(devices.view, list(execs.values())), strict=True))
-        resolved = devices.resolve(lab, views)
-        needs = devices.tools_needed(resolved)
-        for node, wanted in (tools or {}).items():
-            needs.setdefault(node, set()).update(wanted)
-        devices.check_tools(resolved, execs, needs, why)
+        _read_devices(lab, execs, tools, why)
     finally:
-        devices.close(execs.values())
+        reach.close(execs.values())
 
 
 def hand_over(lab: Lab) -> Lab | None:

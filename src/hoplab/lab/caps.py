@@ -17,9 +17,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hoplab.errors import CapabilityError, LabError
+
+if TYPE_CHECKING:
+    from hoplab.nodes.netns_exec import NetnsExecutor
 
 QDISC_NAMES = ("netem", "htb", "tbf", "pfifo", "bfifo", "fq_codel", "cake", "sfq", "codel",
                "fq", "prio", "ingress", "clsact")
@@ -135,7 +138,11 @@ class _Result:
     err: str
 
 
-def _run(argv: Sequence[str], stdin: str | None = None) -> _Result:
+def _run(argv: Sequence[str], stdin: str | None = None,
+         ex: NetnsExecutor | None = None) -> _Result:
+    """argv on this machine, or in the probe namespace through its executor `ex`."""
+    if ex is not None:
+        return _run_in(ex, argv, stdin)
     try:
         p = subprocess.run(list(argv), input=stdin, capture_output=True, text=True,
                            timeout=_TIMEOUT_S, check=False)
@@ -144,6 +151,18 @@ def _run(argv: Sequence[str], stdin: str | None = None) -> _Result:
     except subprocess.TimeoutExpired:
         return _Result(124, "", f"timed out after {_TIMEOUT_S:g} s")
     return _Result(p.returncode, p.stdout, p.stderr)
+
+
+def _run_in(ex: NetnsExecutor, argv: Sequence[str], stdin: str | None) -> _Result:
+    from hoplab.nodes.executor import ExecutorError
+
+    try:
+        done = ex.run(argv, input=stdin, timeout=_TIMEOUT_S)
+    except TimeoutError:
+        return _Result(124, "", f"timed out after {_TIMEOUT_S:g} s")
+    except ExecutorError as e:
+        return _Result(1, "", str(e))
+    return _Result(done.returncode, done.stdout, done.stderr)
 
 
 def _which(tool: str) -> str | None:
@@ -195,7 +214,7 @@ def _tool_version(path: str | None, tool: str) -> str | None:
     return _parse_version(r.out + "\n" + r.err)
 
 
-def _batch(argv: Sequence[str], lines: Sequence[str]) -> list[bool]:
+def _batch(argv: Sequence[str], lines: Sequence[str], ex: NetnsExecutor) -> list[bool]:
     """Run `ip`/`tc` in -force -batch mode; return success per line.
 
     Failed lines are reported as "Command failed -:N". If the exit code says
@@ -203,13 +222,13 @@ def _batch(argv: Sequence[str], lines: Sequence[str]) -> list[bool]:
     """
     if not lines:
         return []
-    r = _run([*argv, "-force", "-batch", "-"], stdin="".join(f"{ln}\n" for ln in lines))
+    r = _run([*argv, "-force", "-batch", "-"], stdin="".join(f"{ln}\n" for ln in lines), ex=ex)
     if r.rc == 0:
         return [True] * len(lines)
     failed = {int(n) for n in re.findall(r"Command failed \S*?:(\d+)", r.err + r.out)}
     if failed and r.rc in (1, 2):
         return [i + 1 not in failed for i in range(len(lines))]
-    return [_run([*argv, *ln.split()]).rc == 0 for ln in lines]
+    return [_run([*argv, *ln.split()], ex=ex).rc == 0 for ln in lines]
 
 
 _LINK_PROBES: dict[str, str] = {
@@ -240,11 +259,10 @@ _NFT_CT = """table inet hoplab_probe_ct {
 """
 
 
-def _probe_links_and_qdiscs(ip: str, tc: str | None, ns: str) -> dict[str, bool]:
+def _probe_links_and_qdiscs(ip: str, tc: str | None, ex: NetnsExecutor) -> dict[str, bool]:
     """veth, other link kinds and every qdisc, in two batched calls."""
     names = ["veth", *_LINK_PROBES]
-    ok = _batch([ip, "-n", ns], ["link add p0 type veth peer name p1",
-                                 *_LINK_PROBES.values()])
+    ok = _batch([ip], ["link add p0 type veth peer name p1", *_LINK_PROBES.values()], ex)
     found = dict(zip(names, ok, strict=True))
     if found["tun"] and not os.path.exists("/dev/net/tun"):
         found["tun"] = False
@@ -259,25 +277,26 @@ def _probe_links_and_qdiscs(ip: str, tc: str | None, ns: str) -> dict[str, bool]
     if dev2 == dev:
         lines.append(f"qdisc del dev {dev} ingress")
     lines.append(f"qdisc add dev {dev2} clsact")
-    ok = _batch([tc, "-n", ns], lines)
+    ok = _batch([tc], lines, ex)
     found |= dict(zip(_ROOT_QDISCS, ok, strict=False))
     found["ingress"] = ok[len(_ROOT_QDISCS)]
     found["clsact"] = ok[-1]
     return found
 
 
-def _probe_firewall(ip: str, nft: str | None, iptables: str | None, ns: str) -> dict[str, bool]:
+def _probe_firewall(nft: str | None, iptables: str | None, ex: NetnsExecutor
+                    ) -> dict[str, bool]:
     """nftables (table, NAT, conntrack) and iptables, inside the namespace."""
-    exec_ = [ip, "netns", "exec", ns]
     found = {"nftables": False, "nat": False, "conntrack": False, "iptables": False}
     if nft is not None:
-        r = _run([*exec_, nft, "-f", "-"], stdin=_NFT_TABLE)
+        r = _run([nft, "-f", "-"], stdin=_NFT_TABLE, ex=ex)
         found["nftables"] = r.rc == 0 and "hoplab_probe" in r.out
         if found["nftables"]:
-            found["nat"] = _run([*exec_, nft, "-f", "-"], stdin=_NFT_NAT).rc == 0
-            found["conntrack"] = _run([*exec_, nft, "-f", "-"], stdin=_NFT_CT).rc == 0
+            found["nat"] = _run([nft, "-f", "-"], stdin=_NFT_NAT, ex=ex).rc == 0
+            found["conntrack"] = _run([nft, "-f", "-"], stdin=_NFT_CT, ex=ex).rc == 0
     if iptables is not None:
-        found["iptables"] = _run([*exec_, iptables, "-w", "-A", "FORWARD", "-j", "ACCEPT"]).rc == 0
+        found["iptables"] = _run([iptables, "-w", "-A", "FORWARD", "-j", "ACCEPT"],
+                                 ex=ex).rc == 0
     return found
 
 
@@ -292,6 +311,8 @@ def _perf_allowed() -> bool:
 
 def _probe_fresh() -> Capabilities:
     """Probe for real. Needs root (it creates a network namespace)."""
+    from hoplab.nodes.registry import in_namespace
+
     if os.geteuid() != 0:
         raise CapabilityError("probing capabilities needs root (it creates a network namespace); "
                               "run as root, e.g. with sudo")
@@ -310,8 +331,9 @@ def _probe_fresh() -> Capabilities:
                 if r.rc != 0:
                     raise LabError(f"cannot create the probe namespace {ns}: "
                                    f"ip netns add: {r.err.strip() or f'exit {r.rc}'}")
-                links = pool.submit(_probe_links_and_qdiscs, ip, tc, ns)
-                fw = pool.submit(_probe_firewall, ip, paths["nft"], iptables, ns)
+                probe_ns = in_namespace("probe", ns)
+                links = pool.submit(_probe_links_and_qdiscs, ip, tc, probe_ns)
+                fw = pool.submit(_probe_firewall, paths["nft"], iptables, probe_ns)
                 found = links.result() | fw.result()
             finally:
                 _run([ip, "netns", "del", ns])

@@ -3,7 +3,7 @@
 Only things hoplab owns are touched: labs listed under /run/hoplab/labs,
 namespaces whose names carry the reserved `hoplab-` prefix, processes living
 inside those namespaces, their /etc/netns entries, and the working directories
-of runs whose hoplab process has exited (hoplab.run.workdir). A lab whose owner (the
+of runs whose hoplab process has exited (hoplab.nodes.workdir). A lab whose owner (the
 process that built it, identified by PID and start time) still runs is left
 alone unless forced: another `hoplab run`, or a test, is measuring on it.
 """
@@ -17,9 +17,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hoplab.lab import netns
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, LabState, all_states
 from hoplab.lab.teardown import delete_namespaces, kill_leftovers, teardown
+from hoplab.nodes import netns, workdir
 
 
 @dataclass
@@ -71,8 +71,6 @@ def clean(*, force: bool = False, names: Collection[str] = ()) -> Cleaned:
     out.done += _debris(started, kept, names)
     # A run's working directory a SIGKILL left (tool outputs, nginx's pages): its process
     # is gone, so nothing writes it any more, whichever lab it ran on.
-    from hoplab.run import workdir
-
     out.done += workdir.remove_orphans()
     return out
 

@@ -21,6 +21,7 @@ from ipaddress import (
     IPv6Interface,
     IPv6Network,
 )
+from typing import Any
 
 from hoplab.errors import SpecError
 from hoplab.spec.model import Direction, Lab, Link, Tunnel
@@ -95,6 +96,13 @@ class Plan:
         """The nodes a packet from src to dst's address crosses, ends included, as the
         planned routes send it (see route_path)."""
         return route_path(self, src, dst, family)
+
+    def node_entries(self) -> dict[str, dict[str, Any]]:
+        """Each node's entry in the lab's summary: what the executor registry
+        (hoplab.nodes.registry.executors) needs to reach it."""
+        from hoplab.lab.summary import node_entries
+
+        return node_entries(self)
 
 
 WG_BASE_PORT = 51820

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hoplab.lab import wire
 from hoplab.lab.caps import TOOL_PACKAGES, Capabilities
+from hoplab.nodes.registry import is_local
 from hoplab.spec.locate import Locator
 from hoplab.spec.model import Direction, Lab, Link, QueueLimit
 
@@ -163,8 +164,8 @@ def _wireguard_problems(what: str, caps: Capabilities) -> list[str]:
 def _node_problems(lab: Lab, caps: Capabilities) -> list[str]:
     out: list[str] = []
     for node in lab.nodes:
-        if node.is_device:
-            continue  # its tools are the device's, checked over SSH (hoplab.lab.devices)
+        if not is_local(node.kind):
+            continue  # its tools are its machine's, checked there (hoplab.lab.devices)
         label = f"node {node.name}"
         if node.nat is not None and not caps.has_feature("nat"):
             if not caps.has_tool("nft"):

@@ -11,32 +11,19 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
-from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hoplab.errors import LabError
-from hoplab.lab import where
+from hoplab.nodes import rundir
+from hoplab.nodes.procs import Proc, proc_start_time
 
-RUN_DIR = Path(where.RUN_DIR)
-LABS_DIR = Path(where.LABS_DIR)
+RUN_DIR = Path(rundir.RUN_DIR)
+LABS_DIR = Path(rundir.LABS_DIR)
 ETC_NETNS = Path("/etc/netns")
 STATE_VERSION = 1
-
-
-@dataclass
-class Proc:
-    pid: int
-    start: int  # /proc/PID/stat field 22: start time in clock ticks since boot
-    argv: list[str]
-    node: str
-    role: str
-
-    def alive(self) -> bool:
-        return proc_start_time(self.pid) == self.start
 
 
 @dataclass
@@ -122,41 +109,3 @@ def all_states() -> list[LabState]:
 def find(name: str) -> LabState | None:
     path = LABS_DIR / f"{name}.json"
     return LabState.load(path) if path.exists() else None
-
-
-def proc_start_time(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may contain spaces and parentheses; fields follow the last ')'.
-    fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
-
-
-def stop_process(proc: Proc, grace: float = 2.0) -> None:
-    """SIGTERM, then SIGKILL, only if the PID still is the process we started."""
-    if not proc.alive():
-        return
-    try:
-        os.kill(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            _reap(proc.pid)
-            return
-        time.sleep(0.02)
-    if proc.alive():
-        with suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-    _reap(proc.pid)
-
-
-def _reap(pid: int) -> None:
-    # Only our own children can be reaped; a record from a crashed run is not.
-    with suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)

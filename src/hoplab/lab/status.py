@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from hoplab.lab import netns
 from hoplab.lab.state import LabState, all_states
+from hoplab.nodes import netns
+from hoplab.nodes.registry import in_namespace, kind_of
 
 
-def _links_state(ns: str) -> dict[str, str]:
+def _links_state(node: str, ns: str) -> dict[str, str]:
     # Imported here: pyroute2 costs ~0.1 s to import, which every other command
     # would pay at start-up for nothing.
     from pyroute2 import IPRoute
 
-    with netns.entered(ns), IPRoute() as ipr:
+    with in_namespace(node, ns).inside(), IPRoute() as ipr:
         out = {}
         for msg in ipr.get_links():
             name = msg.get_attr("IFLA_IFNAME")
@@ -28,12 +29,13 @@ def lab_status(state: LabState, *, links: bool = True) -> dict[str, Any]:
     problems: list[str] = []
     for name, info in nodes.items():
         ns = info["netns"]
-        if info.get("kind") == "ssh":
-            # A device: status does not connect to it; its interfaces are its own.
+        if not kind_of(name, info).local:
+            # A machine of its own (a device): status does not connect to it; its
+            # interfaces are its own.
             out_nodes[name] = {**info, "present": True, "link_state": {}}
             continue
         present = netns.exists(ns)
-        ifstate = _links_state(ns) if present and links else {}
+        ifstate = _links_state(name, ns) if present and links else {}
         if not present:
             problems.append(f"namespace {ns} is missing")
         for iface in info["interfaces"]:
@@ -42,9 +44,10 @@ def lab_status(state: LabState, *, links: bool = True) -> dict[str, Any]:
             if links and present and st not in ("up", "unknown"):
                 problems.append(f"{name}/{iface['name']} is {st}")
         out_nodes[name] = {**info, "present": present, "link_state": ifstate}
-    devices = {n for n, info in nodes.items() if info.get("kind") == "ssh"}
+    # A process on another machine cannot be looked up here.
+    elsewhere = {n for n, info in nodes.items() if not kind_of(n, info).local}
     procs = [{"pid": p.pid, "node": p.node, "role": p.role, "alive": p.alive()}
-             for p in state.processes if p.node not in devices]
+             for p in state.processes if p.node not in elsewhere]
     problems += [f"{p['role']} on {p['node']} (pid {p['pid']}) is not running"
                  for p in procs if not p["alive"]]
     link_rows = [dict(lk) for lk in state.summary.get("links", [])]

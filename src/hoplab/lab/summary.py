@@ -1,11 +1,17 @@
-"""A plan as plain JSON data, kept in the lab's state record for `lab status`."""
+"""A plan as plain JSON data, kept in the lab's state record for `lab status`, and each
+node's entry in it: what the executor registry (hoplab.nodes.registry) needs to reach
+the node, from a later process too."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hoplab.lab.plan import Plan
+from hoplab.nodes.registry import is_local
 from hoplab.spec.model import Direction
+
+if TYPE_CHECKING:
+    # Only annotations: Plan.node_entries comes here.
+    from hoplab.lab.plan import Plan
 
 
 def _direction(d: Direction) -> dict[str, Any]:
@@ -31,7 +37,7 @@ def _direction(d: Direction) -> dict[str, Any]:
     return out
 
 
-def summarize(plan: Plan) -> dict[str, Any]:
+def node_entries(plan: Plan) -> dict[str, dict[str, Any]]:
     lab = plan.lab
     nodes: dict[str, Any] = {}
     for n in plan.nodes:
@@ -50,16 +56,21 @@ def summarize(plan: Plan) -> dict[str, Any]:
             "nat": spec.nat.out if spec.nat else None,
             "teardown": [list(c) for c in spec.teardown],
         }
-        if spec.is_device:
-            from hoplab.lab.devices import ssh_entry
+        if not is_local(spec.kind):
+            from hoplab.lab.devices.reach import ssh_entry
 
-            # Reached over SSH (hoplab.nodes.registry); its teardown commands run from
-            # the state's device record, with its settings put back (lab.devices.restore).
+            # Reached over SSH (hoplab.nodes.registry); its teardown commands run from the
+            # state's device record, with its settings put back (lab.devices.settings).
             nodes[n.name].update(ssh_entry(spec, lab), netns=None, teardown=[])
+    return nodes
+
+
+def summarize(plan: Plan) -> dict[str, Any]:
+    lab = plan.lab
     links = [
         {"index": lk.index, "between": [lk.a, lk.b], "wireguard": lk.wireguard,
          "forward": _direction(lk.forward), "reverse": _direction(lk.reverse)}
         for lk in lab.links
     ]
     tunnels = [{"name": t.name, "between": [t.a, t.b]} for t in lab.tunnels]
-    return {"nodes": nodes, "links": links, "tunnels": tunnels}
+    return {"nodes": node_entries(plan), "links": links, "tunnels": tunnels}

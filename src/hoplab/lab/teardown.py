@@ -14,28 +14,23 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from hoplab.errors import HoplabError, LabError
-from hoplab.lab import netns, wire
+from hoplab.errors import HoplabError
+from hoplab.lab import wire
 from hoplab.lab.state import ETC_NETNS, LabState
+from hoplab.nodes import netns
+from hoplab.nodes.netns import processes_in
 
 if TYPE_CHECKING:
     from hoplab.nodes.executor import Executor
 
 
-def check_done(proc: subprocess.CompletedProcess[str], what: str) -> None:
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise LabError(f"{what}: exit {proc.returncode}: {' '.join(tail)}")
-
-
 def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
     """Remove everything the record lists. Returns warnings; never stops half way."""
     from hoplab.nodes.executor import ExecutorError, ProcessId
-    from hoplab.nodes.netns_exec import NetnsExecutor
-    from hoplab.nodes.registry import close_all, state_executors, wire_executors
+    from hoplab.nodes.registry import close_all, state_executors, this_machine, wire_executors
     from hoplab.nodes.tracking import recorded
 
     warnings: list[str] = []
@@ -59,13 +54,14 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
                                 f"exit {done.returncode}: {' '.join(tail)}")
     for proc in recorded(state):
         # A process of a node the record does not name (an older record) is this machine's.
-        ex = nodes.get(proc.node) or NetnsExecutor(proc.node, None)
+        ex = nodes.get(proc.node) or this_machine(proc.node)
         try:
             ex.stop_recorded(ProcessId(proc.node, proc.pid, proc.start))
         except HoplabError as exc:
             warnings.append(f"{proc.role} on {proc.node} (pid {proc.pid}): {exc}")
     warnings += _remove_device_dirs(state, nodes)
-    from hoplab.lab.devices import give_back_nics, restore
+    from hoplab.lab.devices.nics import give_back_nics
+    from hoplab.lab.devices.settings import restore
 
     # Devices: teardown commands, then offloads and sysctls back as recorded; host NICs
     # back to this machine before their namespaces go (a veth would die with them).
@@ -87,7 +83,7 @@ def _remove_device_dirs(state: LabState, nodes: Mapping[str, Executor]) -> list[
     only once the hoplab process it is named after has exited: /tmp on OpenWrt is RAM."""
     from hoplab.nodes.executor import ExecutorError
     from hoplab.nodes.tracking import recorded_dirs
-    from hoplab.run.workdir import owner_exited
+    from hoplab.nodes.workdir import owner_exited
 
     warnings = []
     for node, path in recorded_dirs(state):
@@ -133,29 +129,3 @@ def delete_namespaces(namespaces: list[str]) -> list[str]:
                    input="".join(f"netns del {n}\n" for n in namespaces),
                    capture_output=True, text=True, check=False)
     return [f"namespace {n} could not be deleted" for n in namespaces if netns.exists(n)]
-
-
-def processes_in(namespaces: list[str]) -> dict[str, list[int]]:
-    """PIDs living in each namespace (matched by the namespace's inode)."""
-    inodes: dict[tuple[int, int], str] = {}
-    for ns in namespaces:
-        try:
-            st = os.stat(netns.NETNS_DIR / ns)
-        except OSError:
-            continue
-        inodes[(st.st_dev, st.st_ino)] = ns
-    found: dict[str, list[int]] = {}
-    if not inodes:
-        return found
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            st = os.stat(entry / "ns" / "net")
-        except OSError:
-            continue
-        ns_name = inodes.get((st.st_dev, st.st_ino))
-        if ns_name is not None:
-            found.setdefault(ns_name, []).append(int(entry.name))
-    return found

@@ -4,24 +4,18 @@
 execs `ip netns exec`; this module imports only `os` and `json` so that the
 command costs little more than the `ip netns exec` it becomes (the full record,
 hoplab.lab.state, takes another 15 to 20 ms to import: dataclasses, pathlib).
-hoplab.lab.state and hoplab.lab.netns take their directories from here.
+The directories are hoplab.nodes.rundir's and hoplab.nodes.netns's (which import
+only `os` too).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 
 from hoplab.errors import LabError
-
-RUN_DIR = os.environ.get("HOPLAB_RUN_DIR", "/run/hoplab")
-LABS_DIR = os.path.join(RUN_DIR, "labs")
-NETNS_DIR = "/run/netns"
-
-
-def record_path(lab: str) -> str:
-    return os.path.join(LABS_DIR, f"{lab}.json")
+from hoplab.nodes import netns
+from hoplab.nodes.rundir import record_path
 
 
 def node_namespaces(lab: str) -> dict[str, str] | None:
@@ -51,10 +45,9 @@ def node_entry(lab: str, node: str) -> dict[str, object]:
 
 
 def netns_exists(namespace: str) -> bool:
-    return os.path.exists(os.path.join(NETNS_DIR, namespace))
+    return netns.exists(namespace)
 
 
 def exec_argv(namespace: str, argv: Sequence[str]) -> list[str]:
-    """argv that runs inside a node as a user would: `ip netns exec` also mounts
-    the lab's hosts file over /etc/hosts, so node names resolve."""
-    return ["ip", "netns", "exec", namespace, *argv]
+    """argv that runs inside a node as a user would (hoplab.nodes.netns.exec_argv)."""
+    return netns.exec_argv(namespace, argv)

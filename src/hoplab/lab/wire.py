@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.errors import LabError
-from hoplab.lab import netns
 from hoplab.spec.model import Direction, Link
 
 BINARY = "hoplab-wire"
@@ -155,16 +154,18 @@ IP_LINES = ["link set lo up", f"link set {IF_A} up", f"link set {IF_B} up"]
 
 def start(w: WireLink, exe: Path) -> subprocess.Popen[bytes]:
     """Start the wire inside its namespace; no waiting (see wait_ready)."""
+    from hoplab.nodes.registry import in_namespace
+
     forget_exited()
     w.stats.parent.mkdir(parents=True, exist_ok=True)
     w.stats.unlink(missing_ok=True)
-    with open(w.stats.with_suffix(".log"), "ab") as log, netns.entered(w.netns):
+    with open(w.stats.with_suffix(".log"), "ab") as log:
         try:
-            proc = subprocess.Popen(w.argv(exe), stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT,
-                                    # Own session: Ctrl-C is for the engine, which
-                                    # stops the wires itself, in order.
-                                    start_new_session=True)
+            proc = in_namespace(w.short, w.netns).popen(
+                w.argv(exe), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                # Own session: Ctrl-C is for the engine, which stops the wires itself,
+                # in order.
+                start_new_session=True)
         except OSError as exc:
             raise LabError(f"cannot start {BINARY} for {w.label}: {exc}") from exc
     _CHILDREN[proc.pid] = proc

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -132,3 +133,23 @@ def _edge(node: str, chan: Any, timeout: float) -> ClockOffset:
             return ClockOffset(node, (lo + hi) / 2, (hi - lo) / 2, min_rtt, "seconds-edge", n)
         prev = (t0, sec)
     raise ExecutorError(f"node {node}: the clock's seconds did not change within 3 s")
+
+
+def clock_offsets(nodes: Mapping[str, Executor]) -> dict[str, dict[str, Any]]:
+    """Each other machine's clock offset against this one, with its uncertainty, by the
+    nodes on it: what a run's one-way figures on a device may rely
+    on. A namespace shares this machine's clock, so it has none. A machine that does not
+    answer gets its error instead (the run itself will say what failed)."""
+    by_machine: dict[str, list[str]] = {}
+    for name, ex in nodes.items():
+        if ex.machine != "local":
+            by_machine.setdefault(ex.machine, []).append(name)
+    out: dict[str, dict[str, Any]] = {}
+    for names in by_machine.values():
+        try:
+            got: dict[str, Any] = estimate(nodes[names[0]]).as_metadata()
+        except (ExecutorError, TimeoutError, OSError) as exc:
+            got = {"error": str(exc)}
+        for name in names:
+            out[name] = {**got, "node": name}
+    return out

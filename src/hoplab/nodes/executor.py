@@ -20,8 +20,17 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from hoplab.errors import HoplabError
 
 if TYPE_CHECKING:
-    # Only named in annotations: `lab up` imports this module and must not load samplers.
-    from hoplab.samplers.qdisc import QdiscStats
+    # Only named in annotations: `lab up` imports this module and need not load the parsers.
+    from hoplab.tools.tc import QdiscStats
+
+
+# The sysctls a run records of every node: a device's facts read them, a namespace's
+# settings through read_file (hoplab.run.metadata).
+SYSCTLS = (
+    "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+    "net.core.rmem_max", "net.core.wmem_max", "net.core.default_qdisc",
+    "net.ipv4.tcp_ecn", "net.ipv4.ip_forward", "net.ipv4.tcp_mtu_probing",
+)
 
 
 class ExecutorError(HoplabError):
@@ -90,17 +99,19 @@ class Facts:
 @dataclass
 class Snapshot:
     """One sample of a node's counters, as text of the files the parsers in
-    hoplab.samplers read (cpu.parse_proc_stat, ifaces.parse_net_dev,
-    tcp.tcp_counters) plus parsed qdiscs. `proc_stat` is None on a node that shares
-    this machine's CPUs (a namespace: the host CPU series covers it). What a node
-    cannot give is None here and named in `missing` with the reason, never zero.
-    `extra` carries series only some nodes have: (name, unit, key, value), e.g. the
-    hoplab-wire counters of a namespace or the sampler's own CPU share on a device."""
+    hoplab.samplers read (hoplab.tools.proc_stat, ifaces.parse_net_dev,
+    tcp.tcp_counters, wire.series) plus parsed qdiscs (hoplab.tools.tc). `proc_stat` is
+    None on a node that shares this machine's CPUs (a namespace: the host CPU series
+    covers it). What a node cannot give is None here and named in `missing` with the
+    reason, never zero. `wire` is the counters file of a userspace wire (hoplab-wire's
+    JSON) that a node was made with. `extra` carries series only some nodes have:
+    (name, unit, key, value), e.g. the sampler's own CPU share on a device."""
     proc_stat: str | None = None
     net_dev: str | None = None
     snmp: str | None = None
     netstat: str | None = None
     qdiscs: list[QdiscStats] | None = None
+    wire: str | None = None
     extra: list[tuple[str, str, str | None, float]] = field(default_factory=list)
     missing: dict[str, str] = field(default_factory=dict)
 

@@ -1,16 +1,21 @@
-"""A node that is a network namespace on this machine.
+"""A node that is a network namespace on this machine: the one way hoplab runs a
+command in a namespace.
 
 Short commands run in a thread that entered the namespace with setns()
-(hoplab.lab.netns.entered: 1.2 ms per namespace where `ip -n` costs 1.8 and
+(hoplab.nodes.netns.entered: 1.2 ms per namespace where `ip -n` costs 1.8 and
 pyroute2 4.5, bench/netns_methods.py); long-lived processes start through
 `ip netns exec`, which also mounts the lab's hosts file so node names resolve,
 and each gets its own session so Ctrl-C at the terminal reaches hoplab only.
+The lab engine, which builds the namespaces, also uses `inside()` (Python's own
+work in the namespace: sysctls, netlink) and `popen()` (its daemons: the wires,
+wireguard-go) of the executors the registry gives it.
 A process is told apart from a later one with its PID by its start time in
 /proc/PID/stat, which is what the lab's record keeps for `hoplab clean`.
 
 A namespace shares this machine's kernel and CPUs: its counters come from
 /proc/thread-self/net/* and a netlink socket opened inside it, read by one
-thread that entered it once; its CPU is the host's series (proc_stat None).
+thread that entered it once; its CPU is the host's series (proc_stat None). A
+node made with `stats` (a userspace wire) also gives that counters file's text.
 With netns None the executor is this machine as it is (the root namespace),
 what perf and the tests of this module use.
 """
@@ -26,12 +31,10 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hoplab.errors import LabError
-from hoplab.lab import netns as ns_lib
-from hoplab.lab import where
-from hoplab.lab.state import proc_start_time
+from hoplab.nodes import netns as ns_lib
 from hoplab.nodes.executor import (
     Completed,
     CounterSource,
@@ -42,24 +45,14 @@ from hoplab.nodes.executor import (
     ProcessId,
     Snapshot,
 )
-from hoplab.samplers import qdisc
+from hoplab.nodes.procs import Proc, proc_start_time, stop_process, written_by
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from pyroute2 import IPRoute
 
-
-def written_by(pid: int) -> int | None:
-    """wchar of /proc/PID/io: bytes the process has written so far; None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/io") as f:
-            for line in f:
-                if line.startswith("wchar:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
+    from hoplab.tools.tc import QdiscStats
 
 
 @dataclass
@@ -135,20 +128,17 @@ class _PipeChannel:
             self.popen.stdout.close()
 
 
-def _ns_id(path: str | os.PathLike[str]) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
-
-
 class NetnsCounters:
     """Counters of one namespace, read by the thread that created this source: it
     enters the namespace once and stays there until close(). A namespace deleted
     while it is sampled is noticed on the next read (the thread's own reference
     would otherwise keep it and its counters alive after `ip netns del`)."""
 
-    def __init__(self, netns: str | None, kinds: frozenset[str]) -> None:
+    def __init__(self, netns: str | None, kinds: frozenset[str],
+                 stats: str | None = None) -> None:
         self.netns = netns
         self.kinds = kinds
+        self.stats = stats
         self._ctx: AbstractContextManager[None] | None = None
         self._ipr: IPRoute | None = None
         self._names: dict[int, str] = {}
@@ -156,7 +146,7 @@ class NetnsCounters:
             self._ctx = ns_lib.entered(netns)
             self._ctx.__enter__()
         try:
-            self._mine = _ns_id("/proc/thread-self/ns/net")
+            self._mine = ns_lib.ns_id("/proc/thread-self/ns/net")
             if "qdisc" in kinds:
                 from pyroute2 import IPRoute
 
@@ -168,7 +158,7 @@ class NetnsCounters:
     def read(self) -> Snapshot:
         if self.netns is not None:
             try:
-                named: tuple[int, int] | None = _ns_id(ns_lib.NETNS_DIR / self.netns)
+                named: tuple[int, int] | None = ns_lib.ns_id(ns_lib.path(self.netns))
             except FileNotFoundError:
                 named = None
             if named != self._mine:
@@ -184,13 +174,9 @@ class NetnsCounters:
                 snap.netstat = _text("/proc/thread-self/net/netstat")
             except FileNotFoundError:
                 snap.missing["tcp.lost_retransmit"] = "no /proc/net/netstat"
-        if "wire" in self.kinds and self.netns is not None:
-            from hoplab.samplers import wire
-
-            units = {name: unit for name, unit, _ in wire.FIELDS}
-            for direction, values in wire.read(self.netns).items():
-                for name, amount in values.items():
-                    snap.extra.append((name, units[name], direction, amount))
+        if "wire" in self.kinds and self.stats is not None:
+            with suppress(OSError):     # not written yet: nothing to record
+                snap.wire = _text(self.stats)
         return snap
 
     def close(self) -> None:
@@ -207,34 +193,55 @@ def _text(path: str) -> str:
         return f.read()
 
 
-def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[qdisc.QdiscStats]:
+def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[QdiscStats]:
+    from hoplab.tools.tc import from_netlink
+
     msgs = list(ipr.get_qdiscs())
     try:
-        return qdisc.from_netlink(msgs, names)
+        return from_netlink(msgs, names)
     except KeyError:
         # An interface we have not seen (or renamed): refresh the index map once.
         names.clear()
         names.update({link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()})
         # An interface deleted between the two dumps has no name any more: leave it out.
-        return qdisc.from_netlink([m for m in msgs if m["index"] in names], names)
+        return from_netlink([m for m in msgs if m["index"] in names], names)
 
 
 class NetnsExecutor:
     kind = "netns"
     machine = "local"
 
-    def __init__(self, node: str, netns: str | None) -> None:
+    def __init__(self, node: str, netns: str | None, *, stats: str | None = None) -> None:
         self.node = node
         self.netns = netns
+        self.stats = stats
         self._procs: list[NetnsProcess] = []
 
     def __repr__(self) -> str:
         return f"NetnsExecutor({self.node!r}, {self.netns!r})"
 
-    def _entered(self) -> AbstractContextManager[None]:
+    def inside(self) -> AbstractContextManager[None]:
+        """The body runs with this thread in the node's namespace (Python's own work
+        there: a sysctl written, a netlink socket opened); this machine as it is when
+        netns is None. A namespace that does not exist is a LabError."""
         from contextlib import nullcontext
 
         return ns_lib.entered(self.netns) if self.netns is not None else nullcontext()
+
+    def _as_user(self, argv: Sequence[str]) -> list[str]:
+        return ns_lib.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
+
+    def popen(self, argv: Sequence[str], *, as_user: bool = False,
+              **how: Any) -> subprocess.Popen[bytes]:
+        """Start argv in the node's namespace as subprocess.Popen(argv, **how) would,
+        with nothing tracked: for a lab's own daemons (a wire, wireguard-go), which the
+        lab's record tracks. With `as_user`, through `ip netns exec` (the lab's hosts
+        file, the namespace's /sys; the PID is still argv's), else the child simply
+        inherits the namespace of the thread that starts it."""
+        if as_user:
+            return subprocess.Popen(self._as_user(argv), **how)
+        with self.inside():
+            return subprocess.Popen(list(argv), **how)
 
     def run(self, argv: Sequence[str], *, input: str | None = None,
             timeout: float = 60.0, env: Mapping[str, str] | None = None,
@@ -242,7 +249,7 @@ class NetnsExecutor:
         args = list(argv)
         full_env = {**os.environ, **env} if env is not None else None
         try:
-            with self._entered():
+            with self.inside():
                 done = subprocess.run(args, input=input, capture_output=True, text=True,
                                       errors="replace", check=False, timeout=timeout,
                                       env=full_env, cwd=cwd,
@@ -263,7 +270,7 @@ class NetnsExecutor:
                  timeout: float | None = None) -> int:
         # `hoplab lab exec` into a namespace execs `ip netns exec` in place (cheaper);
         # this is the same for a caller that keeps running.
-        full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
+        full = self._as_user(argv)
         try:
             code = subprocess.run(full, stdin=stdin, stdout=stdout, stderr=stderr,
                                   check=False, timeout=timeout).returncode
@@ -277,15 +284,14 @@ class NetnsExecutor:
 
     def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path,
               noted: Callable[[Process], None] | None = None) -> NetnsProcess:
-        full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
         with out.open("wb") as fo, err.open("wb") as fe:
             started = time.time()
             try:
-                popen = subprocess.Popen(full, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                popen = self.popen(argv, as_user=True, stdout=fo, stderr=fe,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
             except FileNotFoundError:
-                raise ExecutorError(f"node {self.node}: cannot start {full[0]}: "
-                                    "not installed") from None
+                raise ExecutorError(f"node {self.node}: cannot start "
+                                    f"{self._as_user(argv)[0]}: not installed") from None
         # `ip netns exec` execs the tool in place: this PID is the tool's. A process that
         # is already a zombie has no start time; it is our child, so its PID is not reused.
         ticks = proc_start_time(popen.pid) or 0
@@ -322,8 +328,6 @@ class NetnsExecutor:
                 os.killpg(mine.popen.pid, signum)
 
     def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
-        from hoplab.lab.state import Proc, stop_process
-
         stop_process(Proc(ident.pid, ident.start_ticks, [], ident.node, ""), grace)
 
     def written(self, proc: Process) -> int | None:
@@ -332,12 +336,10 @@ class NetnsExecutor:
     def pids(self) -> set[int] | None:
         if self.netns is None:
             return None
-        from hoplab.lab.teardown import processes_in
-
-        return set(processes_in([self.netns]).get(self.netns, []))
+        return set(ns_lib.processes_in([self.netns]).get(self.netns, []))
 
     def channel(self, argv: Sequence[str], terminator: str) -> LineChannel:
-        full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
+        full = self._as_user(argv)
         try:
             popen = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
@@ -348,7 +350,7 @@ class NetnsExecutor:
     def read_file(self, path: str, timeout: float = 10.0) -> bytes | None:
         # /proc/sys/net and /proc/net answer for the namespace of the reading thread.
         try:
-            with self._entered(), open(path, "rb") as f:
+            with self.inside(), open(path, "rb") as f:
                 return f.read()
         except LabError as exc:
             raise ExecutorError(f"node {self.node}: {exc}") from None
@@ -362,7 +364,7 @@ class NetnsExecutor:
 
     def which(self, tools: Sequence[str]) -> dict[str, str | None]:
         # This machine's lookup: HOPLAB_PERF, the virtualenv's bin, then PATH.
-        from hoplab.profile.tools import find
+        from hoplab.nodes.tools import find
 
         return {t: find(t) for t in tools}
 
@@ -371,7 +373,7 @@ class NetnsExecutor:
         return Facts(values={"netns": self.netns} if self.netns is not None else {})
 
     def counters(self, kinds: frozenset[str]) -> CounterSource:
-        return NetnsCounters(self.netns, kinds)
+        return NetnsCounters(self.netns, kinds, self.stats)
 
     def check_rebooted(self) -> bool:
         # This machine's kernel: had it rebooted, this process would not be here to ask.

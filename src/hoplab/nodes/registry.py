@@ -1,31 +1,52 @@
-"""The one place that knows which kind of executor a lab node has.
+"""The one place that knows which kinds of node there are, and makes their executors.
 
-A node's entry in the lab's summary (hoplab.lab.summary, kept in the state
-file) names its kind ("kind", default "netns", a namespace on this machine)
-and what that kind needs to reach it. KINDS maps a kind to the function that
-makes its executor from that entry: a new kind of node (a device over SSH)
-is one more entry, and nothing else in hoplab asks which kind a node is.
+A node's entry in the lab's summary (kept in the state file) names its kind ("kind",
+default "netns", a namespace on this machine) and what that kind needs to reach it.
+KINDS maps a kind to a NodeKind: the function that makes its executor from that entry,
+and what the rest of hoplab may ask of a node of that kind before it is up (whether it
+lives on this machine, how to say where it is). A new kind of node is one module in
+hoplab.nodes and one entry here; nothing else in hoplab asks which kind a node is.
+
+This module imports no executor until one is made: the lab file's loader asks it what a
+kind can do, and `lab down` should not pay for SSH.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hoplab.errors import LabError
-from hoplab.nodes.executor import Executor
-from hoplab.nodes.netns_exec import NetnsExecutor
 
 if TYPE_CHECKING:
-    # Only annotations: `lab down` reaches the registry through teardown and should not
-    # pay for the planner.
-    from hoplab.lab.plan import Plan
-    from hoplab.lab.state import LabState
+    from hoplab.nodes.executor import Executor
+    from hoplab.nodes.netns_exec import NetnsExecutor
 
-Factory = Callable[[str, Mapping[str, Any]], Executor]
+Factory = Callable[[str, Mapping[str, Any]], "Executor"]
+
+
+def _nowhere(_entry: Mapping[str, Any]) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    """A kind of node: how to reach one, and what it is."""
+    make: Factory
+    # A network namespace hoplab makes on this machine: the lab engine builds its
+    # links, addresses, hosts file and setup there, and its processes are this
+    # machine's. Otherwise a machine of its own, which hoplab reaches and never builds
+    # (a device: its addresses are read from it, its tools checked on it).
+    local: bool
+    # Where a node of this kind is, for `lab up`'s table of nodes ("device, ssh
+    # root@192.0.2.1"); None where the role (router, host) says it all.
+    describe: Callable[[Mapping[str, Any]], str | None] = _nowhere
 
 
 def _netns(node: str, info: Mapping[str, Any]) -> Executor:
+    from hoplab.nodes.netns_exec import NetnsExecutor
+
     return NetnsExecutor(node, str(info["netns"]))
 
 
@@ -41,42 +62,91 @@ def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
         accept_new_host_keys=bool(s.get("accept_new_host_keys"))))
 
 
-KINDS: dict[str, Factory] = {"netns": _netns, "ssh": _ssh}
+def _ssh_where(info: Mapping[str, Any]) -> str:
+    return f"device, ssh {info['ssh']['destination']}"
+
+
+KINDS: dict[str, NodeKind] = {
+    "netns": NodeKind(_netns, local=True),
+    "ssh": NodeKind(_ssh, local=False, describe=_ssh_where),
+}
+DEFAULT = "netns"
+
+
+def kind(name: str, node: str = "") -> NodeKind:
+    """The kind called `name`; a LabError naming the node and the known kinds if none."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        who = f"node {node}: " if node else ""
+        raise LabError(f"{who}unknown node kind {name!r} "
+                       f"(known: {', '.join(sorted(KINDS))})") from None
+
+
+def kind_of(node: str, info: Mapping[str, Any]) -> NodeKind:
+    """The kind of a node from its entry in the lab's summary."""
+    return kind(str(info.get("kind", DEFAULT)), node)
+
+
+def is_local(kind_name: str) -> bool:
+    """Whether a node of this kind (a lab file's node, before it is up: Node.kind) is a
+    namespace hoplab builds on this machine (see NodeKind.local)."""
+    return kind(kind_name).local
 
 
 def executor_for(node: str, info: Mapping[str, Any]) -> Executor:
     """The executor of one node, from its entry in the lab's summary."""
-    kind = str(info.get("kind", "netns"))
-    try:
-        factory = KINDS[kind]
-    except KeyError:
-        raise LabError(f"node {node}: unknown node kind {kind!r} "
-                       f"(known: {', '.join(sorted(KINDS))})") from None
-    return factory(node, info)
+    return kind_of(node, info).make(node, info)
 
 
-def executors(plan: Plan) -> dict[str, Executor]:
+class Placed(Protocol):
+    """A planned lab (hoplab.lab.plan.Plan): each node's entry, as the summary has it."""
+
+    def node_entries(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+
+class Recorded(Protocol):
+    """A lab's state record (hoplab.lab.state.LabState): what it says was built."""
+
+    @property
+    def summary(self) -> dict[str, Any]: ...
+
+
+def executors(plan: Placed) -> dict[str, Executor]:
     """Every node of a planned lab that is up, by name, in the plan's order."""
-    from hoplab.lab.summary import summarize
-
-    return {name: executor_for(name, info)
-            for name, info in summarize(plan)["nodes"].items()}
+    return {name: executor_for(name, info) for name, info in plan.node_entries().items()}
 
 
-def state_executors(state: LabState) -> dict[str, Executor]:
+def state_executors(state: Recorded) -> dict[str, Executor]:
     """Every node a lab's state file names (`hoplab clean` and teardown after a crash:
     what was recorded, not what a lab file now says)."""
     return {name: executor_for(name, info)
             for name, info in state.summary.get("nodes", {}).items()}
 
 
-def wire_executors(state: LabState | None) -> dict[str, Executor]:
+def wire_executors(state: Recorded | None) -> dict[str, Executor]:
     """The userspace wires (hoplab-wire) of a lab, by short name ("w.INDEX"): each
-    lives in a namespace of its own on this machine, whatever its ends are."""
+    lives in a namespace of its own on this machine, whatever its ends are, and gives
+    its counters file to the samplers."""
     if state is None:
         return {}
-    return {w["name"]: NetnsExecutor(w["name"], w["netns"])
+    return {w["name"]: in_namespace(w["name"], w["netns"], stats=w.get("stats"))
             for w in state.summary.get("wires", [])}
+
+
+def in_namespace(node: str, netns: str | None, *, stats: str | None = None
+                 ) -> NetnsExecutor:
+    """A namespace of this machine as a node (None: this machine as it is), for the lab
+    engine, which makes the namespaces: their configuration, daemons and checks."""
+    from hoplab.nodes.netns_exec import NetnsExecutor
+
+    return NetnsExecutor(node, netns, stats=stats)
+
+
+def this_machine(node: str = "host") -> Executor:
+    """This machine as it is (perf's host-wide recording; a process a record names
+    with no node entry of its own)."""
+    return in_namespace(node, None)
 
 
 def close_all(nodes: Mapping[str, Executor]) -> None:

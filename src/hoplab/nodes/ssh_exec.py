@@ -451,8 +451,11 @@ class SshExecutor:
         return collect_facts(self)
 
     def counters(self, kinds: frozenset[str]) -> CounterSource:
-        from hoplab.samplers.device import DeviceCounterSource
-        return DeviceCounterSource(self.target, kinds)
+        from hoplab.nodes.ssh_counters import DeviceCounterSource
+
+        # A connection of its own: the SSH server process that serves it serves nothing
+        # else, so its CPU time is the sampler's cost (see hoplab.nodes.ssh_counters).
+        return DeviceCounterSource(SshExecutor(self.target), kinds)
 
     # --- reboots --------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 One script prints sections ("@@@ NAME" lines) that `parse_facts` turns into Facts:
 model (/tmp/sysinfo/model as OpenWrt writes it, else /proc/device-tree/model),
 firmware (/etc/openwrt_release, else /etc/os-release), kernel, CPU, uptime and boot
-id, sysctls (hoplab.run.metadata.SYSCTLS), drivers and offloads (ethtool -i / -k, when
+id, sysctls (hoplab.nodes.executor.SYSCTLS), drivers and offloads (ethtool -i / -k, when
 ethtool is installed), qdiscs (tc, when installed) and tool versions. Whatever the
 device cannot tell is named in `missing` with the reason and the package to install.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from hoplab.nodes.executor import Facts
+from hoplab.nodes.executor import SYSCTLS, Facts
 from hoplab.nodes.ssh_quote import SH_WHICH
-from hoplab.samplers.tc_text import parse_tc_text
+from hoplab.tools.tc import parse_tc_text
 
 if TYPE_CHECKING:
     from hoplab.nodes.executor import Executor
@@ -192,6 +192,5 @@ def parse_facts(text: str, sysctls: tuple[str, ...]) -> Facts:
 
 
 def collect_facts(ex: Executor, timeout: float = 30.0) -> Facts:
-    from hoplab.run.metadata import SYSCTLS
     res = ex.run(script_argv(SYSCTLS), timeout=timeout)
     return parse_facts(res.stdout, SYSCTLS)

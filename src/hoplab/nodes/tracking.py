@@ -16,13 +16,24 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from hoplab.lab import where
-from hoplab.lab.state import LabState, Proc
+from hoplab.nodes import rundir
 from hoplab.nodes.executor import Process, ProcessId
+from hoplab.nodes.procs import Proc
 
 LOG_NAME = "processes.jsonl"
+
+
+class Record(Protocol):
+    """What the readers of the log need of a lab's record (hoplab.lab.state.LabState):
+    its directory, where the log is, and the processes it lists itself."""
+
+    @property
+    def rundir(self) -> Path: ...
+
+    @property
+    def processes(self) -> list[Proc]: ...
 
 
 class ProcessRecord:
@@ -31,8 +42,8 @@ class ProcessRecord:
     several hoplab processes may append to one log: each line is one write."""
 
     def __init__(self, lab: str) -> None:
-        self.active = os.path.exists(where.record_path(lab))
-        self.path = Path(where.LABS_DIR) / lab / LOG_NAME
+        self.active = os.path.exists(rundir.record_path(lab))
+        self.path = Path(rundir.lab_dir(lab)) / LOG_NAME
 
     def started(self, proc: Process, role: str) -> None:
         ident = proc.ident
@@ -60,7 +71,7 @@ class ProcessRecord:
             f.write(json.dumps(entry) + "\n")
 
 
-def recorded_dirs(state: LabState) -> list[tuple[str, str]]:
+def recorded_dirs(state: Record) -> list[tuple[str, str]]:
     """(node, path) of every run directory on a device the log has not seen removed."""
     made: dict[tuple[str, str], None] = {}
     for e in _entries(state):
@@ -75,7 +86,7 @@ def recorded_dirs(state: LabState) -> list[tuple[str, str]]:
     return list(made)
 
 
-def _entries(state: LabState) -> list[dict[str, Any]]:
+def _entries(state: Record) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     try:
         lines = (state.rundir / LOG_NAME).read_text().splitlines()
@@ -91,7 +102,7 @@ def _entries(state: LabState) -> list[dict[str, Any]]:
     return out
 
 
-def recorded(state: LabState) -> list[Proc]:
+def recorded(state: Record) -> list[Proc]:
     """Every process of the lab that may still run: the state file's (wires,
     wireguard-go) and the tests' ones the log has not seen stop."""
     running: dict[tuple[str, int, int], Proc] = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from hoplab.errors import CapabilityError, HoplabError
 from hoplab.nodes.executor import Executor, Process
-from hoplab.nodes.netns_exec import NetnsExecutor
+from hoplab.nodes.registry import this_machine
 from hoplab.profile import fold
 from hoplab.profile.tools import need
 
@@ -29,10 +29,6 @@ from hoplab.profile.tools import need
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,event,ip,sym,dso"
 PERF_MISSING = ("perf is not installed where {node} runs: apt-get install linux-perf (or make "
                 "setup); on OpenWrt: opkg install perf (a kernel with KERNEL_PERF_EVENTS)")
-
-
-def this_machine() -> Executor:
-    return NetnsExecutor("host", None)
 
 
 @dataclass

@@ -7,25 +7,10 @@ to the hoplab command; a system-wide install on PATH works too.
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
-from pathlib import Path
-
 from hoplab.errors import CapabilityError
+from hoplab.nodes.tools import find as find
 
 INFERNO_VERSION = "0.12.3"
-
-
-def find(tool: str) -> str | None:
-    if tool == "perf" and "HOPLAB_PERF" in os.environ:
-        # A perf matching the kernel may live outside PATH (linux-perf-VERSION).
-        chosen = os.environ["HOPLAB_PERF"]
-        return chosen if os.access(chosen, os.X_OK) else None
-    beside = Path(sys.executable).with_name(tool)
-    if beside.exists():
-        return str(beside)
-    return shutil.which(tool)
 
 
 def need(tool: str) -> str:

@@ -20,7 +20,7 @@ from hoplab.kinds import flow_tool
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import Executor
-from hoplab.nodes.registry import close_all, executors, wire_executors
+from hoplab.nodes.registry import close_all, executors, is_local, wire_executors
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run import server_home
 from hoplab.run.figures import run_figures
@@ -89,7 +89,7 @@ def _start_servers(test: Test, plan: Plan, group: ProcessGroup,
             continue
         argv = server.argv
         if server.files is not None:
-            if plan.lab.node(server.node).is_device:
+            if not is_local(plan.lab.node(server.node).kind):
                 ex = group.nodes[server.node]
                 where = PurePosixPath(f"/tmp/{group.workdir.name}-server-{i}")
                 homes.append(server_home.Home(where, ex))

@@ -26,17 +26,20 @@ from typing import Any, Protocol
 
 from hoplab.errors import CapabilityError, HoplabError
 from hoplab.kinds import flow_tool
+from hoplab.kinds.device_tools import test_tools
 from hoplab.lab import build
 from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
-from hoplab.lab.devices import clock_offsets, device_labels, reboots, test_tools
+from hoplab.lab.devices.labels import device_labels
 from hoplab.lab.plan import Plan
 from hoplab.lab.signals import shielded
 from hoplab.lab.summary import summarize
+from hoplab.nodes import workdir as run_workdir
+from hoplab.nodes.clock import clock_offsets
 from hoplab.nodes.executor import Executor
+from hoplab.nodes.reboots import reboots
 from hoplab.nodes.registry import close_all, executors
 from hoplab.record import MEASUREMENT_VERSION, DuplicateMetric, RunRecord, check_metric_keys
-from hoplab.run import workdir as run_workdir
 from hoplab.run.execute import TestResult, run_test
 from hoplab.run.metadata import host_metadata, node_settings
 from hoplab.run.one_way import gate as gate_one_way

@@ -17,13 +17,8 @@ from typing import Any
 from hoplab import __version__
 from hoplab.lab.caps import Capabilities
 from hoplab.lab.plan import Plan
-from hoplab.nodes.executor import Executor
+from hoplab.nodes.executor import SYSCTLS, Executor
 
-SYSCTLS = (
-    "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
-    "net.core.rmem_max", "net.core.wmem_max", "net.core.default_qdisc",
-    "net.ipv4.tcp_ecn", "net.ipv4.ip_forward", "net.ipv4.tcp_mtu_probing",
-)
 _OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload",
              "tcp-segmentation-offload", "scatter-gather", "tx-checksumming",
              "rx-checksumming")

@@ -36,7 +36,7 @@ from types import TracebackType
 
 from hoplab.nodes.executor import Executor, Snapshot
 from hoplab.record import Series
-from hoplab.samplers import cpu, ifaces, qdisc, tcp
+from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
 from hoplab.spec.experiment import SAMPLER_KINDS as SAMPLER_KINDS
 
 # SAMPLER_KINDS is the experiment file's vocabulary (spec owns it; named here as the
@@ -242,7 +242,8 @@ class Samplers:
                 for st, pct in (got or {}).items():
                     rec.add(f"cpu.{st}", "%", node, row, t, pct)
             state.cpu = cur
-        for name, unit, key, amount in snap.extra:
+        extra = [*wire.series(snap.wire), *snap.extra] if snap.wire is not None else snap.extra
+        for name, unit, key, amount in extra:
             rec.add(name, unit, node, key, t, amount)
         for what, reason in snap.missing.items():
             if what not in state.missing:

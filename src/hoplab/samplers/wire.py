@@ -11,8 +11,10 @@ key = "forward" (a -> b) or "reverse" (b -> a).
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from typing import Any
 
 from hoplab.lab import wire
 from hoplab.lab.state import LABS_DIR, find
@@ -49,7 +51,23 @@ def stats_path(netns: str) -> Path:
 
 def read(netns: str) -> dict[str, dict[str, float]]:
     """{direction: {series name: value}}; empty before the wire's first write."""
-    data = wire.read_stats(stats_path(netns))
+    return _values(wire.read_stats(stats_path(netns)))
+
+
+def series(text: str) -> list[tuple[str, str, str, float]]:
+    """The stats file's text as (series name, unit, direction, value); none for a file
+    the wire was writing when it was read (it rewrites it every 100 ms)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    units = {name: unit for name, unit, _ in FIELDS}
+    return [(name, units[name], direction, amount)
+            for direction, values in _values(data if isinstance(data, dict) else None).items()
+            for name, amount in values.items()]
+
+
+def _values(data: dict[str, Any] | None) -> dict[str, dict[str, float]]:
     if data is None:
         return {}
     out: dict[str, dict[str, float]] = {}

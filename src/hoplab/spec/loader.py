@@ -19,6 +19,7 @@ from pathlib import Path as FsPath
 from typing import NoReturn, TypeVar
 
 from hoplab.errors import SpecError
+from hoplab.nodes.registry import is_local
 from hoplab.spec import devices as dev
 from hoplab.spec import generate as gen
 from hoplab.spec import names
@@ -613,7 +614,7 @@ def _build(ctx: _Ctx, data: dict[str, object], name: str | None) -> Lab:
     defaults_path: Path = ("link_defaults",)
     defaults = _options(ctx, ctx.table(top.get("link_defaults", {}), defaults_path,
                                        _LINK_OPTION_KEYS), defaults_path)
-    devices = {n.name for n in nodes if n.is_device}
+    devices = {n.name for n in nodes if not is_local(n.kind)}
     for name in devices & set(topo.nodes):
         ctx.fail(("nodes", name, "ssh"), f"'{name}' is a generated node; a device is declared "
                                          f"with its links in [[links]]")

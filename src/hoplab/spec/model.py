@@ -168,8 +168,10 @@ class Node:
     iface_offloads: tuple[tuple[str, str, bool], ...] = ()
 
     @property
-    def is_device(self) -> bool:
-        return self.ssh is not None
+    def kind(self) -> str:
+        """Its kind of node (hoplab.nodes.registry says what one can do): the table
+        the file declares it with."""
+        return "ssh" if self.ssh is not None else "netns"
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from hoplab.lab.wireguard.config import (
     WgInterface,
     WgPeer,
     log_file,
+    node_of,
     uapi_socket,
     validate,
     where,
@@ -43,6 +44,7 @@ from hoplab.lab.wireguard.config import (
 from hoplab.lab.wireguard.keys import KeyPair, generate_keypair
 from hoplab.lab.wireguard.uapi import UAPI_TIMEOUT_S
 from hoplab.lab.wireguard.userspace import START_TIMEOUT_S, STOP_GRACE_S
+from hoplab.nodes.executor import ExecutorError
 
 __all__ = [
     "MODES",
@@ -121,8 +123,8 @@ def start_many(ifaces: Sequence[WgInterface], mode: Mode, *,
             userspace.wait_ready(iface, proc, deadline)
         for iface in ifaces:
             uapi.configure(iface)
-        _run_all([kernel.link_up_argv(iface) for iface in ifaces],
-                 [f"setting MTU and up on {where(iface)}" for iface in ifaces])
+        _run_all([(iface, kernel.link_up_argv(iface), f"setting MTU and up on {where(iface)}")
+                  for iface in ifaces])
     except BaseException:
         for iface, proc in zip(ifaces, procs, strict=False):
             _quietly(stop, iface, proc.pid)
@@ -156,15 +158,22 @@ def show(iface: WgInterface) -> dict[str, PeerStats]:
     return kernel.show(iface)
 
 
-def _run_all(argvs: list[list[str]], whats: list[str]) -> None:
-    """Run independent commands concurrently; fail with the first error."""
-    procs = [subprocess.Popen(a, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for a in argvs]
-    errors = []
-    for proc, what in zip(procs, whats, strict=True):
-        _, err = proc.communicate()
-        if proc.returncode != 0:
-            errors.append(f"{what} failed: {err.strip() or f'exit status {proc.returncode}'}")
+def _run_all(jobs: list[tuple[WgInterface, list[str], str]]) -> None:
+    """Run independent commands, each in its interface's namespace, a few at a time;
+    fail with every error."""
+    from hoplab.lab.netns import in_each
+
+    def one(job: tuple[WgInterface, list[str], str]) -> str | None:
+        iface, argv, what = job
+        try:
+            done = node_of(iface).run(argv)
+        except ExecutorError as exc:
+            return f"{what} failed: {exc}"
+        if done.returncode == 0:
+            return None
+        return f"{what} failed: {done.stderr.strip() or f'exit status {done.returncode}'}"
+
+    errors = [e for e in in_each(jobs, one) if e is not None]
     if errors:
         raise LabError("; ".join(errors))
 

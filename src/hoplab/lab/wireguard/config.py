@@ -6,10 +6,13 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from hoplab.errors import LabError
 from hoplab.lab.wireguard.keys import KeyPair
+
+if TYPE_CHECKING:
+    from hoplab.nodes.netns_exec import NetnsExecutor
 
 Mode = Literal["kernel", "userspace"]
 MODES: tuple[Mode, ...] = ("kernel", "userspace")
@@ -57,6 +60,13 @@ def log_file(iface: WgInterface) -> Path:
 
 def where(iface: WgInterface) -> str:
     return f"interface {iface.ifname} in namespace {iface.netns}"
+
+
+def node_of(iface: WgInterface) -> NetnsExecutor:
+    """The namespace ``iface`` lives in, where its commands run."""
+    from hoplab.nodes.registry import in_namespace
+
+    return in_namespace(iface.netns, iface.netns)
 
 
 def make_rundir(iface: WgInterface) -> None:

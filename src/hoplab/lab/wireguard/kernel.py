@@ -1,4 +1,5 @@
-"""Kernel WireGuard: ``ip -n NS link add IFNAME type wireguard`` and ``wg set``.
+"""Kernel WireGuard: ``ip link add IFNAME type wireguard`` and ``wg set``, run in the
+node's namespace through its executor.
 
 Nothing keeps running, so there is no PID to record.
 """
@@ -8,7 +9,6 @@ from __future__ import annotations
 import binascii
 import contextlib
 import os
-import subprocess
 from pathlib import Path
 
 from hoplab.errors import LabError
@@ -18,16 +18,18 @@ from hoplab.lab.wireguard.config import (
     format_endpoint,
     format_network,
     make_rundir,
+    node_of,
     uapi_socket,
     where,
 )
 from hoplab.lab.wireguard.keys import b64_to_hex, hex_to_b64
+from hoplab.nodes.executor import ExecutorError
 
 
 def start(iface: WgInterface) -> None:
     """Create, configure and bring up ``iface``; on failure, remove it again."""
     here = where(iface)
-    _run(["ip", "-n", iface.netns, "link", "add", "dev", iface.ifname, "type", "wireguard"],
+    _run(iface, ["ip", "link", "add", "dev", iface.ifname, "type", "wireguard"],
          f"creating kernel WireGuard {here} (does this kernel have the wireguard module?)")
     try:
         make_rundir(iface)
@@ -41,11 +43,11 @@ def start(iface: WgInterface) -> None:
         finally:
             os.close(fd)
         try:
-            _run(_wg_set_argv(iface, key_file), f"configuring {here}")
+            _run(iface, _wg_set_argv(iface, key_file), f"configuring {here}")
         finally:
             # The kernel holds the key now; keep no secret lying on disk.
             key_file.unlink(missing_ok=True)
-        _run(link_up_argv(iface), f"setting MTU and up on {here}")
+        _run(iface, link_up_argv(iface), f"setting MTU and up on {here}")
     except BaseException:
         # Clean-up on an error path must not hide the error that got us here.
         with contextlib.suppress(Exception):
@@ -56,16 +58,18 @@ def start(iface: WgInterface) -> None:
 def stop(iface: WgInterface) -> None:
     """Delete the link (fine if it is already gone) and any stale socket file."""
     # Deleting a link that is already gone (namespace removed) is fine.
-    subprocess.run(["ip", "-n", iface.netns, "link", "del", "dev", iface.ifname],
-                   stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    with contextlib.suppress(ExecutorError):
+        node_of(iface).run(["ip", "link", "del", "dev", iface.ifname])
     with contextlib.suppress(FileNotFoundError):
         uapi_socket(iface).unlink()
 
 
 def show(iface: WgInterface) -> dict[str, PeerStats]:
     """Per-peer counters from ``wg show IFNAME dump``, keyed by public key in hex."""
-    res = subprocess.run(["ip", "netns", "exec", iface.netns, "wg", "show", iface.ifname, "dump"],
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    try:
+        res = node_of(iface).run(["wg", "show", iface.ifname, "dump"])
+    except ExecutorError as exc:
+        raise LabError(f"cannot read WireGuard state of {where(iface)}: {exc}") from None
     if res.returncode != 0:
         raise LabError(f"cannot read WireGuard state of {where(iface)}: "
                        f"{res.stderr.strip() or f'wg exited with {res.returncode}'}")
@@ -73,14 +77,15 @@ def show(iface: WgInterface) -> dict[str, PeerStats]:
 
 
 def link_up_argv(iface: WgInterface) -> list[str]:
-    """Set the MTU of ``iface`` and bring it up (both back ends)."""
-    return ["ip", "-n", iface.netns, "link", "set", "dev", iface.ifname,
-            "mtu", str(iface.mtu), "up"]
+    """Set the MTU of ``iface`` and bring it up (both back ends), in its namespace."""
+    return ["ip", "link", "set", "dev", iface.ifname, "mtu", str(iface.mtu), "up"]
 
 
-def _run(argv: list[str], what: str) -> None:
-    res = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         check=False)
+def _run(iface: WgInterface, argv: list[str], what: str) -> None:
+    try:
+        res = node_of(iface).run(argv)
+    except ExecutorError as exc:
+        raise LabError(f"{what} failed: {exc}") from None
     if res.returncode != 0:
         raise LabError(f"{what} failed: "
                        f"{res.stderr.strip() or f'{argv[0]} exited with {res.returncode}'}")
@@ -88,7 +93,7 @@ def _run(argv: list[str], what: str) -> None:
 
 def _wg_set_argv(iface: WgInterface, key_file: Path) -> list[str]:
     here = where(iface)
-    argv = ["ip", "netns", "exec", iface.netns, "wg", "set", iface.ifname,
+    argv = ["wg", "set", iface.ifname,
             "private-key", str(key_file), "listen-port", str(iface.listen_port)]
     for peer in iface.peers:
         argv += ["peer", hex_to_b64(peer.public_hex)]

@@ -1,8 +1,8 @@
 """Userspace WireGuard: one ``wireguard-go -f IFNAME`` per interface.
 
-Each daemon is started through ``ip netns exec NS`` so its TUN device and UDP
-socket live in the node's namespace, and its PID is handed back so the engine
-can record it.
+Each daemon is started through ``ip netns exec NS`` (the node's executor's
+``popen(as_user=True)``) so its TUN device and UDP socket live in the node's
+namespace, and its PID is handed back so the engine can record it.
 
 Control sockets. wireguard-go normally listens on
 ``/var/run/wireguard/IFNAME.sock``, one path for the whole machine, so two
@@ -33,10 +33,18 @@ import time
 from pathlib import Path
 
 from hoplab.errors import LabError
-from hoplab.lab.state import proc_start_time
-from hoplab.lab.wireguard.config import WgInterface, log_file, make_rundir, uapi_socket, where
+from hoplab.lab.wireguard.config import (
+    WgInterface,
+    log_file,
+    make_rundir,
+    node_of,
+    uapi_socket,
+    where,
+)
 from hoplab.lab.wireguard.private_run import PRIVATE_RUN_HELPER
 from hoplab.lab.wireguard.uapi import errno_of
+from hoplab.nodes.executor import ExecutorError
+from hoplab.nodes.procs import proc_start_time
 
 #: How long a freshly started wireguard-go may take to answer on its socket.
 START_TIMEOUT_S = 5.0
@@ -72,12 +80,11 @@ def spawn(iface: WgInterface) -> subprocess.Popen[bytes]:
             "WG_PROCESS_FOREGROUND": "1",
             "LOG_LEVEL": os.environ.get("HOPLAB_WG_LOG", "error"),
         }
-        argv = ["ip", "netns", "exec", iface.netns,
-                sys.executable, "-I", "-S", "-c", PRIVATE_RUN_HELPER, str(iface.rundir),
+        argv = [sys.executable, "-I", "-S", "-c", PRIVATE_RUN_HELPER, str(iface.rundir),
                 _WG_GO, "-f", iface.ifname]
         with open(log_file(iface), "ab") as log:
-            proc = subprocess.Popen(
-                argv, env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
+            proc = node_of(iface).popen(
+                argv, as_user=True, env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT,
                 # Own session: a Ctrl-C meant for the engine must not reach the
                 # daemons directly; the engine stops them in order.
@@ -150,9 +157,11 @@ def wait_ready(iface: WgInterface, proc: subprocess.Popen[bytes], deadline: floa
     finally:
         conn.close()
     errno_of(reply.decode(errors="replace"), here, "get")
-    res = subprocess.run(["ip", "-n", iface.netns, "link", "show", "dev", iface.ifname],
-                         stdin=subprocess.DEVNULL, capture_output=True, check=False)
-    if res.returncode != 0:
+    try:
+        shown = node_of(iface).run(["ip", "link", "show", "dev", iface.ifname]).returncode == 0
+    except ExecutorError:
+        shown = False   # its namespace is gone
+    if not shown:
         raise LabError(f"wireguard-go for {here} answers but the device is missing from the "
                        f"namespace{_log_tail(iface)}")
 

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hoplab.lab.state import proc_start_time
+from hoplab.nodes.procs import proc_start_time
 
 PREFIX = "hoplab-run-"
 _NAME = re.compile(rf"^{PREFIX}(\d+)-(\d+)-")

@@ -24,13 +24,10 @@ from __future__ import annotations
 import shlex
 import time
 
-from hoplab.nodes.executor import ExecutorError, LineChannel, Snapshot
-from hoplab.nodes.ssh_exec import SshExecutor
+from hoplab.nodes.executor import Executor, ExecutorError, LineChannel, Snapshot
 from hoplab.nodes.ssh_quote import SH_WHICH
-from hoplab.nodes.ssh_target import SshTarget
-from hoplab.samplers.cpu import parse_proc_stat
-from hoplab.samplers.qdisc import parse_tc_json
-from hoplab.samplers.tc_text import parse_tc_text
+from hoplab.tools.proc_stat import parse_proc_stat
+from hoplab.tools.tc import parse_tc_json, parse_tc_text
 
 END = "@@hoplab-end@@"
 SAMPLE_TIMEOUT_S = 5.0
@@ -134,13 +131,14 @@ def _cpu_ticks(stat_line: str, children: bool) -> int:
 class DeviceCounterSource:
     """CounterSource of a device (see module doc)."""
 
-    def __init__(self, target: SshTarget, kinds: frozenset[str],
+    def __init__(self, ex: Executor, kinds: frozenset[str],
                  files: dict[str, str] | None = None) -> None:
-        """`files` replaces paths of _FILES (a test names a file the device lacks, as a
-        small-flash image lacks /proc/net/snmp)."""
+        """`ex`: the device's executor on a connection of its own, which this source
+        closes. `files` replaces paths of _FILES (a test names a file the device lacks,
+        as a small-flash image lacks /proc/net/snmp)."""
         self.kinds = kinds
         self.paths = {**_FILES, **(files or {})}
-        self.ex = SshExecutor(target)
+        self.ex = ex
         try:
             self._open()
         except BaseException:
