@@ -80,6 +80,37 @@ async def _closed(proc: asyncssh.SSHClientProcess[Any], timeout: float = 5.0) ->
         await asyncio.wait_for(proc.wait_closed(), timeout)
 
 
+async def _copy_out(stream: asyncssh.SSHReader[bytes], fd: int) -> None:
+    """A remote stream to a local descriptor, as it comes."""
+    while chunk := await stream.read(65536):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view):]
+
+
+async def _feed(proc: asyncssh.SSHClientProcess[bytes], stdin: int, thread: str) -> None:
+    """A local descriptor to the remote command's input, as it comes: read by a thread
+    of its own (a terminal may never end it), then its end."""
+    loop = asyncio.get_running_loop()
+    chunks: asyncio.Queue[bytes] = asyncio.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(stdin, 65536)
+            except OSError:
+                chunk = b""
+            loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+            if not chunk:
+                return
+
+    threading.Thread(target=read, name=thread, daemon=True).start()
+    with contextlib.suppress(asyncssh.Error, OSError):
+        while chunk := await chunks.get():
+            proc.stdin.write(chunk)
+        proc.stdin.write_eof()
+
+
 class SshProcess:
     """A long-lived process on a device; its output is copied into local files."""
 
@@ -234,40 +265,16 @@ class SshExecutor:
         command = remote_command(argv)
         ident: list[tuple[int, int]] = []
 
-        async def copy(stream: asyncssh.SSHReader[bytes], fd: int) -> None:
-            while chunk := await stream.read(65536):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fd, view):]
-
-        async def feed(proc: asyncssh.SSHClientProcess[bytes]) -> None:
-            loop = asyncio.get_running_loop()
-            chunks: asyncio.Queue[bytes] = asyncio.Queue()
-
-            def read() -> None:
-                while True:
-                    try:
-                        chunk = os.read(stdin, 65536)
-                    except OSError:
-                        chunk = b""
-                    loop.call_soon_threadsafe(chunks.put_nowait, chunk)
-                    if not chunk:
-                        return
-
-            threading.Thread(target=read, name=f"stdin-{self.node}", daemon=True).start()
-            with contextlib.suppress(asyncssh.Error, OSError):
-                while chunk := await chunks.get():
-                    proc.stdin.write(chunk)
-                proc.stdin.write_eof()
-
         async def go(conn: asyncssh.SSHClientConnection) -> int:
             async with self.conn.channel_lock():
                 proc = await conn.create_process(command, encoding=None)
                 feeder: asyncio.Task[None] | None = None
                 try:
                     ident.append(await _header(proc, self.node))
-                    feeder = asyncio.get_running_loop().create_task(feed(proc))
-                    await asyncio.gather(copy(proc.stdout, stdout), copy(proc.stderr, stderr))
+                    feeder = asyncio.get_running_loop().create_task(
+                        _feed(proc, stdin, f"stdin-{self.node}"))
+                    await asyncio.gather(_copy_out(proc.stdout, stdout),
+                                         _copy_out(proc.stderr, stderr))
                     status = _finished(await proc.wait(check=False))
                 finally:
                     if feeder is not None:

@@ -119,9 +119,20 @@ def _offloads(lines: list[str]) -> dict[str, str]:
 def parse_facts(text: str, sysctls: tuple[str, ...]) -> Facts:
     sec = _sections(text)
     f = Facts()
-    v, miss = f.values, f.missing
     if "end" not in sec:
-        miss["facts"] = "the facts script did not finish"
+        f.missing["facts"] = "the facts script did not finish"
+    _machine(sec, f.values, f.missing)
+    _sysctls(sec, sysctls, f.values, f.missing)
+    _interfaces(sec, f.values, f.missing)
+    _tools(sec, f.values, f.missing)
+    return f
+
+
+Sections = dict[str, list[str]]
+
+
+def _machine(sec: Sections, v: dict[str, Any], miss: dict[str, str]) -> None:
+    """Model, firmware, kernel, CPU, uptime and boot id."""
     model = " ".join(x.replace("\0", "").strip() for x in sec.get("model", [])).strip()
     if model:
         v["model"] = model
@@ -153,11 +164,19 @@ def parse_facts(text: str, sysctls: tuple[str, ...]) -> Facts:
         v["uptime_s"] = float(up[0].split()[0])
     if sec.get("boot_id"):
         v["boot_id"] = sec["boot_id"][0].strip()
+
+
+def _sysctls(sec: Sections, sysctls: tuple[str, ...], v: dict[str, Any],
+             miss: dict[str, str]) -> None:
     v["sysctls"] = {k: " ".join(" ".join(sec[f"sysctl {k}"]).split())
                     for k in sysctls if sec.get(f"sysctl {k}")}
     for k in sysctls:
         if not sec.get(f"sysctl {k}"):
             miss[f"sysctl {k}"] = "not in /proc/sys on the device"
+
+
+def _interfaces(sec: Sections, v: dict[str, Any], miss: dict[str, str]) -> None:
+    """Interfaces, their drivers and offloads (ethtool), and qdiscs (tc)."""
     ifaces = [i for i in sec.get("ifaces", []) if i != "lo"]
     v["interfaces"] = ifaces
     if any(k.startswith("ethtool_i ") for k in sec):
@@ -176,6 +195,9 @@ def parse_facts(text: str, sysctls: tuple[str, ...]) -> Facts:
         v["qdiscs"] = qd
     else:
         miss["qdiscs"] = "tc not installed on the device (OpenWrt package tc-tiny or tc-full)"
+
+
+def _tools(sec: Sections, v: dict[str, Any], miss: dict[str, str]) -> None:
     tools = {}
     for name, _, owrt_pkg, deb_pkg in TOOLS:
         out = sec.get(f"tool {name}")
@@ -188,7 +210,6 @@ def parse_facts(text: str, sysctls: tuple[str, ...]) -> Facts:
             miss[f"tool {name}"] = (f"not installed (OpenWrt package {owrt_pkg}, Debian "
                                     f"package {deb_pkg})")
     v["tools"] = tools
-    return f
 
 
 def collect_facts(ex: Executor, timeout: float = 30.0) -> Facts:
