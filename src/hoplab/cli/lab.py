@@ -169,7 +169,7 @@ def run_exec(args: argparse.Namespace) -> int:
     if args.node not in spaces:
         raise UsageError(f"lab {args.lab} has no node {args.node!r} (nodes: {', '.join(spaces)})")
     ns = spaces[args.node]
-    if ns == "None":  # a device: its commands run over SSH, not in a namespace here
+    if ns is None:  # no namespace here (a device): through the node's executor
         return _exec_device(args.lab, args.node, cmd)
     if not where.netns_exists(ns):
         raise UsageError(f"node {args.node} of lab {args.lab} is gone; run hoplab clean")

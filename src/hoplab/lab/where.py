@@ -18,13 +18,15 @@ from hoplab.nodes import netns
 from hoplab.nodes.rundir import record_path
 
 
-def node_namespaces(lab: str) -> dict[str, str] | None:
-    """Each node of lab `lab` and its namespace, from the lab's record; None when no
-    lab of that name is up. A damaged record is hoplab.lab.state's LabError."""
+def node_namespaces(lab: str) -> dict[str, str | None] | None:
+    """Each node of lab `lab` and its namespace on this machine (None for a node that
+    has none: a device), from the lab's record; None when no lab of that name is up. A
+    damaged record is hoplab.lab.state's LabError."""
     try:
         with open(record_path(lab), encoding="utf-8") as f:
             nodes = json.load(f).get("summary", {}).get("nodes", {})
-        return {name: str(info["netns"]) for name, info in nodes.items()}
+        return {name: None if info["netns"] is None else str(info["netns"])
+                for name, info in nodes.items()}
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
