@@ -244,8 +244,7 @@ class _Build:
     state: LabState
     result: UpResult
     say: Progress
-    # The executor of each namespace this machine gets, by namespace: the local nodes'
-    # and the wires'.
+    # The executor of each node that is a namespace here, by namespace.
     local: dict[str, NetnsExecutor]
     wires: dict[int, wire.WireLink]
 

@@ -59,7 +59,8 @@ def attach_nics(state: LabState, plan: Plan) -> list[tuple[str, str]]:
                                    "up": bool(int(_sysfs(nic, "flags") or "0", 16) & 1),
                                    "mtu": int(_sysfs(nic, "mtu") or "0")})
             moves.append((nic, ns))
-    state.save()
+    if moves:
+        state.save()
     return moves
 
 

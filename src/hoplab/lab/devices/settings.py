@@ -125,7 +125,8 @@ def record_devices(state: LabState, lab: Lab) -> None:
         state.devices[node.name] = {**ssh_entry(node, lab), "sysctls": [], "offloads": [],
                                     "teardown": [list(c) for c in node.teardown],
                                     "setup_started": False}
-    state.save()
+    if lab.devices():
+        state.save()
 
 
 def restore(state: LabState, nodes: Mapping[str, Executor], *,
