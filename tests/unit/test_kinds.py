@@ -9,6 +9,8 @@ are what run_figures gives, and the summary shows its headline.
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,15 +18,14 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from hoplab import kinds, metrics
+from hoplab import kind_registry, kinds, metrics
 from hoplab.errors import SpecError
-from hoplab.kinds.registry import FlowTool, Kind, Parse, Reader
+from hoplab.kind_registry import FlowTool, Kind, Option, Reader
+from hoplab.kinds.figures import run_figures
+from hoplab.kinds.flow import ClientTimes, Outcome, address
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, RunRecord, Series
 from hoplab.render.summary import summary_rows, summary_table
-from hoplab.run.figures import run_figures
-from hoplab.run.flows import Outcome, address
-from hoplab.run.procs import ClientTimes
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase, Test
 from hoplab.spec.experiment_loader import load_experiment
@@ -68,7 +69,8 @@ def _figures(test: Test, outcomes: Sequence[Outcome], end: float
                 Metric("page_load_max", loads[-1], "ms")], {}
 
 
-PAGE_OPTIONS: dict[str, Parse] = {"url": parse_str, "duration": ov.duration}
+PAGE_OPTIONS = {"url": Option(parse_str, "the page to load"),
+                "duration": Option(ov.duration, "how long to load it again and again")}
 
 PAGELOAD = Kind(
     name="pageload", options=PAGE_OPTIONS, expand=_expand, figures=_figures,
@@ -160,10 +162,36 @@ def test_every_builtin_kind_declares_registered_metrics_and_headlines() -> None:
         kind = kinds.get(name)
         for metric in (*kind.metrics, *kind.headline, *kind.flow_headline):
             assert metrics.find(metric) is not None, (name, metric)
-        assert set(kind.headline) <= set(kind.metrics), name
+        assert set(kind.headline) <= set(kinds.metrics_of(name)), name
+    # A custom test's runs carry its own figures and every flow kind's.
+    custom = kinds.metrics_of("custom")
+    assert {"jain_index", "goodput", "loss", "rtt_p99", "web_load"} <= set(custom)
+    assert "latency_increase" not in custom  # rrul's own, and rrul is not a flow kind
 
 
 def test_registering_a_name_twice_differently_is_refused(pageload: Kind) -> None:
     with pytest.raises(ValueError, match="pageload registered twice"):
         kinds.register(Kind(name="pageload", options={}, expand=_expand, figures=_figures,
                             headline=(), metrics=()))
+
+
+def test_the_registry_loads_the_builtin_kinds_when_first_asked() -> None:
+    """Importing hoplab.kinds loads no kind (the command line stays quick); the first
+    question, even from a layer below kinds, registers them all."""
+    code = ("import sys, hoplab.kinds\n"
+            "from hoplab import kind_registry\n"
+            "assert not [m for m in sys.modules if m.startswith('hoplab.kinds.')], sys.modules\n"
+            "print(' '.join(kind_registry.names()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert out.split() == ["tcp", "udp", "ping", "probe", "rrul", "custom", "web"]
+
+
+def test_asking_before_the_kinds_can_be_loaded_is_a_fault(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the lower layers would see if no front end had imported hoplab.kinds: an
+    # error saying so, never an empty registry.
+    monkeypatch.setattr(kind_registry, "_BUILTIN", None)
+    monkeypatch.setattr(kind_registry, "_LOADER", None)
+    with pytest.raises(RuntimeError, match=r"import hoplab\.kinds"):
+        kind_registry.find("tcp")

@@ -16,15 +16,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hoplab.errors import HoplabError
+from hoplab.kind_registry import BYTES_LIMIT_S
 from hoplab.kinds import flow_tool
+from hoplab.kinds.figures import run_figures
+from hoplab.kinds.flow import Outcome
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import Executor
 from hoplab.nodes.registry import close_all, executors, wire_executors
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run import server_home
-from hoplab.run.figures import run_figures
-from hoplab.run.flows import Outcome, client_argv, server_for
+from hoplab.run.flows import client_argv, server_for
 from hoplab.run.outcome import collect
 from hoplab.run.paths import flow_ends, routers_crossed
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
@@ -34,7 +36,6 @@ from hoplab.spec.experiment import Flow, Test
 
 # How long past its planned end a client may run before it is stopped as hung.
 GRACE_S = 15.0
-BYTES_LIMIT_S = 600.0
 
 
 @dataclass
@@ -73,9 +74,9 @@ def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> li
 def _deadline(flow: Flow, t0: float) -> float:
     if flow.duration_s is None:
         return t0 + flow.start_s + BYTES_LIMIT_S
-    # A web flow's last load may start just before its end and take its whole timeout.
+    # A flow with a timeout of its own may run past its duration by it (its kind says).
     return (t0 + flow.start_s + flow.duration_s + GRACE_S + 0.1 * flow.duration_s
-            + (flow.timeout_s or 0.0))
+            + flow_tool(flow.kind).overrun(flow))
 
 
 def _start_servers(test: Test, plan: Plan, group: ProcessGroup,

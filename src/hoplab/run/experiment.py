@@ -201,7 +201,7 @@ class ExperimentRunner:
             metadata={**self._host, "experiment_file": self.exp.source,
                       "lab_file": self.exp.lab_source,
                       "test": {"options": test.options,
-                               "flows": [dataclasses.asdict(f) for f in test.flows],
+                               "flows": [f.as_record() for f in test.flows],
                                "phases": [dataclasses.asdict(p) for p in test.phases],
                                "samplers": dataclasses.asdict(test.samplers)},
                       "matrix": {k: list(v) for k, v in self.exp.matrix.items()}})
