@@ -9,6 +9,7 @@ are what run_figures gives, and the summary shows its headline.
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,7 @@ from rich.console import Console
 from hoplab import kind_registry, kinds, metrics
 from hoplab.errors import SpecError
 from hoplab.kind_registry import FlowTool, Kind, Option, Reader
+from hoplab.kinds.doc import option_table
 from hoplab.kinds.figures import run_figures
 from hoplab.kinds.flow import ClientTimes, Outcome, address
 from hoplab.lab.plan import Plan
@@ -34,6 +36,7 @@ from hoplab.spec.units import parse_str
 from tests.helpers.lab_text import chain3
 
 LAB = chain3("c")
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "experiment-format.md"
 
 # --- the toy kind: everything a page-load kind is, in one place -----------------------
 
@@ -195,3 +198,19 @@ def test_asking_before_the_kinds_can_be_loaded_is_a_fault(
     monkeypatch.setattr(kind_registry, "_LOADER", None)
     with pytest.raises(RuntimeError, match=r"import hoplab\.kinds"):
         kind_registry.find("tcp")
+
+
+@pytest.mark.parametrize("name", ["tcp", "udp", "ping", "probe", "rrul", "custom", "web"])
+def test_each_kinds_keys_are_documented_from_their_declaration(name: str) -> None:
+    """docs/experiment-format.md has each kind's table of keys exactly as its declaration
+    prints it (`python -m hoplab.kinds.doc`): a key added, renamed or redocumented in the
+    kind's module and not in the docs fails here."""
+    text = DOCS.read_text()
+    heading = re.search(rf"^### `{name}`.*$", text, re.M)
+    assert heading is not None, name
+    rest = text[heading.end():]
+    end = re.search(r"^##", rest, re.M)
+    section = rest[:end.start()] if end else rest
+    table = option_table(kinds.get(name))
+    assert table in section, f"docs/experiment-format.md, {name}: expected\n{table}"
+    assert len(table.splitlines()) == 2 + len(kinds.get(name).options)
