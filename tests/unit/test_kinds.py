@@ -214,3 +214,31 @@ def test_each_kinds_keys_are_documented_from_their_declaration(name: str) -> Non
     table = option_table(kinds.get(name))
     assert table in section, f"docs/experiment-format.md, {name}: expected\n{table}"
     assert len(table.splitlines()) == 2 + len(kinds.get(name).options)
+
+
+FRONT_ENDS = {
+    # The command line reads the file as a user's `hoplab run` does.
+    "hoplab run": ("import os, sys\nos.geteuid = lambda: 0\n"
+                   "from hoplab.cli.main import main\n"
+                   "sys.exit(main(['run', sys.argv[1]]))\n"),
+    # A bisection reads the experiment as it is at each commit.
+    "bisect": ("import sys\nfrom pathlib import Path\n"
+               "from hoplab.errors import HoplabError\n"
+               "from hoplab.run.bisect import Target, load_at\n"
+               "p = Path(sys.argv[1])\n"
+               "try:\n    load_at(p.parent, Target(p.name, 'goodput', {}, None, 1), 'abc')\n"
+               "except HoplabError as e:\n    print(e, file=sys.stderr)\n    sys.exit(2)\n"),
+}
+
+
+@pytest.mark.parametrize("front", sorted(FRONT_ENDS))
+def test_each_front_end_that_reads_tests_has_the_kinds(tmp_path: Path, front: str) -> None:
+    """In a fresh interpreter (not this suite's, which has imported hoplab.kinds), a front
+    end that reads an experiment gets the registry's answer, not its fault."""
+    (tmp_path / "lab.toml").write_text(LAB)
+    (tmp_path / "exp.toml").write_text('lab = "lab.toml"\n[[tests]]\nname = "t"\n'
+                                       'kind = "tcpp"\nfrom = "client"\nto = "server"\n')
+    proc = subprocess.run([sys.executable, "-c", FRONT_ENDS[front], str(tmp_path / "exp.toml")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "not one of tcp, udp, ping, probe, rrul, custom, web" in proc.stderr, proc.stderr

@@ -8,8 +8,6 @@ import os
 import sys
 from collections.abc import Callable, Collection, Sequence
 
-# Light: the built-in test kinds are loaded when a command first asks for one.
-import hoplab.kinds  # noqa: F401
 from hoplab import __version__
 from hoplab.errors import HoplabError
 
