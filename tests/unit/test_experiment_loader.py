@@ -290,3 +290,25 @@ probe_interval = "10ms"
     assert by_kind["ping"].duration_s == 10.0
     assert sum(f.kind == "tcp" for f in test.flows) == 4
     assert [(f.start_s, f.duration_s) for f in test.flows if f.kind == "tcp"] == [(2.0, 6.0)] * 4
+
+
+@pytest.mark.parametrize(("body", "key"), [
+    ('[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\nto = "server"\n'
+     'duration = "5s"\nbytes = "10mb"\n', "tests[0].bytes"),
+    ('[[tests]]\nname = "t"\nkind = "custom"\nfrom = "client"\nto = "server"\n'
+     '[[tests.flows]]\nkind = "udp"\nduration = "5s"\nbytes = "10mb"\n',
+     "tests[0].flows[0].bytes"),
+])
+def test_a_bulk_flow_runs_for_a_time_or_a_count_of_bytes_not_both(tmp_path: Path, body: str,
+                                                                  key: str) -> None:
+    e = error(tmp_path, body)
+    assert (e.key, e.message) == (key, "give duration or bytes, not both")
+
+
+def test_a_custom_tests_duration_is_not_given_to_a_flow_with_bytes(tmp_path: Path) -> None:
+    body = ('[[tests]]\nname = "t"\nkind = "custom"\nfrom = "client"\nto = "server"\n'
+            'duration = "5s"\n[[tests.flows]]\nkind = "tcp"\nbytes = "10mb"\n'
+            '[[tests.flows]]\nkind = "ping"\n')
+    bulk, ping = load_experiment(write(tmp_path, body)).variants[0].tests[0].flows
+    assert (bulk.duration_s, bulk.options_as(IperfOptions).bytes) == (None, 10_000_000)
+    assert ping.duration_s == 5.0
