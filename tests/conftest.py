@@ -3,3 +3,7 @@
 
 # HOPLAB_REQUIRE_ALL=1 turns a skip into a failure (make test as root, CI).
 pytest_plugins = ["tests.helpers.require_all"]
+
+# The suite is a front end, as the command line is: it gives the kind registry the
+# loader of the built-in test kinds (hoplab.kinds), which the lower layers' tests ask.
+import hoplab.kinds  # noqa: E402, F401

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.kinds.figures import run_figures
+from hoplab.kinds.flow import Outcome
+from hoplab.kinds.ping import collect_ping
+from hoplab.kinds.probe import collect_probe
+from hoplab.kinds.tcp import collect_bulk
 from hoplab.record import Metric, RunRecord
 from hoplab.render.summary import per_hop_rows, summary_rows
-from hoplab.run.figures import run_figures
-from hoplab.run.flows import Outcome
-from hoplab.run.outcome import _bulk, _ping, _probe
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.experiment import Test as TestSpec
 
@@ -27,7 +29,7 @@ def bulk(name: str, file: str, *, src: str = "a", direction: str = "up", start: 
     flow = Flow(name=name, kind=kind, src=src, dst="z", start_s=start, duration_s=seconds,
                 direction=direction)
     out = Outcome(flow)
-    _bulk(out, text, offset, (0.0, 100.0))
+    collect_bulk(out, text, offset, (0.0, 100.0))
     return out
 
 
@@ -86,7 +88,7 @@ def test_udp_loss_is_the_receivers() -> None:
 def test_ping_figures_and_lost_echoes() -> None:
     out = Outcome(Flow(name="p", kind="ping", src="a", dst="z", duration_s=10))
     text = (DATA / "ping" / "loss_v4.txt").read_text()
-    _ping(out, text, t0=0.0)
+    collect_ping(out, text, t0=0.0)
     assert 0 < out.metric_value("loss") < 100
     lost = [s for s in out.series if s.name == "lost"]
     assert lost and len(lost[0].t) + len(out.rtt_ms) == out.metric_value("packets")
@@ -96,7 +98,7 @@ def test_ping_figures_and_lost_echoes() -> None:
 
 def test_probe_figures_include_one_way_delays() -> None:
     out = Outcome(Flow(name="q", kind="probe", src="a", dst="z", duration_s=2))
-    _probe(out, (DATA / "irtt" / "loopback.json").read_text(), t0=0.0)
+    collect_probe(out, (DATA / "irtt" / "loopback.json").read_text(), t0=0.0)
     names = {m.name for m in out.metrics}
     assert {"rtt_median", "loss", "owd_up_median", "owd_down_median", "ipdv_mean"} <= names
     assert out.metric_value("owd_up_median") < out.metric_value("rtt_median")
@@ -184,7 +186,7 @@ def test_custom_udp_and_ping_give_two_jitters_with_their_own_names() -> None:
 
     udp = bulk("mix.voip", "udp_200m.json", kind="udp")
     ping = Outcome(Flow(name="mix.ping", kind="ping", src="a", dst="z", duration_s=10))
-    _ping(ping, (DATA / "ping" / "loopback_v4.txt").read_text(), t0=0.0)
+    collect_ping(ping, (DATA / "ping" / "loopback_v4.txt").read_text(), t0=0.0)
     test = TestSpec(name="mix", kind="custom", src="a", dst="z", flows=(udp.flow, ping.flow),
                     phases=(Phase("load", 0.0, 10.0),))
     _, metrics, _ = run_figures(test, [udp, ping], 10.0)

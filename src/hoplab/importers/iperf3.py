@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.importers import Options, json_safe
+from hoplab.kinds.figures import rate_metrics
 from hoplab.record import IMPORTED_MEASUREMENT_VERSIONS, Metric, RawOutput, RunRecord, Series
-from hoplab.run.outcome import rate_metrics
 from hoplab.tools import iperf3
 
 _START_KEYS = ("version", "system_info", "timestamp", "connecting_to", "test_start",

@@ -572,7 +572,7 @@ def test_tools(lab: Lab, tests: Iterable[Any]) -> tuple[dict[str, set[str]], dic
     """What the tests will run on each device (a flow's client on its source, its server
     on its destination; ping needs no server), and which test needs each, for
     check_tools' message."""
-    from hoplab.kinds import flow_tool
+    from hoplab.kind_registry import flow_tool
 
     devices = {n.name for n in lab.devices()}
     needs: dict[str, set[str]] = {}

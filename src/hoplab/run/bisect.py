@@ -56,6 +56,7 @@ def git(repo: Path, *args: str) -> str:
 def load_at(checkout: Path, target: Target, sha: str) -> Experiment:
     """The experiment as it is in `checkout`, its runs labelled commit=SHA. It must have
     one variant and one test: bisection follows one figure."""
+    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
     from hoplab.spec.experiment_loader import load_experiment
 
     path = checkout / target.experiment

@@ -16,15 +16,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hoplab.errors import HoplabError
+from hoplab.kind_registry import BYTES_LIMIT_S
 from hoplab.kinds import flow_tool
+from hoplab.kinds.figures import run_figures
+from hoplab.kinds.flow import Outcome
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import Executor
 from hoplab.nodes.registry import close_all, executors, wire_executors
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run import server_home
-from hoplab.run.figures import run_figures
-from hoplab.run.flows import Outcome, client_argv, server_for
+from hoplab.run.flows import client_argv, server_for
 from hoplab.run.outcome import collect
 from hoplab.run.paths import flow_ends, routers_crossed
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
@@ -34,7 +36,6 @@ from hoplab.spec.experiment import Flow, Test
 
 # How long past its planned end a client may run before it is stopped as hung.
 GRACE_S = 15.0
-BYTES_LIMIT_S = 600.0
 
 
 @dataclass
@@ -73,9 +74,9 @@ def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> li
 def _deadline(flow: Flow, t0: float) -> float:
     if flow.duration_s is None:
         return t0 + flow.start_s + BYTES_LIMIT_S
-    # A web flow's last load may start just before its end and take its whole timeout.
+    # A flow with a timeout of its own may run past its duration by it (its kind says).
     return (t0 + flow.start_s + flow.duration_s + GRACE_S + 0.1 * flow.duration_s
-            + (flow.timeout_s or 0.0))
+            + flow_tool(flow.kind).overrun(flow))
 
 
 def _start_servers(test: Test, plan: Plan, group: ProcessGroup,
@@ -170,6 +171,47 @@ def run_test(test: Test, plan: Plan, workdir: Path,
             close_all(nodes)
 
 
+def _stop(group: ProcessGroup, samplers: Samplers | None, profiler: PhaseProfiler | None,
+          homes: list[server_home.Home]) -> None:
+    """Stop everything a test started, whatever happened, and remove its servers' homes."""
+    if profiler is not None:
+        profiler.stop()
+    if samplers is not None:
+        samplers.stop()
+    group.stop_all()
+    for home in homes:
+        if home.executor is None:
+            shutil.rmtree(home.path, ignore_errors=True)
+        else:
+            server_home.remove(home)
+            group.record.removed_dir(home.executor.node, str(home.path))
+
+
+def _figures(test: Test, result: TestResult, started: list[tuple[Flow, Proc]],
+             errors: list[str], t0: float) -> None:
+    """Each flow's outcome from its client's output, and the test's figures, into
+    `result`, with the clients' errors first."""
+    window = (test.load.start_s, test.load.end_s or result.duration_s)
+    outcomes: list[Outcome] = [_collect(f, p, t0, window) for f, p in started]
+    result.errors = errors + [o.error for o in outcomes if o.error] + result.errors
+    for o in outcomes:
+        result.series += o.series
+        result.metrics += o.metrics
+        result.raw += o.raw
+    # What was measured (raw outputs, sampler series) is kept even when a figure cannot
+    # be computed from it: the run is stored as failed with the error, and the raw
+    # outputs let it be parsed again once the fault is fixed.
+    try:
+        series, metrics, notes = run_figures(test, outcomes, max(test.duration_s,
+                                                                     result.duration_s))
+        result.series += series
+        result.metrics += metrics
+        result.notes.update(notes)
+        result.metrics += sampler_metrics(result.series, window=window)
+    except Exception as e:  # a fault in a figure must not lose the measurement
+        result.errors.append(_fault("figures", e))
+
+
 def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], None],
               base_dir: Path | None, nodes: Mapping[str, Executor]) -> TestResult:
     group = ProcessGroup(workdir, nodes, plan.lab.name)
@@ -197,36 +239,8 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
             # What a node could not give is said, never stored as zeros.
             result.notes["samplers_missing"] = "; ".join(samplers.missing)
     finally:
-        if profiler is not None:
-            profiler.stop()
-        if samplers is not None:
-            samplers.stop()
-        group.stop_all()
-        for home in homes:
-            if home.executor is None:
-                shutil.rmtree(home.path, ignore_errors=True)
-            else:
-                server_home.remove(home)
-                group.record.removed_dir(home.executor.node, str(home.path))
-    window = (test.load.start_s, test.load.end_s or result.duration_s)
-    outcomes: list[Outcome] = [_collect(f, p, t0, window) for f, p in started]
-    result.errors = errors + [o.error for o in outcomes if o.error] + result.errors
-    for o in outcomes:
-        result.series += o.series
-        result.metrics += o.metrics
-        result.raw += o.raw
-    # What was measured (raw outputs, sampler series) is kept even when a figure cannot
-    # be computed from it: the run is stored as failed with the error, and the raw
-    # outputs let it be parsed again once the fault is fixed.
-    try:
-        series, metrics, notes = run_figures(test, outcomes, max(test.duration_s,
-                                                                     result.duration_s))
-        result.series += series
-        result.metrics += metrics
-        result.notes.update(notes)
-        result.metrics += sampler_metrics(result.series, window=window)
-    except Exception as e:  # a fault in a figure must not lose the measurement
-        result.errors.append(_fault("figures", e))
+        _stop(group, samplers, profiler, homes)
+    _figures(test, result, started, errors, t0)
     if profiler is not None:
         prof = profiler.finish()
         result.raw += prof.raw

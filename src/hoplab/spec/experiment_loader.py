@@ -18,8 +18,8 @@ from typing import Any
 
 from hoplab import kv
 from hoplab.errors import SpecError
-from hoplab.lab.plan import has_family
 from hoplab.spec.experiment import Experiment, Samplers, Test, Variant
+from hoplab.spec.families import has_family
 from hoplab.spec.loader import SpecContext, load_lab_data
 from hoplab.spec.locate import split_syntax_error
 from hoplab.spec.matrix import Point, apply_point, read_matrix, with_wireguard

@@ -1,9 +1,8 @@
 """[[tests]] entries -> Test objects: per-kind options, defaults, and the flows they expand to.
 
-Each kind (hoplab.kinds) declares its options and how it expands to flows; the
-keys every test has are below. The option tables are the reference for
-docs/experiment-format.md: each kind accepts exactly its keys, and an unknown key
-is an error naming it.
+Each kind (hoplab.kind_registry) declares its options and how it expands to flows;
+the keys every test has are below. Each kind accepts exactly its keys, and an
+unknown key is an error naming it.
 """
 
 from __future__ import annotations
@@ -12,8 +11,8 @@ from collections.abc import Collection, Mapping, Sequence
 from difflib import get_close_matches
 from typing import Any
 
-from hoplab.kinds import registry
-from hoplab.kinds.registry import Parse
+from hoplab import kind_registry as registry
+from hoplab.kind_registry import Parse
 from hoplab.spec.experiment import (
     SAMPLER_KINDS,
     Phase,
@@ -74,8 +73,6 @@ class _TestReader:
         out = {}
         for key, value in table.items():
             out[key] = self.ctx.conv((*path, key), allowed[key], value)
-        if "duration" in out and "bytes" in out:
-            self.ctx.fail((*path, "bytes"), "give duration or bytes, not both")
         return out
 
     def flow_options(self, kind: str) -> Mapping[str, Parse]:

@@ -1,12 +1,13 @@
-"""Whole-test figures from the flows' outcomes: totals, latency under load, fairness.
+"""Figures from the flows' outcomes: a flow's latency and rate figures, and the
+whole test's totals, latency under load and fairness.
 
 Summed throughput is the per-flow series added on one 0.2 s grid. Latency
 under load (rrul) pools every ping and probe RTT by phase: the median of the
 load phase against the median of the idle phases. Per-host fairness compares
 what each sending host got while every host was sending.
 
-Each test kind (hoplab.kinds) chooses its figures with figures(): these are the
-building blocks; run_figures() asks the test's kind.
+Each test kind chooses its figures with figures(): these are the building blocks;
+run_figures() asks the test's kind.
 """
 
 from __future__ import annotations
@@ -15,13 +16,61 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from hoplab.analysis.stats import binned_sum, bufferbloat_grade, jain_index, median, percentile
-from hoplab.kinds import registry
+from hoplab import kind_registry as registry
+from hoplab.analysis.stats import (
+    binned_sum,
+    bufferbloat_grade,
+    jain_index,
+    mean,
+    mean_abs_diff,
+    median,
+    percentile,
+)
+from hoplab.kinds.flow import REPORT_STEP_S, Outcome
 from hoplab.record import Metric, Series
-from hoplab.run.flows import REPORT_STEP_S, Outcome
-from hoplab.run.outcome import in_window, latency_metrics, rate_metrics
 from hoplab.spec.experiment import Test
 from hoplab.tools import iperf3
+
+
+def latency_metrics(values_ms: Sequence[float], flow: str | None) -> list[Metric]:
+    if not values_ms:
+        return []
+    out = [Metric(f"rtt_{name}", percentile(values_ms, q), "ms", flow=flow)
+           for name, q in (("min", 0), ("median", 50), ("p95", 95), ("p99", 99), ("max", 100))]
+    out.append(Metric("rtt_mean", mean(values_ms), "ms", flow=flow))
+    jitter = mean_abs_diff(values_ms)
+    if not math.isnan(jitter):
+        out.append(Metric("rtt_jitter", jitter, "ms", flow=flow))
+    return out
+
+
+def rate_metrics(values: Sequence[float], flow: str | None) -> list[Metric]:
+    if not values:
+        return []
+    return [Metric("throughput_mean", mean(values), "bit/s", flow=flow),
+            *[Metric(f"throughput_{n}", percentile(values, q), "bit/s", flow=flow)
+              for n, q in (("median", 50), ("p5", 5), ("p95", 95))]]
+
+
+def in_window(t: Sequence[float], v: Sequence[float], window: tuple[float, float]
+              ) -> list[float]:
+    lo, hi = window
+    return [x for s, x in zip(t, v, strict=True) if lo - 1e-9 <= s <= hi + 1e-9]
+
+
+def rtt_series(out: Outcome, t: list[float], rtt_ms: list[float]) -> None:
+    """A flow's answered round trips (run clock, ms): kept for the test's figures, and its
+    RTT series with the spikes in it."""
+    # numpy is imported here, not at the top: listing runs loads the kinds, which load
+    # this module, and need none of it.
+    from hoplab.analysis.spikes import spike_figures
+
+    out.rtt_t, out.rtt_ms = t, rtt_ms
+    rtt = Series("rtt", "ms", t, rtt_ms, flow=out.flow.name)
+    out.series.append(rtt)
+    more_metrics, more_series = spike_figures(rtt)
+    out.metrics += more_metrics
+    out.series += more_series
 
 # One direction of one flow with iperf3's totals for it: an up or down flow has one leg,
 # a --bidir flow two (its main direction is up, client -> server; the reverse is down).
@@ -46,7 +95,7 @@ def _goodput(legs: Sequence[Leg]) -> float:
     """Bytes received in every leg over the time from the first start to the last end.
     Adding each flow's own rate would overstate it: flows that start apart count
     their bytes over windows that do not coincide. Each leg's receiver counted for
-    bytes / rate seconds from its test's start (its span, hoplab.run.outcome.clock_start)."""
+    bytes / rate seconds from its test's start (its span, hoplab.kinds.tcp.clock_start)."""
     spans = [(o.span[0], o.span[0] + 8 * leg.received_bytes / leg.received_bps)
              for o, _, leg in legs if o.span is not None and leg.received_bps > 0]
     if not spans:
