@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from hoplab.kinds.flow import ClientTimes, Outcome, Server
+    from hoplab.kinds.procedure import Context, Result
     from hoplab.lab.plan import Plan
     from hoplab.record import Metric, Series
     from hoplab.spec.experiment import Flow, Phase, Test
@@ -128,6 +129,13 @@ class Kind:
     flow_headline: tuple[str, ...] = ()
     # Run notes (metadata) a summary shows as columns, e.g. rrul's bufferbloat grade.
     notes: tuple[str, ...] = ()
+    # Set when its headline figures are per key (throughput: per frame size, the key's
+    # name here): the summary has a row per key.
+    keyed: str | None = None
+    # Set when the kind runs a procedure of its own instead of its flows on a schedule
+    # (throughput's search over trials): the orchestrator calls it between clock zero
+    # and the samplers' stop (hoplab.kinds.procedure).
+    procedure: Callable[[Context], Result] | None = None
 
 
 _KINDS: dict[str, Kind] = {}

@@ -163,6 +163,24 @@ register(
     _m("retransmits", "count", "retrans", "lower"),
 )
 
+# RFC 2544 throughput (the throughput kind), each keyed by its frame size ("64", "imix";
+# "64 up" when a test searches both ways; "64 0.5%" for a second loss target): the
+# highest rate with no loss (NDR) or loss within a target (PDR), in frames/s and in bit/s
+# of whole frames with their FCS, as RFC 2544 counts them.
+register(
+    _m("ndr_fps", "frames/s", "NDR frames/s", "higher"),
+    _m("ndr_bps", "bit/s", "NDR", "higher"),
+    _m("pdr_fps", "frames/s", "PDR frames/s", "higher"),
+    _m("pdr_bps", "bit/s", "PDR", "higher"),
+    # The generator's own ceiling, and 1 where an answer is that ceiling (the path may
+    # forward more than was offered), 0 where it is the path's.
+    _m("generator_fps", "frames/s", "generator frames/s", "neutral"),
+    _m("generator_limited", "flag", "generator-limited", "neutral"),
+    # A probe stream's RTT while the NDR runs (RFC 2544 section 26.2): keys "SIZE median"
+    # and "SIZE p99".
+    _m("ndr_latency_ms", "ms", "latency at NDR", "lower"),
+)
+
 # Loss and order (UDP, probes).
 register(
     _m("loss", "%", "loss", "lower"),

@@ -88,11 +88,12 @@ def test_the_counter_from_real_nft_output():
 
 
 def test_the_ruleset_names_no_shell_and_refuses_odd_names():
-    text = rxcount.ruleset("hoplab_rx_1", "veth0", 5201)
-    assert 'device "veth0"' in text and "udp dport 5201 counter" in text
+    text = rxcount.ruleset("hoplab_rx_1", "veth0", [(5201, 26), (5202, 1480)])
+    assert 'device "veth0"' in text and "udp dport 5201 udp length 26 counter" in text
+    assert "udp dport 5202 udp length 1480 counter" in text
     for table, dev in [("x; flush ruleset", "eth0"), ("ok", 'eth0"; flush'), ("ok", "a" * 16)]:
         with pytest.raises(ValueError):
-            rxcount.ruleset(table, dev, 5201)
+            rxcount.ruleset(table, dev, [(5201, 26)])
 
 
 def _path(capacity: float, queue: int = 0, trial_s: float = 1.0) -> Callable[[float], Trial]:

@@ -61,7 +61,7 @@ def per_packet(d: Direction) -> bool:
     Measured: a 12 Mbit/s trace carried 10.3 Mbit/s of TCP with super-frames
     (bursts left the queue empty) and 11.6 Mbit/s per packet."""
     slow = d.rate_bps is not None and d.rate_bps < PER_PACKET_BELOW_BPS
-    return bool(d.loss_pct or d.duplicate_pct or d.jitter_s or d.trace or slow)
+    return bool(d.loss_pct or d.duplicate_pct or d.jitter_s or d.trace or slow or d.pps)
 
 
 def direction_spec(d: Direction, seed: int) -> str:
@@ -80,6 +80,8 @@ def direction_spec(d: Direction, seed: int) -> str:
         parts.append(f"dup={d.duplicate_pct!r}")
     if d.rate_bps is not None:
         parts.append(f"rate={d.rate_bps}")
+    if d.pps is not None:
+        parts.append(f"pps={d.pps}")
     if d.trace is not None:
         if "," in d.trace or "=" in d.trace:
             raise LabError(f"trace file path {d.trace!r} may not contain ',' or '='")

@@ -43,16 +43,21 @@ def _columns(kind: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*k.flow_headline, *k.headline)))
 
 
+def _keyed(kind: str) -> str | None:
+    k = registry.find(kind)
+    return None if k is None else k.keyed
+
+
 def _notes(kind: str) -> tuple[str, ...]:
     k = registry.find(kind)
     return () if k is None else k.notes
 
 
-def _figures(runs: Sequence[RunRecord], names: Sequence[str], flow: str | None
-             ) -> dict[str, dict[str, float]]:
+def _figures(runs: Sequence[RunRecord], names: Sequence[str], flow: str | None,
+             key: str | None = None) -> dict[str, dict[str, float]]:
     figures: dict[str, dict[str, float]] = {}
     for name in names:
-        values = [v for r in runs if (v := r.metric(name, flow=flow)) is not None
+        values = [v for r in runs if (v := r.metric(name, flow=flow, key=key)) is not None
                   and not math.isnan(v)]
         if values:
             figures[name] = {"median": median(values), "min": min(values),
@@ -77,6 +82,14 @@ def summary_rows(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
             continue
         notes = {n: sorted({str(r.metadata[n]) for r in ok if n in r.metadata})
                  for n in _notes(kind)}
+        if _keyed(kind):
+            # One row per key of the headline figures (throughput: per frame size).
+            head = HEADLINE.get(kind, ())
+            keys = list(dict.fromkeys(m.key for r in ok for m in r.metrics
+                                      if m.name in head and m.flow is None and m.key))
+            rows += [{**base, "flow": k, "figures": _figures(ok, head, None, k),
+                      "grades": [], "notes": notes} for k in keys]
+            continue
         rows.append({**base, "figures": _figures(ok, HEADLINE.get(kind, ()), None),
                      "grades": notes.get("grade", []), "notes": notes})
     return rows
@@ -104,13 +117,15 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
         table = Table(title=f"{title}: {test} ({kind})", title_justify="left")
         table.add_column("variant", no_wrap=True)
         per_flow = registry.per_flow(kind)
-        if per_flow:
-            table.add_column("flow", no_wrap=True)
+        keyed = _keyed(kind)
+        if per_flow or keyed:
+            table.add_column(keyed or "flow", no_wrap=True)
         table.add_column("runs ok", justify="right")
         names = _columns(kind) if per_flow else HEADLINE.get(kind, ())
-        if per_flow:
+        if per_flow or keyed:
             # A composition shows the figures its flows have (no page load column for a
-            # test without a web flow).
+            # test without a web flow); a keyed kind those it measured (no PDR without a
+            # loss target).
             names = tuple(n for n in names if any(n in row["figures"] for row in rows))
         for name in names:
             table.add_column(metrics.label(name), justify="right")
@@ -118,7 +133,7 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
         for note in notes:
             table.add_column(note)
         for row in rows:
-            cells = [row["variant"]] + ([row["flow"]] if per_flow else [])
+            cells = [row["variant"]] + ([row["flow"]] if per_flow or keyed else [])
             cells.append(f"{row['ok']}/{row['runs']}")
             cells += [_cell(row["figures"].get(n), metrics.unit(n, units.get(n, "")))
                       for n in names]

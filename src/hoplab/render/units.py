@@ -48,6 +48,8 @@ def value(v: float, unit: str) -> str:
         return f"{v:.0f} B"
     if unit.endswith("/s"):
         return f"{v:.0f}/s"
+    if unit == "flag":
+        return "yes" if v else "no"
     if unit == "index":
         return f"{v:.3f}"
     return f"{v:.4g} {unit}"

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from hoplab import kind_registry as registry
 from hoplab.errors import HoplabError
 from hoplab.kind_registry import BYTES_LIMIT_S
 from hoplab.kinds import flow_tool
 from hoplab.kinds.figures import run_figures
 from hoplab.kinds.flow import Outcome
+from hoplab.kinds.procedure import Context
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import Executor
@@ -212,15 +214,38 @@ def _figures(test: Test, result: TestResult, started: list[tuple[Flow, Proc]],
         result.errors.append(_fault("figures", e))
 
 
+def _procedure(test: Test, plan: Plan, group: ProcessGroup, result: TestResult,
+               tick: Callable[[float], None]) -> None:
+    """A kind's own procedure (a throughput search) in place of flows on a schedule."""
+    procedure = registry.get(test.kind).procedure
+    assert procedure is not None
+    try:
+        out = procedure(Context(
+            test=test, plan=plan, nodes=group.nodes, launcher=group, record=group.record,
+            workdir=group.workdir, t0=result.started_at, tick=tick,
+            listening=lambda node, proto, ports, procs: wait_listening(
+                group.nodes[node], proto, ports, [p for p in procs if isinstance(p, Proc)])))
+    except Exception as e:
+        result.errors.append(_fault(f"test {test.name}", e))
+        return
+    result.series += out.series
+    result.metrics += out.metrics
+    result.raw += out.raw
+    result.errors += out.errors
+    result.notes.update(out.notes)
+
+
 def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], None],
               base_dir: Path | None, nodes: Mapping[str, Executor]) -> TestResult:
     group = ProcessGroup(workdir, nodes, plan.lab.name)
+    own_procedure = registry.get(test.kind).procedure is not None
     samplers: Samplers | None = None
     profiler = PhaseProfiler(test, test.profile, plan, nodes, workdir,
                              base_dir or Path.cwd()) if test.profile is not None else None
     homes: list[server_home.Home] = []
     try:
-        _start_servers(test, plan, group, homes)
+        if not own_procedure:
+            _start_servers(test, plan, group, homes)
         samplers = Samplers(sampler_targets(test, plan, nodes),
                             cpu="cpu" in test.samplers.kinds,
                             clock_zero=0.0, interval_s=test.samplers.interval_s)
@@ -231,7 +256,12 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
         samplers.clock_zero = t0
         result = TestResult(started_at=t0)
         samplers.start()
-        started, errors = _run_clients(test, plan, group, t0, tick, profiler)
+        started: list[tuple[Flow, Proc]] = []
+        errors: list[str] = []
+        if own_procedure:
+            _procedure(test, plan, group, result, tick)
+        else:
+            started, errors = _run_clients(test, plan, group, t0, tick, profiler)
         result.duration_s = time.time() - t0
         result.series += samplers.stop()
         result.errors += [f"sampler: {e}" for e in samplers.errors]
@@ -240,7 +270,10 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
             result.notes["samplers_missing"] = "; ".join(samplers.missing)
     finally:
         _stop(group, samplers, profiler, homes)
-    _figures(test, result, started, errors, t0)
+    if own_procedure:
+        result.metrics += sampler_metrics(result.series, window=(0.0, result.duration_s))
+    else:
+        _figures(test, result, started, errors, t0)
     if profiler is not None:
         prof = profiler.finish()
         result.raw += prof.raw

@@ -48,6 +48,7 @@ from hoplab.spec.units import (
     parse_interface,
     parse_mtu,
     parse_percent,
+    parse_pps,
     parse_queue,
     parse_rate,
     parse_str,
@@ -67,7 +68,7 @@ _NOT_ON_DEVICES = {
     "forward": 'set sysctls = { "net.ipv4.ip_forward" = 1 } if the device should forward',
     "nat": "masquerade with a setup command on the device (nft or iptables)",
 }
-_LINK_OPTION_KEYS = ("rate", "delay", "jitter", "loss", "loss_burst", "duplicate", "reorder",
+_LINK_OPTION_KEYS = ("rate", "pps", "delay", "jitter", "loss", "loss_burst", "duplicate", "reorder",
                      "trace", "queue", "qdisc", "qdisc_options", "emulator",
                      "wireguard", "mtu", "forward", "reverse")
 _LINK_KEYS = ("between", *_LINK_OPTION_KEYS, "subnet4", "subnet6", "addresses", "attach")
@@ -108,6 +109,7 @@ _DIRECTION_FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
     "queue": ("queue", parse_queue),
     "qdisc": ("qdisc", choice(QDISCS)),
     "qdisc_options": ("qdisc_options", parse_qdisc_options),
+    "pps": ("pps", parse_pps),
 }
 _LINK_FIELDS: dict[str, Callable[[object], object]] = {
     "emulator": choice(EMULATORS), "wireguard": parse_bool, "mtu": parse_mtu,

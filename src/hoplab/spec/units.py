@@ -169,6 +169,20 @@ def parse_percent(value: object) -> float:
     return pct
 
 
+# Frames per second a wire direction may be capped at: above 100 Mframes/s no emulated
+# router forwards, and the wire's service time (ns per frame) would round to nothing.
+MAX_PPS = 100_000_000
+
+
+def parse_pps(value: object) -> int:
+    """A frame rate ceiling: a whole number of frames per second, 1 .. MAX_PPS."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"pps is a whole number of frames per second, got {kind(value)}")
+    if not 1 <= value <= MAX_PPS:
+        raise ValueError(f"pps is 1 to {MAX_PPS} frames per second, got {value}")
+    return value
+
+
 def parse_queue(value: object) -> QueueLimit:
     """A queue bound: an int or "100p" is packets, a size string ("64kb") is bytes."""
     if isinstance(value, int) and not isinstance(value, bool):

@@ -10,6 +10,7 @@ flow). One named counter per table; one table per test stream.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from hoplab.tools import ToolOutputError, load_json
 
@@ -23,16 +24,24 @@ def _check(table: str, dev: str) -> None:
         raise ValueError(f"interface name {dev!r}")
 
 
-def ruleset(table: str, dev: str, dport: int) -> str:
-    """nft input that counts (and drops) UDP to `dport` arriving on `dev`, both families."""
+def ruleset(table: str, dev: str, streams: Sequence[tuple[int, int]]) -> str:
+    """nft input that counts (and drops) the test's UDP datagrams arriving on `dev`, both
+    families: each stream is (destination port, UDP length). Only datagrams of the test's
+    length count, so a generator's handshake (iperf3's 4-byte UDP connect message) still
+    reaches its server."""
     _check(table, dev)
-    if not 1 <= dport <= 65535:
-        raise ValueError(f"port {dport}")
+    rules = ""
+    for dport, length in streams:
+        if not 1 <= dport <= 65535 or not 8 <= length <= 65535:
+            raise ValueError(f"port {dport}, UDP length {length}")
+        rules += f"    udp dport {dport} udp length {length} counter name \"frames\" drop\n"
+    if not rules:
+        raise ValueError("a counter needs at least one stream")
     return (f"table netdev {table} {{\n"
             f"  counter frames {{ }}\n"
             f"  chain ingress {{\n"
             f"    type filter hook ingress device \"{dev}\" priority 0; policy accept;\n"
-            f"    udp dport {dport} counter name \"frames\" drop\n"
+            f"{rules}"
             f"  }}\n"
             f"}}\n")
 

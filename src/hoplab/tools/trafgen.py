@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hoplab.tools import ToolOutputError
@@ -74,8 +75,8 @@ def _mac(mac: str) -> str:
     return _bytes(bytes(int(x, 16) for x in mac.split(":")))
 
 
-def _block(s: Stream, sport: int) -> str:
-    payload = payload_bytes(s.frame_size, s.family)
+def _block(s: Stream, sport: int, frame_size: int) -> str:
+    payload = payload_bytes(frame_size, s.family)
     udp_len = UDP_HLEN + payload
     src = ipaddress.ip_address(s.src_ip).packed
     dst = ipaddress.ip_address(s.dst_ip).packed
@@ -93,12 +94,22 @@ def _block(s: Stream, sport: int) -> str:
             f"fill(0x55, {payload}) }}")
 
 
-def config(s: Stream) -> str:
-    """trafgen's packet configuration: one block per flow, source ports sport, sport+1..."""
-    check_size(s.frame_size, s.family)
+def config(s: Stream, mix: Sequence[int] = ()) -> str:
+    """trafgen's packet configuration: one block per flow (source ports sport, sport+1...)
+    and frame size; `mix` gives the sizes of a mixture in their proportions (imix: seven
+    64s, four 594s and one 1518), sent round robin; without it, the stream's one size."""
+    sizes = tuple(mix) or (s.frame_size,)
+    for size in set(sizes):
+        check_size(size, s.family)
     if s.flows < 1 or s.sport + s.flows - 1 > 65535:
         raise ValueError(f"flows {s.flows} from source port {s.sport} pass port 65535")
-    return "\n".join(_block(s, s.sport + i) for i in range(s.flows)) + "\n"
+    return "\n".join(_block(s, s.sport + i, size)
+                     for size in sizes for i in range(s.flows)) + "\n"
+
+
+def imix_sizes() -> tuple[int, ...]:
+    """The simple IMIX as the sizes of its round-robin cycle."""
+    return tuple(size for size, count in IMIX for _ in range(count))
 
 
 def argv(dev: str, conf: str, frames: int, fps: float | None) -> list[str]:
