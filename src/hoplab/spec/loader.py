@@ -217,6 +217,9 @@ def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
     if "trace" in merged and "rate_bps" in merged:
         ctx.fail(merged["trace"][1], f"trace and rate exclude each other ({label}): the trace "
                                      "sets the capacity")
+    if "trace" in merged and "pps" in merged:
+        ctx.fail(merged["pps"][1], f"trace and pps exclude each other ({label}): the trace "
+                                   "sets the capacity")
     if "qdisc_options" in merged:
         why = qdisc_misfit(_pick(merged, "qdisc", str), _pick(merged, "qdisc_options", tuple) or ())
         if why is not None:
@@ -238,7 +241,8 @@ def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
                      loss_burst=_pick(merged, "loss_burst", float),
                      duplicate_pct=_pick(merged, "duplicate_pct", float),
                      reorder=_pick(merged, "reorder", bool), trace=trace,
-                     qdisc_options=_pick(merged, "qdisc_options", tuple) or ())
+                     qdisc_options=_pick(merged, "qdisc_options", tuple) or (),
+                     pps=_pick(merged, "pps", int))
 
 
 def _trace_path(ctx: _Ctx, trace: str, where: Path) -> str:
