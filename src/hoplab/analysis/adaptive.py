@@ -91,9 +91,9 @@ def judge(a: Sequence[float], b: Sequence[float], *, p: float | None,
     ma, mb = float(np.median(xa)), float(np.median(xb))
     change = (mb - ma) / abs(ma) if ma else math.nan
     lo, hi = (-math.inf, math.inf) if any(map(math.isnan, ci)) else ci
-    # Identical repetitions (a quantised figure) have no noise; the power arithmetic
-    # divides by it. NaN (fewer than two repetitions a side) says "nothing detectable".
-    cv = max(noise_cv([a, b]), 1e-9)
+    # Identical repetitions (a quantised figure) have no noise: any change is detectable
+    # (power.py). NaN (fewer than two repetitions a side) says "nothing detectable".
+    cv = noise_cv([a, b])
     if bound is not None and -bound < lo and hi < bound:
         # Checked first: a difference shown smaller than the bound is no difference at
         # that bound, even when the rank test sees it (five runs a side without overlap

@@ -153,6 +153,9 @@ def power_note(found: Trend) -> str | None:
     per_value, needed = reps
     if math.isinf(power.detectable):
         text = f"no step can be told from noise with {per_value} repetition(s) per value"
+    elif power.cv == 0:
+        text = (f"no noise (every value's repetitions are equal): any step between "
+                f"stretches of {span} values is seen, at {per_value} repetition(s) per value")
     else:
         text = (f"steps smaller than {power.detectable * 100:.1f} % between stretches of "
                 f"{span} values can go unseen ({power.power * 100:.0f} % power at "
