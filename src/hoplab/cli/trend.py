@@ -43,11 +43,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--filter", dest="filters", action="append", default=[],
                    metavar="KEY=VALUE", help="only runs with this column, label or variant "
                                              "value (repeatable)")
-    from hoplab.analysis import detectors
-
-    p.add_argument("--detector", default=detectors.DEFAULT, metavar="NAME",
-                   help=f"what places the change points: {', '.join(detectors.names())} "
-                        f"(default {detectors.DEFAULT}; docs/trend.md compares them)")
+    # The registry (hoplab.analysis.detectors) is read when the command runs: `trend
+    # --help` imports no analysis.
+    p.add_argument("--detector", metavar="NAME",
+                   help="what places the change points: a registered detector (default "
+                        "edivisive, hoplab's own; pelt and binseg are ruptures'; a wrong "
+                        "name lists them all; docs/trend.md compares them)")
     p.add_argument("--json", action="store_true", help="the trend as JSON on stdout")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
                    help=f"also draw it: FILE{', FILE'.join(_FORMATS)} (an interactive "
@@ -73,7 +74,7 @@ def run_trend(args: argparse.Namespace) -> int:
     from hoplab.analysis.trend import analyse
     from hoplab.store import open_store
 
-    detectors.get(args.detector)                # an unknown name is bad input: exit 2
+    detector = detectors.get(args.detector or detectors.DEFAULT).name   # unknown: exit 2
     with open_store(store_arg.url(args), read_only=True) as store:
         series = trend_series(store, args.metric, filters, args.by,
                               order="natural" if repo else order)
@@ -91,7 +92,7 @@ def run_trend(args: argparse.Namespace) -> int:
         series = [dataclasses.replace(s, points=order_points(s.points, "sequence", sequence,
                                                              args.by)) for s in series]
     _warn_tests(series)
-    found = [analyse(args.metric, args.by, s.points, detector=args.detector, title=s.label)
+    found = [analyse(args.metric, args.by, s.points, detector=detector, title=s.label)
              for s in series]
     if args.output is not None and args.output.suffix.lower() == ".html":
         from hoplab.render.trend_html import trend_page
