@@ -89,8 +89,10 @@ def judge(va: Sequence[float], vb: Sequence[float],
     verdict = _verdict(va, vb, better, p, level, ci_pct, ci_diff, margin_pct, min_change_pct)
     detectable = math.nan
     if verdict == verdicts.UNCLEAR:
+        # At the level the verdict uses (p <= alpha, give or take the slack): 3 + 3 runs
+        # at alpha 0.1 do reach it, where the power arithmetic's p < alpha would not.
         detectable = 100 * detectable_change(noise_cv([va, vb]), len(va), len(vb),
-                                             alpha=alpha, power=POWER)
+                                             alpha=level, power=POWER)
     return Judgement(verdict=verdict, p=p, ci_pct=ci_pct, detectable_pct=detectable)
 
 
