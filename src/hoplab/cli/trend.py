@@ -94,15 +94,8 @@ def run_trend(args: argparse.Namespace) -> int:
     _warn_tests(series)
     found = [analyse(args.metric, args.by, s.points, detector=detector, title=s.label)
              for s in series]
-    if args.output is not None and args.output.suffix.lower() == ".html":
-        from hoplab.render.trend_html import trend_page
-
-        _write(args.output, trend_page(found[0], desc))
-    elif args.output is not None:
-        from hoplab.render.plots import save
-        from hoplab.render.plots_trend import trend_figure
-
-        save(trend_figure(found[0]), args.output)
+    if args.output is not None:
+        _draw(found[0], args.output, desc)
     if args.json:
         from hoplab.jsonsafe import json_safe
 
@@ -113,6 +106,18 @@ def run_trend(args: argparse.Namespace) -> int:
     if args.output is not None and not args.json:
         print(f"drawn: {args.output}")
     return 0
+
+
+def _draw(found: Trend, output: Path, desc: str) -> None:
+    if output.suffix.lower() == ".html":
+        from hoplab.render.trend_html import trend_page
+
+        _write(output, trend_page(found, desc))
+    else:
+        from hoplab.render.plots import save
+        from hoplab.render.plots_trend import trend_figure
+
+        save(trend_figure(found), output)
 
 
 def _warn_tests(series: list[TrendSeries]) -> None:
