@@ -14,6 +14,7 @@ import pytest
 
 from hoplab.cli.main import main
 from hoplab.store import open_store
+from hoplab.web.app import Dashboard
 from tests.helpers.runs import make_run
 
 HOPLAB = str(Path(sys.executable).with_name("hoplab"))
@@ -284,6 +285,15 @@ def test_two_values_cannot_tell_and_say_why(tmp_path: Path,
     assert doc["power"] is None and doc["change_points"] == []
     assert doc["reason"] == ("a step needs at least 2 values on each side, and there are 2 "
                              "values")
+    # The interactive page and the dashboard's trend page say it too.
+    page = tmp_path / "t.html"
+    assert main(["trend", "goodput", "--by", "gro", "--db", path, "-o", str(page)]) == 0
+    assert "not enough data: a step needs at least 2 values on each side" in \
+        page.read_text(encoding="utf-8")
+    with open_store(path) as store:
+        body = Dashboard(store).handle("/trend?metric=goodput&by=gro").body.decode()
+    assert "not enough data: a step needs at least 2 values on each side" in body
+    assert "no change point" not in body
 
 
 def test_runs_that_differ_in_another_variant_key_are_separate_series(
