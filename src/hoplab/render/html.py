@@ -198,7 +198,7 @@ def comparison_table(comps: Sequence[MetricComparison], alpha: float = 0.05) -> 
                      figure(c.b_median, c.metric, c.unit), view.size(c, "b"),
                      view.pct(c.change_pct), view.ci(c),
                      "-" if c.p_value is None else f"{c.p_value:.3g}",
-                     Html(f'<span class="verdict {cls}">{esc(c.verdict)}</span>')))
+                     Html(f'<span class="verdict {cls}">{esc(view.verdict(c))}</span>')))
     return table(("metric", "A median", "A runs", "B median", "B runs", "change",
                   f"{100 * (1 - alpha):g} % CI",
                   "p", "verdict (B vs A)"), rows, numeric=(1, 2, 3, 4, 5, 6, 7), cls="compare")
@@ -223,7 +223,5 @@ def comparison_html(result: Comparison, alpha: float = 0.05, link: str | None = 
                      f"{comparison_table(view.ordered(g), alpha)}{notes}</section>")
     parts += [f'<p class="note">not compared: {esc(u)}</p>' for u in result.unmatched]
     parts.append(f'<p class="note">One observation per run (per page load for the medians of '
-                 f"page loads). better/worse: Mann-Whitney p ≤ {alpha:g}, the bootstrap "
-                 f"{100 * (1 - alpha):g} % CI of the change of "
-                 "medians excludes 0 and the change is at least 1 % (docs/compare.md).</p>")
+                 f"page loads). {esc(view.legend(result))}</p>")
     return Html("".join(parts))

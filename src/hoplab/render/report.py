@@ -12,7 +12,7 @@ import functools
 import time
 from collections.abc import Sequence
 
-from hoplab import __version__
+from hoplab import __version__, kinds
 from hoplab.analysis.groups import Comparison, compare_groups, split_sides
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
@@ -64,7 +64,8 @@ def comparison(runs: Sequence[RunRecord]) -> tuple[Comparison | None, str]:
                       "or label key; `hoplab compare A B` compares any two selections")
     key, a, b = sides
     try:
-        return compare_groups(a, b), ""
+        # As `hoplab compare`: custom tests compare each flow too.
+        return compare_groups(a, b, per_flow=kinds.per_flow), ""
     except UsageError as exc:       # e.g. different measurement versions: not comparable
         return None, f"no comparison by {key}: {exc}"
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hoplab import metrics
-from hoplab.analysis.trend import Trend, power_note, shown
+from hoplab.analysis.trend import Trend, cannot_tell, power_note, shown
 from hoplab.render.charts import Chart
 from hoplab.render.html import Html, esc, table
 from hoplab.render.units import figure, rate_scale
@@ -55,7 +55,9 @@ def change_points_html(found: Trend) -> Html:
                          "change", "95 % CI", "p"), rows, numeric=(1, 2, 3, 4, 5),
                         cls="changes"))
     else:
-        out = f'<p class="changes">no change point in {esc(found.metric)} by {esc(found.by)}</p>'
+        # Too few values for any step: say that, not "no change point".
+        none = cannot_tell(found) or f"no change point in {found.metric} by {found.by}"
+        out = f'<p class="changes">{esc(none)}</p>'
     note = power_note(found)
     if note:
         out += f'<p class="note">{esc(note)}</p>'

@@ -145,7 +145,7 @@ class Dashboard:
         return Response(200, svg.encode(), "image/svg+xml")
 
     def _compare(self, query: dict[str, list[str]]) -> tuple[str, str, Any, Any]:
-        from hoplab import metrics
+        from hoplab import kinds, metrics
         from hoplab.analysis.groups import compare_groups
         from hoplab.analysis.select import select_pair
 
@@ -158,7 +158,7 @@ class Dashboard:
         sides = [[self.store.get_run(i, series=trials) for i in side] for side in ids]
         # As `hoplab compare`: without per_flow, custom tests still compare each flow.
         per_flow = True if (query.get("per_flow") or [""])[-1] in ("1", "on", "true") \
-            else None
+            else kinds.per_flow
         return a, b, compare_groups(sides[0], sides[1], per_flow=per_flow), ids
 
     def compare(self, query: dict[str, list[str]]) -> Response:
