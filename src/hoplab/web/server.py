@@ -59,7 +59,8 @@ SWITCH_INTERVAL_S = 0.001
 # anywhere else, and no other site may frame it.
 PAGE_CSP = ("default-src 'none'; script-src 'self' 'nonce-{nonce}'; style-src 'self' "
             "'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; "
-            "object-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+            "object-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; "
+            "frame-ancestors 'none'")
 # Anything else (JSON, plotly.js, text): nothing in it may run, load or be framed.
 OTHER_CSP = "default-src 'none'; frame-ancestors 'none'; sandbox"
 # The flame graph SVG carries symbol names from devices. Its own script (hover, zoom,
