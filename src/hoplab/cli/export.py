@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from hoplab import export
-from hoplab.cli import store_arg
+from hoplab.cli import arg_types, store_arg
 from hoplab.errors import UsageError
 
 
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "whole run, every series point, raw outputs base64-encoded; to stdout "
                     "unless -o. csv: two tables, BASE-series.csv (one row per series point) "
                     "and BASE-metrics.csv; BASE is -o without .csv, else hoplab-RUN.")
-    p.add_argument("run_id", type=int, metavar="RUN")
+    p.add_argument("run_id", type=arg_types.run_id, metavar="RUN")
     store_arg.add(p)
     p.add_argument("--format", choices=("json", "csv"), default="json")
     p.add_argument("-o", "--output", type=Path, metavar="FILE")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hoplab import kv
+from hoplab import kv, numbers
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.plot_kinds import FORMATS, KINDS, SINGLE_RUN
@@ -48,10 +48,7 @@ def _resolve(store: Store, items: list[str], series: bool) -> list[RunRecord]:
     for item in items:
         if "=" in item:
             continue
-        if item.strip().isdigit():
-            ids.append(int(item))
-        else:
-            raise UsageError(f"RUN {item!r}: a run id or KEY=VALUE, e.g. 7 or hops=2")
+        ids.append(numbers.run_id(item, "RUN (a run id or KEY=VALUE, e.g. 7 or hops=2)"))
     if filters:
         found = [r.id for r in store.list_runs(filters)]
         if not found:

@@ -9,7 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hoplab.cli import store_arg
+from hoplab import numbers
+from hoplab.cli import arg_types, store_arg
 from hoplab.errors import HoplabError, UsageError
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "for counts, click to zoom, Ctrl-F to search. With --diff "
                                    "A B: what grew from A to B in red, what shrank in blue, "
                                    "normalised to the same sample count.")
-    f.add_argument("runs", type=int, nargs="+", metavar="RUN")
+    f.add_argument("runs", type=arg_types.run_id, nargs="+", metavar="RUN")
     f.add_argument("-o", "--output", help="SVG file (default: hoplab-RUN-flamegraph.svg)")
     f.add_argument("--icicle", action="store_true", help="draw it upside down")
     f.add_argument("--diff", action="store_true", help="a differential graph of two runs")
@@ -138,8 +139,9 @@ def run_profile(args: argparse.Namespace) -> int:
         from hoplab.cli.profile_diff import run_diff
 
         return run_diff(args)
-    if len(args.runs) != 1 or not args.runs[0].isdigit():
+    if len(args.runs) != 1:
         raise UsageError("give one run id, or --diff A B")
+    run_id = numbers.run_id(args.runs[0])
     from rich.markup import escape
     from rich.table import Table
 
@@ -148,7 +150,7 @@ def run_profile(args: argparse.Namespace) -> int:
     from hoplab.store import open_store
 
     with open_store(store_arg.url(args)) as store:
-        rec, stacks = run_stacks(store, int(args.runs[0]), args.node)
+        rec, stacks = run_stacks(store, run_id, args.node)
     table = analyze.load_categories(Path(args.categories)) if args.categories \
         else analyze.load_categories()
     top = analyze.top_symbols(stacks, args.top)

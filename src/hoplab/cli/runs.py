@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from hoplab import kv, metrics
-from hoplab.cli import store_arg
+from hoplab.cli import arg_types, store_arg
 from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure, pairs
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("show", help="show one stored run",
                        description="Show a stored run: metadata, figures per flow, router "
                                    "CPU, interfaces and qdiscs, and its series.")
-    s.add_argument("run_id", type=int)
+    s.add_argument("run_id", type=arg_types.run_id)
     store_arg.add(s)
     s.add_argument("--json", action="store_true",
                    help="the run as JSON (series as point counts unless --series)")

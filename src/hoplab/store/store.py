@@ -14,6 +14,8 @@ from typing import Any, NoReturn
 import sqlalchemy as sa
 
 from hoplab.errors import HoplabError, UsageError
+from hoplab.numbers import MAX_ID, is_run_id
+from hoplab.numbers import run_id as parse_run_id
 from hoplab.record import (
     DuplicateMetric,
     Metric,
@@ -29,9 +31,9 @@ from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
 from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location
 
 _IN_CHUNK = 500             # run ids per IN (...) when reading headline metrics
-# The largest id a query may name: SQLite's and PostgreSQL's integers are 64-bit, and a
-# bigger number in a query is an error, not "no such run".
-MAX_ID = 2**63 - 1
+# Filters one query takes at most: each is a subquery, and a thousand of them cost SQLite
+# a second of CPU (or exceed its expression depth); no question needs more than a few.
+MAX_FILTERS = 32
 
 _RUNS, _METRICS, _SERIES, _RAW = TABLES.runs, TABLES.metrics, TABLES.series, TABLES.raw_outputs
 assert TABLES.run_labels is not None
@@ -76,13 +78,13 @@ _SUMMARY = tuple(c for c in _RUNS.c if c.name not in ("metadata", "error"))
 
 
 def _filtered(stmt: Any, filters: Mapping[str, str] | None) -> Any:
-    """`stmt` restricted to runs matching every filter (see list_runs); None if none can."""
+    """`stmt` restricted to runs matching every filter (see list_runs). UsageError for
+    more than MAX_FILTERS filters or an id filter that is not a run id."""
+    if filters and len(filters) > MAX_FILTERS:
+        raise UsageError(f"{len(filters)} filters: at most {MAX_FILTERS} at once")
     for key, value in (filters or {}).items():
         if key == "id":
-            text = str(value).strip()
-            if not text.isdigit() or int(text) > MAX_ID:
-                return None
-            stmt = stmt.where(_RUNS.c.id == _big(int(text)))
+            stmt = stmt.where(_RUNS.c.id == _big(parse_run_id(str(value), "filter id")))
         elif key in FILTER_COLUMNS:
             stmt = stmt.where(_RUNS.c[key] == str(value))
         else:
@@ -223,6 +225,8 @@ class Store:
                 raw: bool = False) -> RunRecord:
         """The run saved as `run_id`; without series or raw outputs unless asked (`series`
         a set of names: only those series, e.g. the trials compare judges on)."""
+        if not is_run_id(run_id):
+            raise UsageError(f"no run {run_id} in {self.describe()}")
         with self._read(f"cannot read run {run_id}") as conn:
             row = conn.execute(sa.select(_RUNS).where(_RUNS.c.id == run_id)).mappings().first()
             if row is None:
@@ -262,6 +266,8 @@ class Store:
 
     def raw_output(self, run_id: int, name: str) -> bytes:
         """The raw output `name` of run `run_id`, decompressed."""
+        if not is_run_id(run_id):
+            raise UsageError(f"no run {run_id} in {self.describe()}")
         with self._read(f"cannot read run {run_id}") as conn:
             blob = conn.execute(
                 sa.select(_RAW.c.data)
@@ -291,8 +297,6 @@ class Store:
         if offset < 0:
             raise UsageError(f"offset must be 0 or more, not {offset}")
         stmt = _filtered(sa.select(*_SUMMARY), filters)
-        if stmt is None:
-            return []
         order = _RUNS.c.id.desc() if newest else _RUNS.c.id
         stmt = stmt.order_by(order).offset(offset).limit(limit)
         with self._read("cannot list runs") as conn:
@@ -316,8 +320,6 @@ class Store:
         stmt = _filtered(sa.select(*_SUMMARY, _METRICS.c.value)
                          .join(_METRICS, _METRICS.c.run_id == _RUNS.c.id).where(*where),
                          filters)
-        if stmt is None:
-            return []
         stmt = stmt.order_by(_RUNS.c.id, _METRICS.c.seq)
         out: list[tuple[RunSummary, float]] = []
         with self._read("cannot read metrics") as conn:
