@@ -37,10 +37,28 @@ details{margin:.5em 0}.chart{min-height:200px}
 form input[type=text]{width:22em}
 """
 
+# Charts are drawn as they come near the screen (IntersectionObserver), not all at load:
+# a report of eighteen runs holds some sixty, and drawing them all took seconds before
+# anything could be read. A page that loads plotly.js itself asynchronously (the report,
+# page.standalone_scripts) sets window.hoplabReady; the dashboard loads it before this.
 DRAW_JS = """
+const hoplabWait = new Map();
+const hoplabView = 'IntersectionObserver' in window ? new IntersectionObserver(seen => {
+  for (const e of seen) {
+    if (e.isIntersecting) { hoplabView.unobserve(e.target); hoplabPlot(e.target.id); }
+  }
+}, {rootMargin: '300px 0px'}) : null;
+function hoplabPlot(id) {
+  const fig = hoplabWait.get(id);
+  if (fig === undefined) return;
+  hoplabWait.delete(id);
+  (window.hoplabReady || Promise.resolve()).then(() => Plotly.newPlot(
+    id, fig.data, fig.layout, {responsive: true, displaylogo: false, showLink: false}));
+}
 function hoplabDraw(id, fig) {
-  Plotly.newPlot(id, fig.data, fig.layout,
-                 {responsive: true, displaylogo: false, showLink: false});
+  hoplabWait.set(id, fig);
+  const el = document.getElementById(id);
+  if (hoplabView && el) hoplabView.observe(el); else hoplabPlot(id);
 }
 """
 
@@ -80,7 +98,11 @@ def kv(rows: Iterable[tuple[str, object]]) -> Html:
 def chart(c: Chart) -> Html:
     """A div for the figure and the script that draws it (plotly.js must be loaded)."""
     notes = "".join(f"<div>thinned for drawing: {esc(n)}</div>" for n in c.notes)
-    return Html(f'<figure><div class="chart" id="{esc(c.id)}"></div>'
+    # The chart's own height before it is drawn: the page does not jump as charts are
+    # drawn on scrolling, and what is in view is known before any is drawn.
+    height = c.figure.get("layout", {}).get("height")
+    style = f' style="height:{int(height)}px"' if isinstance(height, int | float) else ""
+    return Html(f'<figure><div class="chart" id="{esc(c.id)}"{style}></div>'
                 f"<figcaption>{notes}</figcaption></figure>"
                 f'<script>hoplabDraw("{esc(c.id)}", {figure_json(c.figure)});</script>')
 

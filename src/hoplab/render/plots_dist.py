@@ -14,7 +14,14 @@ from hoplab.analysis.order import variant_key
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 from hoplab.render.headline import HEADLINE
-from hoplab.render.plots import decimate, legend, new_figure, run_label, unit_scale, variant_label
+from hoplab.render.plot_parts import (
+    decimate,
+    legend,
+    new_figure,
+    run_label,
+    unit_scale,
+    variant_label,
+)
 
 
 def cdf(runs: Sequence[RunRecord], series: str = "rtt") -> Figure:

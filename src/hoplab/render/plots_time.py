@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from hoplab.analysis.order import natural_key
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord, Series
-from hoplab.render.plots import (
+from hoplab.render.plot_parts import (
     decimate,
     draw_phases,
     keep,

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from hoplab import metrics
+from hoplab import kv, metrics
 
 _RATE_STEPS = ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s"))
 
@@ -54,8 +54,9 @@ def value(v: float, unit: str) -> str:
 
 
 def pairs(d: Mapping[str, Any]) -> str:
-    """A variant or a set of labels as people write them: "hops=2 qos=on", "-" if empty."""
-    return " ".join(f"{k}={v}" for k, v in d.items()) or "-"
+    """A variant or a set of labels as people write them: "hops=2 wireguard=false", "-" if
+    empty (hoplab.kv.pairs, the one way a value is printed)."""
+    return kv.pairs(d)
 
 
 def figure(v: float, name: str, stored_unit: str = "") -> str:
