@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from hoplab import kv
 from hoplab.record import RunRecord
 from hoplab.render import decimate as thin
+from hoplab.render.quoted import PhaseLatency, phases
 from hoplab.render.units import rate_scale
 
 MAX_POINTS = 2000
@@ -67,18 +68,6 @@ def run_title(run: RunRecord) -> str:
     return f"{run.experiment} / {run_label(run)} ({run.kind}){status}"
 
 
-def phases(run: RunRecord) -> list[tuple[str, float, float]]:
-    test = run.metadata.get("test") if isinstance(run.metadata, dict) else None
-    raw = test.get("phases") if isinstance(test, dict) else None
-    out = []
-    for p in raw or []:
-        try:
-            out.append((str(p["name"]), float(p["start_s"]), float(p["end_s"])))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
 def draw_phases(axes: Sequence[Axes], run: RunRecord) -> None:
     """Dashed lines where one phase ends and the next begins, names over the top axis.
     A single phase (the whole run) has no boundary worth a line."""
@@ -92,6 +81,17 @@ def draw_phases(axes: Sequence[Axes], run: RunRecord) -> None:
     for name, start, end in ph:
         top.text((start + end) / 2, 1.01, name, transform=top.get_xaxis_transform(),
                  ha="center", va="bottom", fontsize=8, color="0.3")
+
+
+def draw_phase_latency(ax: Axes, found: Sequence[PhaseLatency]) -> int:
+    """The stored idle and loaded RTT as dashed levels over the phases they cover, named
+    in the legend (render/quoted.py): the figures show prints, where they belong."""
+    for p, colour in zip(found, ("#2ca02c", "#d62728"), strict=False):
+        for i, (start, end) in enumerate(p.spans):
+            label = f"{p.text} (median, ping and probe)" if i == 0 else "_nolegend_"
+            ax.hlines(p.value, start, end, colors=colour, linestyles="--", linewidth=1.6,
+                      zorder=5, label=label)
+    return len(found)
 
 
 def legend(ax: Axes, entries: int) -> None:
