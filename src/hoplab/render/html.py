@@ -17,7 +17,7 @@ from hoplab.render.charts import Chart, figure_json
 from hoplab.render.headline import HEADLINE
 from hoplab.render.run_view import CPU_COLUMNS, FLOW_COLUMNS, IFACE_COLUMNS, QDISC_COLUMNS
 from hoplab.render.spike_text import spike_lines
-from hoplab.render.units import figure, pairs
+from hoplab.render.units import figure, notes, pairs
 from hoplab.store import RunSummary
 
 CSS = """
@@ -186,7 +186,10 @@ def run_tables(rec: RunRecord) -> Html:
         ("qdiscs in the load phase", _matrix(_by(rec.metrics, "qdisc."), "qdisc",
                                              QDISC_COLUMNS)),
     ]
-    return Html("".join(f"<h3>{esc(title)}</h3>{body}" for title, body in parts if body))
+    said = "".join(f'<p class="note">note: {esc(n)}</p>'
+                   for n in notes(m.name for m in rec.metrics))
+    return Html("".join(f"<h3>{esc(title)}</h3>{body}" for title, body in parts if body)
+                + said)
 
 
 def metadata_details(rec: RunRecord) -> Html:
@@ -209,7 +212,8 @@ def headline_table(runs: Sequence[RunSummary], link: str | None = None) -> Html:
                        for n in names)))
     head = ("id", "started", "experiment", "test", "variant", "labels", "rep", "status",
             *(metrics.label(n) for n in names))
-    return table(head, rows, numeric=(0, 6, *range(8, 8 + len(names))))
+    said = "".join(f'<p class="note">note: {esc(n)}</p>' for n in notes(names))
+    return Html(table(head, rows, numeric=(0, 6, *range(8, 8 + len(names)))) + said)
 
 
 def comparison_table(comps: Sequence[MetricComparison], alpha: float = 0.05) -> Html:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hoplab import kv, metrics
@@ -72,3 +72,15 @@ def metric_name(name: str, flow: str | None = None, node: str | None = None,
         f"{f}={x}" for f, x in (("node", node), ("key", key), ("flow", flow)) if x)
     text = metrics.label(name)
     return f"{text} @ {where}" if where else text
+
+
+def notes(names: Iterable[str]) -> list[str]:
+    """What the registry says a reader must know of the figures `names` (each once, in
+    order): "sent into socket: what the senders wrote ...", for the line under a table
+    that shows them."""
+    out = []
+    for name in dict.fromkeys(names):
+        said = metrics.note(name)
+        if said:
+            out.append(f"{metrics.label(name)}: {said}")
+    return out
