@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hoplab import kv
 from hoplab.cli import store_arg
 from hoplab.errors import HoplabError, UsageError
 
@@ -25,12 +26,18 @@ FOLDED = "profile folded"
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f = sub.add_parser("flamegraph", help="draw a run's flame graph (or a diff of two)",
                        description="An interactive SVG flame graph of a run's profile: hover "
-                                   "for counts, click to zoom, Ctrl-F to search. With --diff "
-                                   "A B: what grew from A to B in red, what shrank in blue, "
-                                   "normalised to the same sample count.")
+                                   "for counts, click to zoom, Ctrl-F to search; drawn root "
+                                   "on top. With --diff A B: each frame of B red where its "
+                                   "share of the samples (with all it calls) grew from A, "
+                                   "blue where it shrank, the largest change the strongest.")
     f.add_argument("runs", type=int, nargs="+", metavar="RUN")
     f.add_argument("-o", "--output", help="SVG file (default: hoplab-RUN-flamegraph.svg)")
-    f.add_argument("--icicle", action="store_true", help="draw it upside down")
+    shape = f.add_mutually_exclusive_group()
+    shape.add_argument("--icicle", action="store_false", dest="upright",
+                       help="root on top, callees below (the default)")
+    shape.add_argument("--upright", action="store_true",
+                       help="root at the bottom, callees above; frames thinned so that the "
+                            "root stays within an 800 px high window")
     f.add_argument("--diff", action="store_true", help="a differential graph of two runs")
     f.add_argument("--node", help="only the processes of this node")
     store_arg.add(f)
@@ -95,8 +102,7 @@ def run_stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, 
 
 
 def _title(rec: RunRecord) -> str:
-    variant = " ".join(f"{k}={v}" for k, v in rec.variant.items())
-    return f"run {rec.id}: {rec.experiment} {rec.test} {variant}".strip()
+    return f"run {rec.id}: {rec.experiment} {rec.test} {kv.pairs(rec.variant, '')}".strip()
 
 
 def run_flamegraph(args: argparse.Namespace) -> int:
@@ -113,11 +119,11 @@ def run_flamegraph(args: argparse.Namespace) -> int:
     if args.diff:
         (a, sa), (b, sb) = pairs
         svg = diff(fold.render(sa), fold.render(sb), title=f"{_title(a)} -> run {b.id}",
-                   subtitle="red: grew, blue: shrank (normalised)")
+                   upright=args.upright)
     else:
         rec, stacks = pairs[0]
         prof = rec.metadata["profile"]
-        svg = flamegraph(fold.render(stacks), title=_title(rec), icicle=args.icicle,
+        svg = flamegraph(fold.render(stacks), title=_title(rec), upright=args.upright,
                          subtitle=f"{analyze.samples(stacks)} samples at {prof['frequency']} "
                                   f"Hz during {prof['phase']}; {prof['attribution']}")
     name = "-".join(str(r) for r in args.runs)
