@@ -84,3 +84,15 @@ def notes(names: Iterable[str]) -> list[str]:
         if said:
             out.append(f"{metrics.label(name)}: {said}")
     return out
+
+
+def id_list(ids: Iterable[int]) -> str:
+    """Run ids as a selection names them: "3", "1-18", "4-6, 9" (consecutive ones as a
+    range, never "3-3")."""
+    spans: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if spans and spans[-1][1] == i - 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in spans)

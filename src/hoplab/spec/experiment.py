@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hoplab import kv
 from hoplab.kinds import registry
 from hoplab.spec.model import Lab
 
@@ -135,7 +136,7 @@ class Variant:
     setup: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def label(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.values.items()) or "(default)"
+        return kv.pairs(self.values, "(default)")
 
 
 @dataclass(frozen=True)
