@@ -3,6 +3,7 @@ real runs (tests/data/render_runs) for the views that must quote their figures."
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -57,3 +58,24 @@ def real_store(path: Path, *names: str) -> list[int]:
     """A SQLite store at `path` holding the real runs `names`, in order; their ids."""
     with open_store(str(path)) as store:
         return [store.save_run(real_run(n)) for n in names]
+
+
+REPORT_RUNS = Path(__file__).resolve().parents[1] / "data" / "report_runs" / \
+    "wireguard-profile.json.gz"
+
+
+def report_store(path: Path, runs: int = 18) -> list[int]:
+    """A SQLite store at `path` of `runs` real 3-second profiled runs: the four of
+    tests/data/report_runs (two without WireGuard, two with) taken in turn, each copy
+    its own repetition, as `hoplab run examples/wireguard-profile.toml --set
+    duration=3s --repeat 9` stores eighteen. Their ids, in order."""
+    docs = json.loads(gzip.decompress(REPORT_RUNS.read_bytes()))
+    ids = []
+    with open_store(str(path)) as store:
+        for i in range(runs):
+            run = from_json(docs[i % len(docs)])
+            run.id = None
+            run.repetition = i // len(docs) + 1
+            run.started_at += 10.0 * i
+            ids.append(store.save_run(run))
+    return ids
