@@ -147,9 +147,9 @@ def test_cost_per_hop() -> None:
                    [Metric("goodput", 100.0 - (10.0 if wg else 5.0) * (h - 1), "bit/s")])
             for h in (1, 2, 3) for wg in (False, True)]
     rows = {r["variant"]: r for r in per_hop_rows(recs)}
-    assert rows["wireguard=False"]["per_hop"] == pytest.approx(-5.0)
-    assert rows["wireguard=True"]["per_hop_pct"] == pytest.approx(-10.0)
-    assert not math.isnan(rows["wireguard=True"]["per_hop"])
+    assert rows["wireguard=false"]["per_hop"] == pytest.approx(-5.0)
+    assert rows["wireguard=true"]["per_hop_pct"] == pytest.approx(-10.0)
+    assert not math.isnan(rows["wireguard=true"]["per_hop"])
 
 
 def test_udp_test_figures_sum_and_weigh_the_flows() -> None:

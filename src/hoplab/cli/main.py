@@ -80,6 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code: int = args.func(args)
+        # Written out here, so that a closed pipe is met inside this handler and not by
+        # Python's flush at exit (which prints a traceback and exits 120).
+        sys.stdout.flush()
     except HoplabError as exc:
         print(f"hoplab: error: {exc}", file=sys.stderr)
         return exc.exit_code

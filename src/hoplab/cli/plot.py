@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "variant over repetitions), ping (ping streams over time), cpu (per-core "
                     "CPU stacked by user, system, irq, softirq), timeline (one flow's "
                     "throughput through several runs end to end, in the order given: "
-                    "--flow NAME).")
+                    "--flow NAME). Legends quote the runs' stored figures, as `hoplab show` "
+                    "prints them, for the phase they belong to (rrul: idle and loaded RTT; "
+                    "its CDF one curve per phase).")
     p.add_argument("runs", nargs="+", metavar="RUN")
     p.add_argument("--kind", required=True, choices=KINDS)
     p.add_argument("-o", "--output", type=Path, metavar="FILE",

@@ -5,33 +5,37 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hoplab import numbers
+from hoplab import kv, numbers
 from hoplab.cli import arg_types, store_arg
+from hoplab.cli.profile_stacks import run_stacks
 from hoplab.errors import HoplabError, UsageError
 
 if TYPE_CHECKING:
     from hoplab.record import RunRecord
-    from hoplab.store import Store
 
 # The profile, store and rich modules are imported in the functions that use them:
 # at the top they would slow `--help` of these three commands.
 
-FOLDED = "profile folded"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f = sub.add_parser("flamegraph", help="draw a run's flame graph (or a diff of two)",
                        description="An interactive SVG flame graph of a run's profile: hover "
-                                   "for counts, click to zoom, Ctrl-F to search. With --diff "
-                                   "A B: what grew from A to B in red, what shrank in blue, "
-                                   "normalised to the same sample count.")
+                                   "for counts, click to zoom, Ctrl-F to search; drawn root "
+                                   "on top. With --diff A B: each frame of B red where its "
+                                   "share of the samples (with all it calls) grew from A, "
+                                   "blue where it shrank, the largest change the strongest.")
     f.add_argument("runs", type=arg_types.run_id, nargs="+", metavar="RUN")
     f.add_argument("-o", "--output", help="SVG file (default: hoplab-RUN-flamegraph.svg)")
-    f.add_argument("--icicle", action="store_true", help="draw it upside down")
+    shape = f.add_mutually_exclusive_group()
+    shape.add_argument("--icicle", action="store_false", dest="upright",
+                       help="root on top, callees below (the default)")
+    shape.add_argument("--upright", action="store_true",
+                       help="root at the bottom, callees above; frames thinned so that the "
+                            "root stays within an 800 px high window")
     f.add_argument("--diff", action="store_true", help="a differential graph of two runs")
     f.add_argument("--node", help="only the processes of this node")
     store_arg.add(f)
@@ -70,34 +74,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.set_defaults(func=run_fold)
 
 
-def run_stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, Counter[str]]:
-    from hoplab.profile import fold
-
-    rec = store.get_run(run_id, series=False)
-    prof = rec.metadata.get("profile")
-    if not isinstance(prof, dict):
-        raise UsageError(f"run {run_id} has no profile: add a [profile] table to its "
-                         f"experiment (see docs/profiles.md)")
-    if prof.get("status") != "ok":
-        raise UsageError(f"run {run_id}'s profile is missing: {prof.get('reason')}")
-    try:
-        stacks = fold.parse(store.raw_output(run_id, FOLDED).decode("utf-8", "replace"))
-    except UsageError:
-        raise UsageError(f"run {run_id} has no folded stacks stored") from None
-    if node is not None:
-        by_node = prof.get("by_node", {})
-        if node not in by_node:
-            raise UsageError(f"run {run_id}'s profile attributes no processes to node "
-                             f"{node!r}; profiled nodes: {', '.join(by_node) or 'none'}")
-        if not by_node[node].get("whole_machine"):
-            # A device's profile is all its own; a namespace's, its processes' samples.
-            stacks = fold.only_pids(stacks, by_node[node]["pids"])
-    return rec, fold.without_pids(stacks)
-
-
 def _title(rec: RunRecord) -> str:
-    variant = " ".join(f"{k}={v}" for k, v in rec.variant.items())
-    return f"run {rec.id}: {rec.experiment} {rec.test} {variant}".strip()
+    return f"run {rec.id}: {rec.experiment} {rec.test} {kv.pairs(rec.variant, '')}".strip()
 
 
 def run_flamegraph(args: argparse.Namespace) -> int:
@@ -114,11 +92,11 @@ def run_flamegraph(args: argparse.Namespace) -> int:
     if args.diff:
         (a, sa), (b, sb) = pairs
         svg = diff(fold.render(sa), fold.render(sb), title=f"{_title(a)} -> run {b.id}",
-                   subtitle="red: grew, blue: shrank (normalised)")
+                   upright=args.upright)
     else:
         rec, stacks = pairs[0]
         prof = rec.metadata["profile"]
-        svg = flamegraph(fold.render(stacks), title=_title(rec), icicle=args.icicle,
+        svg = flamegraph(fold.render(stacks), title=_title(rec), upright=args.upright,
                          subtitle=f"{analyze.samples(stacks)} samples at {prof['frequency']} "
                                   f"Hz during {prof['phase']}; {prof['attribution']}")
     name = "-".join(str(r) for r in args.runs)

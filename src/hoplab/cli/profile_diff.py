@@ -10,7 +10,7 @@ from typing import Any
 
 from hoplab.analysis import select
 from hoplab.cli import store_arg
-from hoplab.cli.profile import run_stacks
+from hoplab.cli.profile_stacks import run_stacks
 from hoplab.errors import UsageError
 from hoplab.profile.diff import FDR, ProfileDiff, diff
 from hoplab.store import Store, open_store

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from hoplab import kv
 from hoplab.cli import store_arg
 from hoplab.lab.signals import terminate_as_interrupt
 from hoplab.spec.names import given, lab_name
@@ -70,14 +71,22 @@ def _progress(exp: Experiment, bar: Progress | None, console: Console
         if bar is not None and task is not None:
             bar.update(task, completed=done[0])
         if rec.status != "ok":
-            console.print(f"[yellow]run {rec.id} ({rec.test} {rec.variant}) {rec.status}: "
-                          f"{rec.error}[/]")
+            console.print(f"[yellow]run {rec.id} ({rec.test} {kv.pairs(rec.variant)}) "
+                          f"{rec.status}: {rec.error}[/]", highlight=False)
 
     def note(message: str) -> None:
         if bar is not None and message.startswith("warning"):
             console.print(message)
 
     return RunProgress(start_run, tick, end_run, note), done
+
+
+def stored_line(ids: list[int], store: str, experiment_id: str | None) -> str:
+    """What `hoplab run` says it stored: "stored run 3 in ..." (not "runs 3-3")."""
+    from hoplab.render.units import id_list
+
+    return (f"stored run{'s' * (len(ids) > 1)} {id_list(ids)} in {store} (experiment id "
+            f"{experiment_id}); see hoplab runs, hoplab show ID")
 
 
 def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupted: bool
@@ -152,9 +161,8 @@ def run(args: argparse.Namespace) -> int:
                                                               f"repetitions"))
             ids = [r.id for r in runner.records if r.id is not None]
             if ids:
-                console.print(f"stored runs {min(ids)}-{max(ids)} in {store.describe()} "
-                              f"(experiment id {runner.experiment_id}); see hoplab runs, "
-                              f"hoplab show ID")
+                console.print(stored_line(ids, store.describe(), runner.experiment_id),
+                              highlight=False)
     if interrupted:
         print(f"hoplab: interrupted; {sum(r.status != 'interrupted' for r in runner.records)} "
               f"finished runs kept, the lab is down", file=sys.stderr)

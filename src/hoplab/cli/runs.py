@@ -69,7 +69,8 @@ def run_list(args: argparse.Namespace) -> int:
     for col in ("id", "started", "experiment", "test", "variant", "rep", "status", "figures"):
         table.add_column(col, justify="right" if col in ("id", "rep") else "left")
     for r in runs:
-        names = HEADLINE.get(r.kind, ())[:3]
+        # Every headline figure: rrul's loaded RTT and added latency are its point.
+        names = HEADLINE.get(r.kind, ())
         figures = ", ".join(f"{metrics.label(n)} {figure(r.metrics[n], n)}"
                             for n in names if n in r.metrics)
         variant = pairs(r.variant)

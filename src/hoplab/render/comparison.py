@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import metric_name
+from hoplab.render.units import notes as metric_notes
 
 if TYPE_CHECKING:
     # Types only: analysis imports numpy, which a CLI's --help should not pay for.
@@ -77,7 +78,7 @@ def notes(g: GroupComparison, alpha: float) -> list[str]:
 
     sizes = sorted({(len(m.a_values), len(m.b_values)) for m in g.metrics
                     if m.verdict == "not enough data" and m.per == "run"})
-    out = []
+    out = metric_notes(m.metric for m in g.metrics)
     single = [row_name(m) for m in g.metrics if m.per != "run" and min(m.a_runs, m.b_runs) < 2]
     if single:
         out.append(f"{', '.join(single)}: judged on every trial of one run a side, so a "

@@ -12,7 +12,7 @@ from rich.text import Text
 from hoplab import metrics
 from hoplab.record import Metric, RunRecord
 from hoplab.render.spike_text import spike_lines
-from hoplab.render.units import figure, pairs
+from hoplab.render.units import figure, notes, pairs
 
 CPU_COLUMNS = tuple(f"cpu.{s}" for s in ("user", "system", "irq", "softirq", "idle"))
 
@@ -134,6 +134,7 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
         _matrix("TCP retransmitted segments", tcp, "node", ("tcp.retrans_segs",)),
     ]
     parts += [t for t in tables if t is not None]
+    parts += [Text(f"note: {n}", style="dim") for n in notes(m.name for m in rec.metrics)]
     spikes = spike_lines(rec)
     if spikes:
         parts.append(Text("latency spikes\n" + "\n".join(f"  {line}" for line in spikes)))

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from hoplab import kinds as registry
 from hoplab import metrics
@@ -17,6 +18,7 @@ from hoplab.analysis.stats import median
 from hoplab.analysis.trend import slope
 from hoplab.record import RunRecord
 from hoplab.render.headline import HEADLINE
+from hoplab.render.units import notes as metric_notes
 from hoplab.render.units import pairs, value
 
 
@@ -128,7 +130,8 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
     hops = per_hop_table(records, units)
     if hops is not None:
         tables.append(hops)
-    return Group(*tables)
+    shown = [n for row in summary_rows(records) for n in row["figures"]]
+    return Group(*tables, *(Text(f"note: {n}", style="dim") for n in metric_notes(shown)))
 
 
 def per_hop_rows(records: Sequence[RunRecord], axis: str = "hops") -> list[dict[str, Any]]:

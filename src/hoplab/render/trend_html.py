@@ -93,8 +93,8 @@ def trend_page(found: Trend, source: str) -> str:
     """`hoplab trend -o FILE.html`: one self-contained page (plotly.js inlined, as `hoplab
     report` makes them) with trend_chart, the change points' table and the power note."""
     from hoplab import __version__
-    from hoplab.render.html import DRAW_JS, chart
-    from hoplab.render.report import page, plotly_js
+    from hoplab.render.html import chart
+    from hoplab.render.page import page, standalone_scripts
 
     name = found.metric.partition("@")[0]
     runs = sum(len(p.values) for p in found.points)
@@ -106,4 +106,4 @@ def trend_page(found: Trend, source: str) -> str:
             "point, the medians a line, each change point a dashed line with its change."
             "</p>"
             f"{chart(trend_chart(found))}{change_points_html(found)}")
-    return page(title, body, f"<script>{plotly_js()}</script><script>{DRAW_JS}</script>")
+    return page(title, body, standalone_scripts())

@@ -124,7 +124,7 @@ def _variant(ctx: SpecContext, lab_text: str, lab_raw: dict[str, Any], lab_sourc
     lab_data = copy.deepcopy(lab_raw)
     tests_data = copy.deepcopy(raw_tests)
     values = {key: point[0] for key, point in combo if key != "--set"}
-    label = " ".join(f"{k}={v}" for k, v in values.items())
+    label = kv.pairs(values, "")
     wireguard: bool | None = None
     setup: list[tuple[str, tuple[str, ...]]] = []
     try:

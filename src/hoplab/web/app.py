@@ -22,7 +22,7 @@ from hoplab.analysis.trend import Trend
 from hoplab.errors import HoplabError, UsageError
 from hoplab.jsonsafe import json_safe
 from hoplab.render import charts
-from hoplab.render.report import plotly_js
+from hoplab.render.page import plotly_js
 from hoplab.store import Store
 from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages

@@ -27,8 +27,8 @@ from hoplab.render.html import (
     run_header,
     run_tables,
 )
+from hoplab.render.page import page
 from hoplab.render.profile_html import profile_section
-from hoplab.render.report import page
 from hoplab.render.trend_html import change_marks, change_points_html
 from hoplab.render.units import pairs
 from hoplab.store import RunSummary
