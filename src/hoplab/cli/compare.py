@@ -80,15 +80,18 @@ def _as_json(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[
 
 def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[int],
            result: Comparison) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from hoplab.render.console import console as make_console
 
+    # Selections, names and warnings carry text from the runs and the command line:
+    # shown as they are, never read as rich markup.
     console = make_console()
     level = f"{100 * (1 - args.alpha):g} % CI"
-    console.print(f"[bold]A[/] {args.a}: {view.runs(ids_a)}\n"
-                  f"[bold]B[/] {args.b}: {view.runs(ids_b)}"
-                  f"\nin {desc}; verdict at alpha {args.alpha:g} (see docs/compare.md)")
+    console.print(f"[bold]A[/] {escape(args.a)}: {view.runs(ids_a)}\n"
+                  f"[bold]B[/] {escape(args.b)}: {view.runs(ids_b)}"
+                  f"\nin {escape(desc)}; verdict at alpha {args.alpha:g} (see docs/compare.md)")
     for g in result.groups:
         a_name, b_name = g.a_label or args.a, g.b_label or args.b
         table = Table()
@@ -97,19 +100,21 @@ def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[in
         for m in view.ordered(g, bool(args.metrics)):
             colour = _COLOURS[m.verdict]
             table.add_row(
-                view.row_name(m), view.sizes(m),
-                figure(m.a_median, m.metric, m.unit), figure(m.b_median, m.metric, m.unit),
-                view.pct(m.change_pct), view.ci(m),
-                "-" if m.p_value is None else f"{m.p_value:.2g}",
-                f"[{colour}]{m.verdict}[/]" if colour else m.verdict)
-        console.print(f"\n[bold]{g.title}[/]  A {a_name}: {view.runs(g.a_ids)}  vs  "
-                      f"B {b_name}: {view.runs(g.b_ids)}")
+                *map(escape, (view.row_name(m), view.sizes(m),
+                              figure(m.a_median, m.metric, m.unit),
+                              figure(m.b_median, m.metric, m.unit),
+                              view.pct(m.change_pct), view.ci(m),
+                              "-" if m.p_value is None else f"{m.p_value:.2g}")),
+                f"[{colour}]{escape(m.verdict)}[/]" if colour else escape(m.verdict))
+        console.print(f"\n[bold]{escape(g.title)}[/]  "
+                      + escape(f"A {a_name}: {view.runs(g.a_ids)}  vs  "
+                               f"B {b_name}: {view.runs(g.b_ids)}"))
         console.print(table)
         for w in g.warnings:
-            console.print(f"[yellow]warning:[/] {w}")
+            console.print(f"[yellow]warning:[/] {escape(w)}")
         for n in view.notes(g, args.alpha):
-            console.print(f"[dim]note:[/] {n}")
+            console.print(f"[dim]note:[/] {escape(n)}")
     if result.unmatched:
         console.print()
         for u in result.unmatched:
-            console.print(f"[dim]not compared:[/] {u}")
+            console.print(f"[dim]not compared:[/] {escape(u)}")

@@ -47,7 +47,7 @@ def run_export(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
             return 0
         _write(args.output, text)
-        make_console(stderr=True).print(f"wrote {args.output}")
+        make_console(stderr=True).print(f"wrote {args.output}", markup=False)
         return 0
     base = args.output or Path(f"hoplab-{args.run_id}")
     base = base.with_name(base.name.removesuffix(".csv"))
@@ -57,5 +57,5 @@ def run_export(args: argparse.Namespace) -> int:
         rows = writer(run, buf)
         path = base.with_name(f"{base.name}-{suffix}.csv")
         _write(path, buf.getvalue())
-        make_console().print(f"wrote {path} ({rows} rows)")
+        make_console().print(f"wrote {path} ({rows} rows)", markup=False)
     return 0

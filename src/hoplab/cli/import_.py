@@ -40,6 +40,8 @@ def _labels(items: list[str]) -> dict[str, str]:
 
 def run_import(args: argparse.Namespace) -> int:
     # Imported here, not at the top: rich and SQLAlchemy would slow `import --help`.
+    from rich.markup import escape
+
     from hoplab.importers import Options, load_files
     from hoplab.render.console import console as make_console
     from hoplab.store import open_store
@@ -61,10 +63,14 @@ def run_import(args: argparse.Namespace) -> int:
         figures = ", ".join(f"{metrics.label(n)} {figure(v, n, u)}"
                             for n in HEADLINE.get(run.kind, ())[:3]
                             for v, u in [_metric(run, n)] if u)
-        status = "" if run.status == "ok" else f" [red]{run.status}[/]: {run.error}"
-        console.print(f"run {run.id}: {path} -> {run.experiment}/{run.test} ({run.kind}, "
-                      f"{len(run.series)} series){status}" + (f"; {figures}" if figures else ""))
-    console.print(f"imported {len(runs)} run(s) into {desc}")
+        # The file's name and everything read from it (an error is the tool's stderr)
+        # are shown as they are, never read as rich markup.
+        status = "" if run.status == "ok" else \
+            f" [red]{escape(run.status)}[/]: {escape(str(run.error))}"
+        console.print(escape(f"run {run.id}: {path} -> {run.experiment}/{run.test} "
+                             f"({run.kind}, {len(run.series)} series)") + status
+                      + escape(f"; {figures}" if figures else ""))
+    console.print(escape(f"imported {len(runs)} run(s) into {desc}"))
     return 0
 
 

@@ -83,5 +83,5 @@ def run_plot(args: argparse.Namespace) -> int:
     fig = figure(args.kind, runs, metric=args.metric, style=args.style,
                  flow=getattr(args, "flow", None))
     path = save(fig, args.output or _default_name(runs, args.kind))
-    make_console().print(str(path), highlight=False, soft_wrap=True)
+    make_console().print(str(path), highlight=False, soft_wrap=True, markup=False)
     return 0

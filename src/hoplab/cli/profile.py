@@ -167,11 +167,12 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.node and not analyze.samples(stacks):
         out.print(f"no process of node {args.node} ran during run {rec.id}'s profile: a "
                   f"router's forwarding is kernel work in softirq, counted host-wide; see "
-                  f"hoplab profile {rec.id} without --node")
+                  f"hoplab profile {rec.id} without --node", markup=False)
         return 0
+    # The run's names are shown as they are, never read as rich markup.
     out.print(f"{_title(rec)}: {analyze.samples(stacks)} samples at {prof['frequency']} Hz "
               f"during {prof['phase']}" + (f", processes of {args.node}" if args.node else
-                                           f" ({prof['attribution']})"))
+                                           f" ({prof['attribution']})"), markup=False)
     t = Table(title=f"top {args.top} symbols by self time", title_justify="left")
     t.add_column("self", justify="right")
     t.add_column("symbol")

@@ -76,7 +76,7 @@ def _render(d: ProfileDiff, sides: dict[str, tuple[str, list[int], list[int]]],
         spec, runs, skipped = sides[key]
         note = f"; left out, no profile: {', '.join(map(str, skipped))}" if skipped else ""
         out.print(f"{key.upper()}: {spec} -> {len(runs)} profile(s), runs "
-                  f"{', '.join(map(str, runs))}, {sum(samples)} samples{note}")
+                  f"{', '.join(map(str, runs))}, {sum(samples)} samples{note}", markup=False)
     change = {c.symbol: c for c in d.symbols}
     t = Table(title=f"top {top} symbols by self time (mean share of each side's profiles)",
               title_justify="left")

@@ -63,5 +63,6 @@ def run_report(args: argparse.Namespace) -> int:
         if os.path.exists(tmp):
             os.unlink(tmp)
     make_console().print(f"wrote {args.output}: {len(runs)} run{'s' if len(runs) != 1 else ''}"
-                         f", {len(text) / 1e6:.1f} MB, {time.monotonic() - start:.2f} s")
+                         f", {len(text) / 1e6:.1f} MB, {time.monotonic() - start:.2f} s",
+                         markup=False)
     return 0

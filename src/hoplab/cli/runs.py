@@ -48,6 +48,7 @@ def _when(ts: float) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     # Imported here, not at the top: rich and SQLAlchemy would slow `runs --help`.
+    from rich.markup import escape
     from rich.table import Table
 
     from hoplab.render.console import console as make_console
@@ -63,9 +64,10 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     console = make_console()
     if not runs:
-        console.print(f"no runs in {desc}" + (" match" if args.filters else ""))
+        console.print(f"no runs in {desc}" + (" match" if args.filters else ""), markup=False)
         return 0
-    table = Table(title=f"runs in {desc}", title_justify="left")
+    # Every cell is text from the runs (names, labels): shown as it is, never read as markup.
+    table = Table(title=escape(f"runs in {desc}"), title_justify="left")
     for col in ("id", "started", "experiment", "test", "variant", "rep", "status", "figures"):
         table.add_column(col, justify="right" if col in ("id", "rep") else "left")
     for r in runs:
@@ -73,9 +75,9 @@ def run_list(args: argparse.Namespace) -> int:
         figures = ", ".join(f"{metrics.label(n)} {figure(r.metrics[n], n)}"
                             for n in names if n in r.metrics)
         variant = pairs(r.variant)
-        status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
-        table.add_row(str(r.id), _when(r.started_at), r.experiment, r.test, variant,
-                      str(r.repetition), status, figures)
+        status = escape(r.status) if r.status == "ok" else f"[red]{escape(r.status)}[/]"
+        table.add_row(str(r.id), _when(r.started_at), escape(r.experiment), escape(r.test),
+                      escape(variant), str(r.repetition), status, escape(figures))
     console.print(table)
     return 0
 

@@ -59,7 +59,7 @@ def run_serve(args: argparse.Namespace) -> int:
         with server:
             make_console().print(f"hoplab serve: {server.url} (store "
                                  f"{store.describe()}, read-only; Ctrl-C stops)",
-                                 highlight=False, soft_wrap=True)
+                                 highlight=False, soft_wrap=True, markup=False)
             sys.stdout.flush()
             previous = signal.signal(signal.SIGTERM, _stop)
             try:
