@@ -52,9 +52,8 @@ def run_compare(args: argparse.Namespace) -> int:
     from hoplab import metrics as registry
     from hoplab.analysis.groups import compare_groups
     from hoplab.analysis.select import select_pair
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         ids_a, ids_b = select_pair(store, args.a, args.b)
         # Only the series of trials (page loads), which some medians are judged on.
         trials = registry.trial_series()

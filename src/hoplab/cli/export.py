@@ -37,9 +37,8 @@ def _write(path: Path, text: str) -> None:
 def run_export(args: argparse.Namespace) -> int:
     # Imported here, not at the top: rich and SQLAlchemy would slow `export --help`.
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         run = store.get_run(args.run_id, series=True, raw=args.format == "json")
     if args.format == "json":
         text = json.dumps(export.to_json(run), indent=1, allow_nan=False) + "\n"

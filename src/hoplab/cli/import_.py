@@ -44,13 +44,12 @@ def run_import(args: argparse.Namespace) -> int:
 
     from hoplab.importers import Options, load_files
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
     options = Options(experiment=args.experiment, test=args.test, labels=_labels(args.labels))
     runs = load_files(args.files, options)
     console = make_console()
     saved: list[int] = []
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.writing(args) as store:
         try:
             for run in runs:
                 saved.append(store.save_run(run))

@@ -106,9 +106,8 @@ def run_flamegraph(args: argparse.Namespace) -> int:
         raise UsageError("give one run, or --diff A B")
     from hoplab.profile import analyze, fold
     from hoplab.profile.flamegraph import diff, flamegraph
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         pairs = [run_stacks(store, r, args.node) for r in args.runs]
     if args.diff:
         (a, sa), (b, sb) = pairs
@@ -145,9 +144,8 @@ def run_profile(args: argparse.Namespace) -> int:
 
     from hoplab.profile import analyze
     from hoplab.render.console import console
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         rec, stacks = run_stacks(store, int(args.runs[0]), args.node)
     table = analyze.load_categories(Path(args.categories)) if args.categories \
         else analyze.load_categories()

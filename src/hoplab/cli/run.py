@@ -119,13 +119,12 @@ def run(args: argparse.Namespace) -> int:
     from hoplab.render.summary import summary_table
     from hoplab.run.experiment import ExperimentRunner
     from hoplab.spec.experiment_loader import load_experiment
-    from hoplab.store import open_store
 
     if args.lab_name is not None:
         given(lab_name, args.lab_name, "run --lab-name")
     exp = load_experiment(args.experiment, args.sets, repeat=args.repeat)
     console = make_console(stderr=args.json)
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.writing(args) as store:
         interactive = not args.json and console.is_terminal
         bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                        TimeRemainingColumn(), console=console, transient=True) \

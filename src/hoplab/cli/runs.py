@@ -52,10 +52,10 @@ def run_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
-        runs = store.list_runs(_filters(args.filters), limit=args.limit, newest=True)
+    filters = _filters(args.filters)
+    with store_arg.reading(args) as store:
+        runs = store.list_runs(filters, limit=args.limit, newest=True)
         desc = store.describe()
     if args.json:
         json.dump(json_safe([dataclasses.asdict(r) for r in runs]), sys.stdout, indent=2,
@@ -96,9 +96,8 @@ def _as_json(rec: Any, with_points: bool) -> dict[str, Any]:
 def run_show(args: argparse.Namespace) -> int:
     from hoplab.render.console import console as make_console
     from hoplab.render.run_view import run_view
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         rec = store.get_run(args.run_id, series=True, raw=True)
         desc = store.describe()
     if args.json:

@@ -64,9 +64,8 @@ def run_trend(args: argparse.Namespace) -> int:
     filters = kv.parse(args.filters, "--filter", "test=bulk")
     from hoplab.analysis.series_trend import order_points, trend_points
     from hoplab.analysis.trend import analyse
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args), read_only=True) as store:
+    with store_arg.reading(args) as store:
         points = trend_points(store, args.metric, filters, args.by,
                               order="natural" if repo else order)
         desc = store.describe()

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
 
+# Each module by its own name, not through the package: hoplab.store's lazy names import
+# this module, and the package must not be imported back from here (a cycle).
+import hoplab.store.backup as backup
+import hoplab.store.budget as budget
+import hoplab.store.codec as codec
+import hoplab.store.migrations as migrations
 from hoplab.errors import HoplabError, UsageError
 from hoplab.record import (
     DuplicateMetric,
@@ -23,7 +31,6 @@ from hoplab.record import (
     check_metric_keys,
     upgrade_names,
 )
-from hoplab.store import budget, codec, migrations
 from hoplab.store.labels import label_rows
 from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
 from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location
@@ -103,10 +110,18 @@ def _summary(r: sa.RowMapping, figures: dict[str, float]) -> RunSummary:
 class Store:
     """Runs in a SQLite file or a PostgreSQL database; open one with open_store()."""
 
-    def __init__(self, location: StoreLocation, *, read_only: bool = False) -> None:
+    def __init__(self, location: StoreLocation, *, read_only: bool = False,
+                 create: bool = True) -> None:
         self.location = location
         self.read_only = read_only
         self._closed = False
+        # The copy of a SQLite file kept before its schema was upgraded, if it was.
+        self.backup: Path | None = None
+        path = location.url.database if location.backend == "sqlite" else None
+        if path and (read_only or not create) and not os.path.exists(path):
+            # A command that only reads must not leave an empty store where a typo pointed.
+            raise UsageError(f"no store at {location} (no such file; `hoplab run` and "
+                             f"`hoplab import` create one)")
         self._engine = create_engine(location, read_only=read_only)
         lock = migrations.no_lock if location.backend == "sqlite" else migrations.pg_lock
         try:
@@ -114,13 +129,19 @@ class Store:
                 self.migrated_from = migrations.check(self._engine, _upgrade_hint(location))
             else:
                 # The schema version this store had before opening (0: created now).
-                self.migrated_from = migrations.migrate(self._engine, lock=lock)
+                self.migrated_from = migrations.migrate(
+                    self._engine, lock=lock, create_new=create,
+                    backup=self._copy if path else migrations.no_backup)
         except UsageError as exc:
             self._engine.dispose()
             raise UsageError(f"cannot open store {location}: {exc}") from None
         except (sa.exc.SQLAlchemyError, OSError) as exc:
             self._engine.dispose()
             raise UsageError(f"cannot open store {location}: {_reason(exc)}") from None
+
+    def _copy(self, conn: sa.Connection, version: int) -> None:
+        assert self.location.url.database
+        self.backup = backup.copy(conn, self.location.url.database, version)
 
     def _fail(self, action: str, exc: BaseException) -> NoReturn:
         raise HoplabError(f"store {self.location}: {action}: {_reason(exc)}") from exc
@@ -390,15 +411,18 @@ class Store:
 def _upgrade_hint(location: StoreLocation) -> str:
     where = (shlex.quote(location.description.removeprefix("sqlite "))
              if location.backend == "sqlite" else location.description)
-    return f"hoplab runs --db {where}"
+    return f"hoplab migrate --db {where}"
 
 
-def open_store(url: str | None = None, *, read_only: bool = False) -> Store:
+def open_store(url: str | None = None, *, read_only: bool = False,
+               create: bool = True) -> Store:
     """Open (and create or migrate) a store; `read_only`: open it without writing
-    anything, refusing a store that is missing, empty or of an older schema.
+    anything, refusing a store that is missing, empty or of an older schema; without
+    `create`, open it for writing but refuse one that is missing or empty.
 
-    None: SQLite ./hoplab.db; a path: SQLite there; sqlite:///PATH,
+    An older SQLite store is copied to NAME.bak-schemaN before it is upgraded (the
+    Store's `backup`). None: SQLite ./hoplab.db; a path: SQLite there; sqlite:///PATH,
     postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (or postgres://). UsageError
     naming the store (never its password) if it cannot be opened.
     """
-    return Store(parse_location(url), read_only=read_only)
+    return Store(parse_location(url), read_only=read_only, create=create)
