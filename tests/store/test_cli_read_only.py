@@ -134,6 +134,11 @@ def test_migrate_of_a_missing_store_creates_nothing(
     if "://" not in store_url:
         assert f"no store at sqlite {store_url}" in err
         assert list(tmp_path.iterdir()) == []
+        # An empty file is not a store either, and is left empty (not switched to WAL).
+        Path(store_url).touch()
+        assert main(["migrate", "--db", store_url]) == 2
+        assert "holds no hoplab runs" in capsys.readouterr().err
+        assert Path(store_url).stat().st_size == 0
     else:
         assert "holds no hoplab runs" in err
         assert _tables(store_url) == []

@@ -125,6 +125,10 @@ class Store:
         self._engine = create_engine(location, read_only=read_only)
         lock = migrations.no_lock if location.backend == "sqlite" else migrations.pg_lock
         try:
+            if not create and not read_only:
+                # Looked at read-only first: the writing engine would switch a file that
+                # is not a store to WAL (a write) before the refusal.
+                _must_be_a_store(location)
             if read_only:
                 self.migrated_from = migrations.check(self._engine, _upgrade_hint(location))
             else:
@@ -406,6 +410,16 @@ class Store:
 
     def __repr__(self) -> str:
         return f"<Store {self.location}>"
+
+
+def _must_be_a_store(location: StoreLocation) -> None:
+    engine = create_engine(location, read_only=True)
+    try:
+        with engine.connect() as conn:
+            if migrations.read_version(conn) is None:
+                raise UsageError(migrations.NOT_A_STORE)
+    finally:
+        engine.dispose()
 
 
 def _upgrade_hint(location: StoreLocation) -> str:
