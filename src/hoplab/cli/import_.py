@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from hoplab import kv, metrics
 from hoplab.cli import store_arg
-from hoplab.errors import HoplabError
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure
 
@@ -46,17 +45,12 @@ def run_import(args: argparse.Namespace) -> int:
     from hoplab.render.console import console as make_console
 
     options = Options(experiment=args.experiment, test=args.test, labels=_labels(args.labels))
+    # Every file is read and checked (that the store can hold its run too) before the
+    # store is opened; then all are saved in one transaction: one bad file, none is in.
     runs = load_files(args.files, options)
     console = make_console()
-    saved: list[int] = []
     with store_arg.writing(args) as store:
-        try:
-            for run in runs:
-                saved.append(store.save_run(run))
-        except HoplabError as exc:
-            # Each run is saved in its own transaction: name what is already in.
-            done = ", ".join(map(str, saved)) or "none"
-            raise HoplabError(f"{exc} (runs saved before the failure: {done})") from None
+        store.save_runs(runs)
         desc = store.describe()
     for path, run in zip(args.files, runs, strict=True):
         figures = ", ".join(f"{metrics.label(n)} {figure(v, n, u)}"

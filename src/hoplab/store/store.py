@@ -6,7 +6,7 @@ import json
 import math
 import os
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +107,78 @@ def _summary(r: sa.RowMapping, figures: dict[str, float]) -> RunSummary:
                       metrics=figures)
 
 
+def check_run(run: RunRecord) -> None:
+    """UsageError, with the reason, if `run` cannot be stored: a series whose times and
+    values differ in number, two metrics of one key, or a variant, labels or metadata
+    that is not JSON (NaN included: PostgreSQL's JSON refuses it, so SQLite must too)."""
+    for s in run.series:
+        if len(s.t) != len(s.v):
+            raise UsageError(f"series {s.name}: {len(s.t)} times but {len(s.v)} values")
+    try:
+        check_metric_keys(run)
+    except DuplicateMetric as exc:
+        raise UsageError(str(exc)) from None
+    for name, value in (("variant", run.variant), ("labels", run.labels),
+                        ("metadata", run.metadata or {})):
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{name}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """One run's rows, checked and encoded, ready to insert."""
+
+    run: dict[str, Any]
+    children: tuple[tuple[sa.Table, list[dict[str, Any]]], ...]
+    labels: dict[str, str]
+    variant: dict[str, Any]
+
+    @staticmethod
+    def of(run: RunRecord) -> _Rows:
+        check_run(run)
+        meta = run.metadata or {}
+        version = meta.get("hoplab_version")
+        row = {
+            "experiment": run.experiment, "experiment_id": run.experiment_id,
+            "test": run.test, "kind": run.kind, "repetition": run.repetition,
+            "status": run.status, "error": run.error, "started_at": run.started_at,
+            "duration_s": run.duration_s, "seed": run.seed, "run_order": run.order,
+            "measurement_version": run.measurement_version,
+            "hoplab_version": None if version is None else str(version),
+            "variant": run.variant, "labels": run.labels, "metadata": meta,
+        }
+        series = [
+            {"seq": i, "name": s.name, "unit": s.unit, "node": s.node, "flow": s.flow,
+             "key": s.key, "n": len(s.t), "t": codec.encode_floats(s.t),
+             "v": codec.encode_floats(s.v)}
+            for i, s in enumerate(run.series)
+        ]
+        raw = [
+            {"seq": i, "name": r.name, "media_type": r.media_type, "size": len(r.data),
+             "data": codec.compress_raw(r.data)}
+            for i, r in enumerate(run.raw)
+        ]
+        metrics = [
+            {"seq": i, "name": m.name, "flow": m.flow, "node": m.node, "key": m.key,
+             "value": m.value, "unit": m.unit}
+            for i, m in enumerate(run.metrics)
+        ]
+        return _Rows(row, ((_METRICS, metrics), (_SERIES, series), (_RAW, raw)),
+                     run.labels, run.variant)
+
+    def insert(self, conn: sa.Connection) -> int:
+        key = conn.execute(_RUNS.insert().values(**self.run)).inserted_primary_key
+        assert key is not None
+        run_id = int(key[0])
+        labels = label_rows(run_id, self.labels, self.variant)
+        for table, rows in (*self.children, (_LABELS, labels)):
+            if rows:
+                conn.execute(table.insert(), [{"run_id": run_id, **r} for r in rows])
+        return run_id
+
+
 class Store:
     """Runs in a SQLite file or a PostgreSQL database; open one with open_store()."""
 
@@ -190,59 +262,28 @@ class Store:
 
         A run that already has an id (loaded from another store) is saved as a new run.
         """
-        for s in run.series:
-            if len(s.t) != len(s.v):
-                raise ValueError(f"series {s.name}: {len(s.t)} times but {len(s.v)} values")
-        meta = run.metadata or {}
-        action = f"cannot save run {run.experiment}/{run.test}"
-        try:
-            check_metric_keys(run)
-        except DuplicateMetric as exc:
-            raise HoplabError(f"store {self.describe()}: {action}: {exc}") from None
-        for name, value in (("variant", run.variant), ("labels", run.labels), ("metadata", meta)):
+        return self.save_runs([run])[0]
+
+    def save_runs(self, runs: Sequence[RunRecord]) -> list[int]:
+        """Save every run in one transaction, committed on return, or none of them; set
+        and return their ids. Each is checked (check_run) before any is written."""
+        if not runs:
+            return []
+        prepared = []
+        for run in runs:
             try:
-                # allow_nan=False: PostgreSQL's JSON refuses NaN, so SQLite must too.
-                json.dumps(value, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise HoplabError(f"store {self.location}: {action}: {name}: {exc}") from None
-        version = meta.get("hoplab_version")
-        row = {
-            "experiment": run.experiment, "experiment_id": run.experiment_id,
-            "test": run.test, "kind": run.kind, "repetition": run.repetition,
-            "status": run.status, "error": run.error, "started_at": run.started_at,
-            "duration_s": run.duration_s, "seed": run.seed, "run_order": run.order,
-            "measurement_version": run.measurement_version,
-            "hoplab_version": None if version is None else str(version),
-            "variant": run.variant, "labels": run.labels, "metadata": meta,
-        }
-        # Encode before the transaction: a SQLite write lock is held for the inserts only.
-        series = [
-            {"seq": i, "name": s.name, "unit": s.unit, "node": s.node, "flow": s.flow,
-             "key": s.key, "n": len(s.t), "t": codec.encode_floats(s.t),
-             "v": codec.encode_floats(s.v)}
-            for i, s in enumerate(run.series)
-        ]
-        raw = [
-            {"seq": i, "name": r.name, "media_type": r.media_type, "size": len(r.data),
-             "data": codec.compress_raw(r.data)}
-            for i, r in enumerate(run.raw)
-        ]
-        metrics = [
-            {"seq": i, "name": m.name, "flow": m.flow, "node": m.node, "key": m.key,
-             "value": m.value, "unit": m.unit}
-            for i, m in enumerate(run.metrics)
-        ]
+                prepared.append(_Rows.of(run))
+            except UsageError as exc:
+                raise HoplabError(f"store {self.describe()}: cannot save run "
+                                  f"{run.experiment}/{run.test}: {exc}") from None
+        action = (f"cannot save run {runs[0].experiment}/{runs[0].test}" if len(runs) == 1
+                  else f"cannot save {len(runs)} runs (none was saved)")
+        # Encoded before the transaction: a SQLite write lock is held for the inserts only.
         with self._write(action) as conn:
-            key = conn.execute(_RUNS.insert().values(**row)).inserted_primary_key
-            assert key is not None
-            run_id = int(key[0])
-            labels = label_rows(run_id, run.labels, run.variant)
-            for table, rows in ((_METRICS, metrics), (_SERIES, series), (_RAW, raw),
-                                (_LABELS, labels)):
-                if rows:
-                    conn.execute(table.insert(), [{"run_id": run_id, **r} for r in rows])
-        run.id = run_id
-        return run_id
+            ids = [rows.insert(conn) for rows in prepared]
+        for run, run_id in zip(runs, ids, strict=True):
+            run.id = run_id
+        return ids
 
     def get_run(self, run_id: int, *, series: bool | frozenset[str] = True,
                 raw: bool = False) -> RunRecord:
