@@ -58,9 +58,8 @@ def run_compare(args: argparse.Namespace) -> int:
     from hoplab import metrics as registry
     from hoplab.analysis.groups import compare_groups
     from hoplab.analysis.select import select_pair
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         ids_a, ids_b = select_pair(store, args.a, args.b)
         # Only the series of trials (page loads), which some medians are judged on.
         trials = registry.trial_series()
@@ -89,15 +88,18 @@ def _as_json(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[
 
 def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[int],
            result: Comparison) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from hoplab.render.console import console as make_console
 
+    # Selections, names and warnings carry text from the runs and the command line:
+    # shown as they are, never read as rich markup.
     console = make_console()
     level = f"{100 * (1 - args.alpha):g} % CI"
-    console.print(f"[bold]A[/] {args.a}: {view.runs(ids_a)}\n"
-                  f"[bold]B[/] {args.b}: {view.runs(ids_b)}"
-                  f"\nin {desc}; verdict at alpha {args.alpha:g}, same within "
+    console.print(f"[bold]A[/] {escape(args.a)}: {view.runs(ids_a)}\n"
+                  f"[bold]B[/] {escape(args.b)}: {view.runs(ids_b)}"
+                  f"\nin {escape(desc)}; verdict at alpha {args.alpha:g}, same within "
                   f"+-{args.margin:g} % (see docs/compare.md)")
     for g in result.groups:
         a_name, b_name = g.a_label or args.a, g.b_label or args.b
@@ -107,19 +109,22 @@ def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[in
         for m in view.ordered(g, bool(args.metrics)):
             colour = _COLOURS[m.verdict]
             table.add_row(
-                view.row_name(m), view.sizes(m),
-                figure(m.a_median, m.metric, m.unit), figure(m.b_median, m.metric, m.unit),
-                view.pct(m.change_pct), view.ci(m),
-                "-" if m.p_value is None else f"{m.p_value:.2g}",
-                f"[{colour}]{view.verdict(m)}[/]" if colour else view.verdict(m))
-        console.print(f"\n[bold]{g.title}[/]  A {a_name}: {view.runs(g.a_ids)}  vs  "
-                      f"B {b_name}: {view.runs(g.b_ids)}")
+                *map(escape, (view.row_name(m), view.sizes(m),
+                              figure(m.a_median, m.metric, m.unit),
+                              figure(m.b_median, m.metric, m.unit),
+                              view.pct(m.change_pct), view.ci(m),
+                              "-" if m.p_value is None else f"{m.p_value:.2g}")),
+                f"[{colour}]{escape(view.verdict(m))}[/]" if colour
+                else escape(view.verdict(m)))
+        console.print(f"\n[bold]{escape(g.title)}[/]  "
+                      + escape(f"A {a_name}: {view.runs(g.a_ids)}  vs  "
+                               f"B {b_name}: {view.runs(g.b_ids)}"))
         console.print(table)
         for w in g.warnings:
-            console.print(f"[yellow]warning:[/] {w}")
+            console.print(f"[yellow]warning:[/] {escape(w)}")
         for n in view.notes(g, args.alpha):
-            console.print(f"[dim]note:[/] {n}")
+            console.print(f"[dim]note:[/] {escape(n)}")
     if result.unmatched:
         console.print()
         for u in result.unmatched:
-            console.print(f"[dim]not compared:[/] {u}")
+            console.print(f"[dim]not compared:[/] {escape(u)}")

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trend": ("trend", "a metric across versions, with every change point"),
     "import": ("import_", "load iperf3 JSON outputs and Flent data files as runs"),
     "export": ("export", "write one run as JSON or CSV"),
+    "migrate": ("migrate", "upgrade a store of an older schema (keeping a copy of a SQLite file)"),
     "bisect": ("bisect", "find the commit that changed a figure (git bisect that knows noise)"),
 }
 

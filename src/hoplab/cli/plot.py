@@ -72,15 +72,14 @@ def run_plot(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output}: the file must end in {', '.join(FORMATS)}")
     # Imported here, not at the top: rich and SQLAlchemy would slow `plot --help`.
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
     needs_series = args.kind in SINGLE_RUN or args.kind in ("cdf", "timeline")
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         runs = _resolve(store, args.runs, needs_series)
     from hoplab.render.plots import figure, save  # matplotlib: only when plotting
 
     fig = figure(args.kind, runs, metric=args.metric, style=args.style,
                  flow=getattr(args, "flow", None))
     path = save(fig, args.output or _default_name(runs, args.kind))
-    make_console().print(str(path), highlight=False, soft_wrap=True)
+    make_console().print(str(path), highlight=False, soft_wrap=True, markup=False)
     return 0

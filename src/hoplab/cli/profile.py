@@ -85,9 +85,8 @@ def run_flamegraph(args: argparse.Namespace) -> int:
         raise UsageError("give one run, or --diff A B")
     from hoplab.profile import analyze, fold
     from hoplab.profile.flamegraph import diff, flamegraph
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         pairs = [run_stacks(store, r, args.node) for r in args.runs]
     if args.diff:
         (a, sa), (b, sb) = pairs
@@ -125,9 +124,8 @@ def run_profile(args: argparse.Namespace) -> int:
 
     from hoplab.profile import analyze
     from hoplab.render.console import console
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         rec, stacks = run_stacks(store, run_id, args.node)
     table = analyze.load_categories(Path(args.categories)) if args.categories \
         else analyze.load_categories()
@@ -147,11 +145,12 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.node and not analyze.samples(stacks):
         out.print(f"no process of node {args.node} ran during run {rec.id}'s profile: a "
                   f"router's forwarding is kernel work in softirq, counted host-wide; see "
-                  f"hoplab profile {rec.id} without --node")
+                  f"hoplab profile {rec.id} without --node", markup=False)
         return 0
+    # The run's names are shown as they are, never read as rich markup.
     out.print(f"{_title(rec)}: {analyze.samples(stacks)} samples at {prof['frequency']} Hz "
               f"during {prof['phase']}" + (f", processes of {args.node}" if args.node else
-                                           f" ({prof['attribution']})"))
+                                           f" ({prof['attribution']})"), markup=False)
     t = Table(title=f"top {args.top} symbols by self time", title_justify="left")
     t.add_column("self", justify="right")
     t.add_column("symbol")

@@ -72,10 +72,9 @@ def run_trend(args: argparse.Namespace) -> int:
     from hoplab.analysis import detectors
     from hoplab.analysis.series_trend import order_points, trend_series
     from hoplab.analysis.trend import analyse
-    from hoplab.store import open_store
 
     detector = detectors.get(args.detector or detectors.DEFAULT).name   # unknown: exit 2
-    with open_store(store_arg.url(args), read_only=True) as store:
+    with store_arg.reading(args) as store:
         series = trend_series(store, args.metric, filters, args.by,
                               order="natural" if repo else order)
         desc = store.describe()

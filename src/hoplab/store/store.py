@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
 
 import sqlalchemy as sa
 
+# Each module by its own name, not through the package: hoplab.store's lazy names import
+# this module, and the package must not be imported back from here (a cycle).
+import hoplab.store.backup as backup
+import hoplab.store.budget as budget
+import hoplab.store.codec as codec
+import hoplab.store.migrations as migrations
 from hoplab.errors import HoplabError, UsageError
 from hoplab.numbers import MAX_ID, is_run_id
 from hoplab.numbers import run_id as parse_run_id
@@ -25,7 +33,6 @@ from hoplab.record import (
     check_metric_keys,
     upgrade_names,
 )
-from hoplab.store import budget, codec, migrations
 from hoplab.store.labels import label_rows
 from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
 from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location
@@ -102,27 +109,117 @@ def _summary(r: sa.RowMapping, figures: dict[str, float]) -> RunSummary:
                       metrics=figures)
 
 
+def check_run(run: RunRecord) -> None:
+    """UsageError, with the reason, if `run` cannot be stored: a series whose times and
+    values differ in number, two metrics of one key, or a variant, labels or metadata
+    that is not JSON (NaN included: PostgreSQL's JSON refuses it, so SQLite must too)."""
+    for s in run.series:
+        if len(s.t) != len(s.v):
+            raise UsageError(f"series {s.name}: {len(s.t)} times but {len(s.v)} values")
+    try:
+        check_metric_keys(run)
+    except DuplicateMetric as exc:
+        raise UsageError(str(exc)) from None
+    for name, value in (("variant", run.variant), ("labels", run.labels),
+                        ("metadata", run.metadata or {})):
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{name}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """One run's rows, checked and encoded, ready to insert."""
+
+    run: dict[str, Any]
+    children: tuple[tuple[sa.Table, list[dict[str, Any]]], ...]
+    labels: dict[str, str]
+    variant: dict[str, Any]
+
+    @staticmethod
+    def of(run: RunRecord) -> _Rows:
+        check_run(run)
+        meta = run.metadata or {}
+        version = meta.get("hoplab_version")
+        row = {
+            "experiment": run.experiment, "experiment_id": run.experiment_id,
+            "test": run.test, "kind": run.kind, "repetition": run.repetition,
+            "status": run.status, "error": run.error, "started_at": run.started_at,
+            "duration_s": run.duration_s, "seed": run.seed, "run_order": run.order,
+            "measurement_version": run.measurement_version,
+            "hoplab_version": None if version is None else str(version),
+            "variant": run.variant, "labels": run.labels, "metadata": meta,
+        }
+        series = [
+            {"seq": i, "name": s.name, "unit": s.unit, "node": s.node, "flow": s.flow,
+             "key": s.key, "n": len(s.t), "t": codec.encode_floats(s.t),
+             "v": codec.encode_floats(s.v)}
+            for i, s in enumerate(run.series)
+        ]
+        raw = [
+            {"seq": i, "name": r.name, "media_type": r.media_type, "size": len(r.data),
+             "data": codec.compress_raw(r.data)}
+            for i, r in enumerate(run.raw)
+        ]
+        metrics = [
+            {"seq": i, "name": m.name, "flow": m.flow, "node": m.node, "key": m.key,
+             "value": m.value, "unit": m.unit}
+            for i, m in enumerate(run.metrics)
+        ]
+        return _Rows(row, ((_METRICS, metrics), (_SERIES, series), (_RAW, raw)),
+                     run.labels, run.variant)
+
+    def insert(self, conn: sa.Connection) -> int:
+        key = conn.execute(_RUNS.insert().values(**self.run)).inserted_primary_key
+        assert key is not None
+        run_id = int(key[0])
+        labels = label_rows(run_id, self.labels, self.variant)
+        for table, rows in (*self.children, (_LABELS, labels)):
+            if rows:
+                conn.execute(table.insert(), [{"run_id": run_id, **r} for r in rows])
+        return run_id
+
+
 class Store:
     """Runs in a SQLite file or a PostgreSQL database; open one with open_store()."""
 
-    def __init__(self, location: StoreLocation, *, read_only: bool = False) -> None:
+    def __init__(self, location: StoreLocation, *, read_only: bool = False,
+                 create: bool = True) -> None:
         self.location = location
         self.read_only = read_only
         self._closed = False
+        # The copy of a SQLite file kept before its schema was upgraded, if it was.
+        self.backup: Path | None = None
+        path = location.url.database if location.backend == "sqlite" else None
+        if path and (read_only or not create) and not os.path.exists(path):
+            # A command that only reads must not leave an empty store where a typo pointed.
+            raise UsageError(f"no store at {location} (no such file; `hoplab run` and "
+                             f"`hoplab import` create one)")
         self._engine = create_engine(location, read_only=read_only)
         lock = migrations.no_lock if location.backend == "sqlite" else migrations.pg_lock
         try:
+            if not create and not read_only:
+                # Looked at read-only first: the writing engine would switch a file that
+                # is not a store to WAL (a write) before the refusal.
+                _must_be_a_store(location)
             if read_only:
                 self.migrated_from = migrations.check(self._engine, _upgrade_hint(location))
             else:
                 # The schema version this store had before opening (0: created now).
-                self.migrated_from = migrations.migrate(self._engine, lock=lock)
+                self.migrated_from = migrations.migrate(
+                    self._engine, lock=lock, create_new=create,
+                    backup=self._copy if path else migrations.no_backup)
         except UsageError as exc:
             self._engine.dispose()
             raise UsageError(f"cannot open store {location}: {exc}") from None
         except (sa.exc.SQLAlchemyError, OSError) as exc:
             self._engine.dispose()
             raise UsageError(f"cannot open store {location}: {_reason(exc)}") from None
+
+    def _copy(self, conn: sa.Connection, version: int) -> None:
+        assert self.location.url.database
+        self.backup = backup.copy(conn, self.location.url.database, version)
 
     def _fail(self, action: str, exc: BaseException) -> NoReturn:
         raise HoplabError(f"store {self.location}: {action}: {_reason(exc)}") from exc
@@ -167,59 +264,28 @@ class Store:
 
         A run that already has an id (loaded from another store) is saved as a new run.
         """
-        for s in run.series:
-            if len(s.t) != len(s.v):
-                raise ValueError(f"series {s.name}: {len(s.t)} times but {len(s.v)} values")
-        meta = run.metadata or {}
-        action = f"cannot save run {run.experiment}/{run.test}"
-        try:
-            check_metric_keys(run)
-        except DuplicateMetric as exc:
-            raise HoplabError(f"store {self.describe()}: {action}: {exc}") from None
-        for name, value in (("variant", run.variant), ("labels", run.labels), ("metadata", meta)):
+        return self.save_runs([run])[0]
+
+    def save_runs(self, runs: Sequence[RunRecord]) -> list[int]:
+        """Save every run in one transaction, committed on return, or none of them; set
+        and return their ids. Each is checked (check_run) before any is written."""
+        if not runs:
+            return []
+        prepared = []
+        for run in runs:
             try:
-                # allow_nan=False: PostgreSQL's JSON refuses NaN, so SQLite must too.
-                json.dumps(value, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise HoplabError(f"store {self.location}: {action}: {name}: {exc}") from None
-        version = meta.get("hoplab_version")
-        row = {
-            "experiment": run.experiment, "experiment_id": run.experiment_id,
-            "test": run.test, "kind": run.kind, "repetition": run.repetition,
-            "status": run.status, "error": run.error, "started_at": run.started_at,
-            "duration_s": run.duration_s, "seed": run.seed, "run_order": run.order,
-            "measurement_version": run.measurement_version,
-            "hoplab_version": None if version is None else str(version),
-            "variant": run.variant, "labels": run.labels, "metadata": meta,
-        }
-        # Encode before the transaction: a SQLite write lock is held for the inserts only.
-        series = [
-            {"seq": i, "name": s.name, "unit": s.unit, "node": s.node, "flow": s.flow,
-             "key": s.key, "n": len(s.t), "t": codec.encode_floats(s.t),
-             "v": codec.encode_floats(s.v)}
-            for i, s in enumerate(run.series)
-        ]
-        raw = [
-            {"seq": i, "name": r.name, "media_type": r.media_type, "size": len(r.data),
-             "data": codec.compress_raw(r.data)}
-            for i, r in enumerate(run.raw)
-        ]
-        metrics = [
-            {"seq": i, "name": m.name, "flow": m.flow, "node": m.node, "key": m.key,
-             "value": m.value, "unit": m.unit}
-            for i, m in enumerate(run.metrics)
-        ]
+                prepared.append(_Rows.of(run))
+            except UsageError as exc:
+                raise HoplabError(f"store {self.describe()}: cannot save run "
+                                  f"{run.experiment}/{run.test}: {exc}") from None
+        action = (f"cannot save run {runs[0].experiment}/{runs[0].test}" if len(runs) == 1
+                  else f"cannot save {len(runs)} runs (none was saved)")
+        # Encoded before the transaction: a SQLite write lock is held for the inserts only.
         with self._write(action) as conn:
-            key = conn.execute(_RUNS.insert().values(**row)).inserted_primary_key
-            assert key is not None
-            run_id = int(key[0])
-            labels = label_rows(run_id, run.labels, run.variant)
-            for table, rows in ((_METRICS, metrics), (_SERIES, series), (_RAW, raw),
-                                (_LABELS, labels)):
-                if rows:
-                    conn.execute(table.insert(), [{"run_id": run_id, **r} for r in rows])
-        run.id = run_id
-        return run_id
+            ids = [rows.insert(conn) for rows in prepared]
+        for run, run_id in zip(runs, ids, strict=True):
+            run.id = run_id
+        return ids
 
     def get_run(self, run_id: int, *, series: bool | frozenset[str] = True,
                 raw: bool = False) -> RunRecord:
@@ -389,18 +455,31 @@ class Store:
         return f"<Store {self.location}>"
 
 
+def _must_be_a_store(location: StoreLocation) -> None:
+    engine = create_engine(location, read_only=True)
+    try:
+        with engine.connect() as conn:
+            if migrations.read_version(conn) is None:
+                raise UsageError(migrations.NOT_A_STORE)
+    finally:
+        engine.dispose()
+
+
 def _upgrade_hint(location: StoreLocation) -> str:
     where = (shlex.quote(location.description.removeprefix("sqlite "))
              if location.backend == "sqlite" else location.description)
-    return f"hoplab runs --db {where}"
+    return f"hoplab migrate --db {where}"
 
 
-def open_store(url: str | None = None, *, read_only: bool = False) -> Store:
+def open_store(url: str | None = None, *, read_only: bool = False,
+               create: bool = True) -> Store:
     """Open (and create or migrate) a store; `read_only`: open it without writing
-    anything, refusing a store that is missing, empty or of an older schema.
+    anything, refusing a store that is missing, empty or of an older schema; without
+    `create`, open it for writing but refuse one that is missing or empty.
 
-    None: SQLite ./hoplab.db; a path: SQLite there; sqlite:///PATH,
+    An older SQLite store is copied to NAME.bak-schemaN before it is upgraded (the
+    Store's `backup`). None: SQLite ./hoplab.db; a path: SQLite there; sqlite:///PATH,
     postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (or postgres://). UsageError
     naming the store (never its password) if it cannot be opened.
     """
-    return Store(parse_location(url), read_only=read_only)
+    return Store(parse_location(url), read_only=read_only, create=create)
