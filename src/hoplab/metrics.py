@@ -163,7 +163,26 @@ register(
     _m("retransmits", "count", "retrans", "lower"),
 )
 
-# Loss and order (UDP, probes).
+
+
+def loss_ratio(sent: float, received: float) -> float:
+    """hoplab's one definition of loss, which every figure called loss is computed by:
+    packets sent minus packets received over packets sent, from the sender's count (as
+    RFC 2544 section 26.3 counts frames offered). A packet the receiver had not seen
+    when it stopped counting is lost, wherever it was. Duplicates never make it
+    negative; nothing sent lost nothing (0)."""
+    if sent <= 0:
+        return 0.0
+    return max(0.0, sent - received) / sent
+
+
+def loss_percent(sent: float, received: float) -> float:
+    """loss_ratio() in percent: what the metrics `loss`, `loss_up` and `loss_down` hold."""
+    return 100 * loss_ratio(sent, received)
+
+
+# Loss and order (UDP, probes): `loss` is loss_percent() of `packets` (the sender's
+# count) and the packets received; `lost_packets` their difference.
 register(
     _m("loss", "%", "loss", "lower"),
     _m("loss_up", "%", "loss up", "lower"),

@@ -58,6 +58,8 @@ class Outcome:
     span: tuple[float, float] | None = None
     rtt_t: list[float] = field(default_factory=list)   # run clock, s
     rtt_ms: list[float] = field(default_factory=list)  # None-free: answered probes only
+    # A probe flow's packets: (sent, received), which the test's pooled loss adds up.
+    packets: tuple[int, int] | None = None
 
     def metric_value(self, name: str) -> float:
         """This flow's figure `name`, 0.0 when it has none (a failed flow adds nothing)."""

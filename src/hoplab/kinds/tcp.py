@@ -16,7 +16,6 @@ report less the test's length as iperf3 measured it (clock_start). Rates are in 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +27,7 @@ from hoplab.kind_registry import (
     Reader,
     register,
 )
-from hoplab.kinds.figures import figures, in_window, rate_metrics
+from hoplab.kinds.figures import figures, in_window, rate_metrics, udp_metrics
 from hoplab.kinds.flow import REPORT_STEP_S, ClientTimes, Outcome, Server, address
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, Series
@@ -242,31 +241,8 @@ def _totals(res: iperf3.Result, flow: str, direction: str) -> list[Metric]:
     if retrans:
         out.append(Metric("retransmits", float(sum(retrans)), "count", flow=flow))
     if res.protocol.upper() == "UDP":
-        for name, value, unit in _udp_figures(legs):
-            if value is not None:
-                out.append(Metric(name, float(value), unit, flow=flow))
+        out += udp_metrics(legs, flow)
     return out
-
-
-def _udp_figures(legs: Sequence[iperf3.Result | iperf3.Totals]
-                 ) -> list[tuple[str, float | None, str]]:
-    """Loss, jitter and order at the receivers of one UDP flow's directions: iperf3's own
-    figures for one, counts added and jitter weighted by packets for both (--bidir)."""
-    if len(legs) == 1:
-        r = legs[0]
-        return [("loss", r.lost_percent, "%"),
-                ("udp_jitter", None if r.jitter_s is None else r.jitter_s * 1000, "ms"),
-                ("out_of_order", r.out_of_order, "count"),
-                ("lost_packets", r.lost_packets, "count"), ("packets", r.packets, "count")]
-    packets = sum(x.packets or 0 for x in legs)
-    lost = sum(x.lost_packets or 0 for x in legs)
-    weights = [(x.jitter_s, x.packets or 0) for x in legs if x.jitter_s is not None]
-    weight = sum(n for _, n in weights)
-    return [("loss", 100 * lost / packets if packets else None, "%"),
-            ("udp_jitter", 1000 * math.fsum(j * n for j, n in weights) / weight
-             if weight else None, "ms"),
-            ("out_of_order", float(sum(x.out_of_order or 0 for x in legs)), "count"),
-            ("lost_packets", float(lost), "count"), ("packets", float(packets), "count")]
 
 
 def _collect(out: Outcome, text: str, t0: float, times: ClientTimes,
