@@ -18,6 +18,7 @@ from typing import Any
 
 from hoplab.importers import Options, json_safe
 from hoplab.kinds.figures import rate_metrics, udp_metrics
+from hoplab.kinds.tcp import received
 from hoplab.record import IMPORTED_MEASUREMENT_VERSIONS, Metric, RawOutput, RunRecord, Series
 from hoplab.tools import iperf3
 
@@ -92,15 +93,18 @@ def _run_metrics(res: iperf3.Result, udp: bool) -> list[Metric]:
     # series do; each direction also has its own goodput.
     rev = res.bidir_reverse
     legs: list[iperf3.Result | iperf3.Totals] = [res] if rev is None else [res, rev]
-    out = [Metric("goodput", math.fsum(x.received_bps for x in legs), "bit/s"),
+    # Goodput as a hoplab run's flow has it (a UDP receiver's from its first datagram).
+    ways = received(res, "bidir" if rev is not None else "down" if res.reverse else "up")
+    goodput = {way: got.goodput for way, got in ways.items()}
+    out = [Metric("goodput", math.fsum(goodput.values()), "bit/s"),
            Metric("sent_rate", math.fsum(x.sent_bps for x in legs), "bit/s"),
            Metric("bytes_received", float(sum(x.received_bytes for x in legs)), "bytes")]
     if rev is not None:
-        out += [Metric("goodput_up", res.received_bps, "bit/s"),
-                Metric("goodput_down", rev.received_bps, "bit/s"),
-                Metric("goodput_reverse", rev.received_bps, "bit/s")]
+        out += [Metric("goodput_up", goodput.get("up", 0.0), "bit/s"),
+                Metric("goodput_down", goodput.get("down", 0.0), "bit/s"),
+                Metric("goodput_reverse", goodput.get("down", 0.0), "bit/s")]
     elif res.reverse:
-        out.append(Metric("goodput_down", res.received_bps, "bit/s"))
+        out.append(Metric("goodput_down", goodput.get("down", 0.0), "bit/s"))
     retrans = [x.retransmits for x in legs if x.retransmits is not None]
     if retrans:
         out.append(Metric("retransmits", float(sum(retrans)), "count"))

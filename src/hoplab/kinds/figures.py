@@ -118,16 +118,16 @@ def _legs(outcomes: Sequence[Outcome]) -> list[Leg]:
 
 
 def _goodput(legs: Sequence[Leg]) -> float:
-    """Bytes received in every leg over the time from the first start to the last end.
-    Adding each flow's own rate would overstate it: flows that start apart count
-    their bytes over windows that do not coincide. Each leg's receiver counted for
-    bytes / rate seconds from its test's start (its span, hoplab.kinds.tcp.clock_start)."""
-    spans = [(o.span[0], o.span[0] + 8 * leg.received_bytes / leg.received_bps)
-             for o, _, leg in legs if o.span is not None and leg.received_bps > 0]
+    """Bytes received in every leg over the time from the first one's data to the last
+    one's end. Adding each flow's own rate would overstate it: flows that start apart
+    count their bytes over windows that do not coincide. Each leg's receiver counted
+    from its test's start (a UDP leg's from its first datagram) to its end, placed on
+    the run clock by hoplab.kinds.tcp.collect_bulk (Outcome.received)."""
+    spans = [o.received[way] for o, way, _ in legs if way in o.received]
     if not spans:
         return 0.0
-    total = math.fsum(leg.received_bytes for _, _, leg in legs)
-    width = max(e for _, e in spans) - min(s for s, _ in spans)
+    total = math.fsum(n for _, _, n in spans)
+    width = max(e for _, e, _ in spans) - min(s for s, _, _ in spans)
     return 8 * total / width if width > 0 else 0.0
 
 

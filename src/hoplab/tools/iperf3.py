@@ -297,6 +297,28 @@ def datagrams(t: Result | Totals) -> tuple[int, int] | None:
     return (t.packets if t.sent_packets is None else t.sent_packets), received
 
 
+def received_steps(result: Result, *, upward: bool) -> list[tuple[float, float, int]]:
+    """One direction's receiver-side report intervals, added over its streams: (start,
+    end, bytes) on the receiver's clock. `upward` (client -> server) is received by the
+    server, so it needs the server's report (``--get-server-output``); empty where the
+    output has no receiver-side intervals for that direction."""
+    source = result.server if upward else result
+    if source is None:
+        return []
+    steps: list[tuple[float, float, int]] = []
+    for s in source.streams:
+        if s.sender:
+            continue
+        for i, iv in enumerate(s.intervals):
+            if i == len(steps):
+                steps.append((iv.start, iv.end, 0))
+            start, end, nbytes = steps[i]
+            # The streams of one process report on one schedule, their ends microseconds
+            # apart.
+            steps[i] = (min(start, iv.start), max(end, iv.end), nbytes + iv.bytes)
+    return steps
+
+
 def throughput_series(result: Result, *, received: bool = True
                       ) -> dict[int, tuple[list[float], list[float]]]:
     """Per stream id: (interval end in seconds since the test start, bits/s).
