@@ -32,7 +32,7 @@ PAYLOAD_BPS = RATE_BPS * 1200 / 1242  # 19.32 Mbit/s
 # holds its burst, is counted at the rate of the others: hoplab.kinds.tcp
 # .udp_first_datagram); below it a receiver or HTB's timer descheduled on the loaded
 # machine costs a little. Measured in 10 runs on the shared 2-core VM: up -0.09 to 0.00 %,
-# down -0.00 to +0.00 %; before, up -1.53 to -1.25 %, down -0.19 to +0.78 %.
+# down -0.03 to +0.00 %; before, up -1.53 to -1.25 %, down -0.19 to +0.78 %.
 HIGH_PCT, LOW_PCT = 0.5, 1.0
 
 
