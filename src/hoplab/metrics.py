@@ -231,8 +231,10 @@ register(
     *(_m(f"iface.{d}_pps", "packets/s", f"{d} packets/s", "neutral") for d in ("rx", "tx")),
     *(_m(f"iface.{d}_{what}", "packets", f"{d} {what}", "lower") for d in ("rx", "tx")
       for what in ("drops", "errors")),
+    # A qdisc's packets are what the kernel queued: with GSO a super-frame of up to
+    # 64 KiB is one (docs/lab-format.md); its bytes say how much that was.
     _m("qdisc.backlog_bytes_max", "bytes", "max backlog bytes", "lower"),
-    _m("qdisc.backlog_packets_max", "packets", "max backlog pkts", "lower"),
+    _m("qdisc.backlog_packets_max", "packets", "max backlog (qdisc pkts)", "lower"),
     _m("qdisc.drops", "packets", "qdisc drops", "lower"),
     _m("qdisc.overlimits", "packets", "overlimits", "lower"),
     _m("qdisc.requeues", "packets", "requeues", "lower"),
@@ -250,7 +252,9 @@ register(
     _m("wire.queue_bytes_max", "bytes", "wire max queue", "lower"),
     _m("wire.held_bytes_max", "bytes", "wire max in flight", "neutral"),
     # Its queue discipline (codel, fq_codel, sfq): AQM drops, ECN marks, flows, rehashes.
-    _m("wire.queue_packets_max", "packets", "wire max queue pkts", "lower"),
+    # The wire's queue counts wire-size frames (a super-frame as the segments it stands
+    # for); its passed and dropped counts, the frames it read (a super-frame is one).
+    _m("wire.queue_packets_max", "packets", "wire max queue (frames)", "lower"),
     _m("wire.dropped_aqm", "frames", "wire AQM drops", "neutral"),
     _m("wire.ecn_marked", "frames", "wire ECN marks", "neutral"),
     _m("wire.ce_marked", "frames", "wire CE marks (ce_threshold)", "neutral"),
