@@ -378,6 +378,9 @@ def test_status_lists_the_lab_and_reports_a_downed_interface(lab_up: LabUp) -> N
     assert any("r1/eth0" in p and "down" in p for p in st["problems"]), st["problems"]
     human = hoplab("lab", "status")
     assert human.returncode == 0 and "r1/eth0" in human.stdout
+    # Its queues' packets are said to be the qdisc's, GSO super-frames counting one.
+    assert "count a GSO super-frame of up to 64 KiB as one packet" in " ".join(
+        human.stdout.split())
 
 
 def test_up_twice_with_the_same_name(lab_up: LabUp, tmp_path: Path) -> None:

@@ -218,7 +218,10 @@ def _print_links(links: list[dict[str, Any]], console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title="links of the lab", title_justify="left")
+    from hoplab.cli.lab import QUEUE_UNITS
+
+    t = Table(title="links of the lab", title_justify="left", caption=QUEUE_UNITS,
+              caption_justify="left")
     for col in ("link", "emulator", "queue a->b", "queue b->a"):
         t.add_column(col)
     for lk in links:

@@ -16,6 +16,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# What a queue's packets are, said under every table of queues (lab status, doctor).
+QUEUE_UNITS = ("queue packets: the kernel's qdiscs (emulator tc or netem) count a GSO "
+               "super-frame of up to 64 KiB as one packet; hoplab-wire (wire) counts "
+               "wire-size frames (docs/lab-format.md)")
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("lab", help="build, inspect and remove labs")
@@ -132,7 +137,7 @@ def run_status(args: argparse.Namespace) -> int:
                       + escape(f"({lab['status']}) from {lab['source']}: "
                                f"{len(lab['nodes'])} nodes, {len(lab['links'])} links, "
                                f"{len(lab['processes'])} processes"))
-        table = Table()
+        table = Table(caption=QUEUE_UNITS, caption_justify="left")
         for col in ("link", "between", "a->b", "b->a", "emulator", "queue a->b", "queue b->a",
                     "state"):
             table.add_column(col)

@@ -11,6 +11,7 @@ from hoplab.kind_registry import DEFAULT_DURATION_S, FlowTool, Kind, Option, Par
 from hoplab.kinds.figures import figures, latency_metrics, rtt_series
 from hoplab.kinds.flow import ClientTimes, Outcome, address
 from hoplab.lab.plan import Plan
+from hoplab.metrics import loss_percent
 from hoplab.record import Metric, Series
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
@@ -98,7 +99,9 @@ def collect_ping(out: Outcome, text: str, t0: float) -> None:
     if lost:
         out.series.append(Series("lost", "count", lost, [1.0] * len(lost), flow=out.flow.name))
     out.metrics += latency_metrics(out.rtt_ms, out.flow.name)
-    out.metrics += [Metric("loss", res.loss_pct, "%", flow=out.flow.name),
+    out.packets = (res.sent, res.received)
+    out.metrics += [Metric("loss", loss_percent(res.sent, res.received), "%",
+                           flow=out.flow.name),
                     Metric("packets", float(res.sent), "count", flow=out.flow.name)]
     if res.sent == 0:
         out.error = f"flow {out.flow.name}: ping sent nothing"

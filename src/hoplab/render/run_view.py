@@ -89,6 +89,8 @@ IFACE_COLUMNS = ("iface.rx_bps", "iface.tx_bps", "iface.tx_pps", "iface.rx_drops
                  "iface.tx_drops")
 QDISC_COLUMNS = ("qdisc.sent_bytes", "qdisc.drops", "qdisc.overlimits",
                  "qdisc.backlog_packets_max", "qdisc.backlog_bytes_max")
+QDISC_PACKETS = ("a qdisc packet is what the kernel queued: with GSO, a super-frame of up to "
+                 "64 KiB is one; the bytes say how much it held")
 
 
 def _grouped(metrics: Sequence[Metric], prefix: str) -> dict[str, dict[str, Metric]]:
@@ -133,7 +135,7 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
                 "device", ("sampler.cpu",)),
         _matrix("interfaces in the load phase", _grouped(rec.metrics, "iface."),
                 "node interface", IFACE_COLUMNS),
-        _matrix("qdiscs in the load phase", _grouped(rec.metrics, "qdisc."),
+        _matrix(f"qdiscs in the load phase ({QDISC_PACKETS})", _grouped(rec.metrics, "qdisc."),
                 "node qdisc", QDISC_COLUMNS),
         _matrix("TCP retransmitted segments", tcp, "node", ("tcp.retrans_segs",)),
     ]
