@@ -113,15 +113,17 @@ def load_experiment(path: str | Path, sets: Sequence[str] = (), *,
     return _load(Path(path), sets, repeat, None)
 
 
-def check_experiment(path: str | Path, sets: Sequence[str] = ()) -> list[SpecError]:
+def check_experiment(path: str | Path, sets: Sequence[str] = ()
+                     ) -> tuple[Experiment | None, list[SpecError]]:
     """Every problem of an experiment file and of its lab, one per part that stands on its
-    own (a top-level key, the lab's nodes and links, a test of a variant): hoplab check."""
+    own (a top-level key, the lab's nodes and links, a test of a variant): hoplab check.
+    The Experiment when there is none."""
     problems: list[SpecError] = []
     try:
-        _load(Path(path), sets, None, problems)
+        exp = _load(Path(path), sets, None, problems)
     except SpecError as e:  # a problem the rest cannot be read past
         problems.append(e)
-    return problems
+    return (None if problems else exp), problems
 
 
 def _load(path: Path, sets: Sequence[str], repeat: int | None,
@@ -265,7 +267,7 @@ def _check_family(ctx: SpecContext, test: Test, raw: object, path: tuple[str | i
     for f in test.flows:
         if f.family != 6:
             continue
-        where = _key_path(raw, path, "family", 6) or path
+        where = key_path(raw, path, "family", 6) or path
         if not lab.addressing.ipv6:
             ctx.fail(where, "family = 6 needs IPv6, but the lab has ipv6 = false in "
                             "[addressing]")
@@ -293,7 +295,7 @@ def _check_congestion(ctx: SpecContext, test: Test, raw: object,
         why = None if host is None else ov.congestion_missing(
             name, host, f"this machine's kernel (node '{here}' of flow {f.name})")
         if why is not None:
-            ctx.fail(_key_path(raw, path, "congestion", name) or path, why)
+            ctx.fail(key_path(raw, path, "congestion", name) or path, why)
 
 
 def _check_joined(ctx: SpecContext, test: Test, raw: object, path: tuple[str | int, ...],
@@ -316,14 +318,14 @@ def _check_joined(ctx: SpecContext, test: Test, raw: object, path: tuple[str | i
         lone = next((n for n in (f.dst, f.src) if n not in linked), None)
         # Point at where this flow's end is written: the most deeply nested of its
         # `to` and `from` (a custom flow's own keys beat the test's), `to` on a tie.
-        ends = [k for k in (_key_path(raw, path, "to", f.dst), _key_path(raw, path, "from", f.src))
+        ends = [k for k in (key_path(raw, path, "to", f.dst), key_path(raw, path, "from", f.src))
                 if k is not None and (lone is None or k[-1] == ("to" if lone == f.dst else "from"))]
         where = max(ends, key=len) if ends else path
         ctx.fail(where, f"node '{lone}' has no links, so no address to send to or from"
                  if lone else f"no path of links joins '{f.src}' and '{f.dst}'")
 
 
-def _key_path(raw: object, path: tuple[str | int, ...], key: str, value: object = None
+def key_path(raw: object, path: tuple[str | int, ...], key: str, value: object = None
               ) -> tuple[str | int, ...] | None:
     """The first place `key` is written under `raw`, a test's table, depth first (with
     `value`, the first place it is written with that value)."""
@@ -336,7 +338,7 @@ def _key_path(raw: object, path: tuple[str | int, ...], key: str, value: object 
     else:
         return None
     for k, item in items:
-        found = _key_path(item, (*path, k), key, value)
+        found = key_path(item, (*path, k), key, value)
         if found is not None:
             return found
     return None

@@ -137,6 +137,10 @@ class _Options:
     link: _Layer = field(default_factory=dict)
 
 
+class _Noted(Exception):
+    """A part of a file whose problems a check has noted: the part is left out."""
+
+
 class _Ctx:
     """Where a file's values came from, to turn a bad value into one SpecError.
 
@@ -178,7 +182,19 @@ class _Ctx:
             return part(*args, **kwargs)
         except SpecError as e:
             self.problems.append(e)
-            return instead
+        except _Noted:
+            pass
+        return instead
+
+    def noted(self) -> int:
+        return len(self.problems or ())
+
+    def stop_if_noted(self, before: int) -> None:
+        """In a check, leave out the part whose keys were noted since `before` (each was
+        named already), so nothing is judged against a value that is not there."""
+        if self.noted() > before:
+            raise _Noted
+
 
     def conv(self, path: Path, parse: Callable[[object], T], value: object) -> T:
         try:
@@ -220,19 +236,25 @@ class _Ctx:
 
 def _options(ctx: _Ctx, table: dict[str, object], path: Path) -> _Options:
     opts = _Options()
+    before = ctx.noted()
     for key, value in table.items():
-        where = (*path, key)
-        if key in _DIRECTION_FIELDS:
-            name, parse = _DIRECTION_FIELDS[key]
-            opts.base[name] = (ctx.conv(where, parse, value), where)
-        elif key in _LINK_FIELDS:
-            opts.link[key] = (ctx.conv(where, _LINK_FIELDS[key], value), where)
-        elif key in ("forward", "reverse"):
-            layer = opts.forward if key == "forward" else opts.reverse
-            for sub, sub_value in ctx.table(value, where, tuple(_DIRECTION_FIELDS)).items():
-                name, parse = _DIRECTION_FIELDS[sub]
-                layer[name] = (ctx.conv((*where, sub), parse, sub_value), (*where, sub))
+        ctx.attempt(None, _option, ctx, opts, key, value, (*path, key))
+    # In a check each bad key is named; the link is then left out, not judged without it.
+    ctx.stop_if_noted(before)
     return opts
+
+
+def _option(ctx: _Ctx, opts: _Options, key: str, value: object, where: Path) -> None:
+    if key in _DIRECTION_FIELDS:
+        name, parse = _DIRECTION_FIELDS[key]
+        opts.base[name] = (ctx.conv(where, parse, value), where)
+    elif key in _LINK_FIELDS:
+        opts.link[key] = (ctx.conv(where, _LINK_FIELDS[key], value), where)
+    elif key in ("forward", "reverse"):
+        layer = opts.forward if key == "forward" else opts.reverse
+        for sub, sub_value in ctx.table(value, where, tuple(_DIRECTION_FIELDS)).items():
+            name, parse = _DIRECTION_FIELDS[sub]
+            layer[name] = (ctx.conv((*where, sub), parse, sub_value), (*where, sub))
 
 
 def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
@@ -648,22 +670,16 @@ def _nodes(ctx: _Ctx, top: dict[str, object], topo: gen.Topology) -> tuple[Node,
     nodes = tuple(explicit.get(n, Node(name=n)) for n in order)
     if not nodes:
         ctx.note(("nodes",), "a lab needs at least one node: add [nodes.NAME] or [generate]")
-    for node in nodes:
-        if node.is_device and node.name in generated:
-            ctx.note(("nodes", node.name, "ssh"), f"'{node.name}' is a generated node; a "
-                                                  f"device is declared with its links in "
-                                                  f"[[links]]")
     return nodes
 
 
 def _links(ctx: _Ctx, top: dict[str, object], topo: gen.Topology, nodes: Sequence[Node],
-           ipv6: bool) -> list[Link]:
+           devices: Collection[str], ipv6: bool) -> list[Link]:
     where: Path = ("link_defaults",)
     none: dict[str, object] = {}
     table = ctx.attempt(none, ctx.table, top.get("link_defaults", {}), where,
                         _LINK_OPTION_KEYS)
     defaults = ctx.attempt(_Options(), _options, ctx, table, where)
-    devices = {n.name for n in nodes if n.is_device}
     order = [n.name for n in nodes]
     links: list[Link | None] = [ctx.attempt(None, _link, ctx, i, ends, defaults, _Options())
                                 for i, ends in enumerate(topo.links)]
@@ -684,14 +700,17 @@ def _build(ctx: _Ctx, data: dict[str, object], name: str | None) -> Lab:
     if "generate" in top:
         topo = ctx.attempt(topo, _generate, ctx, top["generate"])
     nodes = _nodes(ctx, top, topo)
-    links = _links(ctx, top, topo, nodes, addressing.ipv6)
+    devices = {n.name for n in nodes if n.is_device}
+    for name in sorted(devices & set(topo.nodes)):
+        ctx.note(("nodes", name, "ssh"), f"'{name}' is a generated node; a device is "
+                                         f"declared with its links in [[links]]")
+    links = _links(ctx, top, topo, nodes, devices, addressing.ipv6)
     for check in (_check_nat, _check_overlaps, _check_nics):
         # Each finds at most its first problem: they see the whole lab.
         ctx.attempt(None, check, ctx, nodes, links, len(topo.links))
     no_tunnels: tuple[Tunnel, ...] = ()
     tunnels = ctx.attempt(no_tunnels, _tunnels, ctx, top.get("tunnels", []),
                           [n.name for n in nodes], links, addressing.ipv6)
-    devices = {n.name for n in nodes if n.is_device}
     for k, t in enumerate(tunnels):
         for end in (t.a, t.b):
             if end in devices:

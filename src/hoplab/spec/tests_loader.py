@@ -71,8 +71,11 @@ class _TestReader:
     def options(self, raw: object, path: Path, allowed: Mapping[str, Parse]) -> dict[str, Any]:
         table = self.ctx.table(raw, path, tuple(allowed))
         out = {}
+        before = self.ctx.noted()
         for key, value in table.items():
-            out[key] = self.ctx.conv((*path, key), allowed[key], value)
+            # In a check, every bad option is named; then the test is left out.
+            out[key] = self.ctx.attempt(None, self.ctx.conv, (*path, key), allowed[key], value)
+        self.ctx.stop_if_noted(before)
         return out
 
     def flow_options(self, kind: str) -> Mapping[str, Parse]:
