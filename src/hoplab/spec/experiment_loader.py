@@ -306,6 +306,9 @@ def _check_joined(ctx: SpecContext, test: Test, raw: object, path: tuple[str | i
 
     def root(n: str) -> str:
         while part[n] != n:
+            # Path halving: without it a mesh's long parent chains made this quadratic
+            # (24 s for 18 variants of a 1000-node, 10000-link mesh).
+            part[n] = part[part[n]]
             n = part[n]
         return n
 

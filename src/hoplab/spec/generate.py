@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import NamedTuple
 
 from hoplab.spec.units import parse_int, parse_number
@@ -84,6 +85,9 @@ def grid(rows: int, cols: int) -> Topology:
     return Topology(tuple(nodes), tuple(links))
 
 
+# Pure and, for a large mesh, the dearest part of loading (its spare pairs are N^2/2):
+# every variant of an experiment asks for the same one.
+@lru_cache(maxsize=8)
 def mesh(nodes: int, degree: float, seed: int) -> Topology:
     """A random connected mesh of n1..nN with average degree close to `degree`.
 

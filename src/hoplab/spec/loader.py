@@ -681,8 +681,12 @@ def _links(ctx: _Ctx, top: dict[str, object], topo: gen.Topology, nodes: Sequenc
                         _LINK_OPTION_KEYS)
     defaults = ctx.attempt(_Options(), _options, ctx, table, where)
     order = [n.name for n in nodes]
-    links: list[Link | None] = [ctx.attempt(None, _link, ctx, i, ends, defaults, _Options())
-                                for i, ends in enumerate(topo.links)]
+    # Generated links have only the defaults' options: one is built and checked (its
+    # ends name it in a message), the others are copies with their own ends.
+    first = ctx.attempt(None, _link, ctx, 0, topo.links[0], defaults, _Options()) \
+        if topo.links else None
+    links: list[Link | None] = [None if first is None else replace(first, index=i, a=a, b=b)
+                                for i, (a, b) in enumerate(topo.links)]
     nothing: list[object] = []
     for i, raw in enumerate(ctx.attempt(nothing, ctx.array, top.get("links", []),
                                         ("links",))):
