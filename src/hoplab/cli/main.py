@@ -18,6 +18,7 @@ from hoplab.errors import HoplabError
 # A module that registers several commands has them next to each other, in its order.
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "show what this machine can build"),
+    "check": ("check", "validate lab and experiment files (builds nothing)"),
     "lab": ("lab", "build, inspect and remove labs"),
     "run": ("run", "run an experiment and store its runs"),
     "runs": ("runs", "list stored runs"),

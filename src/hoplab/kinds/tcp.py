@@ -35,14 +35,14 @@ from hoplab.record import Metric, Series
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import DIRECTIONS, Flow, Phase
 from hoplab.spec.locate import Path
-from hoplab.spec.units import choice, parse_rate, parse_size, parse_str
+from hoplab.spec.units import choice, parse_rate, parse_size
 from hoplab.tools import iperf3
 
 IPERF3_BASE_PORT = 5201
 
 OPTIONS: dict[str, Option] = {
-    "flows": Option(ov.positive_int, "parallel flows, each its own iperf3 client and server "
-                                     "(`NAME.1`, `NAME.2`...)", "1"),
+    "flows": Option(ov.flows, "parallel flows (at most 128, as iperf3's `-P`), each its "
+                              "own iperf3 client and server (`NAME.1`, `NAME.2`...)", "1"),
     "direction": Option(choice(DIRECTIONS), "`up`: from sends to to; `down`: to sends to "
                                             "from (`iperf3 -R`); `bidir`: both at once "
                                             "(`--bidir`)", '`"up"`'),
@@ -50,7 +50,8 @@ OPTIONS: dict[str, Option] = {
                        '`"10s"`'),
     "bytes": Option(parse_size, "send this many bytes instead (`-n`); not with duration"),
     "cport": Option(ov.port, (
-        "client port of the first flow; flow i uses cport + i - 1 (`--cport`). Seed 003 "
+        "client port of the first flow; flow i uses cport + i - 1 (`--cport`), so the "
+        "last must be at most 65535. Seed 003 "
         "pins the source port so that RSS hashes each flow to its own core. A port inside "
         "the ephemeral range (32768-60999) may already have been given to another "
         "connection (iperf3's own control connection: \"Address already in use\", seen "
@@ -60,8 +61,11 @@ OPTIONS: dict[str, Option] = {
     "affinity": Option(ov.affinity, "`\"N\"` (client core) or `\"N,M\"` (client and server "
                                     "core) for `iperf3 -A`; an array is cycled over the "
                                     "flows: `[\"0,0\", \"1,1\"]`"),
-    "congestion": Option(parse_str, "congestion control (`-C`): `\"cubic\"`, `\"reno\"`, "
-                                    "`\"bbr\"`...", "system default"),
+    "congestion": Option(ov.congestion, "congestion control (`-C`): `\"cubic\"`, "
+                                        "`\"reno\"`, `\"bbr\"`...; one the kernel of "
+                                        "each end has (its "
+                                        "`tcp_available_congestion_control`)",
+                         "system default"),
     "tos": Option(ov.tos, "TOS byte (`-S`): `16` or `\"0x10\"`"),
     "rate": Option(parse_rate, "pacing rate per flow (`-b`)", "unlimited"),
     "length": Option(parse_size, "write size (`-l`)", "iperf3 default"),
@@ -116,6 +120,14 @@ def one_length(r: Reader, o: dict[str, Any], path: Path) -> None:
     """A bulk flow runs for a time or until it has sent a count of bytes."""
     if "duration" in o and "bytes" in o:
         r.ctx.fail((*path, "bytes"), "give duration or bytes, not both")
+
+
+def ports_fit(r: Reader, o: dict[str, Any], path: Path) -> None:
+    """Flow i's client port is cport + i - 1: the last one is a port too."""
+    count = o.get("flows", 1)
+    if "cport" in o and o["cport"] + count - 1 > 65535:
+        r.ctx.fail((*path, "cport"), f"cport {o['cport']} and {count} flows need ports up to "
+                                     f"{o['cport'] + count - 1}; the last port is 65535")
 
 
 def _server(flow: Flow, index: int, plan: Plan) -> Server:
@@ -329,13 +341,15 @@ def iperf3_tool(udp: bool) -> FlowTool:
             ipv6=flow.family == 6, get_server_output=True))
     return FlowTool(tool="iperf3", package="iperf3", bulk=True, rtt=False,
                     media_type="application/json", server=_server, client=client,
-                    collect=_collect)
+                    collect=_collect,
+                    congestion=lambda flow: flow.options_as(IperfOptions).congestion)
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
             path: Path) -> tuple[list[Flow], list[Phase]]:
     assert src is not None and dst is not None
     one_length(r, o, path)
+    ports_fit(r, o, path)
     return bulk_flows(name, "tcp", src, dst, o), []
 
 
