@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hoplab.lab.where import netns_prefix  # noqa: E402
-from hoplab.tools import iproute_json, rxcount, trafgen  # noqa: E402
+from hoplab.lab.where import netns_prefix
+from hoplab.tools import iproute_json, rxcount, trafgen
 
 HOPLAB = str(Path(sys.executable).with_name("hoplab"))
 LAB = """name = "genbench"
@@ -77,19 +77,19 @@ def main() -> None:
         subprocess.run([HOPLAB, "lab", "up", str(lab)], check=True, capture_output=True)
         server = None
         try:
-            dst = json.loads(sh(ns("server") + ["ip", "-j", "-4", "addr", "show", "eth0"])
+            dst = json.loads(sh([*ns("server"), "ip", "-j", "-4", "addr", "show", "eth0"])
                              )[0]["addr_info"][0]["local"]
             route = iproute_json.route(sh(ns("client") + iproute_json.route_get_argv(dst)),
                                        dst)
-            sh(ns("client") + ["ping", "-c", "1", "-W", "1", dst])
-            src_ip = json.loads(sh(ns("client") + ["ip", "-j", "-4", "addr", "show", "eth0"])
+            sh([*ns("client"), "ping", "-c", "1", "-W", "1", dst])
+            src_ip = json.loads(sh([*ns("client"), "ip", "-j", "-4", "addr", "show", "eth0"])
                                 )[0]["addr_info"][0]["local"]
             src_mac = iproute_json.mac(sh(ns("client") + iproute_json.link_argv("eth0")),
                                        "eth0")
             nh_mac = iproute_json.neighbour_mac(sh(ns("client") + iproute_json.neigh_argv(
                 route.next_hop, route.dev)))
             assert nh_mac is not None
-            server = subprocess.Popen(ns("server") + ["iperf3", "-s", "-p", str(PORT)],
+            server = subprocess.Popen([*ns("server"), "iperf3", "-s", "-p", str(PORT)],
                                       stdout=subprocess.DEVNULL)
             time.sleep(0.5)  # a bench, not a test: iperf3's listen is not watched here
             confs: dict[int, str] = {}

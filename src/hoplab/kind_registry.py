@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 # message for the user (the loader adds file, line and key).
 Parse = Callable[[object], Any]
 
+# A test's flows run together, each a tool's process and most with a server of their
+# own (iperf3's on port 5201 + the flow's index): rrul has 258 at most, a custom test
+# composes more.
+MAX_TEST_FLOWS = 1024
+
 # How long a flow runs when its test gives neither a duration nor a byte count.
 DEFAULT_DURATION_S = 10.0
 # How long hoplab lets a flow of unknown length (a byte count, loads back to back) run
@@ -104,6 +109,10 @@ class FlowTool:
     # How long past its duration a flow's client may run by a timeout of its own (a web
     # flow's last load may start just before its end and take its whole timeout).
     overrun: Callable[[Flow], float] = lambda _flow: 0.0
+    # The TCP congestion control a flow asks of the kernels at both its ends (iperf3 -C
+    # sets it on both sockets), or None: the loader checks it against this machine's
+    # kernel for a namespace end, `hoplab check --devices` against a device's.
+    congestion: Callable[[Flow], str | None] = lambda _flow: None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import pytest
 from hoplab.lab import wire
 from hoplab.lab.state import find
 from hoplab.lab.status import lab_status
+from hoplab.lab.where import netns_prefix
 from hoplab.samplers import wire as wire_samples
 from tests.helpers.lab import (
     LabUp,
@@ -224,7 +225,7 @@ def test_killed_wire_leaves_link_down_and_teardown_cleans(lab_up: LabUp) -> None
     assert any("is down" in p for p in status["problems"]), status["problems"]
     assert up.run("a", "ping", "-c", "1", "-W", "1", "b").returncode != 0
     remove_lab(up.name)
-    assert not any(n.startswith(f"hoplab-{up.name}-") for n in namespaces())
+    assert not any(n.startswith(netns_prefix(up.name)) for n in namespaces())
 
 
 def test_wire_exits_when_its_link_goes_away(lab_up: LabUp) -> None:

@@ -79,10 +79,12 @@ def test_fairness_between_two_hosts() -> None:
     assert shares == pytest.approx({"hostA": 50.0, "hostB": 50.0})
 
 
-def test_udp_loss_is_the_receivers() -> None:
-    out = bulk("u", "udp_200m.json", kind="udp")
-    doc = json.loads((DATA / "iperf3" / "udp_200m.json").read_text())
-    assert out.metric_value("loss") == pytest.approx(doc["end"]["sum"]["lost_percent"])
+def test_udp_loss_counts_the_senders_datagrams_against_the_receivers() -> None:
+    out = bulk("u", "udp_reverse.json", kind="udp", direction="down")
+    end = json.loads((DATA / "iperf3" / "udp_reverse.json").read_text())["end"]
+    sent = end["sum_sent"]["packets"]
+    received = end["sum_received"]["packets"] - end["sum_received"]["lost_packets"]
+    assert out.metric_value("loss") == pytest.approx(100 * (sent - received) / sent)
 
 
 def test_ping_figures_and_lost_echoes() -> None:
@@ -147,9 +149,9 @@ def test_cost_per_hop() -> None:
                    [Metric("goodput", 100.0 - (10.0 if wg else 5.0) * (h - 1), "bit/s")])
             for h in (1, 2, 3) for wg in (False, True)]
     rows = {r["variant"]: r for r in per_hop_rows(recs)}
-    assert rows["wireguard=False"]["per_hop"] == pytest.approx(-5.0)
-    assert rows["wireguard=True"]["per_hop_pct"] == pytest.approx(-10.0)
-    assert not math.isnan(rows["wireguard=True"]["per_hop"])
+    assert rows["wireguard=false"]["per_hop"] == pytest.approx(-5.0)
+    assert rows["wireguard=true"]["per_hop_pct"] == pytest.approx(-10.0)
+    assert not math.isnan(rows["wireguard=true"]["per_hop"])
 
 
 def test_udp_test_figures_sum_and_weigh_the_flows() -> None:
@@ -161,8 +163,10 @@ def test_udp_test_figures_sum_and_weigh_the_flows() -> None:
     got = {m.name: m.value for m in metrics}
     ra, rb = a.bulk, b.bulk
     assert ra is not None and rb is not None
-    lost = (ra.lost_packets or 0) + (rb.lost_packets or 0)
-    assert got["loss"] == pytest.approx(100 * lost / ((ra.packets or 0) + (rb.packets or 0)))
+    # Datagrams sent by the senders' counts, received by the receivers': 0 and 23 lost.
+    sent = (ra.sent_packets or 0) + (rb.sent_packets or 0)
+    assert sent == 20821 + 20817
+    assert got["loss"] == pytest.approx(100 * 23 / sent)
     assert min(ra.jitter_s or 0, rb.jitter_s or 0) * 1000 <= got["udp_jitter"] \
         <= max(ra.jitter_s or 0, rb.jitter_s or 0) * 1000
 
@@ -231,8 +235,9 @@ def test_bidir_totals_count_both_directions_like_the_series() -> None:
 def test_udp_bidir_flow_counts_the_datagrams_of_both_directions() -> None:
     out = bulk("u", "udp_bidir.json", kind="udp", direction="bidir")
     end = json.loads((DATA / "iperf3" / "udp_bidir.json").read_text())["end"]
-    assert out.metric_value("packets") == (end["sum_received"]["packets"]
-                                           + end["sum_received_bidir_reverse"]["packets"])
+    assert out.metric_value("packets") == (end["sum_sent"]["packets"]
+                                           + end["sum_sent_bidir_reverse"]["packets"])
+    # Each direction's jitter weighted by the datagrams it received (none lost here).
     assert out.metric_value("udp_jitter") == pytest.approx(1000 * (
         end["sum_received"]["jitter_ms"] / 1000 * end["sum_received"]["packets"]
         + end["sum_received_bidir_reverse"]["jitter_ms"] / 1000

@@ -13,7 +13,7 @@ import pytest
 from hoplab import importers, jsonsafe
 from hoplab.cli.main import main
 from hoplab.record import Metric, RunRecord
-from hoplab.render import charts, plots, plots_time, units
+from hoplab.render import charts, plot_parts, plots_time, units
 from hoplab.store import open_store
 from hoplab.web.app import Dashboard
 
@@ -62,7 +62,7 @@ def test_one_json_safe_and_one_rate_scale() -> None:
         "1": [None, [None, 2.0]], "x": None}
     # The modules that draw rates use units' rate_scale, not a copy (read from each
     # module's namespace: they import it, they do not export it).
-    assert all(vars(m)["rate_scale"] is units.rate_scale for m in (charts, plots, plots_time))
+    assert all(vars(m)["rate_scale"] is units.rate_scale for m in (charts, plot_parts, plots_time))
     assert units.rate_scale(94.1e6) == (1e6, "Mbit/s")
     assert units.rate_scale(-2e9) == (1e9, "Gbit/s")
     assert units.rate_scale(999.0) == (1.0, "bit/s")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.cli.main import main
-from hoplab.cli.profile import run_stacks
+from hoplab.cli.profile_stacks import run_stacks
 from hoplab.profile import analyze
 from hoplab.record import Metric, RawOutput, RunRecord
 from hoplab.render.profile_html import profile_section

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hoplab import metrics
+
 
 @dataclass(frozen=True)
 class Trial:
@@ -23,11 +25,9 @@ class Trial:
 
     @property
     def loss_ratio(self) -> float:
-        """Frames offered minus frames received over frames offered (duplicates never
-        make it negative: a path that delivers more than it was given lost nothing)."""
-        if self.offered <= 0:
-            return 0.0
-        return max(0, self.offered - self.received) / self.offered
+        """Frames offered minus frames received over frames offered: hoplab's one
+        definition (hoplab.metrics.loss_ratio; duplicates never make it negative)."""
+        return metrics.loss_ratio(self.offered, self.received)
 
 
 @dataclass

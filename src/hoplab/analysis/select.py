@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from hoplab import kv
+from hoplab import kv, numbers
 from hoplab.analysis.order import natural_key
 from hoplab.errors import UsageError
 from hoplab.store import Store
@@ -34,7 +34,9 @@ def parse_ranges(spec: str) -> list[tuple[int, int]] | None:
     ranges = []
     for part in spec.split(","):
         lo, _, hi = (p.strip() for p in part.partition("-"))
-        first, last = int(lo), int(hi or lo)
+        # A range may end past the largest id (1-99999999999999999999 means "1 on"), but
+        # not at a number whose reading alone costs time (hoplab.numbers).
+        first, last = (numbers.whole(x, "run id", most=10**30) for x in (lo, hi or lo))
         if last < first:
             raise UsageError(f"run range {part.strip()!r} runs backwards; write {last}-{first}")
         ranges.append((first, last))

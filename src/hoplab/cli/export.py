@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from hoplab import export
-from hoplab.cli import store_arg
+from hoplab.cli import arg_types, store_arg
 from hoplab.errors import UsageError
 
 
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "whole run, every series point, raw outputs base64-encoded; to stdout "
                     "unless -o. csv: two tables, BASE-series.csv (one row per series point) "
                     "and BASE-metrics.csv; BASE is -o without .csv, else hoplab-RUN.")
-    p.add_argument("run_id", type=int, metavar="RUN")
+    p.add_argument("run_id", type=arg_types.run_id, metavar="RUN")
     store_arg.add(p)
     p.add_argument("--format", choices=("json", "csv"), default="json")
     p.add_argument("-o", "--output", type=Path, metavar="FILE")
@@ -37,9 +37,8 @@ def _write(path: Path, text: str) -> None:
 def run_export(args: argparse.Namespace) -> int:
     # Imported here, not at the top: rich and SQLAlchemy would slow `export --help`.
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         run = store.get_run(args.run_id, series=True, raw=args.format == "json")
     if args.format == "json":
         text = json.dumps(export.to_json(run), indent=1, allow_nan=False) + "\n"
@@ -47,7 +46,7 @@ def run_export(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
             return 0
         _write(args.output, text)
-        make_console(stderr=True).print(f"wrote {args.output}")
+        make_console(stderr=True).print(f"wrote {args.output}", markup=False)
         return 0
     base = args.output or Path(f"hoplab-{args.run_id}")
     base = base.with_name(base.name.removesuffix(".csv"))
@@ -57,5 +56,5 @@ def run_export(args: argparse.Namespace) -> int:
         rows = writer(run, buf)
         path = base.with_name(f"{base.name}-{suffix}.csv")
         _write(path, buf.getvalue())
-        make_console().print(f"wrote {path} ({rows} rows)")
+        make_console().print(f"wrote {path} ({rows} rows)", markup=False)
     return 0

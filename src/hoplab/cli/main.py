@@ -18,6 +18,7 @@ from hoplab.errors import HoplabError
 # A module that registers several commands has them next to each other, in its order.
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "show what this machine can build"),
+    "check": ("check", "validate lab and experiment files (builds nothing)"),
     "lab": ("lab", "build, inspect and remove labs"),
     "run": ("run", "run an experiment and store its runs"),
     "runs": ("runs", "list stored runs"),
@@ -33,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trend": ("trend", "a metric across versions, with every change point"),
     "import": ("import_", "load iperf3 JSON outputs and Flent data files as runs"),
     "export": ("export", "write one run as JSON or CSV"),
+    "migrate": ("migrate", "upgrade a store of an older schema (keeping a copy of a SQLite file)"),
     "bisect": ("bisect", "find the commit that changed a figure (git bisect that knows noise)"),
 }
 
@@ -80,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code: int = args.func(args)
+        # Written out here, so that a closed pipe is met inside this handler and not by
+        # Python's flush at exit (which prints a traceback and exits 120).
+        sys.stdout.flush()
     except HoplabError as exc:
         print(f"hoplab: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hoplab import kv
+from hoplab import kv, numbers
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.plot_kinds import FORMATS, KINDS, SINGLE_RUN
@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "variant over repetitions), ping (ping streams over time), cpu (per-core "
                     "CPU stacked by user, system, irq, softirq), timeline (one flow's "
                     "throughput through several runs end to end, in the order given: "
-                    "--flow NAME).")
+                    "--flow NAME). Legends quote the runs' stored figures, as `hoplab show` "
+                    "prints them, for the phase they belong to (rrul: idle and loaded RTT; "
+                    "its CDF one curve per phase).")
     p.add_argument("runs", nargs="+", metavar="RUN")
     p.add_argument("--kind", required=True, choices=KINDS)
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
@@ -48,10 +50,7 @@ def _resolve(store: Store, items: list[str], series: bool) -> list[RunRecord]:
     for item in items:
         if "=" in item:
             continue
-        if item.strip().isdigit():
-            ids.append(int(item))
-        else:
-            raise UsageError(f"RUN {item!r}: a run id or KEY=VALUE, e.g. 7 or hops=2")
+        ids.append(numbers.run_id(item, "RUN (a run id or KEY=VALUE, e.g. 7 or hops=2)"))
     if filters:
         found = [r.id for r in store.list_runs(filters)]
         if not found:
@@ -73,15 +72,14 @@ def run_plot(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output}: the file must end in {', '.join(FORMATS)}")
     # Imported here, not at the top: rich and SQLAlchemy would slow `plot --help`.
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
     needs_series = args.kind in SINGLE_RUN or args.kind in ("cdf", "timeline")
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         runs = _resolve(store, args.runs, needs_series)
     from hoplab.render.plots import figure, save  # matplotlib: only when plotting
 
     fig = figure(args.kind, runs, metric=args.metric, style=args.style,
                  flow=getattr(args, "flow", None))
     path = save(fig, args.output or _default_name(runs, args.kind))
-    make_console().print(str(path), highlight=False, soft_wrap=True)
+    make_console().print(str(path), highlight=False, soft_wrap=True, markup=False)
     return 0

@@ -10,10 +10,10 @@ from typing import Any
 
 from hoplab.analysis import select
 from hoplab.cli import store_arg
-from hoplab.cli.profile import run_stacks
+from hoplab.cli.profile_stacks import run_stacks
 from hoplab.errors import UsageError
 from hoplab.profile.diff import FDR, ProfileDiff, diff
-from hoplab.store import Store, open_store
+from hoplab.store import Store
 
 
 def _side(store: Store, spec: str, ids: list[int], node: str | None
@@ -76,7 +76,7 @@ def _render(d: ProfileDiff, sides: dict[str, tuple[str, list[int], list[int]]],
         spec, runs, skipped = sides[key]
         note = f"; left out, no profile: {', '.join(map(str, skipped))}" if skipped else ""
         out.print(f"{key.upper()}: {spec} -> {len(runs)} profile(s), runs "
-                  f"{', '.join(map(str, runs))}, {sum(samples)} samples{note}")
+                  f"{', '.join(map(str, runs))}, {sum(samples)} samples{note}", markup=False)
     change = {c.symbol: c for c in d.symbols}
     t = Table(title=f"top {top} symbols by self time (mean share of each side's profiles)",
               title_justify="left")
@@ -119,7 +119,7 @@ def _render(d: ProfileDiff, sides: dict[str, tuple[str, list[int], list[int]]],
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         ids_a, ids_b = select.select_pair(store, args.runs[0], args.runs[1])
         runs_a, a, skip_a = _side(store, args.runs[0], ids_a, args.node)
         runs_b, b, skip_b = _side(store, args.runs[1], ids_b, args.node)

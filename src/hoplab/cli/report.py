@@ -32,10 +32,9 @@ def run_report(args: argparse.Namespace) -> int:
     from hoplab.render.console import console as make_console
     from hoplab.render.profile_html import FOLDED
     from hoplab.render.report import build_report
-    from hoplab.store import open_store
 
     start = time.monotonic()
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         ids: dict[int, None] = {}
         for spec in args.runs:
             found = select(store, spec)
@@ -63,5 +62,6 @@ def run_report(args: argparse.Namespace) -> int:
         if os.path.exists(tmp):
             os.unlink(tmp)
     make_console().print(f"wrote {args.output}: {len(runs)} run{'s' if len(runs) != 1 else ''}"
-                         f", {len(text) / 1e6:.1f} MB, {time.monotonic() - start:.2f} s")
+                         f", {len(text) / 1e6:.1f} MB, {time.monotonic() - start:.2f} s",
+                         markup=False)
     return 0

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from hoplab import kv, metrics
-from hoplab.cli import store_arg
+from hoplab.cli import arg_types, store_arg
 from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure, pairs
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("show", help="show one stored run",
                        description="Show a stored run: metadata, figures per flow, router "
                                    "CPU, interfaces and qdiscs, and its series.")
-    s.add_argument("run_id", type=int)
+    s.add_argument("run_id", type=arg_types.run_id)
     store_arg.add(s)
     s.add_argument("--json", action="store_true",
                    help="the run as JSON (series as point counts unless --series)")
@@ -48,13 +48,14 @@ def _when(ts: float) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     # Imported here, not at the top: rich and SQLAlchemy would slow `runs --help`.
+    from rich.markup import escape
     from rich.table import Table
 
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
-        runs = store.list_runs(_filters(args.filters), limit=args.limit, newest=True)
+    filters = _filters(args.filters)
+    with store_arg.reading(args) as store:
+        runs = store.list_runs(filters, limit=args.limit, newest=True)
         desc = store.describe()
     if args.json:
         json.dump(json_safe([dataclasses.asdict(r) for r in runs]), sys.stdout, indent=2,
@@ -63,19 +64,21 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     console = make_console()
     if not runs:
-        console.print(f"no runs in {desc}" + (" match" if args.filters else ""))
+        console.print(f"no runs in {desc}" + (" match" if args.filters else ""), markup=False)
         return 0
-    table = Table(title=f"runs in {desc}", title_justify="left")
+    # Every cell is text from the runs (names, labels): shown as it is, never read as markup.
+    table = Table(title=escape(f"runs in {desc}"), title_justify="left")
     for col in ("id", "started", "experiment", "test", "variant", "rep", "status", "figures"):
         table.add_column(col, justify="right" if col in ("id", "rep") else "left")
     for r in runs:
-        names = HEADLINE.get(r.kind, ())[:3]
+        # Every headline figure: rrul's loaded RTT and added latency are its point.
+        names = HEADLINE.get(r.kind, ())
         figures = ", ".join(f"{metrics.label(n)} {figure(r.metrics[n], n)}"
                             for n in names if n in r.metrics)
         variant = pairs(r.variant)
-        status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
-        table.add_row(str(r.id), _when(r.started_at), r.experiment, r.test, variant,
-                      str(r.repetition), status, figures)
+        status = escape(r.status) if r.status == "ok" else f"[red]{escape(r.status)}[/]"
+        table.add_row(str(r.id), _when(r.started_at), escape(r.experiment), escape(r.test),
+                      escape(variant), str(r.repetition), status, escape(figures))
     console.print(table)
     return 0
 
@@ -94,9 +97,8 @@ def _as_json(rec: Any, with_points: bool) -> dict[str, Any]:
 def run_show(args: argparse.Namespace) -> int:
     from hoplab.render.console import console as make_console
     from hoplab.render.run_view import run_view
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         rec = store.get_run(args.run_id, series=True, raw=True)
         desc = store.describe()
     if args.json:

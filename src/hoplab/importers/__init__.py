@@ -87,12 +87,14 @@ def load_file(path: Path, options: Options) -> RunRecord:
         raise UsageError(f"{path}: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise UsageError(f"{path}: unexpected layout ({type(exc).__name__}: {exc})") from None
-    for name, value in (("variant", run.variant), ("labels", run.labels),
-                        ("metadata", run.metadata)):
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{path}: {name} cannot be stored: {exc}") from None
+    from hoplab.store import check_run
+
+    # What the store would refuse (two metrics of one key, metadata that is not JSON) is
+    # refused here, naming the file, before anything of any file is saved.
+    try:
+        check_run(run)
+    except UsageError as exc:
+        raise UsageError(f"{path}: cannot be stored: {exc}") from None
     return run
 
 

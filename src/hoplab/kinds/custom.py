@@ -51,6 +51,11 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
         fname = fo.get("name", f"{kind.name}{i + 1}")
         more, _ = kind.expand(r, f"{name}.{fname}", fsrc, fdst, fo, where)
         flows += more
+        if len(flows) > registry.MAX_TEST_FLOWS:
+            # Checked as they come: a file of many entries must not build them all first.
+            r.ctx.fail(where, f"the flows so far are {len(flows)}; a test has at most "
+                              f"{registry.MAX_TEST_FLOWS}: they run together, each a "
+                              f"tool's process, most with a server of its own")
     return flows, []
 
 

@@ -54,10 +54,16 @@ class Outcome:
     error: str | None = None
     # Parsed results, kept for test-level figures (totals, phases, fairness).
     bulk: Result | None = None
-    # When the flow's client started and how long its receiver counted, on the run clock.
+    # When the flow's receiver's clock started and how long it counted, on the run clock:
+    # where its intervals begin.
     span: tuple[float, float] | None = None
+    # Each direction it moved data in ("up", "down"): when its receiver's data arrived,
+    # on the run clock, and how many bytes (start, end, bytes); goodput is their rate.
+    received: dict[str, tuple[float, float, int]] = field(default_factory=dict)
     rtt_t: list[float] = field(default_factory=list)   # run clock, s
     rtt_ms: list[float] = field(default_factory=list)  # None-free: answered probes only
+    # A probe flow's packets: (sent, received), which the test's pooled loss adds up.
+    packets: tuple[int, int] | None = None
 
     def metric_value(self, name: str) -> float:
         """This flow's figure `name`, 0.0 when it has none (a failed flow adds nothing)."""

@@ -7,10 +7,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hoplab.kind_registry import DEFAULT_DURATION_S, FlowTool, Kind, Option, Parse, Reader, register
+from hoplab.kind_registry import (
+    DEFAULT_DURATION_S,
+    MAX_TEST_FLOWS,
+    FlowTool,
+    Kind,
+    Option,
+    Parse,
+    Reader,
+    register,
+)
 from hoplab.kinds.figures import figures, latency_metrics, rtt_series
 from hoplab.kinds.flow import ClientTimes, Outcome, address
 from hoplab.lab.plan import Plan
+from hoplab.metrics import loss_percent
 from hoplab.record import Metric, Series
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
@@ -63,7 +73,11 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
     if streams is None:
         return [_stream(name, src, dst, start, duration, family, base)], []
     flows = []
-    for i, raw in enumerate(r.ctx.array(streams, (*path, "streams"))):
+    raw_streams = r.ctx.array(streams, (*path, "streams"))
+    if len(raw_streams) > MAX_TEST_FLOWS:
+        r.ctx.fail((*path, "streams"), f"{len(raw_streams)} streams; a test has at most "
+                                       f"{MAX_TEST_FLOWS} flows, which run together")
+    for i, raw in enumerate(raw_streams):
         where = (*path, "streams", i)
         s = r.options(raw, where, _STREAM_KEYS)
         target = r.node((*where, "to"), s["to"]) if "to" in s else dst
@@ -98,7 +112,9 @@ def collect_ping(out: Outcome, text: str, t0: float) -> None:
     if lost:
         out.series.append(Series("lost", "count", lost, [1.0] * len(lost), flow=out.flow.name))
     out.metrics += latency_metrics(out.rtt_ms, out.flow.name)
-    out.metrics += [Metric("loss", res.loss_pct, "%", flow=out.flow.name),
+    out.packets = (res.sent, res.received)
+    out.metrics += [Metric("loss", loss_percent(res.sent, res.received), "%",
+                           flow=out.flow.name),
                     Metric("packets", float(res.sent), "count", flow=out.flow.name)]
     if res.sent == 0:
         out.error = f"flow {out.flow.name}: ping sent nothing"

@@ -14,6 +14,7 @@ from hoplab.kinds.figures import figures, latency_metrics, rtt_series
 from hoplab.kinds.flow import ClientTimes, Outcome, Server, address
 from hoplab.kinds.ping import RTT_METRICS
 from hoplab.lab.plan import Plan
+from hoplab.metrics import loss_percent
 from hoplab.record import Metric, Series
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
@@ -88,12 +89,17 @@ def collect_probe(out: Outcome, text: str, t0: float) -> None:
                 out.metrics.append(Metric(f"{key}_median", percentile(values, 50), "ms",
                                           flow=name))
     out.metrics += latency_metrics(out.rtt_ms, name)
-    out.metrics += [Metric("loss", res.loss_pct, "%", flow=name),
+    out.packets = (res.packets_sent, res.packets_received)
+    out.metrics += [Metric("loss", loss_percent(*out.packets), "%", flow=name),
                     Metric("packets", float(res.packets_sent), "count", flow=name)]
-    for attr, metric in (("upstream_loss_pct", "loss_up"), ("downstream_loss_pct", "loss_down")):
-        value = getattr(res, attr)
-        if value is not None:
-            out.metrics.append(Metric(metric, value, "%", flow=name))
+    # Each way by its own sender's count: the client's requests up, the server's replies
+    # (one per request it received) down.
+    at_server = res.server_packets_received
+    if at_server is not None:
+        out.metrics += [
+            Metric("loss_up", loss_percent(res.packets_sent, at_server), "%", flow=name),
+            Metric("loss_down", loss_percent(at_server, res.packets_received), "%",
+                   flow=name)]
 
 
 def _collect(out: Outcome, text: str, t0: float, times: ClientTimes,

@@ -15,13 +15,13 @@ from hoplab.kinds.tcp import BULK_METRICS, bulk_flows
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.locate import Path
-from hoplab.spec.units import parse_str, parse_time
+from hoplab.spec.units import parse_time
 
 OPTIONS: dict[str, Option] = {
     "duration": Option(ov.whole_seconds, "the load phase (whole seconds)", '`"20s"`'),
     "idle": Option(parse_time, "each idle phase", '`"5s"`'),
-    "flows": Option(ov.positive_int, "TCP flows in each direction", "4"),
-    "congestion": Option(parse_str, "congestion control of the TCP flows, as for tcp",
+    "flows": Option(ov.flows, "TCP flows in each direction (at most 128)", "4"),
+    "congestion": Option(ov.congestion, "congestion control of the TCP flows, as for tcp",
                          "system default"),
     "ping_interval": Option(ov.interval, "time between the ping stream's echoes",
                             '`"200ms"`'),

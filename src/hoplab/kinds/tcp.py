@@ -28,21 +28,21 @@ from hoplab.kind_registry import (
     Reader,
     register,
 )
-from hoplab.kinds.figures import figures, in_window, rate_metrics
+from hoplab.kinds.figures import figures, in_window, rate_metrics, udp_metrics
 from hoplab.kinds.flow import REPORT_STEP_S, ClientTimes, Outcome, Server, address
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, Series
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import DIRECTIONS, Flow, Phase
 from hoplab.spec.locate import Path
-from hoplab.spec.units import choice, parse_rate, parse_size, parse_str
+from hoplab.spec.units import choice, parse_rate, parse_size
 from hoplab.tools import iperf3
 
 IPERF3_BASE_PORT = 5201
 
 OPTIONS: dict[str, Option] = {
-    "flows": Option(ov.positive_int, "parallel flows, each its own iperf3 client and server "
-                                     "(`NAME.1`, `NAME.2`...)", "1"),
+    "flows": Option(ov.flows, "parallel flows (at most 128, as iperf3's `-P`), each its "
+                              "own iperf3 client and server (`NAME.1`, `NAME.2`...)", "1"),
     "direction": Option(choice(DIRECTIONS), "`up`: from sends to to; `down`: to sends to "
                                             "from (`iperf3 -R`); `bidir`: both at once "
                                             "(`--bidir`)", '`"up"`'),
@@ -50,7 +50,8 @@ OPTIONS: dict[str, Option] = {
                        '`"10s"`'),
     "bytes": Option(parse_size, "send this many bytes instead (`-n`); not with duration"),
     "cport": Option(ov.port, (
-        "client port of the first flow; flow i uses cport + i - 1 (`--cport`). Seed 003 "
+        "client port of the first flow; flow i uses cport + i - 1 (`--cport`), so the "
+        "last must be at most 65535. Seed 003 "
         "pins the source port so that RSS hashes each flow to its own core. A port inside "
         "the ephemeral range (32768-60999) may already have been given to another "
         "connection (iperf3's own control connection: \"Address already in use\", seen "
@@ -60,8 +61,11 @@ OPTIONS: dict[str, Option] = {
     "affinity": Option(ov.affinity, "`\"N\"` (client core) or `\"N,M\"` (client and server "
                                     "core) for `iperf3 -A`; an array is cycled over the "
                                     "flows: `[\"0,0\", \"1,1\"]`"),
-    "congestion": Option(parse_str, "congestion control (`-C`): `\"cubic\"`, `\"reno\"`, "
-                                    "`\"bbr\"`...", "system default"),
+    "congestion": Option(ov.congestion, "congestion control (`-C`): `\"cubic\"`, "
+                                        "`\"reno\"`, `\"bbr\"`...; one the kernel of "
+                                        "each end has (its "
+                                        "`tcp_available_congestion_control`)",
+                         "system default"),
     "tos": Option(ov.tos, "TOS byte (`-S`): `16` or `\"0x10\"`"),
     "rate": Option(parse_rate, "pacing rate per flow (`-b`)", "unlimited"),
     "length": Option(parse_size, "write size (`-l`)", "iperf3 default"),
@@ -118,6 +122,14 @@ def one_length(r: Reader, o: dict[str, Any], path: Path) -> None:
         r.ctx.fail((*path, "bytes"), "give duration or bytes, not both")
 
 
+def ports_fit(r: Reader, o: dict[str, Any], path: Path) -> None:
+    """Flow i's client port is cport + i - 1: the last one is a port too."""
+    count = o.get("flows", 1)
+    if "cport" in o and o["cport"] + count - 1 > 65535:
+        r.ctx.fail((*path, "cport"), f"cport {o['cport']} and {count} flows need ports up to "
+                                     f"{o['cport'] + count - 1}; the last port is 65535")
+
+
 def _server(flow: Flow, index: int, plan: Plan) -> Server:
     port = IPERF3_BASE_PORT + index
     return Server(flow.dst, "tcp", port, iperf3.server_argv(port))
@@ -166,6 +178,63 @@ def client_lag(res: iperf3.Result) -> float:
     return max(0.0, server - client) if client > 0 and server > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class Received:
+    """What one direction's receiver counted: its bytes, and the span of its own clock
+    they arrived in (seconds from its test's start; see udp_first_datagram)."""
+
+    bytes: int
+    first: float
+    last: float
+
+    @property
+    def goodput(self) -> float:
+        return 8 * self.bytes / (self.last - self.first) if self.last > self.first else 0.0
+
+
+def received(res: iperf3.Result, direction: str) -> dict[str, Received]:
+    """Each direction of a flow that moves data ("up", "down"; both for a --bidir flow)
+    by what its receiver counted. A TCP receiver's bytes span its whole test (its ramp is
+    part of its time); a UDP receiver's start at its first datagram."""
+    legs = ([("up", res), ("down", res.bidir_reverse)] if direction == "bidir"
+            else [(direction, res)])
+    udp = res.protocol.upper() == "UDP"
+    out: dict[str, Received] = {}
+    for way, leg in legs:
+        if leg is None or leg.received_bps <= 0:
+            continue
+        # The receiver goes on counting what sat in the queues after the sender stopped
+        # (a full 1000-packet FIFO at 50 Mbit/s holds 0.24 s).
+        seconds = 8 * leg.received_bytes / leg.received_bps
+        first = (udp_first_datagram(iperf3.received_steps(res, upward=way == "up"), seconds,
+                                    leg.received_bytes) if udp else 0.0)
+        out[way] = Received(leg.received_bytes, first, seconds)
+    return out
+
+
+def udp_first_datagram(steps: Sequence[tuple[float, float, int]], seconds: float,
+                       nbytes: int) -> float:
+    """When a UDP receiver's data began, on its clock (`steps`: its report intervals;
+    `seconds` and `nbytes`: what it counted in all).
+
+    Its test's clock does not start with its data, and not alike both ways: an upload's
+    receiver (the server) starts its clock as it sends the word to start, and the
+    client's first datagram reaches it a round trip later (70 ms on a 70 ms path, 2.3 %
+    of a 3 s test); a download's receiver (the client) starts its clock as that word
+    arrives, its data right behind it. A UDP sender sends at its rate from its first
+    datagram, so the first interval, which holds that wait, is counted at the rate of
+    the others: the data began nbytes / that rate before the clock's end. A shaper's
+    burst in the first interval puts that before 0, so the burst too counts at the
+    link's rate. 0 when there are fewer than two intervals."""
+    if len(steps) < 2:
+        return 0.0
+    _, first_end, first_bytes = steps[0]
+    rest_time, rest_bytes = seconds - first_end, nbytes - first_bytes
+    if rest_time <= 0 or rest_bytes <= 0:
+        return 0.0
+    return seconds - nbytes * rest_time / rest_bytes
+
+
 def collect_bulk(out: Outcome, text: str, launched: float, window: tuple[float, float],
                  data: float | None = None, done: float | None = None) -> None:
     """A bulk flow's series and figures. `launched`, `data` and `done` (run clock): when
@@ -178,11 +247,14 @@ def collect_bulk(out: Outcome, text: str, launched: float, window: tuple[float, 
     # on the client's clock, `lag` later.
     offset = clock_start(res, launched, data, done)
     lag = client_lag(res)
-    # The receiver's own time span: it goes on receiving what sat in the queues after
-    # the sender stopped (a full 1000-packet FIFO at 50 Mbit/s holds 0.24 s).
+    # The receiver's clock (the main direction's; a --bidir flow's two are taken as one):
+    # where its intervals begin.
+    start = offset + (lag if res.reverse else 0.0)
     if res.received_bps > 0:
-        start = offset + (lag if res.reverse else 0.0)
         out.span = (start, start + 8 * res.received_bytes / res.received_bps)
+    ways = received(res, f.direction)
+    for way, got in ways.items():
+        out.received[way] = (start + got.first, start + got.last, got.bytes)
     if res.error:
         out.error = f"flow {f.name}: iperf3: {res.error}"
     for key, acc in sorted(_rates(res, f.direction, lag).items(), key=lambda kv: str(kv[0])):
@@ -192,7 +264,7 @@ def collect_bulk(out: Outcome, text: str, launched: float, window: tuple[float, 
         out.series.append(Series("throughput", "bit/s", at, rates, flow=f.name, key=key))
         if key is None:
             out.metrics += rate_metrics(in_window(at, rates, window), f.name)
-    out.metrics += _totals(res, f.name, f.direction)
+    out.metrics += _totals(res, f.name, f.direction, ways)
 
 
 def _rates(res: iperf3.Result, direction: str, lag: float
@@ -221,20 +293,23 @@ def _rates(res: iperf3.Result, direction: str, lag: float
     return groups
 
 
-def _totals(res: iperf3.Result, flow: str, direction: str) -> list[Metric]:
-    """The flow's own totals from iperf3's report. A --bidir flow's figures count both
-    directions, as its series do; each direction also has its own goodput
-    (goodput_reverse is goodput_down's older name, kept)."""
+def _totals(res: iperf3.Result, flow: str, direction: str, ways: dict[str, Received]
+            ) -> list[Metric]:
+    """The flow's own totals from iperf3's report; its goodput from what its receivers
+    counted (`ways`, received()). A --bidir flow's figures count both directions, as its
+    series do; each direction also has its own goodput (goodput_reverse is
+    goodput_down's older name, kept)."""
     out: list[Metric] = []
     legs: list[iperf3.Result | iperf3.Totals] = [res]
     if direction == "bidir" and res.bidir_reverse is not None:
         legs.append(res.bidir_reverse)
-        down = res.bidir_reverse.received_bps
-        out += [Metric("goodput_up", res.received_bps, "bit/s", flow=flow),
+        down = ways["down"].goodput if "down" in ways else 0.0
+        out += [Metric("goodput_up", ways["up"].goodput if "up" in ways else 0.0, "bit/s",
+                       flow=flow),
                 Metric("goodput_down", down, "bit/s", flow=flow),
                 Metric("goodput_reverse", down, "bit/s", flow=flow)]
     out += [
-        Metric("goodput", math.fsum(x.received_bps for x in legs), "bit/s", flow=flow),
+        Metric("goodput", math.fsum(w.goodput for w in ways.values()), "bit/s", flow=flow),
         Metric("sent_rate", math.fsum(x.sent_bps for x in legs), "bit/s", flow=flow),
         Metric("bytes_received", float(sum(x.received_bytes for x in legs)), "bytes",
                flow=flow)]
@@ -242,31 +317,8 @@ def _totals(res: iperf3.Result, flow: str, direction: str) -> list[Metric]:
     if retrans:
         out.append(Metric("retransmits", float(sum(retrans)), "count", flow=flow))
     if res.protocol.upper() == "UDP":
-        for name, value, unit in _udp_figures(legs):
-            if value is not None:
-                out.append(Metric(name, float(value), unit, flow=flow))
+        out += udp_metrics(legs, flow)
     return out
-
-
-def _udp_figures(legs: Sequence[iperf3.Result | iperf3.Totals]
-                 ) -> list[tuple[str, float | None, str]]:
-    """Loss, jitter and order at the receivers of one UDP flow's directions: iperf3's own
-    figures for one, counts added and jitter weighted by packets for both (--bidir)."""
-    if len(legs) == 1:
-        r = legs[0]
-        return [("loss", r.lost_percent, "%"),
-                ("udp_jitter", None if r.jitter_s is None else r.jitter_s * 1000, "ms"),
-                ("out_of_order", r.out_of_order, "count"),
-                ("lost_packets", r.lost_packets, "count"), ("packets", r.packets, "count")]
-    packets = sum(x.packets or 0 for x in legs)
-    lost = sum(x.lost_packets or 0 for x in legs)
-    weights = [(x.jitter_s, x.packets or 0) for x in legs if x.jitter_s is not None]
-    weight = sum(n for _, n in weights)
-    return [("loss", 100 * lost / packets if packets else None, "%"),
-            ("udp_jitter", 1000 * math.fsum(j * n for j, n in weights) / weight
-             if weight else None, "ms"),
-            ("out_of_order", float(sum(x.out_of_order or 0 for x in legs)), "count"),
-            ("lost_packets", float(lost), "count"), ("packets", float(packets), "count")]
 
 
 def _collect(out: Outcome, text: str, t0: float, times: ClientTimes,
@@ -289,17 +341,20 @@ def iperf3_tool(udp: bool) -> FlowTool:
             ipv6=flow.family == 6, get_server_output=True))
     return FlowTool(tool="iperf3", package="iperf3", bulk=True, rtt=False,
                     media_type="application/json", server=_server, client=client,
-                    collect=_collect)
+                    collect=_collect,
+                    congestion=lambda flow: flow.options_as(IperfOptions).congestion)
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
             path: Path) -> tuple[list[Flow], list[Phase]]:
     assert src is not None and dst is not None
     one_length(r, o, path)
+    ports_fit(r, o, path)
     return bulk_flows(name, "tcp", src, dst, o), []
 
 
 KIND = register(Kind(
     name="tcp", options=OPTIONS, expand=_expand, figures=figures(),
-    headline=("goodput", "sent_rate", "throughput_p5", "retransmits"),
+    # Not sent_rate: what TCP was handed, not what arrived (metrics.py says why).
+    headline=("goodput", "throughput_p5", "retransmits"),
     metrics=BULK_METRICS, flow=iperf3_tool(udp=False)))

@@ -8,7 +8,7 @@ from typing import Any
 
 from hoplab.kind_registry import Kind, Option, Reader, register
 from hoplab.kinds.figures import figures
-from hoplab.kinds.tcp import BULK_METRICS, bulk_flows, iperf3_tool, one_length
+from hoplab.kinds.tcp import BULK_METRICS, bulk_flows, iperf3_tool, one_length, ports_fit
 from hoplab.kinds.tcp import OPTIONS as TCP_OPTIONS
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.locate import Path
@@ -28,6 +28,7 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
             path: Path) -> tuple[list[Flow], list[Phase]]:
     assert src is not None and dst is not None
     one_length(r, o, path)
+    ports_fit(r, o, path)
     return bulk_flows(name, "udp", src, dst, o, DEFAULT_RATE), []
 
 

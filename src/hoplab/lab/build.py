@@ -20,6 +20,7 @@ from pathlib import Path
 from hoplab.errors import CapabilityError, LabError, UsageError
 from hoplab.lab import devices, netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
+from hoplab.lab.lock import lab_lock
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab, unresolved
 from hoplab.lab.requirements import (
     impairment_backend,
@@ -31,6 +32,7 @@ from hoplab.lab.signals import shielded, terminate_as_interrupt
 from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
 from hoplab.lab.teardown import check_done, teardown
+from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Executor
 from hoplab.spec.model import Lab
 
@@ -208,7 +210,10 @@ def up(lab: Lab, *, caps: Capabilities | None = None, progress: Progress | None 
             for node, wanted in (tools or {}).items():
                 needs.setdefault(node, set()).update(wanted)
             devices.check_tools(lab, execs, needs, why)
-        return _up(lab, caps, progress, execs, t0, written)
+        # One build of a name at a time: its checks that nothing of the lab exists, and a
+        # failed build's teardown of what its record lists, see no other build's.
+        with lab_lock(lab.name):
+            return _up(lab, caps, progress, execs, t0, written)
     finally:
         devices.close(execs.values())
 
@@ -350,7 +355,7 @@ def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
             rundir=state.rundir / "wg" / e.node))
 
     def record(iface: wireguard.WgInterface, pid: int) -> None:
-        node = iface.netns.removeprefix(f"hoplab-{plan.lab.name}-")
+        node = iface.netns.removeprefix(netns_prefix(plan.lab.name))
         state.add_process(pid, ["wireguard-go", "-f", iface.ifname], node,
                           f"wireguard-go {iface.ifname}")
 
@@ -422,7 +427,7 @@ def _check_cables(plan: Plan) -> None:
             got = subprocess.run(["ping", "-c1", "-W3", "-q", addr], capture_output=True,
                                  text=True, check=False)
             if got.returncode != 0:
-                node = ns.removeprefix(f"hoplab-{plan.lab.name}-")
+                node = ns.removeprefix(netns_prefix(plan.lab.name))
                 raise LabError(f"node {node} does not reach {addr} over its cable: is the "
                                f"NIC cabled to the device, and the device's port up?")
     netns.in_each(list(jobs), ping)
@@ -464,10 +469,11 @@ def _run_commands(plan: Plan, which: str) -> None:
 
 
 def down(name: str) -> list[str]:
-    state = find(name)
-    if state is None:
-        raise UsageError(f"no lab named {name!r} is up (see hoplab lab status)")
-    return teardown(state)
+    with lab_lock(name):
+        state = find(name)
+        if state is None:
+            raise UsageError(f"no lab named {name!r} is up (see hoplab lab status)")
+        return teardown(state)
 
 
 def check_devices(lab: Lab, tools: Mapping[str, Collection[str]] | None = None,

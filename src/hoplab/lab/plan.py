@@ -23,6 +23,7 @@ from ipaddress import (
 )
 
 from hoplab.errors import SpecError
+from hoplab.lab.where import netns_prefix
 from hoplab.spec.families import carries
 from hoplab.spec.model import Direction, Lab, Link, Tunnel
 
@@ -104,7 +105,8 @@ UNDERLAY = ("veth", "nic", "device")
 
 
 def netns_name(lab: str, node: str) -> str:
-    return f"hoplab-{lab}-{node}"
+    """Node `node`'s namespace: unambiguous, this instance's (hoplab.lab.where)."""
+    return netns_prefix(lab) + node
 
 
 def _subnets(pool: IPNetwork, new_prefix: int, count: int, taken: set[IPNetwork],

@@ -1,7 +1,7 @@
 """The userspace wire: links whose impairments `hoplab-wire` makes instead of netem.
 
 A wired link is node A's interface, a veth into a hidden wire namespace
-(`hoplab-LAB-w.INDEX`: a dot never appears in a node name, so it cannot clash),
+(`hoplab-LAB.w.INDEX`: a dot never appears in a node name, so it cannot clash),
 the `hoplab-wire` process there, and a veth out to node B. The wire writes its
 counters to a JSON file in the lab's run directory every 100 ms; the file's
 first appearance means both sockets are bound and frames flow.
@@ -20,6 +20,7 @@ from typing import Any
 
 from hoplab.errors import LabError
 from hoplab.lab import netns
+from hoplab.lab.where import netns_prefix
 from hoplab.spec.model import Direction, Link
 
 BINARY = "hoplab-wire"
@@ -47,7 +48,7 @@ def binary() -> Path | None:
 
 
 def netns_name(lab: str, index: int) -> str:
-    return f"hoplab-{lab}-w.{index}"
+    return f"{netns_prefix(lab)}w.{index}"
 
 
 # Below this rate a bottleneck serialises packets one by one, as a real slow link
@@ -133,7 +134,7 @@ class WireLink:
     @property
     def short(self) -> str:
         """The name the state record and `lab status` use for the wire."""
-        return self.netns.rsplit("-", 1)[-1]
+        return f"w.{self.index}"
 
 
 def plan_wires(lab_name: str, links: list[Link], rundir: Path) -> list[WireLink]:

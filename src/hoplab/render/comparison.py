@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import metric_name
+from hoplab.render.units import notes as metric_notes
 
 if TYPE_CHECKING:
     # Types only: analysis imports numpy, which a CLI's --help should not pay for.
@@ -61,19 +62,34 @@ def sizes(m: MetricComparison) -> str:
     return f"{len(m.a_values)}+{len(m.b_values)} {m.per}s / {m.a_runs}+{m.b_runs} runs"
 
 
+def verdict(m: MetricComparison) -> str:
+    """A row's verdict in words ("no clear difference" for unclear)."""
+    from hoplab.analysis.verdicts import word
+
+    return word(m.verdict)
+
+
 def notes(g: GroupComparison, alpha: float) -> list[str]:
-    """Why rows of a group have no verdict, and how many runs would give one; which rows
-    rest on the trials of a single run a side."""
+    """Why rows of a group have no verdict, and how many runs would give one; what rows
+    without a clear difference could have seen; which rows rest on the trials of a
+    single run a side."""
     from hoplab.analysis.ranks import min_p as min_p_value
+    from hoplab.analysis.verdicts import UNCLEAR, word
 
     sizes = sorted({(len(m.a_values), len(m.b_values)) for m in g.metrics
                     if m.verdict == "not enough data" and m.per == "run"})
-    out = []
+    out = metric_notes(m.metric for m in g.metrics)
     single = [row_name(m) for m in g.metrics if m.per != "run" and min(m.a_runs, m.b_runs) < 2]
     if single:
         out.append(f"{', '.join(single)}: judged on every trial of one run a side, so a "
                    "difference between those two runs' conditions counts as one between A "
                    "and B; repeat each side (repeat = 3) to see the runs' own spread")
+    unclear = [f"{row_name(m)} {_detectable(m.detectable_pct)}" for m in g.metrics
+               if m.verdict == UNCLEAR]
+    if unclear:
+        out.append(f"{word(UNCLEAR)}: the smallest change these runs would have seen 80 % of "
+                   f"the time (p <= {alpha:g}): {', '.join(unclear)}; a smaller one can hide "
+                   "in their noise")
     for na, nb in sizes:
         if min(na, nb) < 2:
             out.append(f"{na} + {nb} runs: one run shows no spread, so a difference cannot "
@@ -85,13 +101,38 @@ def notes(g: GroupComparison, alpha: float) -> list[str]:
     return out
 
 
+def _detectable(pct: float) -> str:
+    if math.isnan(pct) or math.isinf(pct):
+        return "(none can be said: the noise has no relative size)"
+    return f"{pct:.1f} %"
+
+
 def counts(result: Comparison) -> dict[str, int]:
-    """How many rows of every group have each verdict."""
-    out = {"better": 0, "worse": 0, "same": 0, "without": 0}
+    """How many rows of every group have each verdict (`without`: not enough data, n/a)."""
+    out = {"better": 0, "worse": 0, "same": 0, "unclear": 0, "without": 0}
     for g in result.groups:
         for m in g.metrics:
             out[m.verdict if m.verdict in out else "without"] += 1
     return out
+
+
+def summary(result: Comparison) -> str:
+    """"B against A: 2 better, 0 worse, 1 same, 3 no clear difference, 1 without a
+    verdict"."""
+    from hoplab.analysis.verdicts import UNCLEAR, word
+
+    n = counts(result)
+    return (f"B against A: {n['better']} better, {n['worse']} worse, {n['same']} same, "
+            f"{n['unclear']} {word(UNCLEAR)}, {n['without']} without a verdict")
+
+
+def legend(result: Comparison) -> str:
+    """What the verdicts mean, under a comparison."""
+    level = f"{100 * (1 - result.alpha):g} %"
+    return (f"better/worse: Mann-Whitney p ≤ {result.alpha:g}, the bootstrap {level} CI of "
+            "the change of medians excludes 0 and the change is at least 1 %; same: that CI "
+            f"lies within ±{result.margin_pct:g} %; no clear difference: neither "
+            "(docs/compare.md).")
 
 
 def to_json(result: Comparison, explicit: bool = False) -> dict[str, Any]:
@@ -103,5 +144,6 @@ def to_json(result: Comparison, explicit: bool = False) -> dict[str, Any]:
         data["metrics"] = [dataclasses.asdict(m) | {"label": m.label, "name": row_name(m)}
                            for m in ordered(g, explicit)]
         groups.append(data)
-    out: dict[str, Any] = json_safe({"groups": groups, "unmatched": list(result.unmatched)})
+    out: dict[str, Any] = json_safe({"groups": groups, "unmatched": list(result.unmatched),
+                                     "margin_pct": result.margin_pct})
     return out

@@ -1,6 +1,6 @@
 """`hoplab report`: stored runs as one self-contained HTML file.
 
-Everything is inside the file: plotly.js (inlined once), the figures' data, the
+Everything is inside the file: plotly.js (once, packed: render/page.py), the figures' data, the
 metadata and the tables, so it opens offline, from a mail or a CI artifact, years
 later. Runs that split into two sides (by one variant key, else by one label key) get
 the comparison `hoplab compare` would print for those sides, with its verdicts.
@@ -8,19 +8,16 @@ the comparison `hoplab compare` would print for those sides, with its verdicts.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Sequence
 
-from hoplab import __version__
+from hoplab import __version__, kinds
 from hoplab.analysis.groups import Comparison, compare_groups, split_sides
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 from hoplab.render import charts
 from hoplab.render.decimate import DEFAULT_POINTS
 from hoplab.render.html import (
-    CSS,
-    DRAW_JS,
     chart,
     comparison_html,
     esc,
@@ -29,19 +26,15 @@ from hoplab.render.html import (
     run_header,
     run_tables,
 )
-from hoplab.render.profile_html import data_uri, flamegraph_svg, folded_of, profile_section
+from hoplab.render.page import packed_svg, page, standalone_scripts
+from hoplab.render.profile_html import (
+    FLAME_HEIGHT,
+    flamegraph_svg,
+    folded_of,
+    profile_section,
+)
 from hoplab.render.units import pairs
 from hoplab.store import RunSummary
-
-
-@functools.cache
-def plotly_js() -> str:
-    """The plotly.js bundle the installed plotly ships (no CDN, no network)."""
-    from plotly.offline import get_plotlyjs
-
-    text: str = get_plotlyjs()
-    # Inline in <script>, a "</script" inside would end the bundle early.
-    return text.replace("</script", "<\\/script")
 
 
 def summary_of(rec: RunRecord) -> RunSummary:
@@ -64,16 +57,10 @@ def comparison(runs: Sequence[RunRecord]) -> tuple[Comparison | None, str]:
                       "or label key; `hoplab compare A B` compares any two selections")
     key, a, b = sides
     try:
-        return compare_groups(a, b), ""
+        # As `hoplab compare`: custom tests compare each flow too.
+        return compare_groups(a, b, per_flow=kinds.per_flow), ""
     except UsageError as exc:       # e.g. different measurement versions: not comparable
         return None, f"no comparison by {key}: {exc}"
-
-
-def page(title: str, body: str, head: str = "") -> str:
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{esc(title)}</title><meta name=\"viewport\" "
-            f"content=\"width=device-width\"><style>{CSS}</style>{head}</head>"
-            f"<body>{body}</body></html>")
 
 
 def run_section(rec: RunRecord, budget: int, cdf: bool) -> str:
@@ -84,7 +71,8 @@ def run_section(rec: RunRecord, budget: int, cdf: bool) -> str:
               if cdf or not c.id.startswith("cdf")]
     parts.append(run_tables(rec))
     svg = flamegraph_svg(rec, folded_of(rec))
-    parts.append(profile_section(rec, data_uri(svg) if svg else None))
+    graph = None if svg is None else packed_svg(f"flame-{rec.id}", svg, "flame", FLAME_HEIGHT)
+    parts.append(profile_section(rec, None, graph))
     parts.append(metadata_details(rec))
     return "".join(parts)
 
@@ -113,8 +101,7 @@ def build_report(runs: Sequence[RunRecord], store: str,
     if cdf is not None and len(runs) > 1:
         body += ["<h2>Latency across runs</h2>", chart(cdf)]
     body += [run_section(rec, budget, cdf=len(runs) == 1) for rec in runs]
-    head = f"<script>{plotly_js()}</script><script>{DRAW_JS}</script>"
-    return page(title, "".join(body), head)
+    return page(title, "".join(body), standalone_scripts())
 
 
 def trend_sections(runs: Sequence[RunRecord]) -> list[str]:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hoplab import metrics
-from hoplab.analysis.trend import Trend, power_note, shown
+from hoplab.analysis.trend import Trend, cannot_tell, power_note, shown
 from hoplab.render.charts import Chart
 from hoplab.render.html import Html, esc, table
 from hoplab.render.units import figure, rate_scale
@@ -55,7 +55,9 @@ def change_points_html(found: Trend) -> Html:
                          "change", "95 % CI", "p"), rows, numeric=(1, 2, 3, 4, 5),
                         cls="changes"))
     else:
-        out = f'<p class="changes">no change point in {esc(found.metric)} by {esc(found.by)}</p>'
+        # Too few values for any step: say that, not "no change point".
+        none = cannot_tell(found) or f"no change point in {found.metric} by {found.by}"
+        out = f'<p class="changes">{esc(none)}</p>'
     note = power_note(found)
     if note:
         out += f'<p class="note">{esc(note)}</p>'
@@ -91,8 +93,8 @@ def trend_page(found: Trend, source: str) -> str:
     """`hoplab trend -o FILE.html`: one self-contained page (plotly.js inlined, as `hoplab
     report` makes them) with trend_chart, the change points' table and the power note."""
     from hoplab import __version__
-    from hoplab.render.html import DRAW_JS, chart
-    from hoplab.render.report import page, plotly_js
+    from hoplab.render.html import chart
+    from hoplab.render.page import page, standalone_scripts
 
     name = found.metric.partition("@")[0]
     runs = sum(len(p.values) for p in found.points)
@@ -104,4 +106,4 @@ def trend_page(found: Trend, source: str) -> str:
             "point, the medians a line, each change point a dashed line with its change."
             "</p>"
             f"{chart(trend_chart(found))}{change_points_html(found)}")
-    return page(title, body, f"<script>{plotly_js()}</script><script>{DRAW_JS}</script>")
+    return page(title, body, standalone_scripts())

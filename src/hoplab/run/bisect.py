@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hoplab.analysis import adaptive
+from hoplab.analysis import adaptive, verdicts
 from hoplab.analysis.adaptive import Classification, Verdict
+from hoplab.analysis.verdicts import word
 from hoplab.errors import HoplabError, UsageError
 from hoplab.record import RunRecord
 from hoplab.spec.experiment import Experiment
@@ -157,8 +158,8 @@ def check(measurer: Measurer, sha: str, good: Sequence[RunRecord], bad: Sequence
         vg = adaptive.judge_runs(good, runs, metric, bound=bound_good)
         vb = adaptive.judge_runs(bad, runs, metric, bound=bound_bad)
         found = adaptive.classify(vg, vb)
-        measurer.say(f"  {sha[:12]}: {len(runs)} runs: vs good {vg.verdict} "
-                     f"({vg.describe()}); vs bad {vb.verdict} ({vb.describe()})")
+        measurer.say(f"  {sha[:12]}: {len(runs)} runs: vs good {word(vg.verdict)} "
+                     f"({vg.describe()}); vs bad {word(vb.verdict)} ({vb.describe()})")
         nxt = adaptive.next_repetitions(len(runs), cap)
         if found.final or nxt is None:
             return found, len(runs)
@@ -175,9 +176,9 @@ def apart(measurer: Measurer, a: str, b: str, bound: float | None = None
     while True:
         ra, rb = measurer.runs(a, n), measurer.runs(b, n)
         v = adaptive.judge_runs(ra, rb, metric, bound=bound)
-        measurer.say(f"  {a[:12]} vs {b[:12]}: {v.verdict} ({v.describe()})")
+        measurer.say(f"  {a[:12]} vs {b[:12]}: {word(v.verdict)} ({v.describe()})")
         nxt = adaptive.next_repetitions(min(len(ra), len(rb)), cap)
-        if v.verdict != "unknown" or nxt is None:
+        if v.verdict != verdicts.UNCLEAR or nxt is None:
             return ra, rb, v
         n = nxt
 

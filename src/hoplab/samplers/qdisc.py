@@ -10,6 +10,11 @@ namespace, so a tick costs one netlink dump instead of a fork. Measured on the
 
 `lo` and `noqueue` qdiscs are skipped: they never queue, so their counters are
 always zero and would only add series.
+
+Packets are the qdisc's own count, what the kernel queued: with GSO a super-frame of
+up to 64 KiB is one packet (a 50 Mbit/s FIFO under four TCP flows peaked at 144
+packets holding 4.16 MB), so the bytes (`backlog_bytes`, `sent_bytes`) are kept beside
+them and shown with them.
 """
 
 from __future__ import annotations

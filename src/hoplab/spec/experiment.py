@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, TypeVar
 
 from hoplab import kind_registry as registry
+from hoplab import kv
 from hoplab.spec.model import Lab
 
 T = TypeVar("T")
@@ -144,7 +145,7 @@ class Variant:
     setup: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def label(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.values.items()) or "(default)"
+        return kv.pairs(self.values, "(default)")
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,11 @@ class _TestReader:
     def options(self, raw: object, path: Path, allowed: Mapping[str, Parse]) -> dict[str, Any]:
         table = self.ctx.table(raw, path, tuple(allowed))
         out = {}
+        before = self.ctx.noted()
         for key, value in table.items():
-            out[key] = self.ctx.conv((*path, key), allowed[key], value)
+            # In a check, every bad option is named; then the test is left out.
+            out[key] = self.ctx.attempt(None, self.ctx.conv, (*path, key), allowed[key], value)
+        self.ctx.stop_if_noted(before)
         return out
 
     def flow_options(self, kind: str) -> Mapping[str, Parse]:
@@ -145,6 +148,8 @@ def read_test(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str],
     if src is not None and src == dst:
         ctx.fail((*path, "to"), f"from and to are both '{src}'")
     flows, phases = kind.expand(r, name, src, dst, o, path)
+    if len(flows) > registry.MAX_TEST_FLOWS:
+        ctx.fail(path, too_many_flows(len(flows)))
     if not phases:
         end = max((f.end_s or 0.0) for f in flows)
         phases = [Phase("load", 0.0, end)] if end > 0 else []
@@ -165,11 +170,17 @@ def read_test(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str],
     return test
 
 
-def check_unique(ctx: SpecContext, tests: Sequence[Test]) -> None:
+def too_many_flows(count: int) -> str:
+    return (f"this test has {count} flows; at most {registry.MAX_TEST_FLOWS}: a test's "
+            f"flows run together, each a tool's process, most with a server of its own")
+
+
+def check_unique(ctx: SpecContext, tests: Sequence[tuple[int, Test]]) -> None:
+    """No two tests of one name; `tests` are (index in the file, test)."""
     seen: set[str] = set()
-    for i, t in enumerate(tests):
+    for i, t in tests:
         if t.name in seen:
-            ctx.fail(("tests", i, "name"), f"two tests are named '{t.name}'")
+            ctx.note(("tests", i, "name"), f"two tests are named '{t.name}'")
         seen.add(t.name)
 
 

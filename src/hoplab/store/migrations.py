@@ -3,7 +3,8 @@
 Every upgrade runs in one transaction with the version check, under a lock
 (SQLite: BEGIN IMMEDIATE, see store.py; PostgreSQL: an advisory lock), so two
 processes opening the same old store at once migrate it once, and a failed
-step leaves the store as it was.
+step leaves the store as it was. Under the same lock, before the first step, the
+caller's `backup` keeps a copy of the store as it was (a SQLite file's copy).
 
 Version history:
   1  runs, metrics, series, raw_outputs, schema_version
@@ -109,7 +110,7 @@ def check(engine: sa.Engine, upgrade: str) -> int:
         version = read_version(conn)
         conn.rollback()
     if version is None:
-        raise UsageError("it holds no hoplab runs (no hoplab tables)")
+        raise UsageError(NOT_A_STORE)
     if version > SCHEMA_VERSION:
         raise _too_new(version)
     if version < SCHEMA_VERSION:
@@ -119,11 +120,25 @@ def check(engine: sa.Engine, upgrade: str) -> int:
     return version
 
 
-def migrate(engine: sa.Engine, *, lock: Callable[[sa.Connection], None]) -> int:
+# Keeps a copy of the store before an upgrade: called in the upgrading transaction,
+# under its lock, with the schema version the copy holds.
+Backup = Callable[[sa.Connection, int], None]
+
+NOT_A_STORE = "it holds no hoplab runs (no hoplab tables)"
+
+
+def no_backup(conn: sa.Connection, version: int) -> None:
+    """For stores hoplab cannot copy (PostgreSQL: pg_dump is the administrator's)."""
+
+
+def migrate(engine: sa.Engine, *, lock: Callable[[sa.Connection], None],
+            backup: Backup = no_backup, create_new: bool = True) -> int:
     """Create or upgrade the store behind `engine`; return the schema version it had.
 
     `lock` runs first in the writing transaction (the backend's way to make it
-    exclusive). UsageError if the store is newer than this code or not a hoplab store.
+    exclusive); `backup` keeps a copy of an older store before its first step. Without
+    `create_new`, a database without hoplab's tables is refused rather than made a store.
+    UsageError if the store is newer than this code or not a hoplab store.
     """
     with engine.connect() as conn:
         version = read_version(conn)
@@ -132,13 +147,16 @@ def migrate(engine: sa.Engine, *, lock: Callable[[sa.Connection], None]) -> int:
         return version
     if version is not None and version > SCHEMA_VERSION:
         raise _too_new(version)
+    if version is None and not create_new:
+        raise UsageError(NOT_A_STORE)
     with engine.connect() as conn:
         conn.execution_options(**{WRITE: True})
         with conn.begin():
-            return _upgrade(conn, lock)
+            return _upgrade(conn, lock, backup)
 
 
-def _upgrade(conn: sa.Connection, lock: Callable[[sa.Connection], None]) -> int:
+def _upgrade(conn: sa.Connection, lock: Callable[[sa.Connection], None],
+             backup: Backup) -> int:
     lock(conn)
     # Another process may have migrated while we waited for the lock.
     version = read_version(conn)
@@ -147,6 +165,8 @@ def _upgrade(conn: sa.Connection, lock: Callable[[sa.Connection], None]) -> int:
         return 0
     if version > SCHEMA_VERSION:
         raise _too_new(version)
+    if version < SCHEMA_VERSION:
+        backup(conn, version)
     start = version
     while version < SCHEMA_VERSION:
         MIGRATIONS[version](conn)

@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+# By their own names, not through the package (which imports this module lazily).
+import hoplab.store.budget as budget
+import hoplab.store.migrations as migrations
 from hoplab.errors import UsageError
-from hoplab.store import budget, migrations
 
 DEFAULT_PATH = "./hoplab.db"
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from hoplab import kv
+from hoplab import kv, numbers
 from hoplab.analysis.trend import Trend
 from hoplab.errors import HoplabError, UsageError
 from hoplab.jsonsafe import json_safe
 from hoplab.render import charts
-from hoplab.render.report import plotly_js
+from hoplab.render.page import plotly_js
 from hoplab.store import Store
 from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
@@ -39,6 +39,7 @@ REQUEST_BUDGET_S = 10.0     # of store reads per request (store/budget.py)
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
 # bounded whatever the store holds (the CLI has none; it is not open to web pages).
 MAX_SIDE_RUNS = 1000
+_MOST = 10**12              # a page, limit or offset: past the rows any store holds
 
 
 @dataclass
@@ -67,11 +68,7 @@ def _filters(query: dict[str, list[str]]) -> dict[str, str]:
 
 def _number(query: dict[str, list[str]], name: str, default: int, least: int) -> int:
     text = (query.get(name) or [""])[-1].strip()
-    if not text:
-        return default
-    if not text.isdigit() or int(text) < least or len(text) > 12:
-        raise UsageError(f"{name}={text!r}: expected a whole number from {least}")
-    return int(text)
+    return numbers.whole(text, name, least=least, most=_MOST) if text else default
 
 
 class Dashboard:
@@ -83,12 +80,12 @@ class Dashboard:
         self._charts: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self._routes: list[tuple[re.Pattern[str], Callable[..., Response]]] = [
-            (re.compile(r"/"), self.runs), (re.compile(r"/run/(\d+)"), self.run),
-            (re.compile(r"/run/(\d+)/flamegraph\.svg"), self.flame),
+            (re.compile(r"/"), self.runs), (re.compile(r"/run/([0-9]+)"), self.run),
+            (re.compile(r"/run/([0-9]+)/flamegraph\.svg"), self.flame),
             (re.compile(r"/compare"), self.compare), (re.compile(r"/trend"), self.trend),
             (re.compile(r"/api/runs"), self.api_runs),
-            (re.compile(r"/api/run/(\d+)"), self.api_run),
-            (re.compile(r"/api/run/(\d+)/charts"), self.api_charts),
+            (re.compile(r"/api/run/([0-9]+)"), self.api_run),
+            (re.compile(r"/api/run/([0-9]+)/charts"), self.api_charts),
             (re.compile(r"/api/compare"), self.api_compare),
             (re.compile(r"/api/trend"), self.api_trend),
             (re.compile(r"/static/plotly\.min\.js"), self.plotly),
@@ -132,20 +129,21 @@ class Dashboard:
             rows=PAGE_ROWS))
 
     def run(self, query: dict[str, list[str]], run_id: str) -> Response:
-        rec = self.store.get_run(int(run_id), series=False)
+        rec = self.store.get_run(numbers.run_id(run_id), series=False)
         return _html(pages.run_page(rec, self.desc))
 
     def flame(self, query: dict[str, list[str]], run_id: str) -> Response:
         from hoplab.render.profile_html import FOLDED, flamegraph_svg
 
-        rec = self.store.get_run(int(run_id), series=False)
-        svg = flamegraph_svg(rec, self.store.raw_output(int(run_id), FOLDED))
+        rid = numbers.run_id(run_id)
+        svg = flamegraph_svg(self.store.get_run(rid, series=False),
+                             self.store.raw_output(rid, FOLDED))
         if svg is None:
             raise HoplabError(f"run {run_id}: no flame graph (is inferno installed?)")
         return Response(200, svg.encode(), "image/svg+xml")
 
     def _compare(self, query: dict[str, list[str]]) -> tuple[str, str, Any, Any]:
-        from hoplab import metrics
+        from hoplab import kinds, metrics
         from hoplab.analysis.groups import compare_groups
         from hoplab.analysis.select import select_pair
 
@@ -158,7 +156,7 @@ class Dashboard:
         sides = [[self.store.get_run(i, series=trials) for i in side] for side in ids]
         # As `hoplab compare`: without per_flow, custom tests still compare each flow.
         per_flow = True if (query.get("per_flow") or [""])[-1] in ("1", "on", "true") \
-            else None
+            else kinds.per_flow
         return a, b, compare_groups(sides[0], sides[1], per_flow=per_flow), ids
 
     def compare(self, query: dict[str, list[str]]) -> Response:
@@ -225,13 +223,13 @@ class Dashboard:
         return resp
 
     def api_run(self, query: dict[str, list[str]], run_id: str) -> Response:
-        rec = self.store.get_run(int(run_id), series=False)
+        rec = self.store.get_run(numbers.run_id(run_id), series=False)
         data = dataclasses.asdict(rec)
         data.pop("series"), data.pop("raw")
         return _json(json_safe(data))
 
     def api_charts(self, query: dict[str, list[str]], run_id: str) -> Response:
-        rid = int(run_id)
+        rid = numbers.run_id(run_id)
         with self._lock:
             body = self._charts.get(rid)
             if body is not None:

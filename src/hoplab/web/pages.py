@@ -15,7 +15,7 @@ from hoplab.analysis.order import natural_key
 from hoplab.analysis.trend import Trend
 from hoplab.record import RunRecord
 from hoplab.render.charts import Chart
-from hoplab.render.comparison import counts
+from hoplab.render.comparison import summary
 from hoplab.render.html import (
     DRAW_JS,
     Html,
@@ -27,8 +27,8 @@ from hoplab.render.html import (
     run_header,
     run_tables,
 )
+from hoplab.render.page import page
 from hoplab.render.profile_html import profile_section
-from hoplab.render.report import page
 from hoplab.render.trend_html import change_marks, change_points_html
 from hoplab.render.units import pairs
 from hoplab.store import RunSummary
@@ -143,10 +143,8 @@ def compare_page(a: str, b: str, store: str, result: Comparison | None = None,
     if result is not None and ids is not None:
         def links(xs: Sequence[int]) -> str:
             return ", ".join(f'<a href="/run/{i}">{i}</a>' for i in xs)
-        n = counts(result)
         parts.append(f"<p>A: runs {links(ids[0])}<br>B: runs {links(ids[1])}</p>"
-                     f'<p id="summary">B against A: {n["better"]} better, {n["worse"]} worse, '
-                     f'{n["same"]} same, {n["without"]} without a verdict</p>'
+                     f'<p id="summary">{esc(summary(result))}</p>'
                      + comparison_html(result, link="/run/%d"))
     return _page("Compare", "".join(parts), store)
 
