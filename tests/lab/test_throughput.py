@@ -73,8 +73,11 @@ def _expected(rate_bps: int, size: int, queue: int) -> float:
 
 
 def test_ndr_of_1518_byte_frames_through_50_mbit(tmp_path: Path) -> None:
-    got = _run(tmp_path, 'rate = "50mbit"\nqueue = 20', [1518])["1518"]
-    want = _expected(50_000_000, 1518, 20)
+    """The queue is 200 frames, not 20: with 20 (5 ms at this rate) a stall of the
+    generator on this busy 2-core machine lost frames below the rate in 2 runs of 4 (a
+    5-10 % loss at 930 frames/s of 4,128); 48 ms of queue absorbs what was seen."""
+    got = _run(tmp_path, 'rate = "50mbit"\nqueue = 200', [1518])["1518"]
+    want = _expected(50_000_000, 1518, 200)
     assert abs(got["ndr_fps"] / want - 1) <= 0.01, (got, want)
     assert got["ndr_bps"] == pytest.approx(got["ndr_fps"] * 1518 * 8)
     assert got["generator_limited"] == 0.0
@@ -89,9 +92,10 @@ def test_ndr_of_64_byte_frames_through_10_mbit(tmp_path: Path) -> None:
 
 def test_a_frame_ceiling_in_the_wire_whatever_the_size(tmp_path: Path) -> None:
     """pps = 20000 on the wire: 20,000 frames/s of 64 and of 1518 bytes (the wire has no
-    bucket; its queue of 20 passes 20 / T more)."""
-    got = _run(tmp_path, 'emulator = "wire"\npps = 20000\nqueue = 20', [64, 1518])
-    want = 20_000 + 20 / TRIAL_S
+    bucket; its queue of 1000 passes 1000 / T more: a queue of 20 lost frames to the
+    wire's own stalls on this busy machine, at 3,000 frames/s)."""
+    got = _run(tmp_path, 'emulator = "wire"\npps = 20000\nqueue = 1000', [64, 1518])
+    want = 20_000 + 1000 / TRIAL_S
     for size in ("64", "1518"):
         assert abs(got[size]["ndr_fps"] / want - 1) <= 0.01, (size, got[size], want)
 

@@ -3,6 +3,7 @@ outputs in tests/data/trafgen), the ingress counter's ruleset and reading, and t
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -116,7 +117,9 @@ def test_the_search_finds_the_capacity_to_its_precision():
     found = s.answer(0.0)
     assert 20_833 * 0.995 <= found <= 20_833
     assert not s.limited_by_generator(0.0)
-    assert len(s.trials) <= 14  # log2(370000 / (0.005 * 20833)) + 1 trials
+    # Led by the forwarding rate of the first failure: three trials, where bisection
+    # alone takes log2(370000 / (0.005 * 20833)) + 1 = 13.
+    assert len(s.trials) <= 4
 
 
 def test_a_queue_hides_q_over_trial_frames_per_second():
@@ -131,7 +134,7 @@ def test_two_targets_share_their_trials():
         # No loss up to 10,000 frames/s, then 1 % per 1,000 frames/s above it.
         offered = round(rate)
         loss = max(0.0, (rate - 10_000) / 100_000)
-        return Trial(rate, offered, round(offered * (1 - loss)))
+        return Trial(rate, offered, math.floor(offered * (1 - loss)))
     s = _search(Search(ceiling_fps=50_000, targets=(0.0, 0.005), precision=0.005), lossy)
     assert 10_000 * 0.995 <= s.answer(0.0) <= 10_000
     assert 10_500 * 0.99 <= s.answer(0.005) <= 10_500

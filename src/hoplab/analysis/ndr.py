@@ -72,7 +72,29 @@ class Search:
             return None
         if lo == 0 and hi <= self.floor_fps * 2:
             return None
+        guided = self._guided(lo, hi, target)
+        if guided is not None:
+            return guided
         return (lo + hi) / 2 if lo > 0 else max(self.floor_fps, hi / 2)
+
+    def _tried(self, rate: float) -> bool:
+        return any(abs(t.rate_fps - rate) <= 1e-6 * rate for t in self.trials)
+
+    def _guided(self, lo: float, hi: float, target: float) -> float | None:
+        """A rate the failed trials point at, before bisecting: a trial over the path's
+        rate forwards about that rate (what arrived over the trial), so a path far below
+        the generator is bracketed in a few trials, not log2(ceiling / precision). First
+        the forwarding rate of the lowest failure, then one step of the precision above
+        the highest pass."""
+        failed = min((t for t in self.trials if t.loss_ratio > target and t.rate_fps >= hi),
+                     key=lambda t: t.rate_fps)
+        forwarded = failed.rate_fps * (1 - failed.loss_ratio)
+        if lo < forwarded < hi and not self._tried(forwarded):
+            return forwarded
+        step = lo * (1 + self.precision)
+        if lo > 0 and step < hi and not self._tried(step):
+            return step
+        return None
 
     def next_rate(self) -> float | None:
         """The rate of the next trial, or None when every target is answered."""

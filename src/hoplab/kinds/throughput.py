@@ -41,6 +41,8 @@ DEFAULT_SIZES = ",".join(str(s) for s in trafgen.RFC2544_SIZES)
 PORT = 5201
 # A ping probe stream for the latency at the found rate: one echo every 10 ms.
 PROBE_INTERVAL_S = 0.01
+# A trial that loses more than the target but at most this share is repeated once.
+RETRY_BELOW = 0.05
 METRICS = ("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps", "generator_limited",
            "ndr_latency_ms")
 
@@ -267,13 +269,24 @@ class _Trials:
     def counted(self) -> int:
         return rxcount.frames(_run(self.rx, rxcount.read_argv(self.table), "nft"))
 
-    def trial(self, fps: float, seconds: float, drain_s: float) -> Trial:
+    def _once(self, fps: float, seconds: float, drain_s: float) -> Trial:
         before = self.counted()
-        self.times.append(time.time() - self.ctx.t0)
         sent, _ = self._send(fps, seconds)
         time.sleep(drain_s)  # RFC 2544 section 23: frames that arrive late still count
         self.ctx.tick(time.time() - self.ctx.t0)
         return Trial(fps, sent, self.counted() - before)
+
+    def trial(self, fps: float, seconds: float, drain_s: float, target: float) -> Trial:
+        """A trial at `fps`; one that misses `target` by a little is repeated once and
+        the better kept. A generator on a busy test machine stalls now and then and its
+        catch-up burst overflows a short queue: a single trial then fails below the
+        path's rate. A path that is over its rate loses in both."""
+        self.times.append(time.time() - self.ctx.t0)
+        first = self._once(fps, seconds, drain_s)
+        if not target < first.loss_ratio <= RETRY_BELOW:
+            return first
+        second = self._once(fps, seconds, drain_s)
+        return min(first, second, key=lambda t: t.loss_ratio)
 
     def latency(self, fps: float, seconds: float) -> list[float]:
         """RTTs (ms) of a ping stream while frames flow at `fps` (RFC 2544 26.2)."""
@@ -311,7 +324,8 @@ def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
         search = Search(ceiling_fps=ceiling, targets=tuple(p / 100 for p in opts.losses_pct),
                         precision=opts.precision_pct / 100)
         while (rate := search.next_rate()) is not None:
-            search.record(trials.trial(rate, opts.trial_s, opts.drain_s))
+            search.record(trials.trial(rate, opts.trial_s, opts.drain_s,
+                                       min(opts.losses_pct) / 100))
         ndr = search.answer(min(opts.losses_pct) / 100)
         rtts = trials.latency(ndr, opts.trial_s) if opts.latency and ndr > 0 else []
     finally:
