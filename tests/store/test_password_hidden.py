@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from hoplab.store.url import hide_password, shown_url
+from hoplab.store.url import hide_password, redact, shown_url
 from tests.helpers.web import HOPLAB
 
 # Each fails in its own way: refused connection, a port that is no number, no database,
@@ -42,3 +42,15 @@ def test_shown_url_uses_sqlalchemys_rendering() -> None:
     assert shown_url("postgresql://u@h/db") == "postgresql://u@h/db"
     assert hide_password("failed: postgresql://u:a:b/c@d@h/db refused") == \
         "failed: postgresql://u:***@h/db refused"
+
+
+def test_redact_masks_the_password_of_the_url_given_wherever_it_appears() -> None:
+    # As written in the URL (percent-encoded) and decoded, on its own or in another URL.
+    url = "postgresql://u:p%40ss-w0rd@h:5/db"
+    text = "'--db' 'postgresql://u:p%40ss-w0rd@h:5/db' said p@ss-w0rd, and p%40ss-w0rd"
+    shown = redact(text, url)
+    assert "ss-w0rd" not in shown
+    assert shown == "'--db' 'postgresql://u:***@h:5/db' said ***, and ***"
+    assert redact("no secret here", url) == "no secret here"
+    assert redact("see postgresql://v:x@h/db", None) == "see postgresql://v:***@h/db"
+    assert redact("sqlite runs.db", "runs.db") == "sqlite runs.db"

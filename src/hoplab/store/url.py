@@ -44,6 +44,22 @@ def hide_password(text: str) -> str:
     return _PASSWORD.sub(r"\1***@", text)
 
 
+def redact(text: str, url: str | None) -> str:
+    """`text` (another program's output, say) with the password of `url` masked wherever
+    it appears, as written in the URL or decoded, and that of any other URL in it."""
+    if url and "://" in url:
+        try:
+            password = sa.make_url(url).password
+        except (sa.exc.ArgumentError, ValueError):
+            password = None
+        written = _PASSWORD.search(url)
+        spellings = {str(password) if password else "",
+                     written.group(0)[len(written.group(1)):-1] if written else ""}
+        for secret in sorted(spellings - {""}, key=len, reverse=True):
+            text = text.replace(secret, "***")
+    return hide_password(text)
+
+
 def shown_url(url: str) -> str:
     """`url` as it may be printed: SQLAlchemy's own rendering with the password masked,
     or, for a URL it cannot parse, hide_password's."""
