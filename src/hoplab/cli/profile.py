@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,12 +13,9 @@ from hoplab.errors import HoplabError, UsageError
 
 if TYPE_CHECKING:
     from hoplab.record import RunRecord
-    from hoplab.store import Store
 
 # The profile, store and rich modules are imported in the functions that use them:
 # at the top they would slow `--help` of these three commands.
-
-FOLDED = "profile folded"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,31 +65,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.set_defaults(func=run_fold)
 
 
-def run_stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, Counter[str]]:
-    from hoplab.profile import fold
-
-    rec = store.get_run(run_id, series=False)
-    prof = rec.metadata.get("profile")
-    if not isinstance(prof, dict):
-        raise UsageError(f"run {run_id} has no profile: add a [profile] table to its "
-                         f"experiment (see docs/profiles.md)")
-    if prof.get("status") != "ok":
-        raise UsageError(f"run {run_id}'s profile is missing: {prof.get('reason')}")
-    try:
-        stacks = fold.parse(store.raw_output(run_id, FOLDED).decode("utf-8", "replace"))
-    except UsageError:
-        raise UsageError(f"run {run_id} has no folded stacks stored") from None
-    if node is not None:
-        by_node = prof.get("by_node", {})
-        if node not in by_node:
-            raise UsageError(f"run {run_id}'s profile attributes no processes to node "
-                             f"{node!r}; profiled nodes: {', '.join(by_node) or 'none'}")
-        if not by_node[node].get("whole_machine"):
-            # A device's profile is all its own; a namespace's, its processes' samples.
-            stacks = fold.only_pids(stacks, by_node[node]["pids"])
-    return rec, fold.without_pids(stacks)
-
-
 def _title(rec: RunRecord) -> str:
     variant = " ".join(f"{k}={v}" for k, v in rec.variant.items())
     return f"run {rec.id}: {rec.experiment} {rec.test} {variant}".strip()
@@ -106,6 +77,7 @@ def run_flamegraph(args: argparse.Namespace) -> int:
         raise UsageError("give one run, or --diff A B")
     from hoplab.profile import analyze, fold
     from hoplab.profile.flamegraph import diff, flamegraph
+    from hoplab.profile.stored import run_stacks
     from hoplab.store import open_store
 
     with open_store(store_arg.url(args)) as store:
@@ -144,6 +116,7 @@ def run_profile(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from hoplab.profile import analyze
+    from hoplab.profile.stored import run_stacks
     from hoplab.render.console import console
     from hoplab.store import open_store
 
