@@ -18,10 +18,12 @@ from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
 from pathlib import Path as FsPath
 from typing import NoReturn, TypeVar
 
+# By their full names: `from hoplab.spec import devices` names the package too, whose
+# __init__ loads this module on first use (an import cycle, tests/unit/test_layers.py).
+import hoplab.spec.devices as dev
+import hoplab.spec.generate as gen
+import hoplab.spec.names as names
 from hoplab.errors import SpecError
-from hoplab.spec import devices as dev
-from hoplab.spec import generate as gen
-from hoplab.spec import names
 from hoplab.spec.locate import Locator, Path, split_syntax_error
 from hoplab.spec.model import (
     EMULATORS,
