@@ -17,17 +17,21 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_PATH", "SCHEMA_VERSION", "RunSummary", "Store", "open_store"]
 
-_HOMES = {"SCHEMA_VERSION": "schema", "RunSummary": "store", "Store": "store",
-          "open_store": "store", "DEFAULT_PATH": "url"}
-
 
 def __getattr__(name: str) -> Any:
     # Imported on first use: SQLAlchemy alone takes 0.15 s or more to import, which a
     # command that only names the store (its --help, a module importing store.url)
     # should not pay.
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    if name in ("RunSummary", "Store", "open_store"):
+        from hoplab.store import store
 
-    return getattr(importlib.import_module(f"hoplab.store.{home}"), name)
+        return getattr(store, name)
+    if name == "SCHEMA_VERSION":
+        from hoplab.store import schema
+
+        return schema.SCHEMA_VERSION
+    if name == "DEFAULT_PATH":
+        from hoplab.store import url
+
+        return url.DEFAULT_PATH
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

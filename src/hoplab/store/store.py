@@ -13,6 +13,11 @@ from typing import Any, NoReturn
 
 import sqlalchemy as sa
 
+# By their full names: `from hoplab.store import ...` names the package too, whose
+# __init__ loads this module on first use (a cycle, tests/unit/test_layers.py).
+import hoplab.store.budget as budget
+import hoplab.store.codec as codec
+import hoplab.store.migrations as migrations
 from hoplab.errors import HoplabError, UsageError
 from hoplab.record import (
     DuplicateMetric,
@@ -23,7 +28,6 @@ from hoplab.record import (
     check_metric_keys,
     upgrade_names,
 )
-from hoplab.store import budget, codec, migrations
 from hoplab.store.labels import label_rows
 from hoplab.store.schema import FILTER_COLUMNS, SCHEMA_VERSION, TABLES
 from hoplab.store.url import StoreLocation, create_engine, hide_password, parse_location

@@ -12,8 +12,11 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+# By their full names: `from hoplab.store import ...` names the package too, whose
+# __init__ loads this module on first use (a cycle, tests/unit/test_layers.py).
+import hoplab.store.budget as budget
+import hoplab.store.migrations as migrations
 from hoplab.errors import UsageError
-from hoplab.store import budget, migrations
 
 DEFAULT_PATH = "./hoplab.db"
 
