@@ -60,7 +60,21 @@ def build(version: int = SCHEMA_VERSION) -> Tables:
     if not 1 <= version <= SCHEMA_VERSION:
         raise ValueError(f"no schema version {version}")
     md = sa.MetaData()
-    run_columns: list[sa.Column[Any]] = [
+    runs = _runs(md, version)
+    metrics, series, raw_outputs = _run_parts(md)
+    # One row per version applied: the highest is the database's version.
+    schema_version = sa.Table(
+        "schema_version", md,
+        sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("applied_at", sa.Double, nullable=False),
+    )
+    run_labels = _run_labels(md) if version >= 3 else None
+    return Tables(md, runs, metrics, series, raw_outputs, schema_version, run_labels)
+
+
+def _runs(md: sa.MetaData, version: int) -> sa.Table:
+    """One row per run: what it was, how it went, its variant, labels and metadata."""
+    columns: list[sa.Column[Any]] = [
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("experiment", sa.String, nullable=False),
         sa.Column("experiment_id", sa.String, index=True),
@@ -80,11 +94,15 @@ def build(version: int = SCHEMA_VERSION) -> Tables:
         sa.Column("metadata", sa.JSON, nullable=False),
     ]
     if version >= 2:
-        run_columns.append(sa.Column("hoplab_version", sa.String))
-    runs = sa.Table("runs", md, *run_columns)
+        columns.append(sa.Column("hoplab_version", sa.String))
+    runs = sa.Table("runs", md, *columns)
     if version >= 2:
         sa.Index("ix_runs_experiment_test", runs.c.experiment, runs.c.test)
+    return runs
 
+
+def _run_parts(md: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
+    """A run's metrics, series and raw outputs, rows numbered per run (run_id, seq)."""
     # The (run_id, seq) primary keys also serve as the run_id indexes.
     metrics = sa.Table(
         "metrics", md, _run_fk(), _seq(),
@@ -114,28 +132,24 @@ def build(version: int = SCHEMA_VERSION) -> Tables:
         sa.Column("size", sa.BigInteger, nullable=False),
         _bytes("data"),
     )
-    # One row per version applied: the highest is the database's version.
-    schema_version = sa.Table(
-        "schema_version", md,
-        sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
-        sa.Column("applied_at", sa.Double, nullable=False),
-    )
-    run_labels = None
-    if version >= 3:
-        # Every label and variant value of a run as text, one row each (both spellings of
-        # a value that has two: True as "True" and "true"), so a filter on a label is an
-        # index lookup. In the runs row they are JSON, which neither backend indexes
-        # alike; scanning them took 2.8 s of 100,000 runs (bench/store_scale.py).
-        run_labels = sa.Table(
-            "run_labels", md, _run_fk(),
-            sa.Column("key", sa.String, primary_key=True),
-            sa.Column("value", sa.String, primary_key=True),
-        )
-        sa.Index("ix_run_labels_key_value", run_labels.c.key, run_labels.c.value,
-                 run_labels.c.run_id)
     sa.event.listen(series, "after_create", _stored_as_is)
     sa.event.listen(raw_outputs, "after_create", _stored_as_is)
-    return Tables(md, runs, metrics, series, raw_outputs, schema_version, run_labels)
+    return metrics, series, raw_outputs
+
+
+def _run_labels(md: sa.MetaData) -> sa.Table:
+    """Schema 3: every label and variant value of a run as text, one row each (both
+    spellings of a value that has two: True as "True" and "true"), so a filter on a
+    label is an index lookup. In the runs row they are JSON, which neither backend
+    indexes alike; scanning them took 2.8 s of 100,000 runs (bench/store_scale.py)."""
+    run_labels = sa.Table(
+        "run_labels", md, _run_fk(),
+        sa.Column("key", sa.String, primary_key=True),
+        sa.Column("value", sa.String, primary_key=True),
+    )
+    sa.Index("ix_run_labels_key_value", run_labels.c.key, run_labels.c.value,
+             run_labels.c.run_id)
+    return run_labels
 
 
 TABLES = build()
