@@ -14,7 +14,11 @@ from tests.helpers.web import HOPLAB
 # an unsupported scheme.
 URLS = ["postgresql://u:pa/ss@127.0.0.1:1/db", "postgresql://u:pa/ss@127.0.0.1:x/db",
         "postgresql://u:pa/ss@127.0.0.1:1", "mysql://u:pa/ss@127.0.0.1/db",
-        "postgres://u:pa%2Fss@127.0.0.1:1/db"]
+        "postgres://u:pa%2Fss@127.0.0.1:1/db",
+        # The password as libpq's query parameter: the same four ways to fail.
+        "postgresql://u@127.0.0.1:1/db?password=pa/ss",
+        "postgresql://u@127.0.0.1:x/db?sslmode=disable&password=pa/ss",
+        "postgresql://u@127.0.0.1:1?password=pa/ss", "mysql://u@127.0.0.1/db?password=pa/ss"]
 
 
 @pytest.mark.parametrize("url", URLS)
@@ -26,8 +30,9 @@ def test_password_never_printed(url: str, command: list[str]) -> None:
                               env=env)
              for argv, env in (([HOPLAB, *command, "--db", url], os.environ),
                                ([HOPLAB, *command], {**os.environ, "HOPLAB_DB": url}))]
-    for proc in procs:
-        out, err = proc.communicate(timeout=60)
+    # Both reaped before anything is asserted, so a failure leaves no process behind.
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 2, err
         assert "store" in err
         for secret in ("pa/ss", "pa%2Fss", "pa%2fss", "/ss@"):
@@ -42,6 +47,9 @@ def test_shown_url_uses_sqlalchemys_rendering() -> None:
     assert shown_url("postgresql://u@h/db") == "postgresql://u@h/db"
     assert hide_password("failed: postgresql://u:a:b/c@d@h/db refused") == \
         "failed: postgresql://u:***@h/db refused"
+    assert shown_url("postgresql://u@h/db?password=pa/ss&sslmode=require") == \
+        "postgresql://u@h/db?password=***&sslmode=require"
+    assert shown_url("postgresql://u@h:x/db?Password=pa/ss") == "postgresql://u@h:x/db?Password=***"
 
 
 def test_redact_masks_the_password_of_the_url_given_wherever_it_appears() -> None:
@@ -54,3 +62,4 @@ def test_redact_masks_the_password_of_the_url_given_wherever_it_appears() -> Non
     assert redact("no secret here", url) == "no secret here"
     assert redact("see postgresql://v:x@h/db", None) == "see postgresql://v:***@h/db"
     assert redact("sqlite runs.db", "runs.db") == "sqlite runs.db"
+    assert redact("'pa/ss' 'pa%2Fss'", "postgresql://u@h/db?password=pa%2Fss") == "'***' '***'"
