@@ -60,14 +60,18 @@ def pg() -> Iterator[PgServer]:
         yield server
 
 
+def _repo(repo: Path) -> list[str]:
+    """Four commits; from commit 3 on the rate is 80 instead of 100 Mbit/s."""
+    return history(repo, 4, lambda i: {"exp.toml": EXPERIMENT, "lab.toml": LAB.format(
+        rate="80mbit" if i >= 3 else "100mbit")})
+
+
 @pytest.mark.parametrize("given", ["--db", "HOPLAB_DB"])
 def test_the_store_password_is_in_no_child_argv_and_no_output(pg: PgServer, tmp_path: Path,
                                                              given: str) -> None:
     url = pg.fresh_database().replace("postgres@", f"postgres:{PASSWORD}@")
     repo = tmp_path / "repo"
-    # Four commits; from commit 3 on the rate is 80 instead of 100 Mbit/s.
-    shas = history(repo, 4, lambda i: {"exp.toml": EXPERIMENT, "lab.toml": LAB.format(
-        rate="80mbit" if i >= 3 else "100mbit")})
+    shas = _repo(repo)
     store_levels(url, {sha: list(np.random.default_rng(i).normal(
         100e6 if i < 2 else 80e6, 0.5e6, 5)) for i, sha in enumerate(shas)})
     real_git = shutil.which("git")
@@ -93,3 +97,24 @@ def test_the_store_password_is_in_no_child_argv_and_no_output(pg: PgServer, tmp_
     assert any(" bisect run " in line and " bisect check " in line for line in lines)
     assert [line for line in lines if PASSWORD in line] == []
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
+
+
+def test_what_check_starts_does_not_inherit_the_store(pg: PgServer, tmp_path: Path) -> None:
+    # `bisect run` hands the store to `check` in HOPLAB_DB; the build command the check
+    # runs (the user's, and it may print its environment) is not given it. The build
+    # fails, so the commit is skipped (125) before any lab is built.
+    url = pg.fresh_database().replace("postgres@", f"postgres:{PASSWORD}@")
+    repo = tmp_path / "repo"
+    shas = _repo(repo)
+    store_levels(url, {shas[0]: [100e6] * 5, shas[3]: [80e6] * 5})
+    git(repo, "checkout", "-q", shas[1])
+    seen = tmp_path / "seen"
+    proc = subprocess.run(
+        [*HOPLAB, "bisect", "check", "exp.toml", "--good", f"commit={shas[0]}",
+         "--bad", f"commit={shas[3]}", "--build", f"env > {seen}; exit 1"],
+        cwd=repo, env={**os.environ, "HOPLAB_DB": url}, capture_output=True, text=True,
+        timeout=120, stdin=subprocess.DEVNULL, check=False)
+    assert proc.returncode == 125, proc.stdout + proc.stderr
+    assert "build of" in proc.stderr and "failed" in proc.stderr
+    assert "HOPLAB_COMMIT=" + shas[1] in seen.read_text()
+    assert "HOPLAB_DB" not in seen.read_text() and PASSWORD not in seen.read_text()
