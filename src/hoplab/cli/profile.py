@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from hoplab import kv, numbers
 from hoplab.cli import arg_types, store_arg
-from hoplab.cli.profile_stacks import run_stacks
 from hoplab.errors import HoplabError, UsageError
 
 if TYPE_CHECKING:
@@ -85,6 +84,7 @@ def run_flamegraph(args: argparse.Namespace) -> int:
         raise UsageError("give one run, or --diff A B")
     from hoplab.profile import analyze, fold
     from hoplab.profile.flamegraph import diff, flamegraph
+    from hoplab.profile.stored import run_stacks
 
     with store_arg.reading(args) as store:
         pairs = [run_stacks(store, r, args.node) for r in args.runs]
@@ -123,6 +123,7 @@ def run_profile(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from hoplab.profile import analyze
+    from hoplab.profile.stored import run_stacks
     from hoplab.render.console import console
 
     with store_arg.reading(args) as store:

@@ -10,9 +10,9 @@ from typing import Any
 
 from hoplab.analysis import select
 from hoplab.cli import store_arg
-from hoplab.cli.profile_stacks import run_stacks
 from hoplab.errors import UsageError
 from hoplab.profile.diff import FDR, ProfileDiff, diff
+from hoplab.profile.stored import run_stacks
 from hoplab.store import Store
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from hoplab.analysis.stats import mean, median
 from hoplab.errors import UsageError
-from hoplab.importers import Options, json_safe
+from hoplab.importers.options import Options
+from hoplab.jsonsafe import json_safe
 from hoplab.kinds.figures import latency_metrics, rate_metrics
 from hoplab.record import IMPORTED_MEASUREMENT_VERSIONS, Metric, RawOutput, RunRecord, Series
 

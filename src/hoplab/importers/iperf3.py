@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hoplab.importers import Options, json_safe
+from hoplab.importers.options import Options
+from hoplab.jsonsafe import json_safe
 from hoplab.kinds.figures import rate_metrics, udp_metrics
 from hoplab.kinds.tcp import received
 from hoplab.record import IMPORTED_MEASUREMENT_VERSIONS, Metric, RawOutput, RunRecord, Series

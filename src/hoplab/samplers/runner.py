@@ -34,9 +34,14 @@ from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
 
+# The samplers by their full names: `from hoplab.samplers import ...` names the package
+# too, whose __init__ loads this module on first use (a cycle, tests/unit/test_layers.py).
+import hoplab.samplers.cpu as cpu
+import hoplab.samplers.ifaces as ifaces
+import hoplab.samplers.qdisc as qdisc
+import hoplab.samplers.tcp as tcp
 from hoplab.nodes.executor import Executor, Snapshot
 from hoplab.record import Series
-from hoplab.samplers import cpu, ifaces, qdisc, tcp
 from hoplab.spec.experiment import SAMPLER_KINDS as SAMPLER_KINDS
 
 # SAMPLER_KINDS is the experiment file's vocabulary (spec owns it; named here as the

@@ -18,6 +18,8 @@ from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
 from pathlib import Path as FsPath
 from typing import NoReturn, ParamSpec, TypeVar
 
+# By their full names: `from hoplab.spec import devices` names the package too, whose
+# __init__ loads this module on first use (an import cycle, tests/unit/test_layers.py).
 import hoplab.spec.devices as dev
 import hoplab.spec.generate as gen
 import hoplab.spec.names as names

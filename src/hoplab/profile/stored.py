@@ -1,5 +1,4 @@
-"""A stored run's folded stacks, whole or one node's: what `hoplab flamegraph`, `hoplab
-profile` and `hoplab profile --diff` (cli/profile.py, cli/profile_diff.py) all read."""
+"""A run's profile as the store keeps it: its folded stacks, by node."""
 
 from __future__ import annotations
 
@@ -7,17 +6,19 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from hoplab.errors import UsageError
+from hoplab.profile import fold
 
 if TYPE_CHECKING:
     from hoplab.record import RunRecord
     from hoplab.store import Store
 
+# The raw output a profiled run's folded stacks (with PIDs) are stored under.
 FOLDED = "profile folded"
 
 
 def run_stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, Counter[str]]:
-    from hoplab.profile import fold
-
+    """Run `run_id` and its folded stacks without PIDs; with `node`, only those of its
+    processes (a device's: all of them). UsageError if it has no profile or not that node."""
     rec = store.get_run(run_id, series=False)
     prof = rec.metadata.get("profile")
     if not isinstance(prof, dict):
