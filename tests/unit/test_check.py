@@ -86,7 +86,7 @@ def test_every_problem_of_every_file_is_named(tmp_path: Path,
         "(so 'mbps' is megabytes/s); write bits, e.g. '100mbit'",
         f"{lab}:10: links[1].delay: a time is at most 24h, got '99h': iperf3 runs a test for "
         "a day at most (-t 86400), and nothing else hoplab waits for is longer",
-        f"{lab}:11: links[1].colour: unknown key; allowed keys: between, rate, delay, jitter, "
+        f"{lab}:11: links[1].colour: unknown key; allowed keys: between, rate, pps, delay, jitter, "
         "loss, loss_burst, duplicate, reorder, trace, queue, qdisc, qdisc_options, emulator, "
         "wireguard, mtu, forward, reverse, subnet4, subnet6, addresses, attach",
         f"{exp}:2: repeat: repeat must be 1 to 1000, got 0: a verdict needs a few "
