@@ -136,9 +136,9 @@ def require(name: str, present: Iterable[str], what: str = "metric") -> None:
     have = sorted(set(present))
     if name in have:
         return
-    names = {*have, *(d.name for d in all_metrics() if not d.name.endswith((".", "*")))}
-    close = difflib.get_close_matches(name, sorted(names - {name}), n=3)
-    hint = f" (did you mean {' or '.join(dict.fromkeys(close))}?)" if close else ""
+    near = {*have, *(d.name for d in all_metrics() if not d.name.endswith((".", "*")))}
+    close = difflib.get_close_matches(name, sorted(near - {name}), n=3)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
     where = f"; they have {', '.join(have)}" if have else ""
     known = ""
     if find(name) is None:

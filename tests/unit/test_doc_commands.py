@@ -112,7 +112,7 @@ def test_the_command_runs_as_written(
         shutil.copy(src, work / name)
     monkeypatch.chdir(work)
     try:
-        code = main(argv)
+        code: object = main(argv)
     except SystemExit as exc:           # argparse refused it
         code = exc.code
     err = capsys.readouterr().err
