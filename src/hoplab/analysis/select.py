@@ -156,9 +156,8 @@ def check(store: Store, where: Mapping[str, str]) -> None:
     matched nothing because of a typo say so rather than show an empty list."""
     hints = _unknown(store, where)
     if hints:
-        raise UsageError(f"no run in {store.describe()} matches "
-                         f"{','.join(f'{k}={v}' for k, v in where.items())} "
-                         f"({'; '.join(hints)})")
+        raise UsageError(f"filter {','.join(f'{k}={v}' for k, v in where.items())} "
+                         f"matches no run in {store.describe()} ({'; '.join(hints)})")
 
 
 def _check_limit(spec: str, count: int, limit: int | None) -> None:
