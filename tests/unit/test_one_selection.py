@@ -194,9 +194,6 @@ def test_a_registered_metric_the_runs_lack_lists_theirs(
     assert "metric 'goodput': no selected run has this metric" in err
     assert "they have " in err and "web_load" in err
     assert "hoplab's metrics" not in err
-    code, _, err = _run(capsys, "plot", "sfq-perturb", "--kind", "cdf", "--metric", "rttt",
-                        "--db", db[0])
-    assert code == 2
     code, _, err = _run(capsys, "plot", "experiment=sfq-perturb", "--kind", "cdf",
                         "--metric", "rttt", "--db", db[0])
     assert code == 2
