@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from hoplab import kv, numbers
 from hoplab.analysis.order import natural_key
@@ -39,7 +39,6 @@ _IDS = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*$")
 _SHOWN = 10
 _GAP_CHUNK = 1000           # stored ids read at a time while looking for missing ones
 _KNOWN = 40                 # keys or values a message lists at most
-STATUSES = ("ok", "failed", "interrupted")
 GRAMMAR = ("run ids (12, 12,14, 12-15) or KEY=VALUE conditions joined by commas "
            "(qos=on, test=bulk,version=v2)")
 
@@ -182,13 +181,14 @@ def _why_empty(store: Store, where: dict[str, str]) -> str:
 def _unknown(store: Store, where: Mapping[str, str]) -> list[str]:
     """For every condition no stored run meets on its own: what its key takes, or, for
     a key no run has, which keys there are. Read only when a selection came up empty."""
+    from hoplab.record import Status
     from hoplab.store.schema import FILTER_COLUMNS
 
     hints = []
     for key, value in where.items():
         if key == "status":
-            if value not in STATUSES:
-                hints.append(f"status takes {', '.join(STATUSES)}")
+            if value not in get_args(Status):
+                hints.append(f"status takes {', '.join(get_args(Status))}")
         elif key == "id" or store.list_runs({key: value}, limit=1, figures=False):
             continue            # an id is checked by the store; this condition holds alone
         elif key in FILTER_COLUMNS or store.filter_values(key, limit=1):
