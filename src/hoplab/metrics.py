@@ -16,8 +16,12 @@ as the whole-run one (the flow, node and key are not part of the name).
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
+
+from hoplab.errors import UsageError
 
 # "neutral": a figure that describes a run without judging it (packets sent,
 # bytes, interface counters). It is stated explicitly so that a new metric can
@@ -123,6 +127,24 @@ def trial_series() -> frozenset[str]:
 
 def all_metrics() -> list[MetricDef]:
     return sorted([*_REGISTRY.values(), *_FAMILIES.values()], key=lambda d: d.name)
+
+
+def require(name: str, present: Iterable[str], what: str = "metric") -> None:
+    """UsageError unless metric `name` is one that the selected runs have (`present`,
+    their metric names), listing those names, the nearest to a typo, and for a name
+    this registry does not know either, every name it does (a family as "profile.*")."""
+    have = sorted(set(present))
+    if name in have:
+        return
+    near = {*have, *(d.name for d in all_metrics() if not d.name.endswith((".", "*")))}
+    close = difflib.get_close_matches(name, sorted(near - {name}), n=3)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    where = f"; they have {', '.join(have)}" if have else ""
+    known = ""
+    if find(name) is None:
+        names = [d.name + "*" if d.name.endswith(".") else d.name for d in all_metrics()]
+        known = f"; hoplab's metrics are {', '.join(names)}"
+    raise UsageError(f"{what} {name!r}: no selected run has this metric{hint}{where}{known}")
 
 
 def _m(name: str, unit: str, label: str, better: Better) -> MetricDef:

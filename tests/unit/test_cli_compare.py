@@ -71,7 +71,8 @@ def test_one_run_each_is_not_enough_data(db: str, capsys: pytest.CaptureFixture[
     (["99", "1"], "no run 99 in sqlite"),
     (["firmware=9", "1"], "no runs match 'firmware=9'"),
     (["firmware=1.2", "1-3"], "overlap: both hold run 1, 3;"),
-    (["1", "2", "--metric", "jitter"], "nothing to compare: no metric jitter"),
+    (["1", "2", "--metric", "jitter"], "metric 'jitter': no selected run has this metric "
+                                       "(did you mean "),
     (["1", "2", "--alpha", "2"], "--alpha must be between 0 and 1"),
 ])
 def test_bad_input_exits_2(db: str, capsys: pytest.CaptureFixture[str], args: list[str],

@@ -101,7 +101,7 @@ def test_plot_writes_the_default_file_and_prints_its_path(
     (["1", "--kind", "cpu"], "no CPU series"),
     (["1", "--kind", "cdf", "-o", "x.gif"], ".png"),
     (["hops=9", "--kind", "box"], "no run"),
-    (["seven", "--kind", "box"], "run id or KEY=VALUE"),
+    (["seven", "--kind", "box"], "a selection is run ids"),
     (["42", "--kind", "box"], "no run 42"),
 ])
 def test_plot_refusals_exit_2(args: list[str], message: str, tmp_path: Path,

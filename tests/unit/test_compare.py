@@ -239,5 +239,7 @@ def test_groups_with_nothing_in_common_are_refused() -> None:
     b = [make_run("flood", run_id=3, goodput=1.0), make_run("video", run_id=4, goodput=1.0)]
     with pytest.raises(UsageError, match="nothing to compare"):
         compare_groups(a, b)
-    with pytest.raises(UsageError, match="no metric jitter"):
+    with pytest.raises(UsageError, match="metric 'jitter': no selected run has this metric"):
         compare_groups(a[:1], b[:1], ["jitter"])
+    with pytest.raises(UsageError, match="nothing to compare: no metric goodput"):
+        compare_groups(a, b, ["goodput"])

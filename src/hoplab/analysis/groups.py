@@ -113,6 +113,9 @@ def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],
         f"in {other}" for name, mine, other, theirs in (("A", ga, "B", gb), ("B", gb, "A", ga))
         for k, g in mine.items() if k not in theirs)
     wanted = [parse_metric(m) for m in metrics] if metrics else None
+    have = {m.name for r in (*a, *b) for m in r.metrics}
+    for w in wanted or ():
+        registry.require(w.name, have)      # a typo lists the names there are
     groups = []
     for key, ra in ga.items():
         rb = gb.get(key)

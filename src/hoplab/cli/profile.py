@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hoplab import kv, numbers
-from hoplab.cli import arg_types, store_arg
+from hoplab import kv
+from hoplab.cli import store_arg
 from hoplab.errors import HoplabError, UsageError
+from hoplab.profile.stored import run_stacks
 
 if TYPE_CHECKING:
     from hoplab.record import RunRecord
@@ -26,8 +28,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "for counts, click to zoom, Ctrl-F to search; drawn root "
                                    "on top. With --diff A B: each frame of B red where its "
                                    "share of the samples (with all it calls) grew from A, "
-                                   "blue where it shrank, the largest change the strongest.")
-    f.add_argument("runs", type=arg_types.run_id, nargs="+", metavar="RUN")
+                                   "blue where it shrank, the largest change the strongest. "
+                                   "A and B are runs or selections (12-15, version=v2,"
+                                   "test=bulk); a side of several profiled runs draws "
+                                   "their samples pooled.")
+    f.add_argument("runs", nargs="+", metavar="RUN",
+                   help="a run (an id, or a selection that names one); with --diff, two "
+                        "runs or selections")
     f.add_argument("-o", "--output", help="SVG file (default: hoplab-RUN-flamegraph.svg)")
     shape = f.add_mutually_exclusive_group()
     shape.add_argument("--icicle", action="store_false", dest="upright",
@@ -35,7 +42,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     shape.add_argument("--upright", action="store_true",
                        help="root at the bottom, callees above; frames thinned so that the "
                             "root stays within an 800 px high window")
-    f.add_argument("--diff", action="store_true", help="a differential graph of two runs")
+    f.add_argument("--diff", action="store_true",
+                   help="a differential graph of two runs or selections: A B")
     f.add_argument("--node", help="only the processes of this node")
     store_arg.add(f)
     f.set_defaults(func=run_flamegraph)
@@ -47,8 +55,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "change in points, and (several profiles a side) which "
                                    "changes are beyond noise.")
     p.add_argument("runs", nargs="+", metavar="RUN",
-                   help="a run id; with --diff, two runs or selections (12,14 or 12-15 or "
-                        "version=v2,test=bulk)")
+                   help="a run (an id, or a selection that names one); with --diff, two "
+                        "runs or selections (12,14 or 12-15 or version=v2,test=bulk)")
     p.add_argument("--diff", action="store_true", help="compare two runs or selections: A B")
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--node", help="only the processes of this node")
@@ -79,30 +87,60 @@ def _title(rec: RunRecord) -> str:
 
 def run_flamegraph(args: argparse.Namespace) -> int:
     if args.diff and len(args.runs) != 2:
-        raise UsageError("--diff needs exactly two runs: A B")
+        raise UsageError("--diff needs exactly two runs or selections: A B")
     if not args.diff and len(args.runs) != 1:
         raise UsageError("give one run, or --diff A B")
+    from hoplab.analysis.select import select_one
     from hoplab.profile import analyze, fold
-    from hoplab.profile.flamegraph import diff, flamegraph
-    from hoplab.profile.stored import run_stacks
+    from hoplab.profile.flamegraph import flamegraph
 
-    with store_arg.reading(args) as store:
-        pairs = [run_stacks(store, r, args.node) for r in args.runs]
     if args.diff:
-        (a, sa), (b, sb) = pairs
-        svg = diff(fold.render(sa), fold.render(sb), title=f"{_title(a)} -> run {b.id}",
-                   upright=args.upright)
+        svg, name = _flame_diff(args)
     else:
-        rec, stacks = pairs[0]
+        with store_arg.reading(args) as store:
+            rec, stacks = run_stacks(store, select_one(store, args.runs[0]), args.node)
         prof = rec.metadata["profile"]
         svg = flamegraph(fold.render(stacks), title=_title(rec), upright=args.upright,
                          subtitle=f"{analyze.samples(stacks)} samples at {prof['frequency']} "
                                   f"Hz during {prof['phase']}; {prof['attribution']}")
-    name = "-".join(str(r) for r in args.runs)
+        name = str(rec.id)
     out = Path(args.output or f"hoplab-{name}-{'diff' if args.diff else 'flamegraph'}.svg")
     out.write_text(svg)
     print(out)
     return 0
+
+
+def _flame_diff(args: argparse.Namespace) -> tuple[str, str]:
+    """The differential graph of the two sides (a side of several runs: their samples
+    pooled) and the name of its default file."""
+    from collections import Counter
+
+    from hoplab.analysis.select import select_pair
+    from hoplab.profile import fold
+    from hoplab.profile.flamegraph import diff
+    from hoplab.profile.stored import side_stacks
+
+    with store_arg.reading(args) as store:
+        ids = select_pair(store, args.runs[0], args.runs[1])
+        sides = [side_stacks(store, spec, side, args.node)
+                 for spec, side in zip(args.runs, ids, strict=True)]
+        first = store.get_run(sides[0][0][0], series=False)
+    pooled = [sum(stacks, Counter[str]()) for _, stacks, _ in sides]
+    if all(len(runs) == 1 for runs, _, _ in sides):
+        title = f"{_title(first)} -> run {sides[1][0][0]}"
+    else:
+        title = " -> ".join(f"{spec} (run{'s' * (len(runs) != 1)} {_ids(runs)})"
+                            for spec, (runs, _, _) in zip(args.runs, sides, strict=True))
+    svg = diff(fold.render(pooled[0]), fold.render(pooled[1]), title=title,
+               upright=args.upright)
+    name = "-".join(str(runs[0]) if len(runs) == 1 else re.sub(r"[^\w.-]+", "_", spec)
+                    for spec, (runs, _, _) in zip(args.runs, sides, strict=True))
+    return svg, name
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10
+                                             else "")
 
 
 def run_profile(args: argparse.Namespace) -> int:
@@ -118,16 +156,16 @@ def run_profile(args: argparse.Namespace) -> int:
         return run_diff(args)
     if len(args.runs) != 1:
         raise UsageError("give one run id, or --diff A B")
-    run_id = numbers.run_id(args.runs[0])
     from rich.markup import escape
     from rich.table import Table
 
+    from hoplab.analysis.select import select_one
     from hoplab.profile import analyze
     from hoplab.profile.stored import run_stacks
     from hoplab.render.console import console
 
     with store_arg.reading(args) as store:
-        rec, stacks = run_stacks(store, run_id, args.node)
+        rec, stacks = run_stacks(store, select_one(store, args.runs[0]), args.node)
     table = analyze.load_categories(Path(args.categories)) if args.categories \
         else analyze.load_categories()
     top = analyze.top_symbols(stacks, args.top)

@@ -20,14 +20,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "or labels) or a table of headline figures.")
     p.add_argument("runs", nargs="+", metavar="RUN",
                    help="run ids (12, 12,14, 12-15) or selections (qos=on, "
-                        "experiment=x,test=bulk)")
+                        "experiment=x,test=bulk: a comma joins conditions that must all "
+                        "hold); several add their runs together")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file")
     store_arg.add(p)
     p.set_defaults(func=run_report)
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from hoplab.analysis.select import select
+    from hoplab.analysis.select import select_many
     from hoplab.record import RawOutput
     from hoplab.render.console import console as make_console
     from hoplab.render.profile_html import FOLDED
@@ -35,14 +36,8 @@ def run_report(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     with store_arg.reading(args) as store:
-        ids: dict[int, None] = {}
-        for spec in args.runs:
-            found = select(store, spec)
-            if not found:
-                raise UsageError(f"no runs match {spec!r} in {store.describe()}")
-            ids.update(dict.fromkeys(found))
         runs = []
-        for i in ids:
+        for i in select_many(store, args.runs):
             rec = store.get_run(i)
             # Of the raw outputs, the report needs only a profile's folded stacks.
             prof = rec.metadata.get("profile")

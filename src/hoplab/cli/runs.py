@@ -9,8 +9,8 @@ import sys
 import time
 from typing import Any
 
-from hoplab import kv, metrics
-from hoplab.cli import arg_types, store_arg
+from hoplab import metrics
+from hoplab.cli import store_arg
 from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure, pairs
@@ -20,26 +20,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("runs", help="list stored runs",
                        description="List stored runs, newest last. --filter KEY=VALUE "
                                    "matches a column (experiment, test, kind, status, "
-                                   "experiment_id), a label or a variant value.")
+                                   "experiment_id, id), a label or a variant value; a "
+                                   "comma joins conditions that must all hold "
+                                   "(version=v1,test=bulk), as does a repeated --filter. A "
+                                   "key or value no run has is an error listing those "
+                                   "there are.")
     store_arg.add(p)
     p.add_argument("--filter", dest="filters", action="append", default=[],
-                   metavar="KEY=VALUE")
+                   metavar="KEY=VALUE[,KEY=VALUE]")
     p.add_argument("--limit", type=int, help="only the last N matching runs")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_list)
     s = sub.add_parser("show", help="show one stored run",
                        description="Show a stored run: metadata, figures per flow, router "
                                    "CPU, interfaces and qdiscs, and its series.")
-    s.add_argument("run_id", type=arg_types.run_id)
+    s.add_argument("run", metavar="RUN",
+                   help="a run id, or a selection that names one run (test=bulk,hops=2)")
     store_arg.add(s)
     s.add_argument("--json", action="store_true",
                    help="the run as JSON (series as point counts unless --series)")
     s.add_argument("--series", action="store_true", help="with --json: every series point")
     s.set_defaults(func=run_show)
-
-
-def _filters(items: list[str]) -> dict[str, str]:
-    return kv.parse(items, "--filter", "--filter hops=2")
 
 
 def _when(ts: float) -> str:
@@ -51,11 +52,14 @@ def run_list(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    from hoplab.analysis import select
     from hoplab.render.console import console as make_console
 
-    filters = _filters(args.filters)
+    filters = select.conditions(args.filters)
     with store_arg.reading(args) as store:
         runs = store.list_runs(filters, limit=args.limit, newest=True)
+        if not runs and filters:
+            select.check(store, filters)        # a typo is an error, not an empty list
         desc = store.describe()
     if args.json:
         json.dump(json_safe([dataclasses.asdict(r) for r in runs]), sys.stdout, indent=2,
@@ -95,11 +99,12 @@ def _as_json(rec: Any, with_points: bool) -> dict[str, Any]:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from hoplab.analysis.select import select_one
     from hoplab.render.console import console as make_console
     from hoplab.render.run_view import run_view
 
     with store_arg.reading(args) as store:
-        rec = store.get_run(args.run_id, series=True, raw=True)
+        rec = store.get_run(select_one(store, args.run), series=True, raw=True)
         desc = store.describe()
     if args.json:
         json.dump(json_safe(_as_json(rec, args.series)), sys.stdout, indent=2, default=str)

@@ -10,9 +10,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from hoplab import kv
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.plot_kinds import FORMATS
@@ -20,6 +19,7 @@ from hoplab.render.plot_kinds import FORMATS
 if TYPE_CHECKING:
     from hoplab.analysis.series_trend import TrendPoint, TrendSeries
     from hoplab.analysis.trend import Trend
+    from hoplab.store import Store
 
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
 _FORMATS = (*FORMATS, ".html")
@@ -41,8 +41,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "first run), or git:REPO (first-parent order of the commits the "
                         "values name)")
     p.add_argument("--filter", dest="filters", action="append", default=[],
-                   metavar="KEY=VALUE", help="only runs with this column, label or variant "
-                                             "value (repeatable)")
+                   metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="only runs with this column, label or variant value; a comma, or "
+                        "a repeated --filter, joins conditions that must all hold")
     # The registry (hoplab.analysis.detectors) is read when the command runs: `trend
     # --help` imports no analysis.
     p.add_argument("--detector", metavar="NAME",
@@ -68,20 +69,18 @@ def run_trend(args: argparse.Namespace) -> int:
             raise UsageError(f"--order {order}: {repo} is not a directory")
     elif order not in ("natural", "time"):
         raise UsageError(f"--order {order!r}: natural, time or git:REPO")
-    filters = kv.parse(args.filters, "--filter", "test=bulk")
-    from hoplab.analysis import detectors
+    from hoplab.analysis import detectors, select
     from hoplab.analysis.series_trend import order_points, trend_series
     from hoplab.analysis.trend import analyse
 
+    filters = select.conditions(args.filters)
     detector = detectors.get(args.detector or detectors.DEFAULT).name   # unknown: exit 2
     with store_arg.reading(args) as store:
         series = trend_series(store, args.metric, filters, args.by,
                               order="natural" if repo else order)
         desc = store.describe()
-    if not series:
-        shown = " ".join(f"{k}={v}" for k, v in filters.items())
-        raise UsageError(f"no finished run in {desc}{' with ' + shown if shown else ''} has "
-                         f"both {args.metric} and {args.by}")
+        if not series:
+            _why_none(store, args.metric, filters, args.by)
     if args.output is not None and len(series) > 1:
         raise UsageError(f"{args.output}: the runs are {len(series)} series (" +
                          ", ".join(s.label for s in series[:5]) + "); draw one: add "
@@ -105,6 +104,21 @@ def run_trend(args: argparse.Namespace) -> int:
     if args.output is not None and not args.json:
         print(f"drawn: {args.output}")
     return 0
+
+
+def _why_none(store: Store, metric: str, filters: dict[str, str], by: str) -> NoReturn:
+    """UsageError saying why no run gave a point: a filter no run meets (listing the
+    keys or values there are), a metric they lack (listing theirs), or the key."""
+    from hoplab import metrics
+    from hoplab.analysis import select
+    from hoplab.analysis.compare import parse_metric
+
+    select.check(store, filters)
+    shown = " ".join(f"{k}={v}" for k, v in filters.items())
+    metrics.require(parse_metric(metric).name,
+                    store.metric_names({"status": "ok", **filters}), "METRIC")
+    raise UsageError(f"no finished run in {store.describe()}"
+                     f"{' with ' + shown if shown else ''} has both {metric} and {by}")
 
 
 def _draw(found: Trend, output: Path, desc: str) -> None:

@@ -1,4 +1,6 @@
-"""A run's profile as the store keeps it: its folded stacks, by node."""
+"""A stored run's folded stacks, whole or one node's, and those of a side of a diff: what
+`hoplab flamegraph`, `hoplab profile` and their --diff (cli/profile.py,
+cli/profile_diff.py) all read."""
 
 from __future__ import annotations
 
@@ -39,3 +41,27 @@ def run_stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, 
             # A device's profile is all its own; a namespace's, its processes' samples.
             stacks = fold.only_pids(stacks, by_node[node]["pids"])
     return rec, fold.without_pids(stacks)
+
+
+def side_stacks(store: Store, spec: str, ids: list[int], node: str | None
+                ) -> tuple[list[int], list[Counter[str]], list[int]]:
+    """The profiles of one side of a diff: (their runs, their stacks, runs left out).
+    Runs named by id must have a profile; a key=value selection leaves out its runs
+    without one."""
+    from hoplab.analysis.select import parse_ranges
+
+    named = parse_ranges(spec) is not None
+    runs, stacks, skipped = [], [], []
+    for run_id in ids:
+        if not named:
+            prof = store.get_run(run_id, series=False).metadata.get("profile")
+            if not isinstance(prof, dict) or prof.get("status") != "ok":
+                skipped.append(run_id)
+                continue
+        runs.append(run_id)
+        stacks.append(run_stacks(store, run_id, node)[1])
+    if not runs:
+        raise UsageError(f"{spec!r} selects no run with a profile (runs "
+                         f"{', '.join(map(str, skipped[:10]))} have none); add a [profile] "
+                         f"table to the experiment (docs/profiles.md)")
+    return runs, stacks, skipped

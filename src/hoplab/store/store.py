@@ -399,6 +399,38 @@ class Store:
                 out.append((_summary(r, {}), _value(r["value"])))
         return out
 
+    def filter_values(self, key: str, *, limit: int) -> list[str]:
+        """Up to `limit` distinct values the filter key `key` takes in this store (a
+        column, else a label or variant key, as list_runs matches them); for a message
+        that says what a filter could have been."""
+        if key == "id":
+            return [str(i) for i in self.ids_between(0, MAX_ID, limit=limit)]
+        if key in FILTER_COLUMNS:
+            col = _RUNS.c[key]
+            stmt = sa.select(col).where(col.is_not(None)).distinct().order_by(col).limit(limit)
+        else:
+            stmt = (sa.select(_LABELS.c.value).where(_LABELS.c.key == key).distinct()
+                    .order_by(_LABELS.c.value).limit(limit))
+        with self._read("cannot list filter values") as conn:
+            return [str(v) for v in conn.execute(stmt).scalars()]
+
+    def label_keys(self, *, limit: int) -> list[str]:
+        """Up to `limit` distinct label and variant keys of the stored runs."""
+        stmt = sa.select(_LABELS.c.key).distinct().order_by(_LABELS.c.key).limit(limit)
+        with self._read("cannot list filter keys") as conn:
+            return [str(k) for k in conn.execute(stmt).scalars()]
+
+    def metric_names(self, filters: Mapping[str, str] | None = None, *,
+                     runs: int = 1000) -> list[str]:
+        """The distinct metric names (any flow, node or key) of the last `runs` runs
+        matching `filters`: what a metric could have been named, for a message."""
+        ids = _filtered(sa.select(_RUNS.c.id), filters).order_by(_RUNS.c.id.desc()) \
+            .limit(runs).subquery()
+        stmt = sa.select(_METRICS.c.name).where(
+            _METRICS.c.run_id.in_(sa.select(ids.c.id))).distinct()
+        with self._read("cannot list metric names") as conn:
+            return sorted(str(n) for n in conn.execute(stmt).scalars())
+
     def count_runs(self) -> int:
         """How many runs the store holds."""
         with self._read("cannot count runs") as conn:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from hoplab import kv, numbers
+from hoplab import numbers
 from hoplab.analysis.trend import Trend
 from hoplab.errors import HoplabError, UsageError
 from hoplab.jsonsafe import json_safe
@@ -60,9 +60,12 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 def _filters(query: dict[str, list[str]]) -> dict[str, str]:
-    """Filters from ?key=value parameters and from q="key=value key=value"."""
+    """Filters from ?key=value parameters and from q="key=value key=value" (or
+    "key=value,key=value": the command line's --filter, analysis/select.py)."""
+    from hoplab.analysis.select import conditions
+
     out = {k: v[-1] for k, v in query.items() if k not in _RESERVED and v and v[-1]}
-    out.update(kv.parse((query.get("q") or [""])[-1].split(), "filter", "hops=2"))
+    out.update(conditions((query.get("q") or [""])[-1].split(), "filter"))
     return out
 
 
@@ -122,11 +125,20 @@ class Dashboard:
         page = _number(query, "page", 1, 1)
         shown = self.store.list_runs(filters, limit=PAGE_ROWS + 1,
                                      offset=(page - 1) * PAGE_ROWS)
+        if not shown and filters:
+            self._check(filters)
         facets = self.store.list_runs(limit=FACET_RUNS, newest=True, figures=False)
         return _html(pages.runs_page(
             shown[:PAGE_ROWS], facets, filters, self.desc,
             total=self.store.count_runs(), page=page, more=len(shown) > PAGE_ROWS,
             rows=PAGE_ROWS))
+
+    def _check(self, filters: dict[str, str]) -> None:
+        """A filter key or value no run has answers 400 listing those there are, as the
+        command line does, rather than an empty list."""
+        from hoplab.analysis.select import check
+
+        check(self.store, filters)
 
     def run(self, query: dict[str, list[str]], run_id: str) -> Response:
         rec = self.store.get_run(numbers.run_id(run_id), series=False)
@@ -187,6 +199,8 @@ class Dashboard:
         if not metric:
             return metric, by, filters, None, None
         found = trend_points(self.store, metric, filters, by, limit=TREND_RUNS)
+        if not found and filters:
+            self._check(filters)
         # The change points are those `hoplab trend` finds (analysis/trend.py decides).
         return (metric, by, filters, [(p.value, p.median, len(p.values)) for p in found],
                 analyse(metric, by, found) if found else None)
@@ -213,7 +227,10 @@ class Dashboard:
     def api_runs(self, query: dict[str, list[str]]) -> Response:
         limit = min(_number(query, "limit", API_ROWS, 0), API_ROWS)
         offset = _number(query, "offset", 0, 0)
-        runs = self.store.list_runs(_filters(query), limit=limit + 1, offset=offset)
+        filters = _filters(query)
+        runs = self.store.list_runs(filters, limit=limit + 1, offset=offset)
+        if not runs and filters and not offset:
+            self._check(filters)
         resp = _json(json_safe([dataclasses.asdict(r) for r in runs[:limit]]))
         if len(runs) > limit:
             # The next page, as RFC 8288 says; the body stays a plain list of runs.
