@@ -12,14 +12,12 @@ from typing import TYPE_CHECKING, Any
 from hoplab import kv
 from hoplab.cli import store_arg
 from hoplab.errors import HoplabError, UsageError
-from hoplab.profile.stored import run_stacks
 
 if TYPE_CHECKING:
     from hoplab.record import RunRecord
 
 # The profile, store and rich modules are imported in the functions that use them:
 # at the top they would slow `--help` of these three commands.
-
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,6 +91,7 @@ def run_flamegraph(args: argparse.Namespace) -> int:
     from hoplab.analysis.select import select_one
     from hoplab.profile import analyze, fold
     from hoplab.profile.flamegraph import flamegraph
+    from hoplab.profile.stored import run_stacks
 
     if args.diff:
         svg, name = _flame_diff(args)
