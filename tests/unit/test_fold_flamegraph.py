@@ -142,7 +142,7 @@ def test_memory_does_not_grow_with_the_input(tmp_path: Path) -> None:
     # Large minus small on a 2-core machine loaded by two busy loops and other users:
     # -0.13 to 0.09 MB on one thread (20 trials), -0.26 to 0.27 on two (30 trials).
     for threads, bound in ((1, 4.0), (2, 5.0)):
-        argv = fold.argv(["all"]) + [f"--threads={threads}", "--block-size=4096"]
+        argv = [*fold.argv(["all"]), f"--threads={threads}", "--block-size=4096"]
         small_mb, small = min(_peak_rss_mb(argv, chunk, 10, tmp_path) for _ in range(2))
         large_mb, large = min(_peak_rss_mb(argv, chunk, 100, tmp_path) for _ in range(2))
         assert small.count(b"\n") == large.count(b"\n")

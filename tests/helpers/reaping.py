@@ -1,0 +1,49 @@
+"""A pytest plugin: each test stops and reaps the processes it starts.
+
+A Popen left running is reported, as a ResourceWarning (an error in this suite), wherever
+the garbage collector finds it: in another test, which then fails for a leak it did not
+make. This plugin fails the test that left the process, and kills and reaps it, so the
+next test starts clean. Fixtures of a wider scope hold theirs from before the test.
+tests/conftest.py loads it for the whole suite.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+
+def _children() -> dict[int, str]:
+    """This process's children, zombies too (a child is a child until it is reaped), with
+    their command lines. /proc/self/task/*/children names each thread's own."""
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        with suppress(OSError):
+            for pid in (task / "children").read_text().split():
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                except OSError:
+                    cmd = b""
+                out[int(pid)] = cmd.decode(errors="replace").strip() or "(exited, unreaped)"
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _reaps_what_it_starts() -> Iterator[None]:
+    before = set(_children())
+    yield
+    left = {pid: cmd for pid, cmd in _children().items() if pid not in before}
+    for pid in left:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    if left:
+        pytest.fail("left running or unreaped: " +
+                    "; ".join(f"pid {pid}: {cmd}" for pid, cmd in sorted(left.items())),
+                    pytrace=False)
