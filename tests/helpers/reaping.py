@@ -3,8 +3,10 @@
 A Popen left running is reported, as a ResourceWarning (an error in this suite), wherever
 the garbage collector finds it: in another test, which then fails for a leak it did not
 make. This plugin fails the test that left the process, and kills and reaps it, so the
-next test starts clean. Fixtures of a wider scope hold theirs from before the test.
-tests/conftest.py loads it for the whole suite.
+next test starts clean. Fixtures of a wider scope hold theirs from before the test; a
+process that one starts later, from inside a test (the device farm's SSH servers, added
+when a test first asks for a device), is declared with held(). tests/conftest.py loads
+this plugin for the whole suite.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ from contextlib import suppress
 from pathlib import Path
 
 import pytest
+
+# Processes a wider scope owns and reaps (the session's device farm), started during a test.
+_HELD: set[int] = set()
+
+
+def held(pid: int) -> None:
+    """Process `pid`, started now, belongs to a fixture of a wider scope, which reaps it."""
+    _HELD.add(pid)
 
 
 def _children() -> dict[int, str]:
@@ -37,7 +47,8 @@ def _children() -> dict[int, str]:
 def _reaps_what_it_starts() -> Iterator[None]:
     before = set(_children())
     yield
-    left = {pid: cmd for pid, cmd in _children().items() if pid not in before}
+    left = {pid: cmd for pid, cmd in _children().items()
+            if pid not in before and pid not in _HELD}
     for pid in left:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
