@@ -101,7 +101,10 @@ def test_requests_at_once_are_capped(own: Served) -> None:
     base = _threads(pid)
     held = _stall(port, MAX_REQUESTS)
     try:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while _threads(pid) < base + MAX_REQUESTS:  # the server has taken every slot
+            assert time.monotonic() < deadline, (_threads(pid), base)
+            time.sleep(0.01)
         status, body = raw_get(port, "/api/runs", f"127.0.0.1:{port}")
         assert status == 503, body
         # Far more than both bounds: the extra connections get no thread at all.
