@@ -35,12 +35,19 @@ def _children() -> dict[int, str]:
     for task in Path("/proc/self/task").iterdir():
         with suppress(OSError):
             for pid in (task / "children").read_text().split():
-                try:
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-                except OSError:
-                    cmd = b""
-                out[int(pid)] = cmd.decode(errors="replace").strip() or "(exited, unreaped)"
+                out[int(pid)] = _command(pid)
     return out
+
+
+def _command(pid: str) -> str:
+    """Its command line; a zombie has none left, but its name."""
+    with suppress(OSError):
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip()
+        if cmd:
+            return cmd.decode(errors="replace")
+    with suppress(OSError):
+        return f"(exited, unreaped: {Path(f'/proc/{pid}/comm').read_text().strip()})"
+    return "(exited, unreaped)"
 
 
 @pytest.fixture(autouse=True)

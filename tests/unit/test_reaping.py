@@ -55,7 +55,7 @@ def test_a_leak_fails_the_test_that_leaks(tmp_path: Path) -> None:
     assert re.search(r"ERROR at teardown of test_leaves_one_running _+\n"
                      r"left running or unreaped: pid \d+: sleep 3141\n", out), out
     assert re.search(r"ERROR at teardown of test_leaves_one_unreaped _+\n"
-                     r"left running or unreaped: pid \d+: \(exited, unreaped\)\n", out), out
+                     r"left running or unreaped: pid \d+: \(exited, unreaped: true\)\n", out), out
     assert "ResourceWarning" not in out
     assert not any(Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\x003141\x00"
                    for pid in live_pids("sleep"))
