@@ -40,14 +40,18 @@ def _children() -> dict[int, str]:
 
 
 def _command(pid: str) -> str:
-    """Its command line; a zombie has none left, but its name."""
+    """Its command line; a zombie has none left, nor a process half way through exec,
+    but they have a name."""
     with suppress(OSError):
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip()
         if cmd:
             return cmd.decode(errors="replace")
     with suppress(OSError):
-        return f"(exited, unreaped: {Path(f'/proc/{pid}/comm').read_text().strip()})"
-    return "(exited, unreaped)"
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        zombie = stat[stat.rindex(")") + 2:].startswith("Z")
+        return f"(exited, unreaped: {comm})" if zombie else comm
+    return "(gone)"
 
 
 @pytest.fixture(autouse=True)

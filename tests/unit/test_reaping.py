@@ -21,7 +21,11 @@ kept = []
 
 
 def test_leaves_one_running():
-    kept.append(subprocess.Popen(["sleep", "3141"]))
+    proc = subprocess.Popen(["sleep", "3141"])
+    kept.append(proc)
+    # Popen returns as the exec begins; the command line is there once it is done.
+    while Path(f"/proc/{proc.pid}/cmdline").read_bytes() != b"sleep\\x003141\\x00":
+        time.sleep(0.01)
 
 
 def test_leaves_one_unreaped():
