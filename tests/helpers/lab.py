@@ -186,6 +186,22 @@ def wait_listening(ns: str, port: int, server: subprocess.Popen[str],
     raise AssertionError(f"nothing listens on port {port} in {ns} after {timeout} s")
 
 
+def wire_written_since(netns: str, since: float, timeout: float = 10) -> None:
+    """Until the wire of namespace `netns` has written its counters at Unix time `since`
+    or later (it rewrites its stats file every wire.STATS_INTERVAL_S, with a busy machine
+    later): they then count everything that crossed it before `since`."""
+    from hoplab.samplers.wire import stats_path
+
+    path = stats_path(netns)
+    deadline = time.monotonic() + timeout
+    while True:
+        with suppress(FileNotFoundError):
+            if path.stat().st_mtime >= since:
+                return
+        assert time.monotonic() < deadline, f"{path}: not written in {timeout:g} s"
+        time.sleep(0.01)
+
+
 def stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.terminate()

@@ -80,11 +80,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "needs_root", False) and os.geteuid() != 0:
         print("hoplab: error: this command needs root (network namespaces)", file=sys.stderr)
         return 2
+    from hoplab.lab.signals import until_exit
+
     try:
-        code: int = args.func(args)
-        # Written out here, so that a closed pipe is met inside this handler and not by
-        # Python's flush at exit (which prints a traceback and exits 120).
-        sys.stdout.flush()
+        # A stop under way (run, lab up, bisect) is shielded from further signals to the
+        # exit: saying so and exiting 130 are part of it.
+        with until_exit():
+            code: int = args.func(args)
+            # Written out here, so that a closed pipe is met inside this handler and not
+            # by Python's flush at exit (which prints a traceback and exits 120).
+            sys.stdout.flush()
     except HoplabError as exc:
         print(f"hoplab: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -4,7 +4,8 @@ Short commands run in a thread that entered the namespace with setns()
 (hoplab.lab.netns.entered: 1.2 ms per namespace where `ip -n` costs 1.8 and
 pyroute2 4.5, bench/netns_methods.py); long-lived processes start through
 `ip netns exec`, which also mounts the lab's hosts file so node names resolve,
-and each gets its own session so Ctrl-C at the terminal reaches hoplab only.
+and each gets its own session so Ctrl-C at the terminal reaches hoplab only, and
+SIGHUP, SIGINT and SIGTERM at their defaults, so that the signals hoplab sends reach it.
 A process is told apart from a later one with its PID by its start time in
 /proc/PID/stat, which is what the lab's record keeps for `hoplab clean`.
 
@@ -219,6 +220,14 @@ def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[qdisc.QdiscStats]:
         return qdisc.from_netlink([m for m in msgs if m["index"] in names], names)
 
 
+def _default_stops() -> None:
+    """Run in a long-lived process's child before exec: hoplab stops and signals it with
+    these, and a signal ignored on entry stays ignored (a shell cannot even trap it). This
+    process may have them ignored: a script's background job ignores SIGINT."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 class NetnsExecutor:
     kind = "netns"
     machine = "local"
@@ -282,7 +291,7 @@ class NetnsExecutor:
             started = time.time()
             try:
                 popen = subprocess.Popen(full, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=_default_stops)
             except FileNotFoundError:
                 raise ExecutorError(f"node {self.node}: cannot start {full[0]}: "
                                     "not installed") from None
@@ -340,7 +349,8 @@ class NetnsExecutor:
         full = where.exec_argv(self.netns, argv) if self.netns is not None else list(argv)
         try:
             popen = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+                                     stderr=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=_default_stops)
         except FileNotFoundError:
             raise ExecutorError(f"node {self.node}: cannot start {full[0]}") from None
         return _PipeChannel(popen, terminator, self.node)
