@@ -17,6 +17,9 @@ from hoplab.store import Store, open_store
 from tests.helpers.runs import REPORT_RUNS, real_run
 
 WEB_RUNS = Path(__file__).resolve().parents[1] / "data" / "web_runs"
+# A real RFC 2544 run: 64, 512 and 1518-byte frames through 50 Mbit/s (1 s trials).
+THROUGHPUT_RUN = Path(__file__).resolve().parents[1] / "data" / "throughput_runs" / \
+    "ndr-50mbit.json.gz"
 
 
 def _profiled() -> list[RunRecord]:
@@ -119,5 +122,8 @@ def examples_store(path: Path) -> dict[str, list[int]]:
             "sfq-perturb": [_save(store, real_run("ping"), "sfq-perturb", "ping", 1,
                                   {"perturb": "p5"}, {})],
             "qos": _qos(store),
+            "router-throughput": [_save(
+                store, from_json(json.loads(gzip.decompress(THROUGHPUT_RUN.read_bytes()))),
+                "router-throughput", "ndr", 1, {}, {})],
         }
     return found

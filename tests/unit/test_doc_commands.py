@@ -106,6 +106,8 @@ def test_the_command_runs_as_written(
     work = tmp_path / "work"             # ../openwrt beside it is the README's history
     work.mkdir()
     shutil.copy(db, work / "hoplab.db")
+    shutil.copy(db, work / "old.db")      # the README's `migrate --db old.db`
+    (work / "examples").symlink_to(REPO / "examples")   # `check examples/...`
     if db.name == "readme.db":
         (tmp_path / "openwrt").symlink_to(db.parent / "openwrt")
     for name, src in FILES.items():

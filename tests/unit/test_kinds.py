@@ -224,7 +224,7 @@ FRONT_ENDS = {
     # A bisection reads the experiment as it is at each commit.
     "bisect": ("import sys\nfrom pathlib import Path\n"
                "from hoplab.errors import HoplabError\n"
-               "from hoplab.run.bisect import Target, load_at\n"
+               "from hoplab.run.commits import Target, load_at\n"
                "p = Path(sys.argv[1])\n"
                "try:\n    load_at(p.parent, Target(p.name, 'goodput', {}, None, 1), 'abc')\n"
                "except HoplabError as e:\n    print(e, file=sys.stderr)\n    sys.exit(2)\n"),

@@ -8,7 +8,8 @@ lines, as Flent draws it), cdf (latency, several runs on one axis, each phase
 its own curve), box (a metric across repetitions, per variant), bars (median per
 variant with min-max error bars), ping (ping streams over time, lines or
 points), cpu (per-core CPU stacked by user, system, irq and softirq), timeline
-(one flow through several runs end to end). Figures are plain
+(one flow through several runs end to end), throughput (RFC 2544's no-drop rate
+by frame size, with the generator's ceiling). Figures are plain
 matplotlib.figure.Figure objects, never registered with pyplot, so nothing has
 to be closed. Lines of more than MAX_POINTS points are thinned for drawing (the
 minimum and maximum of each stretch are kept); every figure a legend quotes is
@@ -28,7 +29,7 @@ from matplotlib.figure import Figure
 
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
-from hoplab.render import plots_dist, plots_time, plots_timeline
+from hoplab.render import plots_dist, plots_throughput, plots_time, plots_timeline
 from hoplab.render.plot_kinds import FORMATS, KINDS, SINGLE_RUN
 
 
@@ -49,6 +50,8 @@ def figure(kind: str, runs: Sequence[RunRecord], *, metric: str | None = None,
         return plots_time.cpu(runs[0])
     if kind == "timeline":
         return plots_timeline.timeline(runs, flow)
+    if kind == "throughput":
+        return plots_throughput.throughput(runs)
     if kind == "cdf":
         return plots_dist.cdf(runs, series=metric or "rtt")
     if kind == "box":
