@@ -11,17 +11,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from hoplab import metrics
-from hoplab.analysis.trend import Trend, cannot_tell, power_note, shown
+from hoplab.analysis.trend import Trend, TrendChange, cannot_tell, power_note, shown
 from hoplab.render.charts import Chart
 from hoplab.render.html import Html, esc, table
 from hoplab.render.units import figure, rate_scale
 
 
-def change_marks(xs: Sequence[Any], changes: Sequence[tuple[int, float]], category: bool
+def change_marks(xs: Sequence[Any], changes: Sequence[tuple[int, float]], category: bool,
+                 marked: int | None = None
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Plotly shapes and annotations: a dashed line halfway between the points on both
     sides of each change (index of the first point after it, change in %), and its
-    change at the top. xs are the chart's x values; category: the axis is categorical."""
+    change at the top. xs are the chart's x values; category: the axis is categorical;
+    `marked`: the index of a change drawn solid and thick (the one a link points at)."""
     shapes, notes = [], []
     for index, pct in changes:
         if category:
@@ -32,21 +34,27 @@ def change_marks(xs: Sequence[Any], changes: Sequence[tuple[int, float]], catego
         else:
             at = (float(xs[index - 1]) + float(xs[index])) / 2
         colour = "#2a7" if pct > 0 else "#c33"
+        this = index == marked
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": at, "x1": at,
-                       "y0": 0, "y1": 1, "line": {"dash": "dash", "width": 1,
+                       "y0": 0, "y1": 1, "line": {"dash": "solid" if this else "dash",
+                                                  "width": 3 if this else 1,
                                                   "color": colour}})
+        text = f"{pct:+.1f} %" if math.isfinite(pct) else "?"
         notes.append({"x": at, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom",
-                      "text": f"{pct:+.1f} %" if math.isfinite(pct) else "?",
-                      "showarrow": False, "font": {"color": colour, "size": 11}})
+                      "text": f"<b>{text}</b>" if this else text,
+                      "showarrow": False, "font": {"color": colour, "size": 13 if this else 11}})
     return shapes, notes
 
 
-def change_points_html(found: Trend) -> Html:
+def change_points_html(found: Trend, step: str | None = None) -> Html:
     """The change points as a table (or a line saying there are none), and what steps
-    may go unseen."""
+    may go unseen; `step`: the value after the change point a link points at, whose row
+    is marked (id "step")."""
     name = found.metric.partition("@")[0]
     if found.changes:
-        rows = [(f"{shown(c.before, found.by)} → {shown(c.after, found.by)}",
+        rows = [(Html(f'<span id="step" class="step">{esc(_between(c, found.by))}</span>')
+                 if step is not None and shown(c.after, found.by) == step
+                 else _between(c, found.by),
                  figure(c.point.median_before, name), figure(c.point.median_after, name),
                  f"{c.point.change_pct:+.1f} %",
                  f"{c.point.ci_pct[0]:+.1f} … {c.point.ci_pct[1]:+.1f} %",
@@ -62,6 +70,10 @@ def change_points_html(found: Trend) -> Html:
     if note:
         out += f'<p class="note">{esc(note)}</p>'
     return Html(out)
+
+
+def _between(c: TrendChange, by: str) -> str:
+    return f"{shown(c.before, by)} → {shown(c.after, by)}"
 
 
 def trend_chart(found: Trend, chart_id: str = "trend") -> Chart:

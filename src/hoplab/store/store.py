@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -332,6 +332,76 @@ class Store:
                 last = r["id"]
                 out.append((_summary(r, {}), _value(r["value"])))
         return out
+
+    def runs_with_figures(self, names: Collection[str], *,
+                          filters: Mapping[str, str] | None = None, status: str = "ok",
+                          after: int = 0) -> list[RunSummary]:
+        """Every run of this status matching the filters (as list_runs) with an id above
+        `after`, in id order, each with its whole-run figures of these `names` only
+        (first one wins, as in list_runs). Two queries however many runs: what the
+        dashboard's "what changed" reads of a whole store. The variant and labels are
+        read as text and decoded once per distinct text (most runs share them): 100,000
+        runs in a third of the time SQLAlchemy's JSON type takes."""
+        runs_stmt = _filtered(
+            sa.select(*(sa.cast(c, sa.Text).label(c.name) if c.name in ("variant", "labels")
+                        else c for c in _SUMMARY))
+            .where(_RUNS.c.status == status, _RUNS.c.id > _big(after)), filters)
+        figures_stmt = (sa.select(_METRICS.c.run_id, _METRICS.c.name, _METRICS.c.value)
+                        .where(_METRICS.c.name.in_(sorted(names)),
+                               _METRICS.c.run_id > _big(after), _METRICS.c.flow.is_(None),
+                               _METRICS.c.node.is_(None), _METRICS.c.key.is_(None))
+                        .order_by(_METRICS.c.run_id, _METRICS.c.seq))
+        if filters:
+            figures_stmt = figures_stmt.where(_METRICS.c.run_id.in_(
+                _filtered(sa.select(_RUNS.c.id).where(_RUNS.c.status == status), filters)))
+        figures: dict[int, dict[str, float]] = {}
+        decoded: dict[str, Any] = {}
+
+        def load(text: str) -> Any:
+            if text not in decoded:
+                decoded[text] = json.loads(text)
+            return decoded[text]
+
+        with self._read("cannot list runs") as conn:
+            rows = list(conn.execute(runs_stmt.order_by(_RUNS.c.id)).mappings())
+            if names:
+                for run_id, name, value in conn.execute(figures_stmt):
+                    figures.setdefault(run_id, {}).setdefault(name, _value(value))
+        # Each run its own dicts: a caller may change one without changing the others.
+        return [RunSummary(id=r["id"], experiment=r["experiment"],
+                           experiment_id=r["experiment_id"], test=r["test"], kind=r["kind"],
+                           repetition=r["repetition"], status=r["status"],
+                           started_at=r["started_at"], duration_s=r["duration_s"],
+                           variant=dict(load(r["variant"])), labels=dict(load(r["labels"])),
+                           metrics=figures.get(r["id"], {})) for r in rows]
+
+    def figures_of(self, ids: Collection[int], names: Collection[str]
+                   ) -> dict[int, dict[str, float]]:
+        """The whole-run figures of these `names` of these runs (first one wins)."""
+        wanted, keep = sorted(ids), set(names)
+        out: dict[int, dict[str, float]] = {}
+        with self._read("cannot read metrics") as conn:
+            for start in range(0, len(wanted), _IN_CHUNK):
+                # By run id only (the primary key): with a name condition as well, SQLite
+                # walks the name index through every run's figures instead (0.45 s a
+                # chunk of 100,000 runs', against 0.02 s).
+                stmt = (sa.select(_METRICS.c.run_id, _METRICS.c.name, _METRICS.c.value)
+                        .where(_METRICS.c.run_id.in_(wanted[start:start + _IN_CHUNK]),
+                               _METRICS.c.flow.is_(None), _METRICS.c.node.is_(None),
+                               _METRICS.c.key.is_(None))
+                        .order_by(_METRICS.c.run_id, _METRICS.c.seq))
+                for run_id, name, value in conn.execute(stmt):
+                    if name in keep:
+                        out.setdefault(run_id, {}).setdefault(name, _value(value))
+        return out
+
+    def state(self) -> tuple[int, int]:
+        """(the highest run id, how many runs): changes whenever a run is added or
+        deleted, so a view computed from the runs can be kept until it does."""
+        stmt = sa.select(sa.func.max(_RUNS.c.id), sa.func.count()).select_from(_RUNS)
+        with self._read("cannot count runs") as conn:
+            top, count = conn.execute(stmt).one()
+        return int(top or 0), int(count or 0)
 
     def count_runs(self) -> int:
         """How many runs the store holds."""
