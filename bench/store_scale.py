@@ -191,7 +191,9 @@ def _home(base: str, after: int | None = None) -> float:
     while True:
         with urllib.request.urlopen(base + "/", timeout=60) as resp:
             text = resp.read().decode()
-        if 'id="pending"' not in text and (after is None or f"up to run {after})" in text):
+        judged = re.search(r"up to run (\d+)\)", text)
+        if 'id="pending"' not in text and (after is None or (
+                judged is not None and int(judged.group(1)) >= after)):
             return time.monotonic() - t0
         if time.monotonic() - t0 > 300:
             raise SystemExit("the home did not answer in 300 s")
@@ -232,10 +234,10 @@ def measure(url: str, has_trend: bool) -> list[tuple[str, float, float]]:
                            ("dashboard run list, version=v0999", "/runs?version=v0999")):
             out.append((what, _median(partial(_get, base + path)), 1.0))
         # A run added: only its series is judged again.
-        for what, run in (("a short series", _added(url, "exp00", {"device": "board-1"})),
-                          ("the 3,000-run nat series", _added(url, "nat", {"version": "v9999",
-                                                                          "device": "wrt3200"}))):
-            took = _home(base, after=run)
+        for what, experiment, labels in (
+                ("a short series", "exp00", {"device": "board-1"}),
+                ("the 3,000-run nat series", "nat", {"version": "v9999", "device": "wrt3200"})):
+            took = _home(base, after=_added(url, experiment, labels))
             out.append((f"dashboard home, the first after a run is added to {what}", took, 0.0))
     if has_trend:
         args = ["trend", "goodput", "--by", "version", "--filter", "experiment=nat", *store]

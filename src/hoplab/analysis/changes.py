@@ -38,7 +38,7 @@ from hoplab.analysis.ranks import min_p
 from hoplab.analysis.series_trend import TrendPoint, order_points
 from hoplab.analysis.trend import analyse
 from hoplab.errors import UsageError
-from hoplab.store import RunSummary, Store
+from hoplab.store import Annotation, RunSummary, Store
 
 ORDER_LABELS = ("version", "commit")     # labels a series is ordered by, in this preference
 TIME = "experiment_id"                   # else: each invocation of the experiment, by time
@@ -90,6 +90,8 @@ class Change:
     n_before: int                            # what the figures rest on: repetitions of
     n_after: int                             # the stretches (step), runs (latest)
     experiment_file: str | None = None       # as its runs stored it: what bisect runs
+    started_before: float = math.nan         # when the values `before` and `after` were
+    started_after: float = math.nan          # first measured (annotations between them)
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,9 @@ def latest_step(series: Series, metric: str, pts: Sequence[TrendPoint]) -> Chang
                   median_after=cp.median_after, change_pct=cp.change_pct, ci_pct=cp.ci_pct,
                   p=cp.p, verdict=direction(metric, cp.change_pct),
                   runs_before=pts[cp.index - 1].runs, runs_after=pts[cp.index].runs,
-                  n_before=cp.n_before, n_after=cp.n_after)
+                  n_before=cp.n_before, n_after=cp.n_after,
+                  started_before=pts[cp.index - 1].started_at,
+                  started_after=pts[cp.index].started_at)
 
 
 def comparable(pts: Sequence[TrendPoint], alpha: float = ALPHA) -> bool:
@@ -203,7 +207,8 @@ def latest_changes(series: Series, store: Store, names: Sequence[str],
                     after=pts[-1].value, median_before=m.a_median, median_after=m.b_median,
                     change_pct=m.change_pct, ci_pct=(m.ci_low_pct, m.ci_high_pct),
                     p=m.p_value, verdict=m.verdict, runs_before=g.a_ids, runs_after=g.b_ids,
-                    n_before=len(m.a_values), n_after=len(m.b_values)))
+                    n_before=len(m.a_values), n_after=len(m.b_values),
+                    started_before=pts[-2].started_at, started_after=pts[-1].started_at))
     return out
 
 
@@ -312,6 +317,19 @@ class ChangeIndex:
         return WhatChanged(changes=tuple(changes), steady=tuple(steady),
                            cannot_tell=self._series - len(self._judged), series=self._series,
                            runs=self._runs, state=state)
+
+
+def notes_of(change: Change, notes: Sequence[Annotation]) -> list[Annotation]:
+    """The annotations that belong beside a change: on either of its two values (its
+    series' `by`), on a label or variant value of its series (device=ap1: all of it), or
+    at a time between the two values' first runs."""
+    series = change.series
+    own = {*series.variant, *series.labels}
+    values = {str(change.before), str(change.after)}
+    return [n for n in notes
+            if (n.key == series.by and n.value in values)
+            or (n.key is not None and (n.key, n.value) in own)
+            or (n.at is not None and change.started_before <= n.at <= change.started_after)]
 
 
 def what_changed(store: Store, headlines: Mapping[str, Sequence[str]]) -> WhatChanged:

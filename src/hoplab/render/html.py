@@ -37,7 +37,7 @@ nav a{margin-right:14px}pre{background:#f6f6f6;padding:8px;overflow:auto;max-hei
 details{margin:.5em 0}.chart{min-height:200px}
 form input[type=text]{width:22em;max-width:100%}
 .wide{overflow-x:auto;max-width:100%}.answer{font-size:16px;font-weight:600}
-.step{background:#fff3c4;font-weight:600}
+.step{background:#fff3c4;font-weight:600}.annotation{color:#7a5cc0;font-size:12px}
 @media (max-width:700px){table.cards thead{display:none}table.cards tr{display:block;
 border-bottom:1px solid #ddd;padding:4px 0}table.cards td{display:inline-block;border:0;
 padding:1px 6px 1px 0;text-align:left}}code.cmd{display:block;white-space:pre-wrap;

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hoplab.store.schema import SCHEMA_VERSION
-    from hoplab.store.store import RunSummary, Store, open_store
+    from hoplab.store.store import Annotation, RunSummary, Store, open_store
     from hoplab.store.url import DEFAULT_PATH
 
-__all__ = ["DEFAULT_PATH", "SCHEMA_VERSION", "RunSummary", "Store", "open_store"]
+__all__ = ["DEFAULT_PATH", "SCHEMA_VERSION", "Annotation", "RunSummary", "Store",
+           "open_store"]
 
-_HOMES = {"SCHEMA_VERSION": "schema", "RunSummary": "store", "Store": "store",
+_HOMES = {"SCHEMA_VERSION": "schema", "Annotation": "store", "RunSummary": "store",
+          "Store": "store",
           "open_store": "store", "DEFAULT_PATH": "url"}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,8 +37,30 @@ _IN_CHUNK = 500             # run ids per IN (...) when reading headline metrics
 MAX_FILTERS = 32
 
 _RUNS, _METRICS, _SERIES, _RAW = TABLES.runs, TABLES.metrics, TABLES.series, TABLES.raw_outputs
-assert TABLES.run_labels is not None
+assert TABLES.run_labels is not None and TABLES.annotations is not None
 _LABELS = TABLES.run_labels
+_NOTES = TABLES.annotations
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """What a user said happened (`hoplab annotate`): on a label value (key, value:
+    version=v45) or at a time (at, Unix seconds)."""
+
+    id: int
+    text: str
+    created_at: float
+    key: str | None = None
+    value: str | None = None
+    at: float | None = None
+
+    @property
+    def where(self) -> str:
+        """"version=v45", or the time as local date and time."""
+        if self.key is not None:
+            return f"{self.key}={self.value}"
+        assert self.at is not None
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.at))
 
 
 @dataclass(frozen=True)
@@ -394,6 +417,37 @@ class Store:
                     if name in keep:
                         out.setdefault(run_id, {}).setdefault(name, _value(value))
         return out
+
+    def add_annotation(self, text: str, *, key: str | None = None, value: str | None = None,
+                       at: float | None = None) -> int:
+        """Store an annotation on a label value (key and value) or at a time; its id."""
+        if (key is None) == (at is None) or (key is None) != (value is None):
+            raise UsageError("an annotation is on a label value (KEY=VALUE) or at a time, "
+                             "one of them")
+        if not text.strip():
+            raise UsageError("an annotation needs a text")
+        row = {"key": key, "value": value, "at": at, "text": text, "created_at": time.time()}
+        with self._write("cannot save the annotation") as conn:
+            key_ = conn.execute(_NOTES.insert().values(**row)).inserted_primary_key
+        assert key_ is not None
+        return int(key_[0])
+
+    def annotations(self) -> list[Annotation]:
+        """Every annotation, in the order they were made."""
+        with self._read("cannot read annotations") as conn:
+            rows = conn.execute(sa.select(_NOTES).order_by(_NOTES.c.id)).mappings().all()
+        return [Annotation(id=r["id"], text=r["text"], created_at=r["created_at"],
+                           key=r["key"], value=r["value"], at=r["at"]) for r in rows]
+
+    def remove_annotation(self, note_id: int) -> Annotation:
+        """Delete annotation `note_id` and return it; UsageError if there is none."""
+        found = [a for a in self.annotations() if a.id == note_id]
+        if not found:
+            raise UsageError(f"no annotation {note_id} in {self.describe()} (`hoplab "
+                             "annotate --list` lists them)")
+        with self._write(f"cannot remove annotation {note_id}") as conn:
+            conn.execute(_NOTES.delete().where(_NOTES.c.id == note_id))
+        return found[0]
 
     def state(self) -> tuple[int, int]:
         """(the highest run id, how many runs): changes whenever a run is added or

@@ -201,7 +201,8 @@ class Dashboard:
             return Response(301, b"", headers={"Location": "/runs?" + urlencode(
                 [(k, v) for k, vs in query.items() for v in vs])})
         found = self.what_changed()
-        return _html(pages.home_page(found, self.desc, self._changes.state()))
+        return _html(pages.home_page(found, self.desc, self._changes.state(),
+                                     self.store.annotations()))
 
     def runs(self, query: dict[str, list[str]]) -> Response:
         filters = _filters(query)
@@ -285,7 +286,8 @@ class Dashboard:
             return _html(pages.trend_page("", "started_at", {}, self.desc, error=str(exc)), 400)
         step = (query.get("step") or [""])[-1].strip() or None
         return _html(pages.trend_page(metric, by, filters, self.desc, points, found=found,
-                                      order=_order(query), step=step))
+                                      order=_order(query), step=step,
+                                      notes=self.store.annotations()))
 
     def api_trend(self, query: dict[str, list[str]]) -> Response:
         from hoplab.analysis.trend import to_json

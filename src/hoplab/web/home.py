@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Sequence
 from urllib.parse import urlencode
 
 from hoplab import metrics
 from hoplab.analysis import verdicts
-from hoplab.analysis.changes import TIME, Change, Series, WhatChanged
+from hoplab.analysis.changes import TIME, Change, Series, WhatChanged, notes_of
 from hoplab.analysis.trend import shown
 from hoplab.kinds import HEADLINES
 from hoplab.render.comparison import interval, pct
 from hoplab.render.html import Html, esc
 from hoplab.render.units import figure, id_list
+from hoplab.store import Annotation
 
 STEADY_SHOWN = 500          # steady series listed at most (the count says how many)
 
@@ -51,7 +53,7 @@ def bisect_line(change: Change) -> str | None:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def _row(c: Change) -> str:
+def _row(c: Change, notes: Sequence[Annotation]) -> str:
     name = c.metric
     cls = {verdicts.WORSE: "worse", verdicts.BETTER: "better"}.get(c.verdict, "na")
     what = "change point" if c.source == "step" else "latest runs"
@@ -69,7 +71,8 @@ def _row(c: Change) -> str:
             f'data-metric="{esc(name)}">'
             f'<td><span class="verdict {cls}">{esc(verdicts.word(c.verdict))}</span></td>'
             f"<td>{esc(metrics.label(name))}</td><td>{esc(c.series.title)}</td>"
-            f"<td>{esc(between(c))}<br><span class=\"note\">{what}</span></td>"
+            f"<td>{esc(between(c))}<br><span class=\"note\">{what}</span>"
+            f"{_notes(notes_of(c, notes))}</td>"
             f'<td class="n">{esc(figure(c.median_before, name))} → '
             f"{esc(figure(c.median_after, name))}</td>"
             f'<td class="n pct">{esc(pct(c.change_pct))}'
@@ -77,6 +80,11 @@ def _row(c: Change) -> str:
             f'<td class="n">{esc(_p(c.p))}</td><td>{runs}</td>'
             f'<td><a href="{esc(trend_link(c.series, name, c.after))}">trend</a> · '
             f'<a href="{esc(compare_link(c))}">compare</a>{bisect}</td></tr>')
+
+
+def _notes(found: Sequence[Annotation]) -> str:
+    return "".join(f'<div class="annotation">✎ {esc(n.where)}: {esc(n.text)}</div>'
+                   for n in found)
 
 
 def between(c: Change) -> str:
@@ -95,12 +103,12 @@ def _p(p: float | None) -> str:
     return "-" if p is None or math.isnan(p) else f"{p:.2g}"
 
 
-def changes_table(found: WhatChanged) -> Html:
+def changes_table(found: WhatChanged, notes: Sequence[Annotation] = ()) -> Html:
     head = "".join(f"<th{' class=n' if n else ''}>{h}</th>" for h, n in (
         ("", 0), ("metric", 0), ("series", 0), ("between", 0), ("before → after", 1),
         ("change, 95 % CI", 1), ("p", 1), ("runs", 0), ("", 0)))
     return Html(f'<div class="wide"><table id="changes" class="cards"><thead><tr>{head}'
-                f"</tr></thead><tbody>{''.join(_row(c) for c in found.changes)}</tbody>"
+                f"</tr></thead><tbody>{''.join(_row(c, notes) for c in found.changes)}</tbody>"
                 "</table></div>")
 
 
@@ -122,7 +130,9 @@ def _steady(found: WhatChanged) -> str:
             f"{esc(short)}</summary><ul>{''.join(items)}</ul></details>")
 
 
-def home_body(found: WhatChanged) -> str:
+def home_body(found: WhatChanged, notes: Sequence[Annotation] = ()) -> str:
+    """The answer, the table of changes (with the annotations that belong beside each:
+    analysis/changes.py notes_of) and the steady series."""
     top, count = found.state
     said = (f"{found.series:,} series of {found.runs:,} finished runs (the store holds "
             f"{count:,} runs, up to run {top}). A series: the runs of one experiment, test, "
@@ -144,7 +154,7 @@ def home_body(found: WhatChanged) -> str:
         rest = (", ".join(counts) + ", " if counts else "") + \
             f"in {touched} of {found.series:,} series"
         answer = (f'<p id="answer" class="answer">{esc(sentence(lead))}; {esc(rest)}</p>'
-                  f"{changes_table(found)}")
+                  f"{changes_table(found, notes)}")
     return f'{answer}{_steady(found)}<p class="note">{said}</p>'
 
 
