@@ -121,6 +121,9 @@ def test_compare_page_shows_a_verdict(served: Served, page: Any) -> None:
     row = page.locator("tr").filter(has=page.get_by_role("cell", name="loaded RTT", exact=True))
     assert row.locator(".verdict").inner_text() == "better"
     assert "2 better" in page.inner_text("#summary")
+    # The headline `hoplab compare` leads with (render/comparison.py), first.
+    assert page.inner_text("#headline").startswith(
+        "qos=on against qos=off,experiment=lab-a: added latency -92.0 % [")
 
 
 def test_compare_page_explains_a_bad_selection(served: Served, page: Any) -> None:

@@ -16,7 +16,7 @@ from hoplab.analysis.order import natural_key
 from hoplab.analysis.trend import Trend, shown
 from hoplab.record import RunRecord
 from hoplab.render.charts import Chart
-from hoplab.render.comparison import summary
+from hoplab.render.comparison import headline, summary
 from hoplab.render.html import (
     DRAW_JS,
     Html,
@@ -165,7 +165,8 @@ def compare_page(a: str, b: str, store: str, result: Comparison | None = None,
     if result is not None and ids is not None:
         def links(xs: Sequence[int]) -> str:
             return ", ".join(f'<a href="/run/{i}">{i}</a>' for i in xs)
-        parts.append(f"<p>A: runs {links(ids[0])}<br>B: runs {links(ids[1])}</p>"
+        parts.append(f'<p id="headline" class="answer">{esc(headline(result, a, b))}</p>'
+                     f"<p>A: runs {links(ids[0])}<br>B: runs {links(ids[1])}</p>"
                      f'<p id="summary">{esc(summary(result))}</p>'
                      + comparison_html(result, link="/run/%d"))
     return _page("Compare", "".join(parts), store)
