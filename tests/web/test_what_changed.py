@@ -86,6 +86,14 @@ def test_the_newest_step_of_the_history_is_the_first_row(
             "hoplab", "bisect", "run", "EXPERIMENT.toml", "--repo", "REPO", "--good", "v45",
             "--bad", "v46", "--metric", "goodput"]
 
+        doc = json.loads(dash.handle("/api/changes").body)
+        assert doc["series"] == 1 and doc["cannot_tell"] == 0 and doc["steady"] == []
+        (first,) = doc["changes"]
+        assert (first["before"], first["after"], first["verdict"], first["source"]) == (
+            "v45", "v46", "worse", "step")
+        assert first["trend"] == links["trend"] and first["compare"] == links["compare"]
+        assert first["change_pct"] == change.change_pct
+
     # What `hoplab trend` says of the same series, figure for figure.
     assert main(["trend", "goodput", "--by", "version", "--filter", "experiment=nat",
                  "--filter", "test=nat-bulk", "--db", str(history), "--json"]) == 0

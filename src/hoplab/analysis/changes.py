@@ -266,6 +266,8 @@ class ChangeIndex:
             if old is not None and old.state == state:
                 return old
             top, count = old.state if old is not None else (0, 0)
+            # Cleared first: a pass that fails half way leaves the next to start over.
+            self._found = None
             if old is not None and state[0] >= top and \
                     store.count_ids(top + 1, state[0]) == state[1] - count:
                 self._add(store, top)

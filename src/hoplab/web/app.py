@@ -156,6 +156,7 @@ class Dashboard:
             (re.compile(r"/api/run/([0-9]+)/charts"), self.api_charts),
             (re.compile(r"/api/compare"), self.api_compare),
             (re.compile(r"/api/trend"), self.api_trend),
+            (re.compile(r"/api/changes"), self.api_changes),
             (re.compile(r"/static/plotly\.min\.js"), self.plotly),
             (re.compile(r"/favicon\.ico"), lambda query: Response(204, b"", "image/x-icon")),
         ]
@@ -203,6 +204,15 @@ class Dashboard:
         found = self.what_changed()
         return _html(pages.home_page(found, self.desc, self._changes.state(),
                                      self.store.annotations()))
+
+    def api_changes(self, query: dict[str, list[str]]) -> Response:
+        from hoplab.web.home import changes_json
+
+        found = self.what_changed()
+        if found is None or found.state != self._changes.state():
+            return Response(503, b'{"error":"still judging the store; try again"}',
+                            "application/json", {"Retry-After": "2"})
+        return _json(json_safe(changes_json(found, self.store.annotations())))
 
     def runs(self, query: dict[str, list[str]]) -> Response:
         filters = _filters(query)

@@ -167,3 +167,21 @@ def pending(found: WhatChanged | None, state: tuple[int, int]) -> str:
                 "reloads itself</p>")
     return (f'<p id="pending" class="note">as of run {found.state[0]}; the runs since (up '
             f"to run {top}) are being judged, and this page reloads itself</p>")
+
+
+def changes_json(found: WhatChanged, notes: Sequence[Annotation] = ()) -> dict[str, object]:
+    """/api/changes: what the home shows, JSON-ready (numbers not computed are None)."""
+    def one(c: Change) -> dict[str, object]:
+        return {"series": c.series.title, "filters": c.series.filters(), "by": c.series.by,
+                "order": c.series.order, "metric": c.metric, "source": c.source,
+                "before": c.before, "after": c.after, "median_before": c.median_before,
+                "median_after": c.median_after, "change_pct": c.change_pct,
+                "ci_pct": list(c.ci_pct), "p": c.p, "verdict": c.verdict,
+                "runs_before": list(c.runs_before), "runs_after": list(c.runs_after),
+                "trend": trend_link(c.series, c.metric, c.after), "compare": compare_link(c),
+                "bisect": bisect_line(c),
+                "annotations": [n.id for n in notes_of(c, notes)]}
+    return {"state": {"top": found.state[0], "runs": found.state[1]},
+            "series": found.series, "finished_runs": found.runs,
+            "cannot_tell": found.cannot_tell, "changes": [one(c) for c in found.changes],
+            "steady": [s.title for s in found.steady]}
