@@ -160,6 +160,26 @@ def test_a_regression_in_a_scheduled_series_is_on_top_at_the_next_load(
         change.change_pct, *change.ci_pct, change.p)
 
 
+def test_runs_that_name_no_invocation_are_a_series_by_start_time(tmp_path: Path) -> None:
+    # Imported runs, say: no experiment_id, no version; 20 at 100 Mbit/s, then 20 at 50.
+    path = tmp_path / "runs.db"
+    rng = np.random.default_rng(7)
+    with open_store(str(path)) as store:
+        for i in range(40):
+            level = 100e6 if i < 20 else 50e6
+            store.save_run(make_run(rep=1, started_at=1.7e9 + 600 * i,
+                                    goodput=float(rng.normal(level, level * 0.02))))
+        dash = Dashboard(store)
+        page = dash.handle("/").body.decode()
+        (row,) = _rows(page)
+        assert _cells(row)[0] == ["worse"]
+        trend = _links(row)["trend"]
+        assert parse_qs(urlsplit(trend).query)["by"] == ["started_at"]
+        # The trend it links to finds the same step, and marks it.
+        marked = dash.handle(trend).body.decode()
+        assert len(re.findall(r'<span id="step" class="step">', marked)) == 1
+
+
 def test_series_are_split_by_labels_and_short_ones_counted(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     with open_store(str(path)) as store:

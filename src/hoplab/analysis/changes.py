@@ -4,9 +4,9 @@ Every series the store holds: the finished runs of one experiment and test, one 
 and one set of labels (device=..., firmware=...), along the label that orders them:
 `version` (in natural order), else `commit` (in time order: the store knows no git
 history), else, for a series run again and again, each invocation of the experiment
-(`experiment_id`, in time order). For every headline figure of its test kind (the
-caller says which: kinds.HEADLINES), two questions, each answered by the one analysis
-that answers it elsewhere:
+(`experiment_id`, in time order; each run at its start time when it names none). For
+every headline figure of its test kind (the caller says which: kinds.HEADLINES), two
+questions, each answered by the one analysis that answers it elsewhere:
 
 - its latest change point: analysis/trend.py analyse with the default detector, on the
   same points `hoplab trend METRIC --by KEY` reads (series_trend's TrendPoint and
@@ -41,7 +41,8 @@ from hoplab.errors import UsageError
 from hoplab.store import Annotation, RunSummary, Store
 
 ORDER_LABELS = ("version", "commit")     # labels a series is ordered by, in this preference
-TIME = "experiment_id"                   # else: each invocation of the experiment, by time
+TIME = ("experiment_id", "started_at")   # else by time: each invocation of the experiment,
+                                         # or each run when it names none (imported)
 ALPHA = 0.05
 
 
@@ -50,14 +51,15 @@ class Series:
     experiment: str
     test: str
     kind: str
-    by: str                                  # version, commit or experiment_id
+    by: str                                  # version, commit, experiment_id, started_at
     variant: tuple[tuple[str, str], ...]     # every variant key, as text
     labels: tuple[tuple[str, str], ...]      # every label but `by`
 
     @property
     def order(self) -> str:
-        """How `hoplab trend --order` orders it: natural for versions, else time."""
-        return "natural" if self.by == "version" else "time"
+        """How `hoplab trend --order` orders it: natural for versions and start times
+        (numbers), else time."""
+        return "natural" if self.by in ("version", "started_at") else "time"
 
     @property
     def title(self) -> str:
@@ -114,22 +116,24 @@ def _text(value: object) -> str:
 
 
 def series_of(run: RunSummary) -> Series:
-    by = next((k for k in ORDER_LABELS if k in run.labels), TIME)
+    by = next((k for k in ORDER_LABELS if k in run.labels),
+              TIME[0] if run.experiment_id else TIME[1])
     return Series(experiment=run.experiment, test=run.test, kind=run.kind, by=by,
                   variant=tuple(sorted((k, _text(v)) for k, v in run.variant.items())),
                   labels=tuple(sorted((k, str(v)) for k, v in run.labels.items() if k != by)))
 
 
-def _x(run: RunSummary, by: str) -> str:
-    if by == TIME:
-        return run.experiment_id or f"run {run.id}"
+def _x(run: RunSummary, by: str) -> str | float:
+    """The run's value of `by`, as series_trend reads it for `hoplab trend --by`."""
+    if by in TIME:
+        return run.started_at if by == "started_at" else str(run.experiment_id)
     return str(run.labels[by])
 
 
 def points(series: Series, runs: Sequence[RunSummary], metric: str) -> list[TrendPoint]:
     """The series' points of `metric`, as series_trend.trend_points makes them: each value
     of `by` with every run that has a finite figure, in the series' order."""
-    grouped: dict[str, list[RunSummary]] = {}
+    grouped: dict[str | float, list[RunSummary]] = {}
     for r in runs:
         value = r.metrics.get(metric)
         if value is not None and math.isfinite(value):

@@ -43,7 +43,7 @@ def bisect_line(change: Change) -> str | None:
     """The `hoplab bisect run` that would find the commit of this change; None for a
     series ordered by time, which names no revisions."""
     series = change.series
-    if series.by == TIME:
+    if series.by in TIME:
         return None
     words = ["sudo", "hoplab", "bisect", "run", change.experiment_file or "EXPERIMENT.toml",
              "--repo", "REPO", "--good", shown(change.before, series.by),
