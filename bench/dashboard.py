@@ -7,12 +7,12 @@ For each server, started as a process over a store of N runs (bench/store_scale.
 fills it; default 100,000):
 
   requests/s   (and the server process's CPU per request, steadier on a shared machine)
-               the run list (/, 200 runs with their figures) and a small JSON answer
+               the run list (/runs, 200 runs with their figures) and a small JSON answer
                (/api/runs?limit=1), --clients at once for --seconds, in --rounds turns, a new
                connection per request (the stdlib server speaks HTTP/1.0)
   memory       the server's RSS when idle after one request, and its peak (VmHWM)
   slow clients 50 connections each sending a request head one header line every 8 s;
-               meanwhile a plain GET / every second: its status and time, and how long
+               meanwhile a plain GET /runs every second: its status and time, and how long
                the server keeps the slow connections (target: 200 within 1 s, memory
                under 300 MB)
 
@@ -116,7 +116,7 @@ class Slow:
 
 
 async def slow_clients(port: int, pid: int) -> Slow:
-    """SLOW_CLIENTS connections trickling a request head; a probe GET / each second."""
+    """SLOW_CLIENTS connections trickling a request head; a probe GET /runs each second."""
     out = Slow()
     t0 = time.monotonic()
 
@@ -142,7 +142,7 @@ async def slow_clients(port: int, pid: int) -> Slow:
     async def probe() -> None:
         await asyncio.sleep(1.0)            # every slow client has connected and begun
         while time.monotonic() - t0 < SLOW_FOR_S - 2:
-            status, took = await get(port, "/", timeout=SLOW_FOR_S)
+            status, took = await get(port, "/runs", timeout=SLOW_FOR_S)
             out.probes.append((time.monotonic() - t0, status, took))
             out.peak_rss_kb = max(out.peak_rss_kb, status_kb(pid, "VmRSS"))
             out.peak_threads = max(out.peak_threads, status_kb(pid, "Threads"))
@@ -159,7 +159,7 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-PATHS = (("run list (/)", "/"), ("/api/runs?limit=1", "/api/runs?limit=1"))
+PATHS = (("run list (/runs)", "/runs"), ("/api/runs?limit=1", "/api/runs?limit=1"))
 
 
 def throughput(servers: dict[str, tuple[int, subprocess.Popen[bytes]]], clients: int,
@@ -193,10 +193,10 @@ def slow_row(proc: subprocess.Popen[bytes], port: int) -> dict[str, str]:
     bad = Counter(status for _, status, _ in slow.probes if status != 200)
     worst = max(slow.probes, key=lambda p: p[2]) if slow.probes else None
     return {
-        "slow: GET / answered 200": f"{len(ok)} of {len(slow.probes)}" + (
+        "slow: GET /runs answered 200": f"{len(ok)} of {len(slow.probes)}" + (
             f" ({dict(bad)})" if bad else ""),
-        "slow: GET / median, s": f"{statistics.median(ok):.3f}" if ok else "-",
-        "slow: GET / worst, s (at)": f"{worst[2]:.3f} ({worst[0]:.0f} s)" if worst else "-",
+        "slow: GET /runs median, s": f"{statistics.median(ok):.3f}" if ok else "-",
+        "slow: GET /runs worst, s (at)": f"{worst[2]:.3f} ({worst[0]:.0f} s)" if worst else "-",
         "slow: RSS peak, MB": f"{slow.peak_rss_kb / 1024:.0f}",
         "slow: threads peak": str(slow.peak_threads),
         "slow: connections held, s (median)": f"{statistics.median(slow.dropped_after):.1f}",
@@ -219,7 +219,7 @@ def main() -> int:
         print(f"store: {args.runs:,} runs filled in {took:.0f} s", flush=True)
         servers = {name: stack.enter_context(started(SERVERS[name], db)) for name in names}
         for name, (port, proc) in servers.items():
-            asyncio.run(get(port, "/"))     # the store opened, the page's imports loaded
+            asyncio.run(get(port, "/runs"))  # the store opened, the page's imports loaded
             results[name]["RSS after one request, MB"] = (
                 f"{status_kb(proc.pid, 'VmRSS') / 1024:.0f}")
         for name, row in throughput(servers, args.clients, args.seconds,

@@ -158,10 +158,11 @@ def test_list_runs_by_id_and_limit(store: Store) -> None:
     assert [r.id for r in store.list_runs(offset=1, limit=2)] == [ids["b"], ids["c"]]
     assert [r.id for r in store.list_runs({"hops": "2"}, offset=1, limit=1)] == [ids["c"]]
     assert [r.id for r in store.list_runs({"hops": "2"}, offset=2)] == [ids["d"]]
-    # An id is a whole number a run can have (hoplab.numbers): anything else is refused,
-    # never silently matched against nothing.
-    for bad in ("99999999999999999999", "not a number", "²"):
-        with pytest.raises(UsageError, match="filter id"):
+    # An id past any run's (64 bits) or that is no number is refused, naming it
+    # (hoplab.numbers: docs/report-and-dashboard.md, "odd values").
+    for bad, said in (("99999999999999999999", "at most 9223372036854775807"),
+                      ("not a number", "expected a whole number")):
+        with pytest.raises(UsageError, match=f"filter id '{bad}': {said}"):
             store.list_runs({"id": bad})
     with pytest.raises(UsageError, match="offset"):
         store.list_runs(offset=-1)

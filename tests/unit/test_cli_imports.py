@@ -47,8 +47,8 @@ PACKAGES = ("hoplab.store", "hoplab.analysis", "hoplab.web", "hoplab.run", "hopl
             "hoplab.profile", "hoplab.importers")
 NOTHING_HEAVY = LIBRARIES + PACKAGES
 COMMANDS = ["doctor", "check", "lab", "run", "runs", "show", "compare", "report", "serve",
-            "flamegraph", "profile", "fold", "clean", "plot", "trend", "import", "export",
-            "migrate", "bisect"]
+            "flamegraph", "profile", "fold", "clean", "plot", "trend", "annotate", "import",
+            "export", "migrate", "bisect"]
 
 
 def imported(argv: list[str], run_dir: Path, tmp_path: Path) -> tuple[int, str, set[str]]:

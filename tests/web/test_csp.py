@@ -36,7 +36,7 @@ def fetch(url: str, method: str = "GET", host: str | None = None
 
 def test_every_answer_has_one(served: Served) -> None:
     rid = served.ids["qos=on"][0]
-    pages = ["/", f"/run/{rid}", "/compare?a=qos%3Doff&b=qos%3Don",
+    pages = ["/", "/runs", f"/run/{rid}", "/compare?a=qos%3Doff&b=qos%3Don",
              "/trend?metric=goodput&by=qos", "/nowhere", "/run/99999"]
     nonces = set()
     for path in pages:

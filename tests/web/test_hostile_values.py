@@ -22,11 +22,11 @@ HOSTILE = [
     "/run/9223372036854775808", "/api/run/9223372036854775808",
     "/api/run/9223372036854775808/charts", "/run/9223372036854775808/flamegraph.svg",
     f"/run/{BIG}", f"/api/run/{BIG}", f"/api/run/{BIG}/charts",
-    "/?page=%C2%B2", "/?page=" + BIG, "/api/runs?limit=%C2%B2", "/api/runs?offset=" + BIG,
-    "/?id=%C2%B2", "/api/runs?id=" + BIG, "/?q=id%3D%C2%B2",
-    "/?" + MANY, "/api/runs?" + MANY, "/trend?metric=goodput&" + MANY,
+    "/runs?page=%C2%B2", "/runs?page=" + BIG, "/api/runs?limit=%C2%B2", "/api/runs?offset=" + BIG,
+    "/runs?id=%C2%B2", "/api/runs?id=" + BIG, "/runs?q=id%3D%C2%B2",
+    "/runs?" + MANY, "/api/runs?" + MANY, "/trend?metric=goodput&" + MANY,
     "/api/trend?metric=goodput&" + MANY,
-    "/?q=" + "+".join(f"k{i}%3Dv" for i in range(1000)),
+    "/runs?q=" + "+".join(f"k{i}%3Dv" for i in range(1000)),
     f"/compare?a={BIG}&b=1", f"/api/compare?a=1-{BIG}&b=2", "/api/compare?a=%C2%B2&b=1",
 ]
 

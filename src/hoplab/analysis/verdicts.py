@@ -18,6 +18,8 @@ trend; bisect).
   the two differ beyond the noise, not which is better.
 
 A verdict is stored and written to JSON as its name here; word() is how text shows it.
+rank() is the one order of changes every list of them uses (compare's headline, the
+report's first screen, the dashboard's "what changed").
 """
 
 from __future__ import annotations
@@ -50,3 +52,15 @@ def shows_same(ci: tuple[float, float], margin: float) -> bool:
     computed (NaN) shows nothing."""
     lo, hi = ci
     return not (math.isnan(lo) or math.isnan(hi)) and -margin < lo and hi < margin
+
+
+# A list of changes reads worst first: regressions, then improvements, then the rest.
+_ORDER = {WORSE: 0, BETTER: 1, UNCLEAR: 2, SAME: 3, NOT_ENOUGH: 4, NA: 5}
+
+
+def rank(verdict: str, change_pct: float) -> tuple[int, float]:
+    """Where a change stands in a list of changes (sort by it): worse before better
+    before the others, each by the size of its change, the largest first; a change that
+    could not be computed (NaN) after those that could."""
+    size = abs(change_pct)
+    return _ORDER.get(verdict, len(_ORDER)), -size if math.isfinite(size) else math.inf

@@ -41,7 +41,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "(default 2); otherwise no clear difference")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default=None,
+                   help="text (the default: the headline, then a table per group), "
+                        "markdown (the same as GitHub-flavoured markdown, for a pull request "
+                        "or a chat) or json")
+    p.add_argument("--json", action="store_true", help="the same as --format json")
+    p.add_argument("--fail-on", metavar="VERDICT", default=None,
+                   help="exit 3 when any row has this verdict (worse; several as "
+                        "worse,unclear), after printing: a CI gate. 1 and 2 stay errors")
     p.set_defaults(func=run_compare)
 
 
@@ -52,6 +59,8 @@ def run_compare(args: argparse.Namespace) -> int:
         raise UsageError(f"--margin must be 0 or more (a percentage), not {args.margin}")
     if args.resamples < 100:
         raise UsageError(f"--resamples {args.resamples}: a CI needs at least 100")
+    fmt = _format(args)
+    fail_on = _fail_on(args.fail_on)
     # Imported here, not at the top: numpy, scipy and SQLAlchemy take a second to import,
     # which `hoplab compare --help` should not pay.
     from hoplab import kinds
@@ -71,19 +80,53 @@ def run_compare(args: argparse.Namespace) -> int:
                             per_flow=True if args.per_flow else kinds.per_flow,
                             seed=args.seed, resamples=args.resamples, alpha=args.alpha,
                             margin_pct=args.margin)
-    if args.json:
+    if fmt == "json":
         json.dump(_as_json(args, desc, ids_a, ids_b, result), sys.stdout, indent=2)
         sys.stdout.write("\n")
+    elif fmt == "markdown":
+        from hoplab.render.compare_markdown import comparison_markdown
+
+        sys.stdout.write(comparison_markdown(result, a=args.a, b=args.b, ids_a=ids_a,
+                                             ids_b=ids_b, store=desc,
+                                             explicit=bool(args.metrics)))
     else:
         _print(args, desc, ids_a, ids_b, result)
-    return 0
+    failed = any(m.verdict in fail_on for g in result.groups for m in g.metrics)
+    return FAILED if failed else 0
+
+
+FAILED = 3                  # --fail-on: a verdict asked to fail on was found
+
+
+def _format(args: argparse.Namespace) -> str:
+    if args.json and args.format not in (None, "json"):
+        raise UsageError(f"--json and --format {args.format}: give one")
+    return "json" if args.json else args.format or "text"
+
+
+def _fail_on(text: str | None) -> set[str]:
+    """The verdicts --fail-on names (worse, better, same, unclear or "no clear
+    difference", "not enough data", n/a), comma-separated."""
+    from hoplab.analysis.verdicts import VERDICTS, word
+
+    if text is None:
+        return set()
+    known = {v: v for v in VERDICTS} | {word(v): v for v in VERDICTS}
+    out = set()
+    for item in (x.strip() for x in text.split(",")):
+        if item not in known:
+            raise UsageError(f"--fail-on {item!r}: not a verdict; use one of "
+                             f"{', '.join(VERDICTS)} (comma-separated for several)")
+        out.add(known[item])
+    return out
 
 
 def _as_json(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[int],
              result: Comparison) -> dict[str, Any]:
     return {"store": desc, "a": {"spec": args.a, "runs": ids_a},
             "b": {"spec": args.b, "runs": ids_b}, "alpha": args.alpha, "seed": args.seed,
-            "resamples": args.resamples, **view.to_json(result, bool(args.metrics))}
+            "resamples": args.resamples, "headline": view.headline(result, args.a, args.b),
+            **view.to_json(result, bool(args.metrics))}
 
 
 def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[int],
@@ -97,6 +140,8 @@ def _print(args: argparse.Namespace, desc: str, ids_a: list[int], ids_b: list[in
     # shown as they are, never read as rich markup.
     console = make_console()
     level = f"{100 * (1 - args.alpha):g} % CI"
+    console.print(view.headline(result, args.a, args.b), markup=False, highlight=False,
+                  soft_wrap=True)
     console.print(f"[bold]A[/] {escape(args.a)}: {view.runs(ids_a)}\n"
                   f"[bold]B[/] {escape(args.b)}: {view.runs(ids_b)}"
                   f"\nin {escape(desc)}; verdict at alpha {args.alpha:g}, same within "

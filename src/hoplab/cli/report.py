@@ -45,7 +45,8 @@ def run_report(args: argparse.Namespace) -> int:
                 rec.raw = [RawOutput(FOLDED, store.raw_output(i, FOLDED))]
             runs.append(rec)
         desc = store.describe()
-    text = build_report(runs, desc)
+        notes = store.annotations()         # drawn on the trend charts they fall on
+    text = build_report(runs, desc, notes=notes)
     tmp = f"{args.output}.tmp{os.getpid()}"
     try:
         with open(tmp, "w", encoding="utf-8") as f:

@@ -126,6 +126,59 @@ def summary(result: Comparison) -> str:
             f"{n['unclear']} {word(UNCLEAR)}, {n['without']} without a verdict")
 
 
+def interval(low: float, high: float) -> str:
+    """An interval of a change in %, as headlines write it: "[-49.6, -48.3]"; "" when it
+    could not be computed."""
+    if math.isnan(low) or math.isnan(high):
+        return ""
+    return f"[{round(low, 1) + 0.0:+.1f}, {round(high, 1) + 0.0:+.1f}]"
+
+
+def biggest(result: Comparison) -> list[tuple[GroupComparison, MetricComparison]]:
+    """Every row of every group, in the one order of changes (analysis/verdicts.py rank):
+    the largest regression first, then the improvements, then the rest."""
+    from hoplab.analysis.verdicts import rank
+
+    rows = [(g, m) for g in result.groups for m in g.metrics]
+    return sorted(rows, key=lambda gm: rank(gm[1].verdict, gm[1].change_pct))
+
+
+def change_text(g: GroupComparison | None, m: MetricComparison) -> str:
+    """One change as a sentence's part: "goodput -49.0 % [-49.6, -48.3] worse", with its
+    group's title when `g` is given ("goodput (wan / bulk) ...")."""
+    where = f" ({g.title})" if g is not None else ""
+    ci_text = interval(m.ci_low_pct, m.ci_high_pct)
+    return (f"{row_name(m)}{where} {pct(m.change_pct)}{' ' + ci_text if ci_text else ''} "
+            f"{verdict(m)}")
+
+
+def headline(result: Comparison, a: str = "A", b: str = "B") -> str:
+    """The answer in one line, first in every view of a comparison (compare's text and
+    markdown, the report, the dashboard): "B against A: goodput -49.0 % [-49.6, -48.3]
+    worse; 3 more worse, 2 better, 20 with no clear difference". The change it leads
+    with is the largest regression, else the largest improvement; the counts are of
+    every row of every group."""
+    from hoplab.analysis.verdicts import BETTER, SAME, UNCLEAR, WORSE, word
+
+    rows = biggest(result)
+    n = counts(result)
+    lead = rows[0] if rows and rows[0][1].verdict in (WORSE, BETTER) else None
+    parts = []
+    for name, key in ((WORSE, "worse"), (BETTER, "better"), (SAME, "same"),
+                      (f"with {word(UNCLEAR)}", "unclear"), ("without a verdict", "without")):
+        left = n[key] - (1 if lead is not None and lead[1].verdict == key else 0)
+        if left:
+            more = "more " if lead is not None and lead[1].verdict == key else ""
+            parts.append(f"{left} {more}{name}")
+    counted = ", ".join(parts)
+    if lead is None:
+        return f"{b} against {a}: nothing better or worse" + (f"; {counted}" if counted
+                                                             else "")
+    g, m = lead
+    said = change_text(g if len(result.groups) > 1 else None, m)
+    return f"{b} against {a}: {said}" + (f"; {counted}" if counted else "")
+
+
 def legend(result: Comparison) -> str:
     """What the verdicts mean, under a comparison."""
     level = f"{100 * (1 - result.alpha):g} %"

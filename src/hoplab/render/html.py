@@ -25,7 +25,8 @@ body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:
 color:#222}
 h1{font-size:22px}h2{font-size:18px;margin-top:2em;border-bottom:1px solid #ddd}
 h3{font-size:15px}
-table{border-collapse:collapse;margin:.5em 0 1em}
+table{border-collapse:collapse;margin:.5em 0 1em;display:block;max-width:100%;
+overflow-x:auto}
 th,td{padding:3px 9px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.kv th{font-weight:600;padding-right:18px}
@@ -34,7 +35,13 @@ table.kv th{font-weight:600;padding-right:18px}
 figcaption,.note{color:#666;font-size:12px}
 nav a{margin-right:14px}pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:480px}
 details{margin:.5em 0}.chart{min-height:200px}
-form input[type=text]{width:22em}
+form input[type=text]{width:22em;max-width:100%}
+.wide{overflow-x:auto;max-width:100%}.answer{font-size:16px;font-weight:600}
+.step{background:#fff3c4;font-weight:600}.annotation{color:#7a5cc0;font-size:12px}
+@media (max-width:700px){table.cards thead{display:none}table.cards tr{display:block;
+border-bottom:1px solid #ddd;padding:4px 0}table.cards td{display:inline-block;border:0;
+padding:1px 6px 1px 0;text-align:left}}code.cmd{display:block;white-space:pre-wrap;
+overflow-wrap:anywhere;background:#f6f6f6;padding:4px;font-size:12px}
 """
 
 # Charts are drawn as they come near the screen (IntersectionObserver), not all at load:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from hoplab import __version__, kinds
 from hoplab.analysis.groups import Comparison, compare_groups, split_sides
+from hoplab.analysis.trend import Trend, shown
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 from hoplab.render import charts
@@ -34,7 +35,7 @@ from hoplab.render.profile_html import (
     profile_section,
 )
 from hoplab.render.units import pairs
-from hoplab.store import RunSummary
+from hoplab.store import Annotation, RunSummary
 
 
 def summary_of(rec: RunRecord) -> RunSummary:
@@ -78,47 +79,57 @@ def run_section(rec: RunRecord, budget: int, cdf: bool) -> str:
 
 
 def build_report(runs: Sequence[RunRecord], store: str,
-                 budget: int = DEFAULT_POINTS) -> str:
-    """The report of `runs` (with their series) as one HTML document."""
+                 budget: int = DEFAULT_POINTS, notes: Sequence[Annotation] = ()) -> str:
+    """The report of `runs` (with their series) as one HTML document: the answer first
+    (render/answer.py), then the details and charts, each run, and the runs table last;
+    `notes`: the store's annotations, drawn on the trend charts they fall on."""
+    from hoplab.analysis.trend import trends_of_runs
+    from hoplab.render.answer import answer_html
+
     if not runs:
         raise UsageError("no runs to report")
     title = (f"hoplab run {runs[0].id}" if len(runs) == 1
              else f"hoplab report: {len(runs)} runs")
-    body: list[str] = [f"<h1>{esc(title)}</h1>",
-                       f'<p class="note">from {esc(store)}, made {esc(_now())} by hoplab '
-                       f"{esc(__version__)}. Charts with more points than a screen has pixels "
-                       "are thinned (each bucket's lowest and highest point kept; the legend "
-                       "and caption say so); the tables hold the exact figures.</p>"]
+    body: list[str] = [f"<h1>{esc(title)}</h1>"]
+    made = (f'<p class="note">from {esc(store)}, made {esc(_now())} by hoplab '
+            f"{esc(__version__)}. Charts with more points than a screen has pixels are "
+            "thinned (each bucket's lowest and highest point kept; the legend and caption "
+            "say so); the tables hold the exact figures.</p>")
     if len(runs) > 1:
-        body += ["<h2>Runs</h2>", headline_table([summary_of(r) for r in runs], "#run-%d")]
         found, why = comparison(runs)
+        trends = trends_of_runs(runs)
+        body += [answer_html(found, why, trends, len(runs)), made]
         if found is not None:
             body += ["<h2>Comparison</h2>", comparison_html(found, link="#run-%d")]
-        else:
-            body.append(f'<p class="note">{esc(why)}</p>')
-        body += trend_sections(runs)
+        body += trend_sections(trends, notes)
+    else:
+        body.append(made)
     cdf = charts.latency_cdf(runs)
     if cdf is not None and len(runs) > 1:
         body += ["<h2>Latency across runs</h2>", chart(cdf)]
     body += [run_section(rec, budget, cdf=len(runs) == 1) for rec in runs]
+    if len(runs) > 1:
+        body += ['<h2 id="runs">Runs</h2>',
+                 headline_table([summary_of(r) for r in runs], "#run-%d")]
     return page(title, "".join(body), standalone_scripts())
 
 
-def trend_sections(runs: Sequence[RunRecord]) -> list[str]:
+def trend_sections(found: Sequence[Trend], notes: Sequence[Annotation] = ()) -> list[str]:
     """When the runs are a series (many versions), each metric's change points as
     `hoplab trend` finds them (analysis/trend.py trends_of_runs): a chart with the steps
     marked and their table for metrics that changed, one line naming those that did not."""
-    from hoplab.analysis.trend import trends_of_runs
-    from hoplab.render.trend_html import change_points_html, trend_chart
+    from hoplab.render.trend_html import change_points_html, note_places, notes_html, trend_chart
 
-    found = trends_of_runs(runs)
     if not found:
         return []
     out = [f"<h2>Change points by {esc(found[0].by)}</h2>"]
     for i, t in enumerate(found):
         if t.changes:
+            places = note_places([shown(p.value, t.by) for p in t.points],
+                                 [p.started_at for p in t.points], t.by, notes)
             out += [f"<h3>{esc(t.title)}: {esc(t.metric)}</h3>",
-                    chart(trend_chart(t, f"trend-{i}")), change_points_html(t)]
+                    chart(trend_chart(t, f"trend-{i}", notes)), notes_html(places),
+                    change_points_html(t)]
     steady = [f"{t.title}: {t.metric}" for t in found if not t.changes]
     if steady:
         out.append(f'<p class="note">no change point in {esc(", ".join(steady))}</p>')

@@ -12,6 +12,8 @@ Version history:
      index runs(experiment, test)
   3  run_labels(run_id, key, value): each label and variant value as text, indexed
      by (key, value), filled from the runs' labels and variant
+  4  annotations(id, key, value, at, text, created_at): what `hoplab annotate` says
+     happened, on a label value or at a time
 """
 
 from __future__ import annotations
@@ -94,8 +96,15 @@ def _v2_to_v3(conn: sa.Connection) -> None:
         conn.execute(table.insert(), batch)
 
 
+def _v3_to_v4(conn: sa.Connection) -> None:
+    table = build(4).annotations
+    assert table is not None
+    table.create(conn)
+
+
 # MIGRATIONS[n] takes a store from version n to n + 1.
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3,
+                                                          3: _v3_to_v4}
 
 
 def _too_new(version: int) -> UsageError:

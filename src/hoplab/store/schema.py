@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 # Raise with a new step in migrations.MIGRATIONS whenever the tables change.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Columns of `runs` that list_runs filters on in SQL; other keys are labels or variants.
 FILTER_COLUMNS = ("id", "experiment", "experiment_id", "test", "kind", "status")
@@ -28,6 +28,7 @@ class Tables:
     raw_outputs: sa.Table
     schema_version: sa.Table
     run_labels: sa.Table | None = None     # from version 3
+    annotations: sa.Table | None = None    # from version 4
 
 
 def _run_fk() -> sa.Column[int]:
@@ -56,7 +57,7 @@ def _stored_as_is(table: sa.Table, conn: sa.Connection, **_kw: Any) -> None:
 
 
 def _runs(md: sa.MetaData, version: int) -> sa.Table:
-    run_columns: list[sa.Column[Any]] = [
+    columns: list[sa.Column[Any]] = [
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("experiment", sa.String, nullable=False),
         sa.Column("experiment_id", sa.String, index=True),
@@ -76,15 +77,15 @@ def _runs(md: sa.MetaData, version: int) -> sa.Table:
         sa.Column("metadata", sa.JSON, nullable=False),
     ]
     if version >= 2:
-        run_columns.append(sa.Column("hoplab_version", sa.String))
-    runs = sa.Table("runs", md, *run_columns)
+        columns.append(sa.Column("hoplab_version", sa.String))
+    runs = sa.Table("runs", md, *columns)
     if version >= 2:
         sa.Index("ix_runs_experiment_test", runs.c.experiment, runs.c.test)
     return runs
 
 
 def _children(md: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
-    """metrics, series and raw_outputs: the same at every version."""
+    """metrics, series and raw_outputs: the parts of a run, unchanged since version 1."""
     # The (run_id, seq) primary keys also serve as the run_id indexes.
     metrics = sa.Table(
         "metrics", md, _run_fk(), _seq(),
@@ -124,14 +125,27 @@ def _run_labels(md: sa.MetaData) -> sa.Table:
     # a value that has two: True as "True" and "true"), so a filter on a label is an
     # index lookup. In the runs row they are JSON, which neither backend indexes
     # alike; scanning them took 2.8 s of 100,000 runs (bench/store_scale.py).
-    run_labels = sa.Table(
+    table = sa.Table(
         "run_labels", md, _run_fk(),
         sa.Column("key", sa.String, primary_key=True),
         sa.Column("value", sa.String, primary_key=True),
     )
-    sa.Index("ix_run_labels_key_value", run_labels.c.key, run_labels.c.value,
-             run_labels.c.run_id)
-    return run_labels
+    sa.Index("ix_run_labels_key_value", table.c.key, table.c.value, table.c.run_id)
+    return table
+
+
+def _annotations(md: sa.MetaData) -> sa.Table:
+    # What happened to the lab, said by its users (`hoplab annotate`): on a label value
+    # (version=v45: key and value) or at a time (at, Unix seconds); never both.
+    return sa.Table(
+        "annotations", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("key", sa.String),
+        sa.Column("value", sa.String),
+        sa.Column("at", sa.Double),
+        sa.Column("text", sa.Text, nullable=False),
+        sa.Column("created_at", sa.Double, nullable=False),
+    )
 
 
 def build(version: int = SCHEMA_VERSION) -> Tables:
@@ -147,8 +161,9 @@ def build(version: int = SCHEMA_VERSION) -> Tables:
         sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
         sa.Column("applied_at", sa.Double, nullable=False),
     )
-    run_labels = _run_labels(md) if version >= 3 else None
-    return Tables(md, runs, metrics, series, raw_outputs, schema_version, run_labels)
+    return Tables(md, runs, metrics, series, raw_outputs, schema_version,
+                  _run_labels(md) if version >= 3 else None,
+                  _annotations(md) if version >= 4 else None)
 
 
 TABLES = build()

@@ -11,6 +11,7 @@ import gzip
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from hoplab import numbers
+from hoplab.analysis.changes import ChangeIndex, WhatChanged
 from hoplab.analysis.trend import Trend
 from hoplab.errors import HoplabError, UsageError
 from hoplab.jsonsafe import json_safe
@@ -28,7 +30,7 @@ from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
 
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
-_RESERVED = {"q", "metric", "by", "page", "limit", "offset"}
+_RESERVED = {"q", "metric", "by", "order", "step", "page", "limit", "offset"}
 # Rows a page or a JSON answer holds at most, so that one request's time and memory do
 # not grow with the store; more are a further page (?page=2, ?offset=N).
 PAGE_ROWS = 200
@@ -36,6 +38,8 @@ API_ROWS = 1000
 FACET_RUNS = 2000           # the newest runs, whose labels and variants offer filter links
 TREND_RUNS = 5000
 REQUEST_BUDGET_S = 10.0     # of store reads per request (store/budget.py)
+CHANGES_WAIT_S = 5.0        # the home waits this long for what changed, then shows the
+                            # last answer (or says it is being worked out)
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
 # bounded whatever the store holds (the CLI has none; it is not open to web pages).
 MAX_SIDE_RUNS = 1000
@@ -74,6 +78,68 @@ def _number(query: dict[str, list[str]], name: str, default: int, least: int) ->
     return numbers.whole(text, name, least=least, most=_MOST) if text else default
 
 
+class _Refresher:
+    """analysis/changes.py's ChangeIndex of the store, brought up to date in a thread of
+    its own: outside any request's time budget, so that judging a large store for the
+    first time (seconds for 100,000 runs) is never cut short and started over, and a
+    request waits for it a bounded time, then shows the last answer with a note."""
+
+    def __init__(self, store: Store) -> None:
+        from hoplab.kinds import HEADLINES
+
+        self.store = store
+        self.index = ChangeIndex(HEADLINES)
+        self.latest: WhatChanged | None = None
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._asked = (0, 0)            # the store state the last request saw
+
+    def start(self) -> threading.Event:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._done = threading.Event()
+                # A daemon: stopping the server does not wait for a long first pass.
+                self._thread = threading.Thread(target=self._run, args=(self._done,),
+                                                name="what-changed", daemon=True)
+                self._thread.start()
+            return self._done
+
+    def _run(self, done: threading.Event) -> None:
+        try:
+            self.latest, self.error = self.index.refresh(self.store), None
+        except Exception as exc:        # said by the next request, which tries again
+            self.error = exc
+        finally:
+            done.set()
+
+    def get(self, wait: float) -> WhatChanged | None:
+        self._asked = asked = self.store.state()
+        deadline = time.monotonic() + wait
+        # A pass started for an older state may be under way: then one more.
+        while (self.latest is None or self.latest.state != asked) and \
+                (left := deadline - time.monotonic()) > 0:
+            before = self.latest
+            self.start().wait(left)
+            if self.error is not None and self.latest is before:
+                raise HoplabError(f"cannot find what changed: {self.error}")
+        return self.latest
+
+    def state(self) -> tuple[int, int]:
+        """The store's state at the last request (what the page says it is behind)."""
+        return self._asked
+
+
+def _order(query: dict[str, list[str]]) -> str:
+    """A trend's order: natural (v1.9 before v1.10, the default) or time (each value by
+    its first run), as `hoplab trend --order` takes them."""
+    order = (query.get("order") or ["natural"])[-1].strip() or "natural"
+    if order not in ("natural", "time"):
+        raise UsageError(f"order {order!r}: use natural or time")
+    return order
+
+
 class Dashboard:
     """Routes a GET to a page or a JSON document. Safe to call from many threads."""
 
@@ -82,8 +148,10 @@ class Dashboard:
         self.desc = store.describe()
         self._charts: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.Lock()
+        self._changes = _Refresher(store)
         self._routes: list[tuple[re.Pattern[str], Callable[..., Response]]] = [
-            (re.compile(r"/"), self.runs), (re.compile(r"/run/([0-9]+)"), self.run),
+            (re.compile(r"/"), self.home), (re.compile(r"/runs"), self.runs),
+            (re.compile(r"/run/([0-9]+)"), self.run),
             (re.compile(r"/run/([0-9]+)/flamegraph\.svg"), self.flame),
             (re.compile(r"/compare"), self.compare), (re.compile(r"/trend"), self.trend),
             (re.compile(r"/api/runs"), self.api_runs),
@@ -91,6 +159,7 @@ class Dashboard:
             (re.compile(r"/api/run/([0-9]+)/charts"), self.api_charts),
             (re.compile(r"/api/compare"), self.api_compare),
             (re.compile(r"/api/trend"), self.api_trend),
+            (re.compile(r"/api/changes"), self.api_changes),
             (re.compile(r"/static/plotly\.min\.js"), self.plotly),
             (re.compile(r"/favicon\.ico"), lambda query: Response(204, b"", "image/x-icon")),
         ]
@@ -119,6 +188,34 @@ class Dashboard:
         if api:
             return _json({"error": message}, status)
         return _html(pages.error_page(status, message, self.desc), status)
+
+    def what_changed(self, wait: float = CHANGES_WAIT_S) -> WhatChanged | None:
+        """The store's changes as of now (see _Refresher), waiting at most `wait` seconds
+        for them; else the last ones found (None before the first)."""
+        return self._changes.get(wait)
+
+    def warm(self) -> None:
+        """Start finding what changed now, before the first request asks (hoplab serve)."""
+        self._changes.start()
+
+    def home(self, query: dict[str, list[str]]) -> Response:
+        if query:
+            # The runs list was the home until issue 21: its old links (/?hops=2,
+            # /?page=3) keep working.
+            return Response(301, b"", headers={"Location": "/runs?" + urlencode(
+                [(k, v) for k, vs in query.items() for v in vs])})
+        found = self.what_changed()
+        return _html(pages.home_page(found, self.desc, self._changes.state(),
+                                     self.store.annotations()))
+
+    def api_changes(self, query: dict[str, list[str]]) -> Response:
+        from hoplab.web.home import changes_json
+
+        found = self.what_changed()
+        if found is None or found.state != self._changes.state():
+            return Response(503, b'{"error":"still judging the store; try again"}',
+                            "application/json", {"Retry-After": "2"})
+        return _json(json_safe(changes_json(found, self.store.annotations())))
 
     def runs(self, query: dict[str, list[str]]) -> Response:
         filters = _filters(query)
@@ -198,7 +295,8 @@ class Dashboard:
         filters = _filters(query)
         if not metric:
             return metric, by, filters, None, None
-        found = trend_points(self.store, metric, filters, by, limit=TREND_RUNS)
+        found = trend_points(self.store, metric, filters, by, order=_order(query),
+                             limit=TREND_RUNS)
         if not found and filters:
             self._check(filters)
         # The change points are those `hoplab trend` finds (analysis/trend.py decides).
@@ -210,7 +308,10 @@ class Dashboard:
             metric, by, filters, points, found = self._trend(query)
         except UsageError as exc:
             return _html(pages.trend_page("", "started_at", {}, self.desc, error=str(exc)), 400)
-        return _html(pages.trend_page(metric, by, filters, self.desc, points, found=found))
+        step = (query.get("step") or [""])[-1].strip() or None
+        return _html(pages.trend_page(metric, by, filters, self.desc, points, found=found,
+                                      order=_order(query), step=step,
+                                      notes=self.store.annotations()))
 
     def api_trend(self, query: dict[str, list[str]]) -> Response:
         from hoplab.analysis.trend import to_json
@@ -218,7 +319,8 @@ class Dashboard:
         metric, by, filters, points, found = self._trend(query)
         if points is None:
             raise UsageError("give a metric: /api/trend?metric=goodput&by=hops&test=...")
-        return _json(json_safe({"metric": metric, "by": by, "filters": filters,
+        return _json(json_safe({"metric": metric, "by": by, "order": _order(query),
+                                "filters": filters,
                                 "points": [{"x": x, "median": m, "runs": n}
                                            for x, m, n in points],
                                 "change_points": to_json(found)["change_points"]

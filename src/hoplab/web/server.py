@@ -349,5 +349,9 @@ def make_server(store: Store, host: str = "127.0.0.1", port: int = 8080,
         sock.close()
         raise
     bound, real_port = (str(x) for x in sock.getsockname()[:2])
-    app = make_app(Dashboard(store), bound, int(real_port), allow_hosts)
+    dashboard = Dashboard(store)
+    # What changed takes seconds to find in a large store the first time: from now, not
+    # from the first request.
+    dashboard.warm()
+    app = make_app(dashboard, bound, int(real_port), allow_hosts)
     return DashboardServer(app, sock, quiet)
