@@ -131,7 +131,8 @@ def test_runs_filter_joins_conditions_with_a_comma(
     (["flamegraph", "--diff", "version=v1", "version=v0"], "version takes v1, v2,"),
     (["profile", "--diff", "version=v1", "gro=maybe"], "gro takes off, on"),
     (["trend", "goodput", "--filter", "experiment=version"],
-     "experiment takes exit-70ms, nat-regression, qos-under-load, sfq-perturb, versions, "
+     "experiment takes exit-70ms, nat-regression, qos-under-load, router-throughput, "
+     "sfq-perturb, versions, "
      "wireguard-profile"),
     (["show", "test=nat-bulk"], "RUN 'test=nat-bulk' selects 34 runs"),
     (["export", "tset=ping"], "no run has tset"),
@@ -216,7 +217,7 @@ def test_the_dashboard_filters_as_the_command_line_does(
         resp = dash.handle("/api/runs?q=version%3Dv1%2Ctest%3Dnat-bulk")
         assert resp.status == 200
         assert [r["id"] for r in json.loads(resp.body)] == sorted(_ids(found, "v1"))
-        for target in ("/api/runs?nosuch=1", "/?q=nosuch%3D1"):
+        for target in ("/api/runs?nosuch=1", "/runs?q=nosuch%3D1"):
             resp = dash.handle(target)
             assert resp.status == 400
             assert "no run has nosuch; the keys are the columns" in resp.body.decode()
