@@ -40,8 +40,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 DYNAMIC: dict[str, tuple[str, ...]] = {
     # The command line imports only the module of the command being run (COMMANDS).
     "hoplab.cli.main": tuple(f"hoplab.cli.{m}" for m in (
-        "doctor", "lab", "run", "runs", "compare", "report", "serve", "profile", "clean",
-        "plot", "trend", "import_", "export", "bisect")),
+        "doctor", "check", "lab", "run", "runs", "compare", "report", "serve", "profile",
+        "clean", "plot", "trend", "annotate", "import_", "export", "migrate", "bisect")),
 }
 
 
