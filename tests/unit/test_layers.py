@@ -45,6 +45,34 @@ DYNAMIC: dict[str, tuple[str, ...]] = {
 }
 
 
+# What is left of issue 17's nodes part, as it stands in main: nodes/ still imports lab/,
+# samplers/, run/ and profile/ here, and lab/ imports run.workdir. These lists may only
+# shrink: a new upward import or cycle fails, and so does one of these once it is gone
+# (then delete its line). The branch that removes them is described in docs/architecture.md.
+KNOWN_UPWARD = {
+    "hoplab.lab.clean -> hoplab.run", "hoplab.lab.clean -> hoplab.run.workdir",
+    "hoplab.lab.teardown -> hoplab.run.workdir", "hoplab.nodes.netns_exec -> hoplab.lab",
+    "hoplab.nodes.netns_exec -> hoplab.lab.netns", "hoplab.nodes.netns_exec -> hoplab.lab.state",
+    "hoplab.nodes.netns_exec -> hoplab.lab.teardown",
+    "hoplab.nodes.netns_exec -> hoplab.lab.where",
+    "hoplab.nodes.netns_exec -> hoplab.profile.tools",
+    "hoplab.nodes.netns_exec -> hoplab.samplers",
+    "hoplab.nodes.netns_exec -> hoplab.samplers.qdisc",
+    "hoplab.nodes.netns_exec -> hoplab.samplers.wire",
+    "hoplab.nodes.registry -> hoplab.lab.summary",
+    "hoplab.nodes.ssh_exec -> hoplab.samplers.device",
+    "hoplab.nodes.ssh_facts -> hoplab.run.metadata",
+    "hoplab.nodes.ssh_facts -> hoplab.samplers.tc_text", "hoplab.nodes.tracking -> hoplab.lab",
+    "hoplab.nodes.tracking -> hoplab.lab.state", "hoplab.nodes.tracking -> hoplab.lab.where",
+}
+KNOWN_CYCLES = [
+    ["hoplab.lab.state", "hoplab.lab.where"],
+    ["hoplab.nodes.ssh_exec", "hoplab.samplers.device"],
+    ["hoplab.lab.devices", "hoplab.lab.summary", "hoplab.lab.teardown",
+     "hoplab.nodes.netns_exec", "hoplab.nodes.registry"],
+]
+
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -169,11 +197,11 @@ def test_packages_import_only_downwards() -> None:
     rank = _rank()
     upward = sorted(f"{a} -> {b}" for a, bs in _graph().items() for b in bs
                     if rank[package(b)] > rank[package(a)])
-    assert upward == []
+    assert upward == sorted(KNOWN_UPWARD)
 
 
 def test_no_module_cycles() -> None:
-    assert _cycles(_graph()) == []
+    assert sorted(_cycles(_graph())) == sorted(KNOWN_CYCLES)
 
 
 def test_imports_by_name_are_declared() -> None:
