@@ -4,16 +4,19 @@
 A generated set of series, each of --values values (versions) with --reps repetitions,
 noise with a coefficient of variation of 2, 5 and 10 %, and 0 to 4 steps of known place
 and size (5, 10, 15, 25 or 50 %, up or down; at least 10 values apart, as seed 002's
-builds were). On the same series in the same run:
+builds were). On the same series in the same run, every detector in hoplab's registry
+(hoplab.analysis.detectors, what `hoplab trend --detector NAME` offers), with its
+defaults and a minimum segment of 2 values:
 
-  hoplab   analysis/changepoints.locate, every repetition, its defaults
-  ruptures PELT (l2 cost) on every repetition, breakpoints on value boundaries
-           (jump = repetitions), min_size 3 values; ruptures has no default penalty, so
-           the one its documentation points to, BIC: 2 sigma^2 log(n), sigma from the
-           median absolute difference of neighbouring points
-  Binseg   ruptures' binary segmentation, the same cost, penalty and constraints
-  asv      asv.step_detect.detect_steps on each value's median, as asv sees one
-           result per commit, with its own automatic penalty
+  edivisive  hoplab's own, on every repetition (the default)
+  pelt       ruptures' PELT (l2 cost) on every repetition, breakpoints on value
+             boundaries (jump = repetitions); ruptures has no default penalty, so the
+             one its documentation points to, BIC: 2 sigma^2 log(n), sigma from the
+             median absolute difference of neighbouring points
+  binseg     ruptures' binary segmentation, the same cost, penalty and constraints
+
+and asv.step_detect.detect_steps on each value's median, as asv sees one result per
+commit, with its own automatic penalty.
 
 A found change point is a true one if it is within --tolerance values of a step not
 matched yet (0: its exact place). Precision, recall and F1 per noise level and overall,
@@ -33,7 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hoplab.analysis.changepoints import MIN_SIZE, locate
+from hoplab.analysis import detectors
+from hoplab.analysis.detectors import MIN_SIZE
 
 SIZES = (5.0, 10.0, 15.0, 25.0, 50.0)
 NOISES = (0.02, 0.05, 0.10)
@@ -89,29 +93,6 @@ def make_case(rng: np.random.Generator, noise: float, n: int, reps: int) -> Case
     return Case(noise, values, steps, sizes)
 
 
-def hoplab(values: list[list[float]]) -> list[int]:
-    return locate(values)
-
-
-def _ruptures(values: list[list[float]], method: str) -> list[int]:
-    import ruptures
-
-    reps = len(values[0])
-    signal = np.concatenate([np.asarray(v) for v in values])
-    sigma = float(np.median(np.abs(np.diff(signal)))) / (math.sqrt(2) * 0.6745)
-    pen = 2 * sigma ** 2 * math.log(len(signal))
-    algo = getattr(ruptures, method)(model="l2", min_size=MIN_SIZE * reps, jump=reps)
-    return [b // reps for b in algo.fit(signal).predict(pen=pen)[:-1]]
-
-
-def pelt(values: list[list[float]]) -> list[int]:
-    return _ruptures(values, "Pelt")
-
-
-def binseg(values: list[list[float]]) -> list[int]:
-    return _ruptures(values, "Binseg")
-
-
 def asv(values: list[list[float]]) -> list[int]:
     from asv import step_detect
 
@@ -119,8 +100,13 @@ def asv(values: list[list[float]]) -> list[int]:
     return [left for left, *_ in steps[1:]]
 
 
+def _registered(name: str) -> Callable[[list[list[float]]], list[int]]:
+    locate = detectors.get(name).locate
+    return lambda values: locate(values, MIN_SIZE)
+
+
 DETECTORS: dict[str, Callable[[list[list[float]]], list[int]]] = {
-    "hoplab": hoplab, "ruptures PELT": pelt, "ruptures Binseg": binseg, "asv": asv}
+    **{name: _registered(name) for name in detectors.names()}, "asv": asv}
 
 
 def score(case: Case, found: Sequence[int], tolerance: int, seconds: float) -> Score:

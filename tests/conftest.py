@@ -1,5 +1,10 @@
 """Rules for the whole suite. Fixtures live next to the tests that use them
 (tests/lab, tests/store, tests/web); shared helpers are in tests/helpers."""
 
-# HOPLAB_REQUIRE_ALL=1 turns a skip into a failure (make test as root, CI).
-pytest_plugins = ["tests.helpers.require_all"]
+# HOPLAB_REQUIRE_ALL=1 turns a skip into a failure (make test as root, CI); a test that
+# leaves a process running fails (tests/helpers/reaping.py).
+pytest_plugins = ["tests.helpers.require_all", "tests.helpers.reaping"]
+
+# The suite is a front end, as the command line is: it gives the kind registry the
+# loader of the built-in test kinds (hoplab.kinds), which the lower layers' tests ask.
+import hoplab.kinds  # noqa: E402, F401

@@ -9,6 +9,7 @@
 //! until that is known, then spread over the workers. Memory holds a few chunks and
 //! each worker's distinct stacks, whatever the input's size.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
@@ -52,24 +53,42 @@ pub struct Folded {
     pub filtered: Option<(u64, Vec<u8>)>,
 }
 
-fn finish(folder: Folder, mut infos: Vec<ChunkInfo>) -> Folded {
-    infos.sort_by_key(|i| i.index);
-    let mut unrecognized = Unrecognized::default();
-    let mut filtered = None;
-    let mut offset = 0;
-    for info in infos {
-        unrecognized.count += info.unrecognized.count;
-        for (n, line) in info.unrecognized.first {
-            if unrecognized.first.len() < SHOWN {
-                unrecognized.first.push((offset + n, line));
+/// What the chunks reported, merged in input order as they come: a chunk folded ahead of
+/// an earlier one waits for it (those in flight, a few), the others are added at once, so
+/// that the report does not grow with the number of chunks (it held one entry per chunk:
+/// 3 MB more for 190 MB read in 4 KiB blocks).
+#[derive(Default)]
+struct Reports {
+    next: usize,
+    early: BTreeMap<usize, ChunkInfo>,
+    offset: u64,
+    unrecognized: Unrecognized,
+    filtered: Option<(u64, Vec<u8>)>,
+}
+
+impl Reports {
+    fn add(&mut self, info: ChunkInfo) {
+        self.early.insert(info.index, info);
+        while let Some(info) = self.early.remove(&self.next) {
+            let u = &mut self.unrecognized;
+            u.count += info.unrecognized.count;
+            for (n, line) in info.unrecognized.first {
+                if u.first.len() < SHOWN {
+                    u.first.push((self.offset + n, line));
+                }
             }
+            if self.filtered.is_none() {
+                self.filtered = info.filtered.map(|(n, e)| (self.offset + n, e));
+            }
+            self.offset += info.lines;
+            self.next += 1;
         }
-        if filtered.is_none() {
-            filtered = info.filtered.map(|(n, e)| (offset + n, e));
-        }
-        offset += info.lines;
     }
-    Folded { folder, unrecognized, filtered }
+
+    fn finish(self, folder: Folder) -> Folded {
+        debug_assert!(self.early.is_empty(), "a chunk's report never came");
+        Folded { folder, unrecognized: self.unrecognized, filtered: self.filtered }
+    }
 }
 
 /// Folds all of `input` on `threads` threads (1: all on this one).
@@ -81,15 +100,15 @@ pub fn fold<R: Read>(input: R, opt: Options, threads: usize) -> io::Result<Folde
 pub fn fold_blocks<R: Read>(mut input: R, opt: Options, threads: usize, block: usize)
     -> io::Result<Folded> {
     let mut main = Folder::new(opt);
-    let mut infos = Vec::new();
+    let mut reports = Reports::default();
     let mut carry = Vec::new();
     let mut index = 0;
     let mut spare = Vec::new();
     while threads <= 1 || main.event_filter().is_none() {
         match next_chunk(&mut input, &mut carry, std::mem::take(&mut spare), block)? {
-            None => return Ok(finish(main, infos)),
+            None => return Ok(reports.finish(main)),
             Some(chunk) => {
-                infos.push(main.feed_chunk(index, &chunk));
+                reports.add(main.feed_chunk(index, &chunk));
                 spare = chunk;
             }
         }
@@ -97,6 +116,7 @@ pub fn fold_blocks<R: Read>(mut input: R, opt: Options, threads: usize, block: u
     }
     let (tx, rx) = sync_channel::<(usize, Vec<u8>)>(threads);
     let rx = Arc::new(Mutex::new(rx));
+    let reports = Mutex::new(reports);
     // Folded chunks come back to be filled again.
     let (back_tx, back_rx) = sync_channel::<Vec<u8>>(2 * threads + 1);
     let read = thread::scope(|scope| {
@@ -105,17 +125,18 @@ pub fn fold_blocks<R: Read>(mut input: R, opt: Options, threads: usize, block: u
                 let rx = Arc::clone(&rx);
                 let back = back_tx.clone();
                 let mut folder = main.continuing();
+                let reports = &reports;
                 scope.spawn(move || {
-                    let mut infos = Vec::new();
                     loop {
                         // The lock is held only to take the next chunk.
                         let next = rx.lock().map(|r| r.recv());
                         match next {
                             Ok(Ok((i, chunk))) => {
-                                infos.push(folder.feed_chunk(i, &chunk));
+                                let info = folder.feed_chunk(i, &chunk);
+                                reports.lock().expect("a folding thread panicked").add(info);
                                 let _ = back.try_send(chunk);
                             }
-                            _ => return (folder, infos),
+                            _ => return folder,
                         }
                     }
                 })
@@ -141,14 +162,12 @@ pub fn fold_blocks<R: Read>(mut input: R, opt: Options, threads: usize, block: u
         }
         drop(tx);
         for w in workers {
-            let (folder, mut more) = w.join().expect("a folding thread panicked");
-            main.absorb(folder);
-            infos.append(&mut more);
+            main.absorb(w.join().expect("a folding thread panicked"));
         }
         read
     });
     read?;
-    Ok(finish(main, infos))
+    Ok(reports.into_inner().expect("a folding thread panicked").finish(main))
 }
 
 #[cfg(test)]

@@ -4,11 +4,18 @@ precise thing about an item they refuse.
 
     split("hops=2", "--filter", "--filter hops=2")    -> ("hops", "2")
     parse(["hops=2", "qos=on"], "--filter", "--filter hops=2") -> {"hops": "2", "qos": "on"}
+    pairs({"hops": 2, "wireguard": False})                  -> "hops=2 wireguard=false"
+
+text() and pairs() are the one way a variant or label value is printed, in every
+command, plot and page: as the experiment file writes it (`false`, not Python's
+`False`), which is also what a filter or a selection takes back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from hoplab.errors import UsageError
 
@@ -46,3 +53,19 @@ def parse(items: Iterable[str], what: str, example: str, *, empty_value: bool = 
                              f"{value}); a key takes one value")
         out[key] = value
     return out
+
+
+def text(value: Any) -> str:
+    """A variant or label value as an experiment file writes it: text as it is, anything
+    else as TOML and JSON write it (true, false, 2, 0.5, ["a", "b"])."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def pairs(values: Mapping[str, Any], empty: str = "-") -> str:
+    """A variant or a set of labels: "hops=2 wireguard=false"; `empty` when there are none."""
+    return " ".join(f"{k}={text(v)}" for k, v in values.items()) or empty

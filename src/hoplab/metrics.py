@@ -16,8 +16,12 @@ as the whole-run one (the flow, node and key are not part of the name).
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
+
+from hoplab.errors import UsageError
 
 # "neutral": a figure that describes a run without judging it (packets sent,
 # bytes, interface counters). It is stated explicitly so that a new metric can
@@ -36,6 +40,9 @@ class MetricDef:
     # judges the figure on every trial, not on one value per run (docs/compare.md).
     samples: str | None = None
     trial: str = "run"
+    # What a reader must know to read the figure right, said wherever it is shown (a
+    # figure that can exceed what the path carries, say).
+    note: str = ""
 
 
 class UnknownMetric(KeyError):
@@ -99,6 +106,12 @@ def better(name: str) -> Literal["higher", "lower"] | None:
     return d.better
 
 
+def note(name: str) -> str:
+    """What every view showing `name` says of it beside its table; "" for most."""
+    d = find(name)
+    return "" if d is None else d.note
+
+
 def trials(name: str) -> tuple[str, str] | None:
     """(series, what one point is called) when `name` is the median of trials kept one
     by one in that series (web_load: every page load); None otherwise."""
@@ -114,6 +127,24 @@ def trial_series() -> frozenset[str]:
 
 def all_metrics() -> list[MetricDef]:
     return sorted([*_REGISTRY.values(), *_FAMILIES.values()], key=lambda d: d.name)
+
+
+def require(name: str, present: Iterable[str], what: str = "metric") -> None:
+    """UsageError unless metric `name` is one that the selected runs have (`present`,
+    their metric names), listing those names, the nearest to a typo, and for a name
+    this registry does not know either, every name it does (a family as "profile.*")."""
+    have = sorted(set(present))
+    if name in have:
+        return
+    near = {*have, *(d.name for d in all_metrics() if not d.name.endswith((".", "*")))}
+    close = difflib.get_close_matches(name, sorted(near - {name}), n=3)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    where = f"; they have {', '.join(have)}" if have else ""
+    known = ""
+    if find(name) is None:
+        names = [d.name + "*" if d.name.endswith(".") else d.name for d in all_metrics()]
+        known = f"; hoplab's metrics are {', '.join(names)}"
+    raise UsageError(f"{what} {name!r}: no selected run has this metric{hint}{where}{known}")
 
 
 def _m(name: str, unit: str, label: str, better: Better) -> MetricDef:
@@ -158,12 +189,55 @@ register(
     _m("goodput_down", "bit/s", "goodput down", "higher"),
     # iperf3 --bidir: what came back the other way on the same flow.
     _m("goodput_reverse", "bit/s", "goodput reverse", "higher"),
-    _m("sent_rate", "bit/s", "sender rate", "higher"),
+    # Seed 003 sums iperf3's sender lines; TCP's sender counts what the application
+    # wrote into its socket, part of which is still buffered when the test ends (114
+    # Mbit/s through a 100 Mbit/s link in 3 s). Never a TCP test's headline.
+    MetricDef("sent_rate", "bit/s", "sent into socket", "higher",
+              note="what the senders wrote into their sockets (iperf3's sender side); "
+                   "TCP may still hold part of it in its buffers when the test ends, so "
+                   "it can exceed what the path carries: goodput is what arrived"),
     _m("bytes_received", "bytes", "bytes received", "neutral"),
     _m("retransmits", "count", "retrans", "lower"),
 )
 
-# Loss and order (UDP, probes).
+# RFC 2544 throughput (the throughput kind), each keyed by its frame size ("64", "imix";
+# "64 up" when a test searches both ways; "64 0.5%" for a second loss target): the
+# highest rate with no loss (NDR) or loss within a target (PDR), in frames/s and in bit/s
+# of whole frames with their FCS, as RFC 2544 counts them.
+register(
+    _m("ndr_fps", "frames/s", "NDR frames/s", "higher"),
+    _m("ndr_bps", "bit/s", "NDR", "higher"),
+    _m("pdr_fps", "frames/s", "PDR frames/s", "higher"),
+    _m("pdr_bps", "bit/s", "PDR", "higher"),
+    # The generator's own ceiling, and 1 where an answer is that ceiling (the path may
+    # forward more than was offered), 0 where it is the path's.
+    _m("generator_fps", "frames/s", "generator frames/s", "neutral"),
+    _m("generator_limited", "flag", "generator-limited", "neutral"),
+    # A probe stream's RTT while the NDR runs (RFC 2544 section 26.2): keys "SIZE median"
+    # and "SIZE p99".
+    _m("ndr_latency_ms", "ms", "latency at NDR", "lower"),
+)
+
+
+
+def loss_ratio(sent: float, received: float) -> float:
+    """hoplab's one definition of loss, which every figure called loss is computed by:
+    packets sent minus packets received over packets sent, from the sender's count (as
+    RFC 2544 section 26.3 counts frames offered). A packet the receiver had not seen
+    when it stopped counting is lost, wherever it was. Duplicates never make it
+    negative; nothing sent lost nothing (0)."""
+    if sent <= 0:
+        return 0.0
+    return max(0.0, sent - received) / sent
+
+
+def loss_percent(sent: float, received: float) -> float:
+    """loss_ratio() in percent: what the metrics `loss`, `loss_up` and `loss_down` hold."""
+    return 100 * loss_ratio(sent, received)
+
+
+# Loss and order (UDP, probes): `loss` is loss_percent() of `packets` (the sender's
+# count) and the packets received; `lost_packets` their difference.
 register(
     _m("loss", "%", "loss", "lower"),
     _m("loss_up", "%", "loss up", "lower"),
@@ -212,8 +286,10 @@ register(
     *(_m(f"iface.{d}_pps", "packets/s", f"{d} packets/s", "neutral") for d in ("rx", "tx")),
     *(_m(f"iface.{d}_{what}", "packets", f"{d} {what}", "lower") for d in ("rx", "tx")
       for what in ("drops", "errors")),
+    # A qdisc's packets are what the kernel queued: with GSO a super-frame of up to
+    # 64 KiB is one (docs/lab-format.md); its bytes say how much that was.
     _m("qdisc.backlog_bytes_max", "bytes", "max backlog bytes", "lower"),
-    _m("qdisc.backlog_packets_max", "packets", "max backlog pkts", "lower"),
+    _m("qdisc.backlog_packets_max", "packets", "max backlog (qdisc pkts)", "lower"),
     _m("qdisc.drops", "packets", "qdisc drops", "lower"),
     _m("qdisc.overlimits", "packets", "overlimits", "lower"),
     _m("qdisc.requeues", "packets", "requeues", "lower"),
@@ -231,7 +307,9 @@ register(
     _m("wire.queue_bytes_max", "bytes", "wire max queue", "lower"),
     _m("wire.held_bytes_max", "bytes", "wire max in flight", "neutral"),
     # Its queue discipline (codel, fq_codel, sfq): AQM drops, ECN marks, flows, rehashes.
-    _m("wire.queue_packets_max", "packets", "wire max queue pkts", "lower"),
+    # The wire's queue counts wire-size frames (a super-frame as the segments it stands
+    # for); its passed and dropped counts, the frames it read (a super-frame is one).
+    _m("wire.queue_packets_max", "packets", "wire max queue (frames)", "lower"),
     _m("wire.dropped_aqm", "frames", "wire AQM drops", "neutral"),
     _m("wire.ecn_marked", "frames", "wire ECN marks", "neutral"),
     _m("wire.ce_marked", "frames", "wire CE marks (ce_threshold)", "neutral"),

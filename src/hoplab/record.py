@@ -17,13 +17,18 @@ from typing import Any, Literal
 # interval's span; rrul's load window and the load-phase CPU mean leave out the idle
 # interval before the load; udp_jitter and rtt_jitter replace jitter; a bulk flow's
 # intervals start when its data began to move, not when its client started.
-MEASUREMENT_VERSION = 2
+# 3: loss is packets sent less received over sent, by the sender's count, everywhere (a
+# UDP flow's was iperf3's gaps over the sender's count, its run's the gaps over the
+# receiver's highest sequence number); a UDP flow's goodput counts from its first
+# datagram, not its receiver's test start (an upload's was a round trip low).
+MEASUREMENT_VERSION = 3
 # Runs imported from files another tool wrote were measured that tool's way (Flent's
 # goodput is the mean of its rate points, not bytes over time; an iperf3 -J output was
 # taken with its user's options, clock and report interval). Each source has its own
 # measurement version, apart from hoplab's, so compare never pairs them with hoplab's
 # runs as like with like; runs of one source still compare with each other.
-IMPORTED_MEASUREMENT_VERSIONS = {"flent": 1001, "iperf3": 1002}
+# iperf3 1003: UDP loss and goodput as measurement version 3 has them (1002 before).
+IMPORTED_MEASUREMENT_VERSIONS = {"flent": 1001, "iperf3": 1003}
 
 Status = Literal["ok", "failed", "interrupted"]
 

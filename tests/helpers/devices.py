@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 from hoplab.nodes.ssh_target import SshTarget
+from tests.helpers.reaping import held
 
 Kind = Literal["openwrt-like", "linux-board"]
 PREFIX = "hldev-"
@@ -163,6 +164,7 @@ class Device:
         log.close()
         self.server_pid = proc.pid
         self.farm.children.append(proc)
+        held(proc.pid)  # the farm's, reaped at its close, not by the test that asked
         self._wait_listening()
 
     def _wait_listening(self, timeout: float = 10.0) -> None:

@@ -34,9 +34,9 @@ def history(repo: Path, commits: int, files: Callable[[int], dict[str, str]]) ->
     return shas
 
 
-def store_levels(db: Path, levels: dict[str, list[float]]) -> None:
+def store_levels(db: Path | str, levels: dict[str, list[float]]) -> None:
     """Finished runs per commit (experiment exp, test bulk, label commit=SHA), one per
-    goodput given."""
+    goodput given, in the store at `db` (a SQLite path or a URL)."""
     with open_store(str(db)) as store:
         for sha, values in levels.items():
             for rep, value in enumerate(values, 1):

@@ -24,6 +24,7 @@ from hoplab.lab.build import UpResult
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, find
 from hoplab.lab.teardown import teardown
+from hoplab.lab.where import netns_prefix
 from hoplab.spec.model import Lab
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +75,7 @@ def namespaces() -> set[str]:
 
 
 def lab_namespaces(name: str) -> set[str]:
-    return {n for n in namespaces() if n.startswith(f"hoplab-{name}-")}
+    return {n for n in namespaces() if n.startswith(netns_prefix(name))}
 
 
 # Names hoplab gives interfaces (veths, per-hop and end-to-end WireGuard).
@@ -137,7 +138,7 @@ def pids_in(nss: set[str]) -> set[int]:
 def foreign_labs() -> set[str]:
     """hoplab namespaces and lab records that are not from this test session: somebody
     else's labs, which `hoplab clean` would remove too."""
-    ours = tuple(f"hoplab-{name}-" for name in MADE)
+    ours = tuple(netns_prefix(name) for name in MADE)
     found = {n for n in namespaces() if n.startswith("hoplab-") and not n.startswith(ours)}
     if LABS_DIR.is_dir():
         found |= {f"record {p.stem}" for p in LABS_DIR.glob("*.json") if p.stem not in MADE}
@@ -157,7 +158,7 @@ def remove_lab(name: str) -> None:
     for ns in left:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
     if ETC_NETNS.is_dir():
-        for d in ETC_NETNS.glob(f"hoplab-{name}-*"):
+        for d in ETC_NETNS.glob(f"{netns_prefix(name)}*"):
             shutil.rmtree(d, ignore_errors=True)
     shutil.rmtree(LABS_DIR / name, ignore_errors=True)
     (LABS_DIR / f"{name}.json").unlink(missing_ok=True)
@@ -183,6 +184,22 @@ def wait_listening(ns: str, port: int, server: subprocess.Popen[str],
             return
         time.sleep(0.02)
     raise AssertionError(f"nothing listens on port {port} in {ns} after {timeout} s")
+
+
+def wire_written_since(netns: str, since: float, timeout: float = 10) -> None:
+    """Until the wire of namespace `netns` has written its counters at Unix time `since`
+    or later (it rewrites its stats file every wire.STATS_INTERVAL_S, with a busy machine
+    later): they then count everything that crossed it before `since`."""
+    from hoplab.samplers.wire import stats_path
+
+    path = stats_path(netns)
+    deadline = time.monotonic() + timeout
+    while True:
+        with suppress(FileNotFoundError):
+            if path.stat().st_mtime >= since:
+                return
+        assert time.monotonic() < deadline, f"{path}: not written in {timeout:g} s"
+        time.sleep(0.01)
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -1,10 +1,16 @@
-"""RunRecords with chosen figures, for the compare, select and trend tests."""
+"""RunRecords with chosen figures, for the compare, select and trend tests, and stores of
+real runs (tests/data/render_runs) for the views that must quote their figures."""
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
 from typing import Any
 
+from hoplab.export import from_json
 from hoplab.record import MEASUREMENT_VERSION, Metric, RunRecord
+from hoplab.store import open_store
 
 UNITS = {"goodput": "bit/s", "rtt_median": "ms", "loss": "%", "packets": "count",
          "retransmits": "count"}
@@ -35,3 +41,41 @@ def side(values: list[float], name: str = "goodput", start_id: int = 1,
         run.metrics.append(Metric(name, v, UNITS.get(name, "ms")))
         runs.append(run)
     return runs
+
+
+# Real runs, exported by `hoplab export` (tests/data/README.md, "render runs").
+REAL_RUNS = Path(__file__).resolve().parents[1] / "data" / "render_runs"
+
+
+def real_run(name: str) -> RunRecord:
+    """A real stored run of tests/data/render_runs (tcp, rrul, ping), without its id."""
+    run = from_json(json.loads((REAL_RUNS / f"{name}.json").read_text()))
+    run.id = None
+    return run
+
+
+def real_store(path: Path, *names: str) -> list[int]:
+    """A SQLite store at `path` holding the real runs `names`, in order; their ids."""
+    with open_store(str(path)) as store:
+        return [store.save_run(real_run(n)) for n in names]
+
+
+REPORT_RUNS = Path(__file__).resolve().parents[1] / "data" / "report_runs" / \
+    "wireguard-profile.json.gz"
+
+
+def report_store(path: Path, runs: int = 18) -> list[int]:
+    """A SQLite store at `path` of `runs` real 3-second profiled runs: the four of
+    tests/data/report_runs (two without WireGuard, two with) taken in turn, each copy
+    its own repetition, as `hoplab run examples/wireguard-profile.toml --set
+    duration=3s --repeat 9` stores eighteen. Their ids, in order."""
+    docs = json.loads(gzip.decompress(REPORT_RUNS.read_bytes()))
+    ids = []
+    with open_store(str(path)) as store:
+        for i in range(runs):
+            run = from_json(docs[i % len(docs)])
+            run.id = None
+            run.repetition = i // len(docs) + 1
+            run.started_at += 10.0 * i
+            ids.append(store.save_run(run))
+    return ids

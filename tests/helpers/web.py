@@ -1,5 +1,6 @@
-"""Helpers for the dashboard tests: constructed rrul runs as hoplab stores them, and a
-`hoplab serve` process started and stopped as a user would. The fixtures (the served
+"""Helpers for the dashboard tests: constructed rrul runs as hoplab stores them, a
+`hoplab serve` process started and stopped as a user would, and how long a page takes
+to paint in headless Chromium (paint(), also bench/render.py's). The fixtures (the served
 store, a headless Chromium) are in tests/web/conftest.py."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -140,3 +142,44 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
     if proc.stdout is not None:
         proc.stdout.close()
+
+
+@dataclass(frozen=True)
+class Paint:
+    """How a page loaded in headless Chromium, from the start of its navigation."""
+
+    first_paint_s: float            # first contentful paint: text a reader can read
+    load_s: float                   # the load event's end
+    first_chart_s: float | None     # a chart in view drawn (None: not waited for)
+    errors: tuple[str, ...]         # script errors and requests that left the machine
+
+
+# A 1280x800 window, as a laptop shows a report.
+VIEWPORT = {"width": 1280, "height": 800}
+
+
+def paint(browser: Any, url: str, *, chart: bool = False) -> Paint:
+    """Open `url` (a file:// report, say) in a fresh context with nothing cached: its
+    first paint and load, and with `chart`, when the first chart in view was drawn."""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        def refuse(route: Any) -> None:
+            errors.append(f"request to {route.request.url}")
+            route.abort()
+
+        page.route(re.compile(r"^https?://"), refuse)
+        page.goto(url, wait_until="load", timeout=120_000)
+        times = page.evaluate("""() => [
+          performance.getEntriesByName('first-contentful-paint')[0].startTime,
+          performance.getEntriesByType('navigation')[0].loadEventEnd]""")
+        drawn = None
+        if chart:
+            page.wait_for_selector(".js-plotly-plot .scatterlayer .trace", timeout=120_000)
+            drawn = page.evaluate("performance.now()") / 1000
+        return Paint(times[0] / 1000, times[1] / 1000, drawn, tuple(errors))
+    finally:
+        context.close()

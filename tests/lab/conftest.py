@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.lab import build
+from hoplab.lab.where import netns_prefix
 from hoplab.nodes.ssh_exec import SshExecutor
 from hoplab.spec import load_lab
 from tests.helpers.devices import Device, Farm, farm
@@ -93,7 +94,7 @@ def _nothing_left_behind() -> Iterator[None]:
     problems = []
     deadline = time.monotonic() + 5
     while True:
-        ours = {n for n in namespaces() for name in MADE if n.startswith(f"hoplab-{name}-")}
+        ours = {n for n in namespaces() for name in MADE if n.startswith(netns_prefix(name))}
         # Other namespaces (somebody else's) may hold their own daemons; ours must be gone,
         # and so must any daemon whose namespace no longer has a name.
         others = namespaces() - ours

@@ -83,7 +83,7 @@ def test_json_names_the_first_bad_commit_with_every_step(tmp_path: Path) -> None
     unclear = steps.pop(5)
     assert unclear["verdict"] == "cannot tell" and unclear["answer"] == 125
     assert unclear["median"] == pytest.approx(90e6)
-    assert unclear["vs_good"]["verdict"] == unclear["vs_bad"]["verdict"] == "unknown"
+    assert unclear["vs_good"]["verdict"] == unclear["vs_bad"]["verdict"] == "unclear"
     # Why, and the power figure: what 5 against 5 runs can detect at this noise, and
     # the runs per side that a change of half the step (the bound) needs.
     assert unclear["reason"].startswith("not decided at these repetitions: smallest change")

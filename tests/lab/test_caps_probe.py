@@ -77,9 +77,11 @@ def test_bridge_matches_direct_check(caps: Capabilities, netns: str) -> None:
 
 
 def test_nat_matches_direct_check(caps: Capabilities, netns: str) -> None:
+    # Without nft the probe finds no NAT, and there is no direct check to compare with:
+    # a skip, counted (make setup installs nft; under HOPLAB_REQUIRE_ALL this fails).
     if shutil.which("nft") is None:
         assert caps.features["nat"] is False
-        return
+        pytest.skip("nft not installed (Debian package nftables; make setup installs it)")
     rules = ("add table ip t\n"
              "add chain ip t post { type nat hook postrouting priority 100 ; }\n"
              "add rule ip t post masquerade\n")

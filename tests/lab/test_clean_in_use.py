@@ -12,6 +12,7 @@ import pytest
 
 from hoplab.lab.clean import in_use
 from hoplab.lab.state import LABS_DIR, all_states, find
+from hoplab.lab.where import lab_of
 from hoplab.nodes.netns import processes_in
 from tests.helpers.lab import EXAMPLES, LabUp, hoplab, lab_namespaces, namespaces
 
@@ -75,7 +76,7 @@ def removable_others(mine: str) -> list[str]:
     states = [s for s in all_states() if s.name != mine]
     claimed = {n for s in all_states() for n in s.namespaces}
     return ([s.name for s in states if not in_use(s)]
-            + [n for n in namespaces() if n.startswith("hoplab-") and n not in claimed])
+            + [n for n in namespaces() if lab_of(n) is not None and n not in claimed])
 
 
 def test_plain_clean_leaves_every_lab_in_use(lab_up: LabUp) -> None:

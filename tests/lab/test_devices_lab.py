@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.lab.where import netns_prefix
 from tests.helpers.device_labs import EXAMPLES, adapt, cable_router, configure, nic_names
 from tests.helpers.devices import Device, Farm, farm
 from tests.helpers.lab import HOPLAB, hoplab, namespaces
@@ -70,7 +71,7 @@ def test_router_dut_up_and_down_as_written(devices: Farm, tmp_path: Path,
     assert summary["nodes"]["router"]["kind"] == "ssh"
     # The device's own interfaces, found by their addresses.
     assert [i["name"] for i in summary["nodes"]["router"]["interfaces"]] == ["rt0", "rt1"]
-    client_ns = f"hoplab-{lab_name}-client"
+    client_ns = f"{netns_prefix(lab_name)}client"
     # The host NICs live in the ends' namespaces for the lab's life...
     assert _sysfs(nics["hl-c0"], "ifindex") is None
     inside = subprocess.run(["ip", "-n", client_ns, "-o", "addr", "show", "dev",
@@ -101,7 +102,7 @@ def test_router_dut_up_and_down_as_written(devices: Farm, tmp_path: Path,
     for nic in nics.values():
         assert _sysfs(nic, "ifindex") is not None, f"{nic} did not come back"
         assert int(_sysfs(nic, "flags") or "0", 16) & 1 == 0
-    assert not any(n.startswith(f"hoplab-{lab_name}-") for n in namespaces())
+    assert not any(n.startswith(netns_prefix(lab_name)) for n in namespaces())
 
 
 def _exec_on_the_device(lab_name: str, tmp_path: Path, router: Device) -> None:
@@ -197,7 +198,7 @@ def test_device_settings_are_applied_and_put_back(devices: Farm, tmp_path: Path,
     assert up.returncode == 0, up.stderr
     # IPv6 on the cables: the client's route to the server goes through the router's
     # IPv6 address, and a ping crosses it.
-    route = subprocess.run(["ip", "-n", f"hoplab-{lab_name}-client", "-6", "route", "get",
+    route = subprocess.run(["ip", "-n", f"{netns_prefix(lab_name)}client", "-6", "route", "get",
                             "fd20::2"], capture_output=True, text=True, check=True).stdout
     assert "via fd10::1" in route, route
     ping = hoplab("lab", "exec", lab_name, "client", "--", "ping", "-6", "-c1", "-W3",
@@ -235,7 +236,7 @@ def test_clean_after_sigkill_puts_the_device_and_nics_back(devices: Farm, tmp_pa
     assert _settings(router) == before
     for nic in nics.values():
         assert _sysfs(nic, "ifindex") is not None, f"{nic} did not come back"
-    assert not any(n.startswith(f"hoplab-{lab_name}-") for n in namespaces())
+    assert not any(n.startswith(netns_prefix(lab_name)) for n in namespaces())
     assert not Path(f"/run/hoplab/labs/{lab_name}.json").exists()
 
 
@@ -254,7 +255,7 @@ def _refused(path: Path, *want: str) -> str:
 
 
 def _untouched(lab_name: str, nics: dict[str, str]) -> None:
-    assert not any(n.startswith(f"hoplab-{lab_name}-") for n in namespaces())
+    assert not any(n.startswith(netns_prefix(lab_name)) for n in namespaces())
     assert not Path(f"/run/hoplab/labs/{lab_name}.json").exists()
     for nic in nics.values():
         assert _sysfs(nic, "ifindex") is not None

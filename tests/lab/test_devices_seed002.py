@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.lab.where import netns_prefix
 from hoplab.store.store import open_store
 from tests.helpers.device_labs import EXAMPLES, adapt, cable_router, configure, nic_names
 from tests.helpers.devices import Device, Farm, farm
@@ -133,7 +134,7 @@ def test_a_run_stopped_leaves_nothing_on_the_device_after_clean(
         time.sleep(0.1)
     assert not router.pids(), _commands(router.pids())
     assert _gro(router) == "on" and not _nat_table(router)
-    assert not any(n.startswith(f"hoplab-{run_lab}-") for n in namespaces())
+    assert not any(n.startswith(netns_prefix(run_lab)) for n in namespaces())
     for nic in nics.values():
         assert Path("/sys/class/net", nic).exists(), f"{nic} did not come back"
     # Nothing of ours left here either: no iperf3 in a namespace of the run's lab.

@@ -18,6 +18,7 @@ import pytest
 from hoplab.lab.caps import probe
 from hoplab.lab.clean import in_use
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, all_states
+from hoplab.lab.where import netns_prefix
 from tests.helpers.lab import (
     EXAMPLES,
     HOPLAB,
@@ -74,13 +75,13 @@ def new_namespaces(before: set[str], name: str) -> set[str]:
     """Namespaces that appeared since `before` and may be ours: those of lab `name`
     and any that are not hoplab's (other hoplab labs on the machine are not ours)."""
     return {n for n in namespaces() - before
-            if n.startswith(f"hoplab-{name}-") or not n.startswith("hoplab-")}
+            if n.startswith(netns_prefix(name)) or not n.startswith("hoplab-")}
 
 
 def nothing_of(name: str) -> None:
     """Nothing of lab `name` exists: namespaces, /etc/netns entries, state record."""
     assert lab_namespaces(name) == set()
-    assert not list(ETC_NETNS.glob(f"hoplab-{name}-*"))
+    assert not list(ETC_NETNS.glob(f"{netns_prefix(name)}*"))
     assert not (LABS_DIR / f"{name}.json").exists()
     assert not (LABS_DIR / name).exists()
 
@@ -130,7 +131,7 @@ def test_chain_of_100_routers(tmp_path: Path, lab_name: str) -> None:
     assert report["name"] == lab_name
     assert len(report["nodes"]) == 102 and len(report["links"]) == 101
     assert report["seconds"] < 3  # usually well under 1.5 s
-    client = f"hoplab-{lab_name}-client"
+    client = f"{netns_prefix(lab_name)}client"
     for target in ("server-v4", "server-v6"):
         far = run_in(client, "ping", "-c1", "-W2", target)
         assert far.returncode == 0, far.stdout + far.stderr
@@ -377,6 +378,9 @@ def test_status_lists_the_lab_and_reports_a_downed_interface(lab_up: LabUp) -> N
     assert any("r1/eth0" in p and "down" in p for p in st["problems"]), st["problems"]
     human = hoplab("lab", "status")
     assert human.returncode == 0 and "r1/eth0" in human.stdout
+    # Its queues' packets are said to be the qdisc's, GSO super-frames counting one.
+    assert "count a GSO super-frame of up to 64 KiB as one packet" in " ".join(
+        human.stdout.split())
 
 
 def test_up_twice_with_the_same_name(lab_up: LabUp, tmp_path: Path) -> None:
@@ -475,7 +479,7 @@ def assert_back_to(before: tuple[set[str], set[str], set[int]], name: str) -> No
             break
         time.sleep(0.05)
     assert {n for n in ns - before[0]
-            if n.startswith(f"hoplab-{name}-") or not n.startswith("hoplab-")} == set()
+            if n.startswith(netns_prefix(name)) or not n.startswith("hoplab-")} == set()
     # Only hoplab's own namespaces may have gone (a clean removes stale ones too).
     assert {n for n in before[0] - ns if not n.startswith("hoplab-")} == set()
     assert links == before[1]
@@ -493,7 +497,7 @@ def wait_half_built(proc: subprocess.Popen[str], name: str, wireguard: bool) -> 
     """Poll until the lab is partly there: its first namespaces, or with `wireguard`
     its first wireguard-go daemon; the build must still be running."""
     deadline = time.monotonic() + 30
-    prefix = f"hoplab-{name}-"
+    prefix = netns_prefix(name)
     while time.monotonic() < deadline and proc.poll() is None:
         try:
             ours = {n for n in os.listdir("/run/netns") if n.startswith(prefix)}

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import HoplabError
+from hoplab.lab import wire
 from hoplab.lab.state import find
 from hoplab.lab.teardown import teardown
 from hoplab.nodes.executor import ExecutorError
@@ -23,7 +24,7 @@ from hoplab.nodes.registry import executors, wire_executors
 from hoplab.nodes.tracking import ProcessRecord, recorded
 from hoplab.run.procs import ProcessGroup
 from hoplab.samplers import Samplers, Target
-from tests.helpers.lab import EXAMPLES, LabUp
+from tests.helpers.lab import EXAMPLES, LabUp, wire_written_since
 
 pytestmark = pytest.mark.root
 
@@ -126,10 +127,13 @@ def test_a_wires_counters_are_sampled_through_its_namespace(lab_up: LabUp) -> No
                 '[[links]]\nbetween = ["a", "b"]\nemulator = "wire"\n')
     wires = wire_executors(find(up.name))
     assert list(wires) == ["w.0"] and wires["w.0"].kind == "netns"
+    zero = time.time()
     with Samplers([Target("w.0", wires["w.0"], frozenset({"wire"}))], cpu=False,
-                  clock_zero=time.time(), interval_s=0.1) as smp:
+                  clock_zero=zero, interval_s=0.1) as smp:
         done = up.run("a", "ping", "-c", "20", "-i", "0.02", "b")
-        time.sleep(0.3)  # the wire rewrites its counters every 100 ms
+        # The wire's next counters after the pings, then a sample of them.
+        wire_written_since(wire.netns_name(up.name, 0), time.time())
+        assert smp.sampled_since(time.time() - zero, 10)
     series = smp.stop()
     assert smp.errors == [] and smp.missing == []
     assert done.returncode == 0, done.stdout

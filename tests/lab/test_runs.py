@@ -178,18 +178,31 @@ samplers = {{ nodes = ["r1"], kinds = ["ifaces"] }}
         got = run["metrics"][name]
         assert within(got, TCP_PAYLOAD_BPS, 2.5), (name, got, TCP_PAYLOAD_BPS)
     # The summed series against what r1 forwarded in the same 0.2 s bins, wherever data
-    # flowed for the whole bin. Uploads: 0.4-0.9 Mbit/s apart on average, 4.8 at worst,
-    # in eight runs (was 2.5-3.7 on average, 21-28 at worst: a flow's ramp and the
-    # others' full rate in one bin). Downloads: 0.7-1.1 and 5.8 (placed at the server's
-    # start, without the lag of the client's clock, 1.0-1.5 and 6-11).
+    # flowed for the whole bin and every receiver read on time. Uploads: 0.4-0.9 Mbit/s
+    # apart on average, 4.8 at worst, in eight runs (was 2.5-3.7 on average, 21-28 at
+    # worst: a flow's ramp and the others' full rate in one bin). Downloads: 0.7-1.1 and
+    # 5.8 (placed at the server's start, without the lag of the client's clock, 1.0-1.5
+    # and 6-11). A receiver that was not running when its report fell due (a loaded
+    # machine: all four clients of a download once stopped for 0.6 s) read late what r1
+    # had forwarded, and the next interval reads the backlog (75-92 Mbit/s): no placement
+    # is wrong there, but its bins measured the scheduler (18-54 Mbit/s apart). Its
+    # report says so: the interval ran more than 30 ms off its 0.2 s. Without those bins,
+    # 26 runs (18 downloads) on a 2-core machine loaded by two busy loops and other
+    # users: 0.37-0.99 on average, 6.0 at worst, 12 to 25 bins kept (all bins: 0.37-5.74
+    # and 54; the best-fitting shift of r1's counters scattered over -0.13 to +0.28 s, and
+    # the signed mean was within 0.16 Mbit/s of zero: downloads do not lag them).
     rec = stored(db, run["id"])
+    flows = [s for s in rec.series if s.name == "throughput" and s.flow]
     summed = next(s for s in rec.series if s.name == "throughput" and s.flow is None)
-    last = max(s.t[-1] for s in rec.series if s.name == "throughput" and s.flow)
+    last = max(s.t[-1] for s in flows)
+    late = [(a, b) for s in flows for a, b in zip(s.t, s.t[1:], strict=False)
+            if abs(b - a - 0.2) > 0.03]
     bins = [(t, v) for t, v in zip(summed.t, summed.v, strict=True)
-            if 0.4 - 1e-9 <= t <= last - 0.2]
+            if 0.4 - 1e-9 <= t <= last - 0.2
+            and not any(a < t and b > t - 0.2 for a, b in late)]
     wire = _payload_bins(rec, "r1", towards, [t for t, _ in bins])
     diffs = [abs(v - w) for (_, v), w in zip(bins, wire, strict=True)]
-    assert len(diffs) >= 20
+    assert len(diffs) >= 10, (len(diffs), late)
     assert sum(diffs) / len(diffs) < 0.025 * TCP_PAYLOAD_BPS, diffs
     assert max(diffs) < 8e6, diffs
 
@@ -281,7 +294,9 @@ def test_a_failing_tool_fails_its_run_with_the_tools_message(tmp_path: Path) -> 
     (tmp_path / "lab.toml").write_text(LAB)
     exp = tmp_path / "exp.toml"
     exp.write_text('lab = "lab.toml"\n[[tests]]\nname = "cc"\nkind = "tcp"\nfrom = "client"\n'
-                   'to = "server"\nduration = "1s"\ncongestion = "nosuchcc"\n'
+                   # No CPU 1023 here: iperf3 fails at start ("unable to set CPU
+                   # affinity"). An unknown congestion control is refused at load now.
+                   'to = "server"\nduration = "1s"\naffinity = "1023"\n'
                    '[[tests]]\nname = "fine"\nkind = "ping"\nfrom = "client"\nto = "server"\n'
                    'duration = "1s"\n')
     name = new_lab_name()

@@ -118,10 +118,10 @@ def test_a_fault_in_a_parser_or_a_figure_keeps_what_was_measured(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing measured is lost: a bug in a parser, in the figures or in the metric names
     fails the run, which is stored with its raw outputs (to be parsed again once fixed)."""
-    from hoplab.kinds import registry
+    from hoplab import kind_registry as registry
+    from hoplab.kinds import figures as figures_mod
     from hoplab.record import Metric
     from hoplab.run import execute
-    from hoplab.run import figures as figures_mod
 
     exp = load_experiment(write(tmp_path))
     fine = exp.variants[2]
@@ -148,7 +148,7 @@ def test_a_fault_in_a_parser_or_a_figure_keeps_what_was_measured(
         return t
 
     monkeypatch.setattr(execute, "run_figures", figures)
-    monkeypatch.setattr("hoplab.run.outcome.registry.flow_tool", tool)
+    monkeypatch.setattr("hoplab.run.outcome.flow_tool", tool)
     name = new_lab_name()
     records = ExperimentRunner(exp, Sink(), lab_name=name).run()
     assert lab_namespaces(name) == set()

@@ -63,6 +63,18 @@ def pester(proc: subprocess.Popen[str], sig: signal.Signals, seconds: float = 30
         time.sleep(0.02)
 
 
+def into_a_run(lab: str, seconds: float = 60) -> set[int]:
+    """Waits until a run's iperf3 server and client are running inside the lab; returns
+    every process living in its namespaces then (the ones that must not outlive it)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        inside = pids_in(lab_namespaces(lab))
+        if len(inside & live_pids("iperf3")) >= 2:
+            return inside
+        assert time.monotonic() < deadline, f"no run's iperf3 pair in lab {lab} in {seconds} s"
+        time.sleep(0.02)
+
+
 def workdirs(pid: int) -> list[str]:
     """The run working directories of process `pid` (hoplab.nodes.workdir)."""
     return glob.glob(f"{tempfile.gettempdir()}/hoplab-run-{pid}-*")
@@ -99,8 +111,7 @@ def test_run_stopped_by_a_signal_and_pestered_leaves_nothing(
                 with open_store(str(db)) as store:
                     done = len(store.list_runs())
         assert done >= 1, "a run should have finished within a minute"
-        time.sleep(0.5)  # part way into the next run: its iperf3 processes are running
-        inside = pids_in(lab_namespaces(name))
+        inside = into_a_run(name)
         proc.send_signal(first)
         if then is not None:
             time.sleep(0.05)
@@ -180,8 +191,7 @@ def test_run_killed_then_clean_leaves_nothing(tmp_path: Path) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (db.exists() and workdirs(proc.pid)):
             time.sleep(0.2)
-        time.sleep(1.5)   # into a run: its iperf3 processes are running
-        inside = pids_in(lab_namespaces(name))
+        inside = into_a_run(name)
         left = workdirs(proc.pid)
         proc.kill()
         proc.wait(timeout=10)

@@ -67,11 +67,13 @@ def test_rate_and_namespaces(lab_up: LabUp) -> None:
 
 def test_known_amount_through_r1(lab_up: LabUp) -> None:
     up = lab_up(path=EXAMPLES / "chain.toml")
+    zero = time.time()
     with Samplers([target(up, "r1", frozenset({"ifaces"}))], cpu=False,
-                  clock_zero=time.time()) as smp:
+                  clock_zero=zero) as smp:
         data = iperf3(up.ns("server"), up.ns("client"), server_addr(up), "-n", "20M",
                       seconds=None)
-        time.sleep(0.2)  # let the last sample see the last segments
+        # A sample begun after the transfer: it sees the last segments.
+        assert smp.sampled_since(time.time() - zero, 10)
     series = smp.stop()
     assert smp.errors == []
     sent = int(data["end"]["sum_sent"]["bytes"])

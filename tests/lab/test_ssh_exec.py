@@ -7,6 +7,7 @@ import hashlib
 import signal
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import asyncssh
@@ -199,6 +200,15 @@ def test_parallel_commands_on_one_connection(ex: SshExecutor, dev: Device) -> No
     assert ex.conn.connects == 1
 
 
+def _running(dev: Device, comm: str) -> bool:
+    """A process named `comm` runs on the device."""
+    for pid in dev.pids():
+        with suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == comm:
+                return True
+    return False
+
+
 def test_server_killed_mid_command_then_back(device_farm: Farm) -> None:
     dev = device_farm.add("openwrt-like")
     e = SshExecutor(dev.target("r1"))
@@ -215,7 +225,10 @@ def test_server_killed_mid_command_then_back(device_farm: Farm) -> None:
 
         th = threading.Thread(target=long)
         th.start()
-        time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while not _running(dev, "sleep"):  # the command runs on the device
+            assert th.is_alive() and time.monotonic() < deadline, got
+            time.sleep(0.01)
         t = time.monotonic()
         dev.kill_ssh()
         th.join(20)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -23,11 +24,15 @@ FRAME = PAYLOAD + 8 + 20 + 14
 
 
 def _sample(ex: SshExecutor, seconds: float, kinds: frozenset[str],
-            during: object = None) -> tuple[list[Series], Samplers]:
-    s = Samplers([Target("r1", ex, kinds)], cpu=False, clock_zero=time.time(), interval_s=0.1)
+            during: Callable[[], object] | None = None) -> tuple[list[Series], Samplers]:
+    """Sample for `seconds`, or while `during` runs and until a sample begun after it
+    has come (start() returns with a first sample, from before it)."""
+    zero = time.time()
+    s = Samplers([Target("r1", ex, kinds)], cpu=False, clock_zero=zero, interval_s=0.1)
     with s:
-        if callable(during):
+        if during is not None:
             during()
+            assert s.sampled_since(time.time() - zero, 10)
         else:
             time.sleep(seconds)
     series = s.stop()
@@ -46,8 +51,12 @@ def test_cpu_at_10hz_without_gaps_and_cost_within_budget(ex: SshExecutor, dev: D
     cpu_all = _one(series, "cpu.idle", "all")
     gaps = [b - a for a, b in zip(cpu_all.t, cpu_all.t[1:], strict=False)]
     rate = (len(cpu_all.t) - 1) / (cpu_all.t[-1] - cpu_all.t[0])
-    assert rate >= 5.0, rate
-    assert max(gaps) <= 0.5, max(gaps)
+    # A tick is skipped while a sample is slow; a sample is a round trip through ssh,
+    # the device's SSH server and its awk, each of which waits for a core on a loaded
+    # machine. 28 runs on the 2-core machine loaded by two busy loops and other users:
+    # 7.0 to 10.1 Hz, the longest gap 0.13 to 0.88 s (3 over 0.5 s).
+    assert rate >= 6.5, rate
+    assert max(gaps) <= 1.0, max(gaps)
     # Per core too: the device's own /proc/stat rows.
     assert {x.key for x in series if x.name == "cpu.softirq"} >= {"all", "cpu0"}
     # The sampler's own cost on the device, measured there: at most 2 % of one core.
@@ -72,16 +81,19 @@ def test_byte_counts_agree_with_a_known_transfer(ex: SshExecutor, dev: Device,
     tmp = Path(str(tmp_path))
     server = ex.start("iperf3-s", ["iperf3", "-s", "-1", "-p", "5299"], out=tmp / "s.out",
                       err=tmp / "s.err")
-    time.sleep(0.5)
+    deadline = time.monotonic() + 10
+    while not subprocess.run(["ip", "netns", "exec", dev.netns, "ss", "-Hlnt",
+                              "sport = :5299"], capture_output=True, text=True,
+                             check=True).stdout.strip():
+        assert server.poll() is None and time.monotonic() < deadline, "iperf3 -s not up"
+        time.sleep(0.02)
     result: dict[str, object] = {}
 
     def transfer() -> None:
-        time.sleep(0.5)
         res = subprocess.run(["iperf3", "-c", dev.address, "-p", "5299", "-u", "-b", "40M",
                               "-l", str(PAYLOAD), "-t", "2", "-J"], capture_output=True,
                              text=True, timeout=30, check=True)
         result.update(json.loads(res.stdout))
-        time.sleep(0.5)
 
     try:
         series, _ = _sample(ex, 0, frozenset({"ifaces"}), during=transfer)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from hoplab.lab.shaping import tc_lines
+from hoplab.lab.where import netns_prefix
 from hoplab.spec.model import Direction
 from tests.helpers.lab import new_lab_name
 from tests.unit.test_shaping import LEAF_OPTIONS
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.root
 
 @pytest.fixture(scope="module")
 def ns() -> Iterator[str]:
-    name = f"hoplab-{new_lab_name()}-tc"
+    name = f"{netns_prefix(new_lab_name())}tc"
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
         yield name

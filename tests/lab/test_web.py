@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from hoplab.lab.where import netns_prefix
 from hoplab.record import RunRecord
 from hoplab.store import open_store
 from hoplab.tools import nginx, pageload
@@ -250,7 +251,7 @@ def test_sigterm_during_page_loads_leaves_no_browser_or_server(tmp_path: Path) -
         # Chromium runs in the client's namespace (Playwright starts it in a session of
         # its own, so it is not in the client's process group).
         deadline = time.monotonic() + 60
-        client = f"hoplab-{name}-a"
+        client = f"{netns_prefix(name)}a"
         while not (live_pids("chromium") & pids_in({client})):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.1)

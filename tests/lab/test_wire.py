@@ -24,6 +24,7 @@ import pytest
 from hoplab.lab import wire
 from hoplab.lab.state import find
 from hoplab.lab.status import lab_status
+from hoplab.lab.where import netns_prefix
 from hoplab.samplers import wire as wire_samples
 from tests.helpers.lab import (
     LabUp,
@@ -33,6 +34,7 @@ from tests.helpers.lab import (
     remove_lab,
     stop,
     wait_listening,
+    wire_written_since,
 )
 
 pytestmark = [pytest.mark.root,
@@ -68,8 +70,9 @@ def test_one_percent_loss(lab_up: LabUp) -> None:
     assert sent == 10000
     lost_pct = 100.0 * (sent - got) / sent
     assert abs(lost_pct - 1.0) <= 0.3, lost_pct
-    time.sleep(3 * wire.STATS_INTERVAL_S)  # the wire's next stats file
-    stats = wire_samples.read(wire.netns_name(up.name, 0))
+    ns = wire.netns_name(up.name, 0)
+    wire_written_since(ns, time.time())
+    stats = wire_samples.read(ns)
     # The wire may also have dropped an ARP or neighbour solicitation.
     assert 0 <= stats["forward"]["wire.dropped_loss"] - (sent - got) <= 3
     assert stats["reverse"]["wire.dropped_loss"] == 0
@@ -224,7 +227,7 @@ def test_killed_wire_leaves_link_down_and_teardown_cleans(lab_up: LabUp) -> None
     assert any("is down" in p for p in status["problems"]), status["problems"]
     assert up.run("a", "ping", "-c", "1", "-W", "1", "b").returncode != 0
     remove_lab(up.name)
-    assert not any(n.startswith(f"hoplab-{up.name}-") for n in namespaces())
+    assert not any(n.startswith(netns_prefix(up.name)) for n in namespaces())
 
 
 def test_wire_exits_when_its_link_goes_away(lab_up: LabUp) -> None:

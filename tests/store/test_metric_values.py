@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from hoplab.errors import UsageError
 from hoplab.record import Metric
 from hoplab.store import open_store
 from tests.helpers.runs import make_run
@@ -34,5 +37,7 @@ def test_values_of_one_metric_by_flow_node_and_filters(store_url: str) -> None:
             "goodput", {"version": "v2", "status": "ok"})] == [11.0, 12.0]
         assert [v for _, v in store.metric_values("goodput", {"hops": "3"})] == [13.0]
         assert [v for _, v in store.metric_values("goodput", {"id": str(ids[3])})] == [13.0]
-        assert store.metric_values("goodput", {"id": "x"}) == []
+        # An id that is none is refused, naming it (hoplab.numbers), as `runs --filter`.
+        with pytest.raises(UsageError, match="filter id 'x': expected a whole number"):
+            store.metric_values("goodput", {"id": "x"})
         assert len(store.metric_values("goodput", limit=2)) == 2

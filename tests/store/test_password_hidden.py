@@ -7,14 +7,18 @@ import subprocess
 
 import pytest
 
-from hoplab.store.url import hide_password, shown_url
+from hoplab.store.url import hide_password, redact, shown_url
 from tests.helpers.web import HOPLAB
 
 # Each fails in its own way: refused connection, a port that is no number, no database,
 # an unsupported scheme.
 URLS = ["postgresql://u:pa/ss@127.0.0.1:1/db", "postgresql://u:pa/ss@127.0.0.1:x/db",
         "postgresql://u:pa/ss@127.0.0.1:1", "mysql://u:pa/ss@127.0.0.1/db",
-        "postgres://u:pa%2Fss@127.0.0.1:1/db"]
+        "postgres://u:pa%2Fss@127.0.0.1:1/db",
+        # The password as libpq's query parameter: the same four ways to fail.
+        "postgresql://u@127.0.0.1:1/db?password=pa/ss",
+        "postgresql://u@127.0.0.1:x/db?sslmode=disable&password=pa/ss",
+        "postgresql://u@127.0.0.1:1?password=pa/ss", "mysql://u@127.0.0.1/db?password=pa/ss"]
 
 
 @pytest.mark.parametrize("url", URLS)
@@ -26,8 +30,9 @@ def test_password_never_printed(url: str, command: list[str]) -> None:
                               env=env)
              for argv, env in (([HOPLAB, *command, "--db", url], os.environ),
                                ([HOPLAB, *command], {**os.environ, "HOPLAB_DB": url}))]
-    for proc in procs:
-        out, err = proc.communicate(timeout=60)
+    # Both reaped before anything is asserted, so a failure leaves no process behind.
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 2, err
         assert "store" in err
         for secret in ("pa/ss", "pa%2Fss", "pa%2fss", "/ss@"):
@@ -42,3 +47,19 @@ def test_shown_url_uses_sqlalchemys_rendering() -> None:
     assert shown_url("postgresql://u@h/db") == "postgresql://u@h/db"
     assert hide_password("failed: postgresql://u:a:b/c@d@h/db refused") == \
         "failed: postgresql://u:***@h/db refused"
+    assert shown_url("postgresql://u@h/db?password=pa/ss&sslmode=require") == \
+        "postgresql://u@h/db?password=***&sslmode=require"
+    assert shown_url("postgresql://u@h:x/db?Password=pa/ss") == "postgresql://u@h:x/db?Password=***"
+
+
+def test_redact_masks_the_password_of_the_url_given_wherever_it_appears() -> None:
+    # As written in the URL (percent-encoded) and decoded, on its own or in another URL.
+    url = "postgresql://u:p%40ss-w0rd@h:5/db"
+    text = "'--db' 'postgresql://u:p%40ss-w0rd@h:5/db' said p@ss-w0rd, and p%40ss-w0rd"
+    shown = redact(text, url)
+    assert "ss-w0rd" not in shown
+    assert shown == "'--db' 'postgresql://u:***@h:5/db' said ***, and ***"
+    assert redact("no secret here", url) == "no secret here"
+    assert redact("see postgresql://v:x@h/db", None) == "see postgresql://v:***@h/db"
+    assert redact("sqlite runs.db", "runs.db") == "sqlite runs.db"
+    assert redact("'pa/ss' 'pa%2Fss'", "postgresql://u@h/db?password=pa%2Fss") == "'***' '***'"

@@ -51,7 +51,7 @@ def test_old_schema_is_refused_and_left_as_it_was(store_url: str) -> None:
         open_store(store_url, read_only=True)
     message = str(info.value)
     assert "its schema is version 1, older than this hoplab's" in message
-    assert "upgrade it once with `hoplab runs --db " in message
+    assert "upgrade it once with `hoplab migrate --db " in message
     assert info.value.exit_code == 2
     assert _version(store_url) == 1
     with open_store(store_url) as store:          # the command the message names migrates
@@ -88,7 +88,7 @@ def test_serve_refuses_an_old_sqlite_store_without_touching_it(tmp_path: Path) -
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "its schema is version 1" in done.stderr
-    assert f"hoplab runs --db {db}" in done.stderr
+    assert f"hoplab migrate --db {db}" in done.stderr
     assert _state(db) == before
 
 

@@ -18,9 +18,10 @@ from hoplab.analysis.adaptive import (
     judge_runs,
     next_repetitions,
 )
-from hoplab.analysis.compare import bootstrap, compare_runs
+from hoplab.analysis.compare import compare_runs
 from hoplab.analysis.power import detectable_change
 from hoplab.analysis.ranks import rank_p
+from hoplab.analysis.verdict_rule import bootstrap
 from hoplab.errors import UsageError
 from hoplab.record import MEASUREMENT_VERSION
 from tests.helpers.runs import side
@@ -38,7 +39,7 @@ def _verdicts(change: float, n: int, bound: float | None, trials: int,
     a = rng.normal(100e6, CV * 100e6, (trials, n))
     b = rng.normal(100e6 * (1 + change), CV * 100e6, (trials, n))
     p = [rank_p(a[i], b[i]) for i in range(trials)]
-    counts = {"different": 0, "same": 0, "unknown": 0}
+    counts = {"different": 0, "same": 0, "unclear": 0}
     for i in range(trials):
         ci = (-math.inf, math.inf)
         if bound is not None:
@@ -78,8 +79,8 @@ def test_same_needs_the_interval_inside_the_bound() -> None:
     # (each one-sided test rejects it wrongly at most 1 %).
     assert _verdicts(0.10, 10, 0.10, 600)["same"] <= 0.02
     assert _verdicts(0.10, 5, 0.10, 600)["same"] <= 0.02
-    # At 5 repetitions the interval rarely fits: unknown, and more repetitions follow.
-    assert _verdicts(0.0, 5, 0.10, 300)["unknown"] > 0.6
+    # At 5 repetitions the interval rarely fits: unclear, and more repetitions follow.
+    assert _verdicts(0.0, 5, 0.10, 300)["unclear"] > 0.6
 
 
 def test_five_against_five_can_be_different_four_against_four_cannot() -> None:
@@ -90,7 +91,7 @@ def test_five_against_five_can_be_different_four_against_four_cannot() -> None:
     assert v.change == pytest.approx(-0.2)
     v = judge_runs(side([100.0, 101, 99, 100.5]), side([80.0, 81, 79, 80.5], start_id=5),
                    "goodput", bound=None)
-    assert v.verdict == "unknown" and v.p == pytest.approx(2 / 70)
+    assert v.verdict == "unclear" and v.p == pytest.approx(2 / 70)
     assert math.isinf(v.power.detectable)
     assert "cannot reach p < 0.01" in v.power.describe()
 
@@ -113,12 +114,12 @@ def _v(verdict_g: str, verdict_b: str) -> tuple[object, object]:
 
 @pytest.mark.parametrize(("g", "b", "answer", "final"), [
     ("same", "different", GOOD, True),
-    ("same", "unknown", GOOD, True),
+    ("same", "unclear", GOOD, True),
     ("different", "same", BAD, True),
-    ("unknown", "same", BAD, True),
+    ("unclear", "same", BAD, True),
     ("different", "different", SKIP, False),    # a third level, or disturbed runs
-    ("unknown", "unknown", SKIP, False),
-    ("unknown", "different", SKIP, False),
+    ("unclear", "unclear", SKIP, False),
+    ("unclear", "different", SKIP, False),
     ("same", "same", SKIP, False),
 ])
 def test_classify(g: str, b: str, answer: int, final: bool) -> None:
@@ -127,12 +128,12 @@ def test_classify(g: str, b: str, answer: int, final: bool) -> None:
     assert (c.answer, c.final) == (answer, final)
 
 
-def test_unknown_says_what_the_repetitions_can_detect() -> None:
+def test_unclear_says_what_the_repetitions_can_detect() -> None:
     rng = np.random.default_rng(3)
     good = [float(x) for x in rng.normal(100, 5, 6)]
     commit = [float(x) for x in rng.normal(101.5, 5, 6)]
     v = judge(good, commit, p=0.3, ci=(-0.05, 0.04), bound=0.015)
-    assert v.verdict == "unknown"
+    assert v.verdict == "unclear"
     text = classify(v, v).reason
     assert "smallest change detectable with 6 vs 6 repetitions" in text
     assert "a 1.5 % change needs" in text

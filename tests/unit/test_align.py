@@ -1,4 +1,4 @@
-"""Where a bulk flow's iperf3 intervals go on the run clock (hoplab.run.outcome.clock_start)
+"""Where a bulk flow's iperf3 intervals go on the run clock (hoplab.kinds.tcp.clock_start)
 and how the start of its data is seen (hoplab.run.procs), on real iperf3 outputs and
 real processes."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.kinds.flow import Outcome
+from hoplab.kinds.tcp import REPORT_DELAY_S, client_lag, clock_start, collect_bulk
 from hoplab.nodes.procs import written_by
-from hoplab.run.flows import Outcome
-from hoplab.run.outcome import REPORT_DELAY_S, _bulk, client_lag, clock_start
 from hoplab.run.procs import CONTROL_BYTES, DataStart, _Watcher
 from hoplab.spec.experiment import Flow
 from hoplab.tools import iperf3
@@ -75,7 +75,7 @@ def test_bulk_series_and_span_start_at_the_data_start() -> None:
     # set-ups took different times overlapped wrongly and their sum ran 2.5-4.7 % high.
     text = (DATA / "tcp_p2_server_output.json").read_text()
     out = Outcome(Flow(name="f", kind="tcp", src="a", dst="b", duration_s=1.0))
-    _bulk(out, text, 0.0, (0.0, 1.0), 0.3, 1.35)
+    collect_bulk(out, text, 0.0, (0.0, 1.0), 0.3, 1.35)
     (thr,) = [s for s in out.series if s.name == "throughput"]
     first_end = min(i.end for s in iperf3.parse(text).server.streams  # type: ignore[union-attr]
                     for i in s.intervals)
@@ -93,7 +93,7 @@ def test_a_downloads_intervals_start_when_the_word_to_start_reached_its_client()
     assert client_lag(res) == pytest.approx(server - client) and 0.05 < client_lag(res) < 0.07
     out = Outcome(Flow(name="f", kind="tcp", src="a", dst="b", duration_s=5.0,
                        direction="down"))
-    _bulk(out, (DATA / name).read_text(), 0.0, (0.0, 5.0), 0.2, None)
+    collect_bulk(out, (DATA / name).read_text(), 0.0, (0.0, 5.0), 0.2, None)
     (thr,) = [s for s in out.series if s.name == "throughput"]
     first_end = min(i.end for s in res.streams for i in s.intervals)
     assert thr.t[0] == pytest.approx(0.2 + client_lag(res) + first_end, abs=1e-3)
@@ -104,7 +104,7 @@ def test_no_lag_for_an_upload_or_without_the_servers_report() -> None:
     # An upload's series are the server's, on the server's clock: not shifted.
     text = (DATA / "tcp_p2_server_output.json").read_text()
     out = Outcome(Flow(name="f", kind="tcp", src="a", dst="b", duration_s=1.0))
-    _bulk(out, text, 0.0, (0.0, 1.0), 0.3, None)
+    collect_bulk(out, text, 0.0, (0.0, 1.0), 0.3, None)
     server_first = min(i.end for s in iperf3.parse(text).server.streams  # type: ignore[union-attr]
                        for i in s.intervals)
     assert out.series[0].t[0] == pytest.approx(0.3 + server_first, abs=1e-3)

@@ -1,7 +1,7 @@
 """`family = 6` on the iperf3 kinds (tcp, udp, rrul's bulk flows, a custom test's tcp and
 udp flows): the flows carry it, and iperf3 is pointed at the destination's IPv6
 address with -6, on namespaces and on a device; which nodes have IPv6 is known before
-lab up (hoplab.lab.plan.has_family), from the same rule the planner uses."""
+lab up (hoplab.spec.families.has_family), from the same rule the planner uses."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import SpecError
-from hoplab.lab.plan import has_family, plan_lab, unresolved
+from hoplab.lab.plan import plan_lab, unresolved
 from hoplab.run.flows import client_argv, server_for
 from hoplab.spec import load_lab_text
 from hoplab.spec.experiment import Flow
 from hoplab.spec.experiment_loader import load_experiment
+from hoplab.spec.families import has_family
 from tests.helpers.lab_text import chain3
 
 DUT = (Path(__file__).resolve().parents[2] / "examples" / "devices" / "router-dut.toml"

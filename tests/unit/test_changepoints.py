@@ -5,12 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hoplab.analysis.changepoints import (
-    ALPHA,
-    detect,
-    detect_many,
-    locate,
-)
+from hoplab.analysis.changepoints import detect, detect_many
+from hoplab.analysis.detectors.edivisive import ALPHA, locate
 from hoplab.analysis.power import detectable_change
 
 STEPS = [(20, 25.0), (40, -15.0), (60, -49.0), (80, 10.0)]

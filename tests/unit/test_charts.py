@@ -88,8 +88,9 @@ def test_cdf_one_curve_per_run_and_flow() -> None:
     c = charts.latency_cdf([a, b])
     assert c is not None
     go.Figure(c.figure)
-    assert [d["name"] for d in c.figure["data"]] == ["run 7 p (n=100)", "run 7 q (n=10)",
-                                                     "run 8 p (n=50)"]
+    # Phased runs without a stored figure per phase: each flow over every phase, said so.
+    assert [d["name"] for d in c.figure["data"]] == [
+        "run 7 p: all phases, n=100", "run 7 q: all phases, n=10", "run 8 p: all phases, n=50"]
     assert c.figure["data"][0]["y"][-1] == 1.0
 
 

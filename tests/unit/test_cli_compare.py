@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,13 @@ def test_table_with_verdicts(db: str, capsys: pytest.CaptureFixture[str]) -> Non
     assert "wan / bulk  A firmware=1.2: 6 runs" in out
     rows = {line.split("│")[1].strip(): line for line in out.splitlines() if "│" in line}
     assert "worse" in rows["goodput"] and "-19.9 %" in rows["goodput"]
-    assert "same" in rows["RTT median"]
+    # The same RTTs on both sides, but 6 runs a side show them the same within 2.5 %,
+    # not within the 2 % margin: no clear difference, with what these runs could see.
+    assert "-2.4 .. +2.5 %" in rows["RTT median"]
+    assert "no clear difference" in rows["RTT median"]
+    assert re.search(r"note: no clear difference: the smallest change these runs would "
+                     r"have seen 80 % of the time \(p <= 0.05\): RTT median \d+\.\d %",
+                     " ".join(out.split()))
     assert "n/a" in rows["packets"]
     assert "not compared: B's wan / ping (1 run) has no counterpart in A" in out
 
@@ -64,7 +71,8 @@ def test_one_run_each_is_not_enough_data(db: str, capsys: pytest.CaptureFixture[
     (["99", "1"], "no run 99 in sqlite"),
     (["firmware=9", "1"], "no runs match 'firmware=9'"),
     (["firmware=1.2", "1-3"], "overlap: both hold run 1, 3;"),
-    (["1", "2", "--metric", "jitter"], "nothing to compare: no metric jitter"),
+    (["1", "2", "--metric", "jitter"], "metric 'jitter': no selected run has this metric "
+                                       "(did you mean "),
     (["1", "2", "--alpha", "2"], "--alpha must be between 0 and 1"),
 ])
 def test_bad_input_exits_2(db: str, capsys: pytest.CaptureFixture[str], args: list[str],
@@ -110,3 +118,33 @@ def test_qos_off_against_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                  "--metric", "rtt_median"]) == 0
     out = capsys.readouterr().out
     assert "better" in out and "66 % CI" in out
+
+
+def test_no_clear_difference_and_the_margin(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 19: 4 runs against 4, one overlap, +3.0 % [+0.7, +5.0], p 0.057: was "same".
+    path = str(tmp_path / "runs.db")
+    with open_store(path) as store:
+        for version, values in (("v1", [99.2, 100.2, 100.6, 101.3]),
+                                ("v2", [103.9, 105.4, 102.9, 101.1])):
+            for rep, v in enumerate(values, start=1):
+                store.save_run(make_run(rep=rep, labels={"version": version}, goodput=v))
+    assert main(["compare", "version=v1", "version=v2", "--db", path]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("│ goodput"))
+    assert "+3.0 %" in row and "+0.7 .. +5.0 %" in row and "0.057" in row
+    assert "no clear difference" in row and "same" not in row
+    assert "same within +-2 %" in out
+    assert "have seen 80 % of the time (p <= 0.05): goodput 3.9 %" in " ".join(out.split())
+    assert main(["compare", "version=v1", "version=v2", "--db", path, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["margin_pct"] == 2.0
+    (m,) = doc["groups"][0]["metrics"]
+    assert m["verdict"] == "unclear" and m["detectable_pct"] == pytest.approx(3.94, abs=0.01)
+    # Within +-6 %, the interval shows sameness; a margin below 0 is refused.
+    assert main(["compare", "version=v1", "version=v2", "--db", path, "--json",
+                 "--margin", "6"]) == 0
+    (m,) = json.loads(capsys.readouterr().out)["groups"][0]["metrics"]
+    assert m["verdict"] == "same" and m["detectable_pct"] is None
+    assert main(["compare", "version=v1", "version=v2", "--db", path, "--margin", "-1"]) == 2
+    assert "--margin must be 0 or more" in capsys.readouterr().err

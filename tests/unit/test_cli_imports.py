@@ -46,8 +46,9 @@ LIBRARIES = ("sqlalchemy", "numpy", "scipy", "matplotlib", "plotly", "psycopg",
 PACKAGES = ("hoplab.store", "hoplab.analysis", "hoplab.web", "hoplab.run", "hoplab.samplers",
             "hoplab.profile", "hoplab.importers")
 NOTHING_HEAVY = LIBRARIES + PACKAGES
-COMMANDS = ["doctor", "lab", "run", "runs", "show", "compare", "report", "serve", "flamegraph",
-            "profile", "fold", "clean", "plot", "trend", "import", "export", "bisect"]
+COMMANDS = ["doctor", "check", "lab", "run", "runs", "show", "compare", "report", "serve",
+            "flamegraph", "profile", "fold", "clean", "plot", "trend", "annotate", "import",
+            "export", "migrate", "bisect"]
 
 
 def imported(argv: list[str], run_dir: Path, tmp_path: Path) -> tuple[int, str, set[str]]:
@@ -148,6 +149,19 @@ def test_lab_up_of_a_missing_file_imports_no_store_or_renderer(tmp_path: Path) -
     assert code == 2, err
     # rich draws the progress of the build.
     assert heavy(modules, tuple(m for m in NOTHING_HEAVY if m != "rich")) == []
+
+
+def test_check_of_files_imports_no_store_renderer_or_runner(tmp_path: Path) -> None:
+    lab = tmp_path / "lab.toml"
+    lab.write_text('name = "c"\n[nodes.a]\n[nodes.b]\n[[links]]\nbetween = ["a", "b"]\n')
+    exp = tmp_path / "exp.toml"
+    exp.write_text('lab = "lab.toml"\n[[tests]]\nname = "p"\nkind = "ping"\nfrom = "a"\n'
+                   'to = "b"\n')
+    code, err, modules = imported(["check", str(lab), str(exp)], tmp_path / "run", tmp_path)
+    assert code == 0, err
+    # The kinds' modules come with the experiment (probe's figures use analysis.stats).
+    assert heavy(modules, tuple(m for m in NOTHING_HEAVY if m != "hoplab.analysis")) == []
+    assert not (tmp_path / "run").exists() and not (tmp_path / "no.db").exists()
 
 
 def test_lazy_parser_lists_the_same_commands_as_the_full_one() -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
 
+from hoplab import export
 from hoplab.cli.main import main
+from hoplab.importers import Options, load_file
 from hoplab.store import open_store
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -35,7 +38,7 @@ def test_import_saves_every_file(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize("damage", ["truncated json", "truncated gzip", "not iperf3",
-                                    "missing"])
+                                    "missing", "duplicate metric", "NaN in metadata"])
 def test_a_bad_file_among_good_ones_imports_nothing(
         damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "s.db"
@@ -51,10 +54,21 @@ def test_a_bad_file_among_good_ones_imports_nothing(
         bad.write_bytes(data[: len(data) - 40])
     elif damage == "not iperf3":
         bad.write_text('{"hello": 1}')
+    elif damage in ("duplicate metric", "NaN in metadata"):
+        # A hoplab export the store cannot hold: read, parsed, refused only by the store's
+        # check (a good file before it was saved, and the import exited 1).
+        doc = export.to_json(load_file(GOOD[0], Options()))
+        if damage == "duplicate metric":
+            doc["metrics"].append(doc["metrics"][0])
+        else:
+            doc["run"]["metadata"]["x"] = math.nan
+        bad.write_text(json.dumps(doc))
     capsys.readouterr()
     code = main(["import", str(GOOD[1]), str(bad), str(GOOD[2]), "--db", str(db)])
     err = capsys.readouterr().err
     assert code == 2 and str(bad) in err
+    if damage == "duplicate metric":
+        assert "two metrics with the same name" in err
     assert _count(db) == before
 
 
@@ -87,7 +101,7 @@ def test_plot_writes_the_default_file_and_prints_its_path(
     (["1", "--kind", "cpu"], "no CPU series"),
     (["1", "--kind", "cdf", "-o", "x.gif"], ".png"),
     (["hops=9", "--kind", "box"], "no run"),
-    (["seven", "--kind", "box"], "run id or KEY=VALUE"),
+    (["seven", "--kind", "box"], "a selection is run ids"),
     (["42", "--kind", "box"], "no run 42"),
 ])
 def test_plot_refusals_exit_2(args: list[str], message: str, tmp_path: Path,

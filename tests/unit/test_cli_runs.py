@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.cli.main import main
+from hoplab.store import open_store
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -30,14 +31,15 @@ def test_runs_reads_hoplab_db_from_the_environment(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "team.db"
+    open_store(str(db)).close()
     monkeypatch.setenv("HOPLAB_DB", str(db))
     assert main(["runs", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
-    assert db.exists()
 
 
 def test_show_of_an_unknown_run_is_a_clear_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    open_store(str(tmp_path / "x.db")).close()
     assert main(["show", "42", "--db", str(tmp_path / "x.db")]) == 2
     assert "no run 42" in capsys.readouterr().err
 

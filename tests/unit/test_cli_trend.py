@@ -14,6 +14,7 @@ import pytest
 
 from hoplab.cli.main import main
 from hoplab.store import open_store
+from hoplab.web.app import Dashboard
 from tests.helpers.runs import make_run
 
 HOPLAB = str(Path(sys.executable).with_name("hoplab"))
@@ -55,8 +56,11 @@ def test_json_has_every_run_and_the_step(db: str, capsys: pytest.CaptureFixture[
     proc = _hoplab("trend", "goodput", "--db", db, "--filter", "test=bulk", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    # The issue's format, plus the power figures (keys added, none renamed).
-    assert set(doc) == {"metric", "points", "change_points", "power"}
+    # The issue's format, plus the power figures, why there are none, the detector and
+    # the series' variant (keys added, none renamed).
+    assert set(doc) == {"metric", "points", "change_points", "power", "reason", "detector",
+                        "variant"}
+    assert (doc["reason"], doc["detector"], doc["variant"]) == (None, "edivisive", {})
     assert doc["metric"] == "goodput"
     assert [p["value"] for p in doc["points"]] == VERSIONS
     assert all(len(p["runs"]) == 3 for p in doc["points"])
@@ -248,3 +252,79 @@ def test_by_start_time_shows_times(db: str, capsys: pytest.CaptureFixture[str]) 
     line = next(x for x in out.splitlines() if " -> " in x)
     assert re.match(r"^  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d -> \d{4}-\d\d-\d\d \d\d:\d\d:\d\d  ",
                     line), line
+
+
+def _gro(path: str, versions: list[str]) -> None:
+    """Each version with gro=on and gro=off, 3 runs each; gro=off 5 % lower throughout,
+    and gro=on alone 20 % lower from the fourth version on."""
+    rng = np.random.default_rng(4)
+    with open_store(path) as store:
+        for i, version in enumerate(versions):
+            for gro in ("on", "off"):
+                level = 100e6 * (0.95 if gro == "off" else 1.0) * \
+                    (0.8 if gro == "on" and i >= 3 else 1.0)
+                for rep in range(1, 4):
+                    store.save_run(make_run(rep=rep, labels={"version": version},
+                                            variant={"gro": gro},
+                                            goodput=float(rng.normal(level, level * 0.01))))
+
+
+def test_two_values_cannot_tell_and_say_why(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 19: "no change point" and "power": null on 2 values, where compare of the
+    # same runs says worse.
+    path = str(tmp_path / "g.db")
+    _gro(path, ["v1"])
+    assert main(["trend", "goodput", "--by", "gro", "--db", path]) == 0
+    out = capsys.readouterr().out
+    assert "2 values, 6 runs" in out and "no change point" not in out
+    assert ("not enough data: a step needs at least 2 values on each side, and there are 2 "
+            "values; `hoplab compare gro=off gro=on` compares two values") in out
+    assert main(["trend", "goodput", "--by", "gro", "--db", path, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["power"] is None and doc["change_points"] == []
+    assert doc["reason"] == ("a step needs at least 2 values on each side, and there are 2 "
+                             "values")
+    # The interactive page and the dashboard's trend page say it too.
+    page = tmp_path / "t.html"
+    assert main(["trend", "goodput", "--by", "gro", "--db", path, "-o", str(page)]) == 0
+    assert "not enough data: a step needs at least 2 values on each side" in \
+        page.read_text(encoding="utf-8")
+    with open_store(path) as store:
+        body = Dashboard(store).handle("/trend?metric=goodput&by=gro").body.decode()
+    assert "not enough data: a step needs at least 2 values on each side" in body
+    assert "no change point" not in body
+
+
+def test_runs_that_differ_in_another_variant_key_are_separate_series(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "g.db")
+    versions = [f"v{i}" for i in range(1, 9)]
+    _gro(path, versions)
+    assert main(["trend", "goodput", "--db", path, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"metric", "series"}
+    off, on = doc["series"]
+    assert (off["variant"], on["variant"]) == ({"gro": "off"}, {"gro": "on"})
+    with open_store(path) as store:
+        ids = {gro: {r.id for r in store.list_runs({"gro": gro})} for gro in ("on", "off")}
+    for series, gro in ((off, "off"), (on, "on")):
+        assert [p["value"] for p in series["points"]] == versions
+        assert {r["id"] for p in series["points"] for r in p["runs"]} == ids[gro]
+    assert off["change_points"] == []
+    assert [(c["before"], c["after"]) for c in on["change_points"]] == [("v3", "v4")]
+    assert on["change_points"][0]["change_pct"] == pytest.approx(-20, abs=1)
+
+    assert main(["trend", "goodput", "--db", path]) == 0
+    out = capsys.readouterr().out
+    assert "2 series, 48 runs, natural order; the runs differ in gro too" in out
+    assert "gro=off: goodput by version: 8 values, 24 runs" in out
+    assert "gro=on: goodput by version: 8 values, 24 runs" in out
+    # One drawing is one series: say which to pick.
+    assert main(["trend", "goodput", "--db", path, "-o", str(tmp_path / "t.png")]) == 2
+    assert "the runs are 2 series (gro=off, gro=on); draw one: add --filter gro=off" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "t.png").exists()
+    assert main(["trend", "goodput", "--db", path, "--filter", "gro=on", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["variant"] == {} and len(one["change_points"]) == 1

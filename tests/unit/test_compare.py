@@ -8,14 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from hoplab.analysis.compare import (
-    MetricKey,
-    bootstrap,
-    compare_runs,
-    parse_metric,
-)
+from hoplab.analysis.compare import MetricKey, compare_runs, parse_metric
 from hoplab.analysis.groups import compare_groups
+from hoplab.analysis.power import detectable_change, noise_cv
 from hoplab.analysis.ranks import min_p as min_p_value
+from hoplab.analysis.verdict_rule import bootstrap
 from hoplab.errors import UsageError
 from hoplab.metrics import better
 from hoplab.record import MEASUREMENT_VERSION
@@ -37,12 +34,37 @@ def test_clearly_lower_goodput_is_worse_with_a_ci_around_the_true_change() -> No
     assert c.unit == "bit/s" and len(c.a_values) == len(c.b_values) == 10
 
 
-def test_same_distribution_is_same() -> None:
-    a = side(_normal(100e6, 3e6, 10, seed=3))
-    b = side(_normal(100e6, 3e6, 10, seed=4), start_id=11)
-    (c,) = compare_runs(a, b, ["goodput"])
-    assert c.verdict == "same"
-    assert c.ci_low_pct < 0 < c.ci_high_pct
+def test_no_difference_found_is_not_sameness_shown() -> None:
+    # 3 % noise, 10 runs a side: the interval (-3.6 .. +3.5 %) reaches past the 2 %
+    # margin, so "no change" is not shown, only not rejected; with it, the smallest
+    # change these runs would have found 80 % of the time.
+    va, vb = _normal(100e6, 3e6, 10, seed=3), _normal(100e6, 3e6, 10, seed=4)
+    (c,) = compare_runs(side(va), side(vb, start_id=11), ["goodput"])
+    assert c.verdict == "unclear"
+    assert c.ci_low_pct < -2 and c.ci_high_pct > 2 and c.p_value == pytest.approx(0.796,
+                                                                                   abs=1e-3)
+    assert c.detectable_pct == pytest.approx(
+        100 * detectable_change(noise_cv([va, vb]), 10, 10, alpha=0.05))
+    assert 5 < c.detectable_pct < 7
+    # A wider margin takes that interval as sameness; quieter runs show it at 2 %.
+    wide = compare_runs(side(va), side(vb, start_id=11), ["goodput"], margin_pct=4.0)[0]
+    assert wide.verdict == "same" and math.isnan(wide.detectable_pct)
+    (quiet,) = compare_runs(side(_normal(100e6, 0.3e6, 10, seed=3)),
+                            side(_normal(100e6, 0.3e6, 10, seed=4), start_id=11), ["goodput"])
+    assert quiet.verdict == "same" and -0.4 < quiet.ci_low_pct < quiet.ci_high_pct < 0.4
+
+
+def test_four_runs_a_side_with_one_overlap_show_no_clear_difference() -> None:
+    # Issue 19's case: medians +3.0 %, interval +0.7 .. +5.0 %, p 0.057 was "same".
+    va, vb = [99.2, 100.2, 100.6, 101.3], [103.9, 105.4, 102.9, 101.1]
+    (c,) = compare_runs(side(va), side(vb, start_id=5), ["goodput"])
+    assert round(c.change_pct, 1) == 3.0
+    assert (round(c.ci_low_pct, 1), round(c.ci_high_pct, 1)) == (0.7, 5.0)
+    assert c.p_value == pytest.approx(4 / 70)          # U = 1 of 16: 2 x 2 / C(8, 4)
+    assert c.verdict == "unclear"
+    # 1.4 % noise: 4 + 4 runs find a 3.9 % change 80 % of the time at p <= 0.05.
+    assert noise_cv([va, vb]) == pytest.approx(0.0138, abs=1e-4)
+    assert c.detectable_pct == pytest.approx(3.94, abs=0.01)
 
 
 def test_one_run_per_side_gives_no_verdict_and_no_invented_spread() -> None:
@@ -217,5 +239,7 @@ def test_groups_with_nothing_in_common_are_refused() -> None:
     b = [make_run("flood", run_id=3, goodput=1.0), make_run("video", run_id=4, goodput=1.0)]
     with pytest.raises(UsageError, match="nothing to compare"):
         compare_groups(a, b)
-    with pytest.raises(UsageError, match="no metric jitter"):
+    with pytest.raises(UsageError, match="metric 'jitter': no selected run has this metric"):
         compare_groups(a[:1], b[:1], ["jitter"])
+    with pytest.raises(UsageError, match="nothing to compare: no metric goodput"):
+        compare_groups(a, b, ["goodput"])

@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import SpecError, UsageError
+from hoplab.kinds.ping import PingOptions
+from hoplab.kinds.probe import ProbeOptions
+from hoplab.kinds.tcp import IperfOptions
 from hoplab.spec.experiment_loader import load_experiment, parse_set
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +104,8 @@ to = "server"
     assert slow.lab.links[1].forward.rate_bps == 10_000_000
     assert fast.lab.links[1].forward.rate_bps == 100_000_000
     assert slow.setup == (("r1", ("tc", "qdisc", "show")),) and fast.setup == ()
-    assert slow.tests[0].flows[0].rate_bps == 1_000_000  # iperf3's UDP default
+    # iperf3's UDP default
+    assert slow.tests[0].flows[0].options_as(IperfOptions).rate_bps == 1_000_000
 
 
 def test_wireguard_goes_on_router_links_only(tmp_path: Path) -> None:
@@ -123,8 +127,9 @@ cport = 50001
 affinity = ["0,0", "1,1"]
 """
     flows = load_experiment(write(tmp_path, body)).variants[0].tests[0].flows
-    assert [f.cport for f in flows] == [50001, 50002, 50003]
-    assert [f.affinity for f in flows] == ["0,0", "1,1", "0,0"]
+    options = [f.options_as(IperfOptions) for f in flows]
+    assert [o.cport for o in options] == [50001, 50002, 50003]
+    assert [o.affinity for o in options] == ["0,0", "1,1", "0,0"]
 
 
 def test_custom_composition_keeps_offsets_and_senders(tmp_path: Path) -> None:
@@ -151,7 +156,8 @@ length = 500
     test = load_experiment(write(tmp_path, body)).variants[0].tests[0]
     assert [f.name for f in test.flows] == ["mix.tcp1.1", "mix.tcp1.2", "mix.late"]
     late = test.flows[2]
-    assert (late.start_s, late.end_s, late.rate_bps, late.length) == (2.0, 5.0, 200_000, 500)
+    o = late.options_as(IperfOptions)
+    assert (late.start_s, late.end_s, o.rate_bps, o.length) == (2.0, 5.0, 200_000, 500)
     assert [f.sender for f in test.flows] == ["client", "client", "server"]
     assert test.duration_s == 6.0
 
@@ -166,7 +172,8 @@ to = "server"
 streams = [{ tos = "0x10", name = "high" }, { tos = 0 }, { to = "r1", interval = "1s" }]
 """
     flows = load_experiment(write(tmp_path, body)).variants[0].tests[0].flows
-    assert [(f.name, f.tos, f.dst, f.interval_s) for f in flows] == [
+    options = [f.options_as(PingOptions) for f in flows]
+    assert [(f.name, o.tos, f.dst, o.interval_s) for f, o in zip(flows, options, strict=True)] == [
         ("p.high", 16, "server", 0.2), ("p.tos0x00", 0, "server", 0.2),
         ("p.to-r1", None, "r1", 1.0)]
 
@@ -278,7 +285,30 @@ probe_interval = "10ms"
 """
     test = load_experiment(write(tmp_path, body)).variants[0].tests[0]
     by_kind = {f.kind: f for f in test.flows}
-    assert by_kind["ping"].interval_s == 0.1 and by_kind["probe"].interval_s == 0.01
+    assert by_kind["ping"].options_as(PingOptions).interval_s == 0.1
+    assert by_kind["probe"].options_as(ProbeOptions).interval_s == 0.01
     assert by_kind["ping"].duration_s == 10.0
     assert sum(f.kind == "tcp" for f in test.flows) == 4
     assert [(f.start_s, f.duration_s) for f in test.flows if f.kind == "tcp"] == [(2.0, 6.0)] * 4
+
+
+@pytest.mark.parametrize(("body", "key"), [
+    ('[[tests]]\nname = "t"\nkind = "tcp"\nfrom = "client"\nto = "server"\n'
+     'duration = "5s"\nbytes = "10mb"\n', "tests[0].bytes"),
+    ('[[tests]]\nname = "t"\nkind = "custom"\nfrom = "client"\nto = "server"\n'
+     '[[tests.flows]]\nkind = "udp"\nduration = "5s"\nbytes = "10mb"\n',
+     "tests[0].flows[0].bytes"),
+])
+def test_a_bulk_flow_runs_for_a_time_or_a_count_of_bytes_not_both(tmp_path: Path, body: str,
+                                                                  key: str) -> None:
+    e = error(tmp_path, body)
+    assert (e.key, e.message) == (key, "give duration or bytes, not both")
+
+
+def test_a_custom_tests_duration_is_not_given_to_a_flow_with_bytes(tmp_path: Path) -> None:
+    body = ('[[tests]]\nname = "t"\nkind = "custom"\nfrom = "client"\nto = "server"\n'
+            'duration = "5s"\n[[tests.flows]]\nkind = "tcp"\nbytes = "10mb"\n'
+            '[[tests.flows]]\nkind = "ping"\n')
+    bulk, ping = load_experiment(write(tmp_path, body)).variants[0].tests[0].flows
+    assert (bulk.duration_s, bulk.options_as(IperfOptions).bytes) == (None, 10_000_000)
+    assert ping.duration_s == 5.0

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.kinds.figures import run_figures
+from hoplab.kinds.flow import Outcome
+from hoplab.kinds.ping import collect_ping
+from hoplab.kinds.probe import collect_probe
+from hoplab.kinds.tcp import collect_bulk
 from hoplab.record import Metric, RunRecord
 from hoplab.render.summary import per_hop_rows, summary_rows
-from hoplab.run.figures import run_figures
-from hoplab.run.flows import Outcome
-from hoplab.run.outcome import _bulk, _ping, _probe
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.experiment import Test as TestSpec
 
@@ -27,7 +29,7 @@ def bulk(name: str, file: str, *, src: str = "a", direction: str = "up", start: 
     flow = Flow(name=name, kind=kind, src=src, dst="z", start_s=start, duration_s=seconds,
                 direction=direction)
     out = Outcome(flow)
-    _bulk(out, text, offset, (0.0, 100.0))
+    collect_bulk(out, text, offset, (0.0, 100.0))
     return out
 
 
@@ -77,16 +79,18 @@ def test_fairness_between_two_hosts() -> None:
     assert shares == pytest.approx({"hostA": 50.0, "hostB": 50.0})
 
 
-def test_udp_loss_is_the_receivers() -> None:
-    out = bulk("u", "udp_200m.json", kind="udp")
-    doc = json.loads((DATA / "iperf3" / "udp_200m.json").read_text())
-    assert out.metric_value("loss") == pytest.approx(doc["end"]["sum"]["lost_percent"])
+def test_udp_loss_counts_the_senders_datagrams_against_the_receivers() -> None:
+    out = bulk("u", "udp_reverse.json", kind="udp", direction="down")
+    end = json.loads((DATA / "iperf3" / "udp_reverse.json").read_text())["end"]
+    sent = end["sum_sent"]["packets"]
+    received = end["sum_received"]["packets"] - end["sum_received"]["lost_packets"]
+    assert out.metric_value("loss") == pytest.approx(100 * (sent - received) / sent)
 
 
 def test_ping_figures_and_lost_echoes() -> None:
     out = Outcome(Flow(name="p", kind="ping", src="a", dst="z", duration_s=10))
     text = (DATA / "ping" / "loss_v4.txt").read_text()
-    _ping(out, text, t0=0.0)
+    collect_ping(out, text, t0=0.0)
     assert 0 < out.metric_value("loss") < 100
     lost = [s for s in out.series if s.name == "lost"]
     assert lost and len(lost[0].t) + len(out.rtt_ms) == out.metric_value("packets")
@@ -96,7 +100,7 @@ def test_ping_figures_and_lost_echoes() -> None:
 
 def test_probe_figures_include_one_way_delays() -> None:
     out = Outcome(Flow(name="q", kind="probe", src="a", dst="z", duration_s=2))
-    _probe(out, (DATA / "irtt" / "loopback.json").read_text(), t0=0.0)
+    collect_probe(out, (DATA / "irtt" / "loopback.json").read_text(), t0=0.0)
     names = {m.name for m in out.metrics}
     assert {"rtt_median", "loss", "owd_up_median", "owd_down_median", "ipdv_mean"} <= names
     assert out.metric_value("owd_up_median") < out.metric_value("rtt_median")
@@ -145,9 +149,9 @@ def test_cost_per_hop() -> None:
                    [Metric("goodput", 100.0 - (10.0 if wg else 5.0) * (h - 1), "bit/s")])
             for h in (1, 2, 3) for wg in (False, True)]
     rows = {r["variant"]: r for r in per_hop_rows(recs)}
-    assert rows["wireguard=False"]["per_hop"] == pytest.approx(-5.0)
-    assert rows["wireguard=True"]["per_hop_pct"] == pytest.approx(-10.0)
-    assert not math.isnan(rows["wireguard=True"]["per_hop"])
+    assert rows["wireguard=false"]["per_hop"] == pytest.approx(-5.0)
+    assert rows["wireguard=true"]["per_hop_pct"] == pytest.approx(-10.0)
+    assert not math.isnan(rows["wireguard=true"]["per_hop"])
 
 
 def test_udp_test_figures_sum_and_weigh_the_flows() -> None:
@@ -159,8 +163,10 @@ def test_udp_test_figures_sum_and_weigh_the_flows() -> None:
     got = {m.name: m.value for m in metrics}
     ra, rb = a.bulk, b.bulk
     assert ra is not None and rb is not None
-    lost = (ra.lost_packets or 0) + (rb.lost_packets or 0)
-    assert got["loss"] == pytest.approx(100 * lost / ((ra.packets or 0) + (rb.packets or 0)))
+    # Datagrams sent by the senders' counts, received by the receivers': 0 and 23 lost.
+    sent = (ra.sent_packets or 0) + (rb.sent_packets or 0)
+    assert sent == 20821 + 20817
+    assert got["loss"] == pytest.approx(100 * 23 / sent)
     assert min(ra.jitter_s or 0, rb.jitter_s or 0) * 1000 <= got["udp_jitter"] \
         <= max(ra.jitter_s or 0, rb.jitter_s or 0) * 1000
 
@@ -184,7 +190,7 @@ def test_custom_udp_and_ping_give_two_jitters_with_their_own_names() -> None:
 
     udp = bulk("mix.voip", "udp_200m.json", kind="udp")
     ping = Outcome(Flow(name="mix.ping", kind="ping", src="a", dst="z", duration_s=10))
-    _ping(ping, (DATA / "ping" / "loopback_v4.txt").read_text(), t0=0.0)
+    collect_ping(ping, (DATA / "ping" / "loopback_v4.txt").read_text(), t0=0.0)
     test = TestSpec(name="mix", kind="custom", src="a", dst="z", flows=(udp.flow, ping.flow),
                     phases=(Phase("load", 0.0, 10.0),))
     _, metrics, _ = run_figures(test, [udp, ping], 10.0)
@@ -229,8 +235,9 @@ def test_bidir_totals_count_both_directions_like_the_series() -> None:
 def test_udp_bidir_flow_counts_the_datagrams_of_both_directions() -> None:
     out = bulk("u", "udp_bidir.json", kind="udp", direction="bidir")
     end = json.loads((DATA / "iperf3" / "udp_bidir.json").read_text())["end"]
-    assert out.metric_value("packets") == (end["sum_received"]["packets"]
-                                           + end["sum_received_bidir_reverse"]["packets"])
+    assert out.metric_value("packets") == (end["sum_sent"]["packets"]
+                                           + end["sum_sent_bidir_reverse"]["packets"])
+    # Each direction's jitter weighted by the datagrams it received (none lost here).
     assert out.metric_value("udp_jitter") == pytest.approx(1000 * (
         end["sum_received"]["jitter_ms"] / 1000 * end["sum_received"]["packets"]
         + end["sum_received_bidir_reverse"]["jitter_ms"] / 1000

@@ -9,6 +9,9 @@ are what run_figures gives, and the summary shows its headline.
 from __future__ import annotations
 
 import io
+import re
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,15 +19,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from hoplab import kinds, metrics
+from hoplab import kind_registry, kinds, metrics
 from hoplab.errors import SpecError
-from hoplab.kinds.registry import FlowTool, Kind, Parse, Reader
+from hoplab.kind_registry import FlowTool, Kind, Option, Reader
+from hoplab.kinds.doc import option_table
+from hoplab.kinds.figures import run_figures
+from hoplab.kinds.flow import ClientTimes, Outcome, address
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, RunRecord, Series
 from hoplab.render.summary import summary_rows, summary_table
-from hoplab.run.figures import run_figures
-from hoplab.run.flows import Outcome, address
-from hoplab.run.procs import ClientTimes
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase, Test
 from hoplab.spec.experiment_loader import load_experiment
@@ -33,6 +36,7 @@ from hoplab.spec.units import parse_str
 from tests.helpers.lab_text import chain3
 
 LAB = chain3("c")
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "experiment-format.md"
 
 # --- the toy kind: everything a page-load kind is, in one place -----------------------
 
@@ -68,7 +72,8 @@ def _figures(test: Test, outcomes: Sequence[Outcome], end: float
                 Metric("page_load_max", loads[-1], "ms")], {}
 
 
-PAGE_OPTIONS: dict[str, Parse] = {"url": parse_str, "duration": ov.duration}
+PAGE_OPTIONS = {"url": Option(parse_str, "the page to load"),
+                "duration": Option(ov.duration, "how long to load it again and again")}
 
 PAGELOAD = Kind(
     name="pageload", options=PAGE_OPTIONS, expand=_expand, figures=_figures,
@@ -160,10 +165,80 @@ def test_every_builtin_kind_declares_registered_metrics_and_headlines() -> None:
         kind = kinds.get(name)
         for metric in (*kind.metrics, *kind.headline, *kind.flow_headline):
             assert metrics.find(metric) is not None, (name, metric)
-        assert set(kind.headline) <= set(kind.metrics), name
+        assert set(kind.headline) <= set(kinds.metrics_of(name)), name
+    # A custom test's runs carry its own figures and every flow kind's.
+    custom = kinds.metrics_of("custom")
+    assert {"jain_index", "goodput", "loss", "rtt_p99", "web_load"} <= set(custom)
+    assert "latency_increase" not in custom  # rrul's own, and rrul is not a flow kind
 
 
 def test_registering_a_name_twice_differently_is_refused(pageload: Kind) -> None:
     with pytest.raises(ValueError, match="pageload registered twice"):
         kinds.register(Kind(name="pageload", options={}, expand=_expand, figures=_figures,
                             headline=(), metrics=()))
+
+
+def test_the_registry_loads_the_builtin_kinds_when_first_asked() -> None:
+    """Importing hoplab.kinds loads no kind (the command line stays quick); the first
+    question, even from a layer below kinds, registers them all."""
+    code = ("import sys, hoplab.kinds\n"
+            "from hoplab import kind_registry\n"
+            "assert not [m for m in sys.modules if m.startswith('hoplab.kinds.')], sys.modules\n"
+            "print(' '.join(kind_registry.names()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert out.split() == ["tcp", "udp", "ping", "probe", "rrul", "custom", "web", "throughput"]
+
+
+def test_asking_before_the_kinds_can_be_loaded_is_a_fault(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the lower layers would see if no front end had imported hoplab.kinds: an
+    # error saying so, never an empty registry.
+    monkeypatch.setattr(kind_registry, "_BUILTIN", None)
+    monkeypatch.setattr(kind_registry, "_LOADER", None)
+    with pytest.raises(RuntimeError, match=r"import hoplab\.kinds"):
+        kind_registry.find("tcp")
+
+
+@pytest.mark.parametrize("name", ["tcp", "udp", "ping", "probe", "rrul", "custom", "web"])
+def test_each_kinds_keys_are_documented_from_their_declaration(name: str) -> None:
+    """docs/experiment-format.md has each kind's table of keys exactly as its declaration
+    prints it (`python -m hoplab.kinds.doc`): a key added, renamed or redocumented in the
+    kind's module and not in the docs fails here."""
+    text = DOCS.read_text()
+    heading = re.search(rf"^### `{name}`.*$", text, re.M)
+    assert heading is not None, name
+    rest = text[heading.end():]
+    end = re.search(r"^##", rest, re.M)
+    section = rest[:end.start()] if end else rest
+    table = option_table(kinds.get(name))
+    assert table in section, f"docs/experiment-format.md, {name}: expected\n{table}"
+    assert len(table.splitlines()) == 2 + len(kinds.get(name).options)
+
+
+FRONT_ENDS = {
+    # The command line reads the file as a user's `hoplab run` does.
+    "hoplab run": ("import os, sys\nos.geteuid = lambda: 0\n"
+                   "from hoplab.cli.main import main\n"
+                   "sys.exit(main(['run', sys.argv[1]]))\n"),
+    # A bisection reads the experiment as it is at each commit.
+    "bisect": ("import sys\nfrom pathlib import Path\n"
+               "from hoplab.errors import HoplabError\n"
+               "from hoplab.run.commits import Target, load_at\n"
+               "p = Path(sys.argv[1])\n"
+               "try:\n    load_at(p.parent, Target(p.name, 'goodput', {}, None, 1), 'abc')\n"
+               "except HoplabError as e:\n    print(e, file=sys.stderr)\n    sys.exit(2)\n"),
+}
+
+
+@pytest.mark.parametrize("front", sorted(FRONT_ENDS))
+def test_each_front_end_that_reads_tests_has_the_kinds(tmp_path: Path, front: str) -> None:
+    """In a fresh interpreter (not this suite's, which has imported hoplab.kinds), a front
+    end that reads an experiment gets the registry's answer, not its fault."""
+    (tmp_path / "lab.toml").write_text(LAB)
+    (tmp_path / "exp.toml").write_text('lab = "lab.toml"\n[[tests]]\nname = "t"\n'
+                                       'kind = "tcpp"\nfrom = "client"\nto = "server"\n')
+    proc = subprocess.run([sys.executable, "-c", FRONT_ENDS[front], str(tmp_path / "exp.toml")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "not one of tcp, udp, ping, probe, rrul, custom, web" in proc.stderr, proc.stderr

@@ -240,7 +240,7 @@ def test_unknown_link_key(error: ErrorOf) -> None:
     ''')
     assert msg == (
         "lab.toml:7: links[1].rat: unknown key (did you mean 'rate'?); allowed keys: between, "
-        "rate, delay, jitter, loss, loss_burst, duplicate, reorder, trace, queue, qdisc, "
+        "rate, pps, delay, jitter, loss, loss_burst, duplicate, reorder, trace, queue, qdisc, "
         "qdisc_options, emulator, wireguard, mtu, forward, reverse, subnet4, subnet6, "
         "addresses, attach"
     )

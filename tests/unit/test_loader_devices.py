@@ -197,3 +197,64 @@ def test_namespace_links_take_addresses_by_node_name_too() -> None:
     msg = error('name = "x"\n[nodes.a]\n[nodes.b]\n[[links]]\nbetween = ["a", "b"]\n'
                 'addresses = { a = "10.9.0.1/30" }\n')
     assert "links[0].addresses: give b's IPv4 address too" in msg
+
+
+def test_a_jump_port_out_of_range_is_refused_at_its_line() -> None:
+    """The SSH target refused port 99999 only at lab up, without a line."""
+    for jump in ("me@bastion:99999", "bastion:0", "[2001:db8::1]:65536"):
+        msg = error(f'name = "x"\n[nodes.r]\nssh = "root@h"\nssh_options = {{ jump = "{jump}" }}\n')
+        assert msg.startswith("lab.toml:4: nodes.r.ssh_options.jump: "), msg
+        assert "not a TCP port (1 to 65535)" in msg
+
+
+def _loads(ssh: str, jump: str | None) -> bool:
+    options = f'ssh_options = {{ jump = "{jump}" }}\n' if jump is not None else ""
+    try:
+        lab(f'name = "x"\n[nodes.r]\nssh = "{ssh}"\n{options}')
+    except SpecError:
+        return False
+    return True
+
+
+def _targets(ssh: str, jump: str | None) -> bool:
+    from hoplab.nodes.ssh_target import SshTarget as Target
+    from hoplab.nodes.ssh_target import SshTargetError
+    try:
+        Target(node="r", destination=ssh, jump=jump)
+    except SshTargetError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("ssh", "jump", "good"), [
+    ("root@[fe80::1%eth0]", None, True),        # a zone: the loader refused it
+    ("root@fe80::1%eth0", None, True),
+    ("root@2001:db8::7", None, True),
+    ("root@[2001:db8::7]", "[fe80::2%br-lan]:2222", True),
+    ("root@h", "me@bastion:22", True),
+    ("root@h", "bastion", True),
+    ("root@[fe80::1%eth0;id]", None, False),     # a zone is an interface name
+    ("root@fe80::1%", None, False),
+    ("root@[2001:db8::7", None, False),          # unbalanced: the loader took it
+    ("root@2001:db8::7]", None, False),
+    ("root@a:b", None, False),                   # ssh_target took any ':' in a name
+    ("root@h", "2001:db8::7", False),            # bare IPv6 jump: is '7' a port?
+    ("root@h", "bastion:99999", False),
+    ("root@h", "-J x", False),
+    ("x" * 33 + "@h", None, False),              # user names: 32 characters, as useradd
+])
+def test_the_loader_and_the_ssh_target_agree(ssh: str, jump: str | None, good: bool) -> None:
+    """One validator (hoplab.nodes.ssh_address) for both: what the loader accepts, the
+    SSH target accepts when lab up hands it over."""
+    assert (_loads(ssh, jump), _targets(ssh, jump)) == (good, good)
+
+
+def test_a_zone_reaches_the_target_without_brackets() -> None:
+    got = lab('name = "x"\n[nodes.r]\nssh = "root@[fe80::1%eth0]"\n'
+              'ssh_options = { jump = "[fe80::2%eth0]:22" }\n')
+    node = got.node("r")
+    assert node.ssh is not None
+    from hoplab.nodes.ssh_target import SshTarget as Target
+    target = Target.of("r", node.ssh)
+    assert (target.user, target.host, target.jump) == ("root", "fe80::1%eth0",
+                                                       "[fe80::2%eth0]:22")

@@ -1,10 +1,11 @@
 """The metric registry (hoplab/metrics.py) knows every figure hoplab can produce.
 
 Runs of every test kind are built from captured tool outputs (tests/data), with the
-same code a real run uses (run/outcome.py, run/figures.py), plus sampler summaries of
-captured /proc and tc outputs, imports of captured iperf3 and Flent files, and every
-profile category: each metric name must resolve, with the unit it is stored in. An
-unknown name is an error here; in production it is shown by its raw name.
+same code a real run uses (the kinds' collectors, kinds/figures.py), plus sampler
+summaries of captured /proc and tc outputs, imports of captured iperf3 and Flent
+files, and every profile category: each metric name must resolve, with the unit it
+is stored in. An unknown name is an error here; in production it is shown by its raw
+name.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ import pytest
 from hoplab import kinds, metrics
 from hoplab.analysis.groups import compare_groups
 from hoplab.importers import Options, load_file
+from hoplab.kinds.figures import run_figures
+from hoplab.kinds.flow import ClientTimes, Outcome
+from hoplab.kinds.ping import collect_ping
+from hoplab.kinds.probe import collect_probe
+from hoplab.kinds.tcp import collect_bulk
+from hoplab.kinds.web import WebOptions
 from hoplab.nodes.ssh_counters import COST_SERIES
 from hoplab.profile import analyze
 from hoplab.record import Metric, RunRecord, Series
 from hoplab.render.html import run_tables
-from hoplab.run.figures import run_figures
-from hoplab.run.flows import Outcome
-from hoplab.run.outcome import _bulk, _ping, _probe
-from hoplab.run.procs import ClientTimes
 from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
 from hoplab.samplers.summary import sampler_metrics
 from hoplab.spec.experiment import Flow, Phase
@@ -42,24 +45,25 @@ def _bulk_outcome(name: str, file: str, *, kind: str = "tcp", direction: str = "
     seconds = json.loads(text)["start"]["test_start"]["duration"]
     out = Outcome(Flow(name=name, kind=kind, src=src, dst="z", start_s=1.0,
                        duration_s=seconds, direction=direction))
-    _bulk(out, text, 1.0, (1.0, 11.0))
+    collect_bulk(out, text, 1.0, (1.0, 11.0))
     return out
 
 
 def _ping_outcome(name: str, file: str) -> Outcome:
     out = Outcome(Flow(name=name, kind="ping", src="a", dst="z", duration_s=10))
-    _ping(out, (DATA / "ping" / file).read_text(), t0=0.0)
+    collect_ping(out, (DATA / "ping" / file).read_text(), t0=0.0)
     return out
 
 
 def _probe_outcome(name: str, file: str) -> Outcome:
     out = Outcome(Flow(name=name, kind="probe", src="a", dst="z", duration_s=10))
-    _probe(out, (DATA / "irtt" / file).read_text(), t0=0.0)
+    collect_probe(out, (DATA / "irtt" / file).read_text(), t0=0.0)
     return out
 
 
 def _web_outcome(name: str, file: str) -> Outcome:
-    out = Outcome(Flow(name=name, kind="web", src="a", dst="z", loads=5, timeout_s=10.0))
+    out = Outcome(Flow(name=name, kind="web", src="a", dst="z",
+                       options=WebOptions(loads=5, timeout_s=10.0)))
     kinds.flow_tool("web").collect(out, (DATA / "pageload" / file).read_text(), 0.0,
                                    ClientTimes(0.0, None, None), (0.0, 10.0))
     return out

@@ -65,7 +65,7 @@ def test_report_takes_the_older_version_as_a(db: str) -> None:
 
 def test_dashboard_facets_and_selection_hints(db: str) -> None:
     with open_store(db) as store:
-        page = Dashboard(store).handle("/").body.decode()
+        page = Dashboard(store).handle("/runs").body.decode()
         assert page.index(">v1.9</a>") < page.index(">v1.10</a>")
         with pytest.raises(UsageError, match=r"version takes v1\.9, v1\.10"):
             select_pair(store, "version=v3", "1")

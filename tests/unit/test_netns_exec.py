@@ -94,16 +94,68 @@ def test_stop_recorded_stops_the_process_a_state_file_names(tmp_path: Path) -> N
     assert proc.poll() is not None and proc_start_time(proc.ident.pid) is None
 
 
-def test_signal_reaches_the_process_and_close_stops_what_is_left(tmp_path: Path) -> None:
+def wait_for(path: Path, text: str, seconds: float = 10.0) -> None:
+    """Until the process has written `text` (a busy machine is slow to start one)."""
+    deadline = time.monotonic() + seconds
+    while text not in path.read_text():
+        assert time.monotonic() < deadline, f"{path.name}: no {text!r} in {seconds:g} s"
+        time.sleep(0.01)
+
+
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+# ignoring: this process has the stop signals ignored, as a background job of a script
+# has SIGINT (and nohup SIGHUP); what it starts must not inherit that.
+@pytest.mark.parametrize("ignoring", [False, True])
+def test_signal_reaches_the_process_and_close_stops_what_is_left(tmp_path: Path,
+                                                                 ignoring: bool) -> None:
     ex = here()
-    trap = ex.start("trap", ["sh", "-c", "trap 'echo got; exit 7' INT; sleep 30 & wait"],
-                    out=tmp_path / "t", err=tmp_path / "te")
-    other = ex.start("other", ["sleep", "30"], out=tmp_path / "o", err=tmp_path / "oe")
-    time.sleep(0.2)
-    ex.signal(trap, signal.SIGINT)
-    assert trap.wait(5.0) == 7
-    ex.close()
+    # The trap stops the shell's own child too: nothing of the group is left.
+    script = ("trap 'kill $child; wait $child; echo got; exit 7' INT; "
+              "sleep 30 & child=$!; echo ready; wait")
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOPS} if ignoring else {}
+    try:
+        trap = ex.start("trap", ["sh", "-c", script], out=tmp_path / "t", err=tmp_path / "te")
+        other = ex.start("other", ["sleep", "30"], out=tmp_path / "o", err=tmp_path / "oe")
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    try:
+        wait_for(tmp_path / "t", "ready\n")  # the trap is set
+        ex.signal(trap, signal.SIGINT)
+        assert trap.wait(5.0) == 7
+        assert (tmp_path / "t").read_text() == "ready\ngot\n"
+        with pytest.raises(ProcessLookupError):
+            os.killpg(trap.ident.pid, 0)
+    finally:
+        ex.close()
     assert other.poll() is not None
+
+
+def test_a_process_starts_with_the_stop_signals_at_their_defaults(tmp_path: Path) -> None:
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOPS}
+    try:
+        proc = here().start("status", ["cat", "/proc/self/status"], out=tmp_path / "o",
+                            err=tmp_path / "e")
+        ch = here().channel(["sh", "-c", "while read l; do grep SigIgn /proc/$$/status; "
+                             "echo END; done"], "END")
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    try:
+        assert proc.wait(5.0) == 0
+        shell = ch.ask("x", 5.0)
+    finally:
+        ch.close()
+
+    def ignored(line: str) -> set[int]:
+        mask = int(line.split()[1], 16)
+        return {sig for sig in STOPS if mask >> (sig - 1) & 1}
+
+    status = (tmp_path / "o").read_text().splitlines()
+    assert ignored(next(ln for ln in status if ln.startswith("SigIgn:"))) == set()
+    assert ignored(shell[0]) == set()
 
 
 def test_files_tools_and_copies(tmp_path: Path) -> None:

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from hoplab import importers, jsonsafe
+from hoplab import jsonsafe
 from hoplab.cli.main import main
+from hoplab.importers import flent, iperf3
 from hoplab.record import Metric, RunRecord
-from hoplab.render import charts, plots, plots_time, units
+from hoplab.render import charts, plot_parts, plots_time, units
 from hoplab.store import open_store
 from hoplab.web.app import Dashboard
 
@@ -57,12 +58,13 @@ def test_dashboard_json_has_null_for_nan_and_inf(db: str) -> None:
 
 
 def test_one_json_safe_and_one_rate_scale() -> None:
-    assert importers.json_safe is jsonsafe.json_safe
+    # The importers' metadata is made JSON-safe by the one helper, not a copy.
+    assert all(vars(m)["json_safe"] is jsonsafe.json_safe for m in (flent, iperf3))
     assert jsonsafe.json_safe({1: [math.nan, (math.inf, 2.0)], "x": -math.inf}) == {
         "1": [None, [None, 2.0]], "x": None}
     # The modules that draw rates use units' rate_scale, not a copy (read from each
     # module's namespace: they import it, they do not export it).
-    assert all(vars(m)["rate_scale"] is units.rate_scale for m in (charts, plots, plots_time))
+    assert all(vars(m)["rate_scale"] is units.rate_scale for m in (charts, plot_parts, plots_time))
     assert units.rate_scale(94.1e6) == (1e6, "Mbit/s")
     assert units.rate_scale(-2e9) == (1e9, "Gbit/s")
     assert units.rate_scale(999.0) == (1.0, "bit/s")

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from hoplab.kinds.flow import Outcome
+from hoplab.kinds.probe import collect_probe
 from hoplab.record import RunRecord
 from hoplab.render.run_view import run_view
-from hoplab.run.flows import Outcome
 from hoplab.run.one_way import gate
-from hoplab.run.outcome import _probe
 from hoplab.spec.experiment import Flow
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "irtt"
@@ -24,7 +24,7 @@ FLOW = Flow(name="voip", kind="probe", src="client", dst="exit", duration_s=10)
 
 def _outcome() -> Outcome:
     out = Outcome(FLOW)
-    _probe(out, (DATA / "loopback.json").read_text(), t0=0.0)
+    collect_probe(out, (DATA / "loopback.json").read_text(), t0=0.0)
     return out
 
 

@@ -30,6 +30,7 @@ import pytest
 
 from hoplab.errors import SpecError
 from hoplab.lab.plan import Iface, Plan, hosts_file, netns_name, plan_lab
+from hoplab.lab.where import netns_prefix
 from hoplab.spec import load_lab, load_lab_text
 from hoplab.spec.model import Lab
 
@@ -363,7 +364,7 @@ def test_forwarding_is_on_for_nodes_with_two_or_more_links(planned: Plan) -> Non
         degree[link.b] += 1
     for node in planned.nodes:
         assert node.forward == (degree[node.name] >= 2), node.name
-        assert node.netns == f"hoplab-{planned.lab.name}-{node.name}"
+        assert node.netns == f"{netns_prefix(planned.lab.name)}{node.name}"
 
 
 def test_hosts_entries(planned: Plan) -> None:
@@ -410,7 +411,7 @@ def test_chain_example_exact_plan() -> None:
     assert plan.wireguard == ()
     assert ("10.200.0.10", "server server-v4") in plan.hosts
     assert ("fd68:6c61:6200:2::2", "server server-v6") in plan.hosts
-    assert netns_name("chain", "r1") == "hoplab-chain-r1" == r1.netns
+    assert netns_name("chain", "r1") == "hoplab-chain.r1" == r1.netns
 
 
 def test_wireguard_hops_plan() -> None:

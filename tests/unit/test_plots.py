@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +13,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from hoplab.errors import UsageError
+from hoplab.export import from_json
 from hoplab.record import Metric, RunRecord, Series
-from hoplab.render import plots
+from hoplab.render import plot_parts
 from hoplab.render.plot_kinds import KINDS, SINGLE_RUN
-from hoplab.render.plots import decimate, figure, save
+from hoplab.render.plot_parts import decimate
+from hoplab.render.plots import figure, save
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 PHASES = [{"name": "idle", "start_s": 0.0, "end_s": 2.0},
           {"name": "load", "start_s": 2.0, "end_s": 8.0},
@@ -67,13 +73,37 @@ def ys(line: Line2D) -> np.ndarray:
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_kind_renders_to_every_format(kind: str, suffix: str, tmp_path: Path) -> None:
-    runs = [make_run()] if kind in SINGLE_RUN else [
+    runs = [_throughput_run()] if kind == "throughput" else [make_run()] \
+        if kind in SINGLE_RUN else [
         make_run(i, hops=h, rep=r, goodput=80e6 + i * 1e6)
         for i, (h, r) in enumerate([(1, 1), (1, 2), (2, 1), (2, 2)], 1)]
     out = save(figure(kind, runs), tmp_path / f"x{suffix}")
     head = out.read_bytes()[:8]
     assert {".png": head.startswith(b"\x89PNG"), ".pdf": head.startswith(b"%PDF"),
             ".svg": b"<svg" in out.read_bytes()[:2000]}[suffix]
+
+
+def _throughput_run() -> RunRecord:
+    """A real RFC 2544 run: 64, 512 and 1518-byte frames through 50 Mbit/s."""
+    doc = json.loads(gzip.decompress((DATA / "throughput_runs" / "ndr-50mbit.json.gz")
+                                     .read_bytes()))
+    return from_json(doc)
+
+
+def test_throughput_draws_the_stored_ndr_and_the_generator_ceiling() -> None:
+    run = _throughput_run()
+    fig = figure("throughput", [run])
+    fps_ax, bps_ax = fig.axes
+    ndr, ceiling = fps_ax.get_lines()[:2]
+    sizes = ["64", "512", "1518"]
+    assert [t.get_text() for t in fps_ax.get_xticklabels()] == sizes
+    assert list(ys(ndr)) == [run.metric("ndr_fps", key=k) for k in sizes]
+    assert list(ys(ceiling)) == [run.metric("generator_fps", key=k) for k in sizes]
+    (mbit,) = bps_ax.get_lines()
+    assert list(ys(mbit)) == pytest.approx([(run.metric("ndr_bps", key=k) or 0) / 1e6
+                                            for k in sizes])
+    with pytest.raises(UsageError, match="no run has RFC 2544 throughput figures"):
+        figure("throughput", [make_run()])
 
 
 def test_timeseries_total_is_the_summed_series_and_phases_are_marked() -> None:
@@ -95,20 +125,24 @@ def test_decimation_keeps_extremes_and_the_legend_stays_exact() -> None:
     v[31_337] = 1000.0
     v[77_777] = -5.0
     t, d = decimate(np.arange(n, dtype=float), v)
-    assert len(d) <= plots.MAX_POINTS + 2
+    assert len(d) <= plot_parts.MAX_POINTS + 2
     assert d.max() == 1000.0 and d.min() == -5.0 and t[0] == 0 and t[-1] == n - 1
     assert list(t) == sorted(t)
     run = make_run(rtt=tuple(float(x) for x in range(20_000)))
+    run.metadata["test"]["phases"] = []             # one phase: one curve of the run
     fig = figure("cdf", [run])
     (line,) = lines(fig)
-    assert len(xs(line)) <= plots.MAX_POINTS + 2
+    assert len(xs(line)) <= plot_parts.MAX_POINTS + 2
     every = np.concatenate([range(20_000), np.arange(20_000) * 2.0])
     assert f"n={len(every)}" in label(line)
-    assert f"median {np.median(every):.3g} ms" in label(line)
+    # The legend quotes the run's stored median (what show prints), not the drawn points'.
+    assert "median 2.500 ms" in label(line)
 
 
 def test_cdf_ends_at_one_per_run() -> None:
     runs = [make_run(1, rtt=(5.0, 1.0, 3.0)), make_run(2, rtt=(2.0, 2.0, 9.0, 4.0))]
+    for run in runs:
+        run.metadata["test"]["phases"] = []
     fig = figure("cdf", runs)
     drawn = lines(fig)
     assert len(drawn) == 2

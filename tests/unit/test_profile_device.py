@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hoplab.cli.main import main
-from hoplab.cli.profile import run_stacks
 from hoplab.profile import analyze
+from hoplab.profile.stored import run_stacks
 from hoplab.record import Metric, RawOutput, RunRecord
 from hoplab.render.profile_html import profile_section
 from hoplab.run.profiling import attribution

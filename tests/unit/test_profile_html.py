@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -36,8 +38,11 @@ def profiled(status: str = "ok") -> RunRecord:
 def test_report_embeds_the_flame_graph_and_tables() -> None:
     html = build_report([profiled()], "mem")
     assert "CPU profile" in html and "TCP/UDP endpoints" in html and "75.0 %" in html
-    uri = html.split('data="data:image/svg+xml;base64,', 1)[1].split('"', 1)[0]
-    svg = base64.b64decode(uri).decode()
+    # Packed (gzip, base64) and shown when it scrolls into view (render/page.py).
+    holder = re.search(r'<div class="flame" data-packed="([^"]+)"', html)
+    assert holder is not None
+    packed = html.split(f'id="{holder.group(1)}">', 1)[1].split("</script>", 1)[0]
+    svg = gzip.decompress(base64.b64decode(packed)).decode()
     assert "<svg" in svg and "tcp_sendmsg" in svg
 
 

@@ -160,6 +160,7 @@ def test_a_problem_with_a_qdisc_points_at_its_line(tmp_path: Path) -> None:
 
 def test_wire_sampler_reads_the_discipline_counters(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from hoplab.lab.wire import netns_name
     from hoplab.samplers import wire as wire_samples
 
     monkeypatch.setattr(wire_samples, "LABS_DIR", tmp_path)
@@ -175,7 +176,7 @@ def test_wire_sampler_reads_the_discipline_counters(tmp_path: Path,
     (tmp_path / "q" / "wire" / "link2.json").write_text(
         json.dumps({"pid": 1, "started": 1.0, "time": 2.0, "forward": counters,
                     "reverse": idle}))
-    got = wire_samples.read("hoplab-q-w.2")
+    got = wire_samples.read(netns_name("q", 2))
     assert {k: got["forward"][k] for k in ("wire.dropped_aqm", "wire.ecn_marked",
                                            "wire.ce_marked", "wire.flows_active",
                                            "wire.rehashes", "wire.queue_packets")} == {

@@ -69,7 +69,9 @@ def test_one_run_is_one_offline_file_with_points_and_metadata(db: Path, tmp_path
     timeline = figs[0]
     data = timeline["data"]
     assert isinstance(data, list)
-    assert [t["name"] for t in data] == ["total", "rrul.ping RTT"]
+    # Legends quote the stored figures: goodput (no mean rate stored), the loaded RTT.
+    assert [t["name"] for t in data] == ["total: goodput 95 Mbit/s", "rrul.ping RTT",
+                                         "loaded RTT 40.4 ms (median, ping and probe)"]
     assert data[0]["y"][:2] == [93.5, 93.5]
     assert 777.125 in data[1]["y"]
     assert HOST in text

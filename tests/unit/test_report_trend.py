@@ -45,3 +45,24 @@ def test_report_of_two_sides_has_no_trend(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     assert main(["report", "test=bulk", "-o", str(out), "--db", str(db)]) == 0
     assert "Change points" not in out.read_text(encoding="utf-8")
+
+
+def test_report_follows_each_value_of_another_variant_key_apart(tmp_path: Path) -> None:
+    # gro=off 5 % below gro=on throughout; only gro=on steps (-20 % from v7). Pooled,
+    # the two levels would read as noise around one series.
+    db = tmp_path / "runs.db"
+    rng = np.random.default_rng(9)
+    with open_store(str(db)) as store:
+        for i in range(12):
+            for gro in ("off", "on"):
+                level = 100e6 * (0.95 if gro == "off" else 0.8 if i >= 6 else 1.0)
+                for rep in range(1, 4):
+                    store.save_run(make_run(rep=rep, labels={"version": f"v{i + 1}"},
+                                            variant={"gro": gro},
+                                            goodput=float(rng.normal(level, level * 0.01))))
+    out = tmp_path / "r.html"
+    assert main(["report", "test=bulk", "-o", str(out), "--db", str(db)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "<h3>wan/bulk gro=on: goodput</h3>" in text and "v6 → v7" in text
+    assert "no change point in wan/bulk gro=off: goodput" in text
+    assert "<h3>wan/bulk: goodput</h3>" not in text

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.analysis.select import select, select_pair
+from hoplab.analysis.select import select, select_many, select_one, select_pair
 from hoplab.errors import UsageError
 from hoplab.store import Store, open_store
 from tests.helpers.runs import make_run
@@ -44,7 +44,8 @@ def test_key_value_selections(store: Store) -> None:
     assert select(store, "version=v2") == [10]
     assert select(store, "wg=true") == [10]
     assert select(store, "hops=2,status=failed") == [9]
-    assert select(store, "note=cable") == [], "failed runs only when asked for"
+    with pytest.raises(UsageError, match="only failed or interrupted runs do"):
+        select(store, "note=cable")         # failed runs only when asked for
 
 
 def test_unknown_run_id(store: Store) -> None:
@@ -56,8 +57,8 @@ def test_unknown_run_id(store: Store) -> None:
 
 @pytest.mark.parametrize(("spec", "message"), [
     ("5-3", "runs backwards; write 3-5"),
-    ("qos", "neither a run id, a range"),
-    ("3,qos=on", "neither a run id"),
+    ("qos", "'qos' is not a condition; a selection is run ids"),
+    ("3,qos=on", "'3' is not a condition; a selection is run ids"),
     ("qos=on,qos=off", "qos is given twice"),
     ("qos=", r"item 'qos=': no value after '='"),
 ])
@@ -87,3 +88,37 @@ def test_overlapping_sides_name_the_shared_runs(store: Store) -> None:
         select_pair(store, "qos=on", "test=bulk")
     with pytest.raises(UsageError, match="both hold run 2;"):
         select_pair(store, "1-2", "2,3")
+
+
+def test_several_selections_add_their_runs_in_the_order_given(store: Store) -> None:
+    # Run 3 first, as written; then qos=off,test=ping's 5 and 6, which 5-6 names again.
+    assert select_many(store, ["3", "qos=off,test=ping", "5-6"]) == [3, 5, 6]
+    assert select_many(store, ["10", "version=v2", "qos=off"]) == [10, 1, 2, 5, 6]
+    with pytest.raises(UsageError, match="no runs match 'qos=maybe'"):
+        select_many(store, ["1", "qos=maybe"])
+    with pytest.raises(UsageError, match="selects more than 3 runs"):
+        select_many(store, ["1-2", "5-6"], limit=3)
+
+
+def test_a_one_run_selection(store: Store) -> None:
+    assert select_one(store, "7") == 7
+    assert select_one(store, "wg=true") == 10
+    with pytest.raises(UsageError, match=r"RUN 'version=v1,test=ping' selects 4 runs \(5, 6, "
+                                         r"7, 8\); this command takes one"):
+        select_one(store, "version=v1,test=ping")
+
+
+def test_an_unknown_key_or_value_lists_the_known_ones(store: Store) -> None:
+    with pytest.raises(UsageError) as exc:
+        select(store, "hops=3")
+    assert str(exc.value).endswith("(hops takes 2)")
+    with pytest.raises(UsageError) as exc:
+        select(store, "test=bulk,qos=of")
+    assert str(exc.value).endswith("(qos takes off, on)")
+    with pytest.raises(UsageError) as exc:
+        select(store, "hop=2")
+    assert str(exc.value).endswith(
+        "(no run has hop; the keys are the columns experiment, experiment_id, id, kind, "
+        "status, test and the runs' labels and variant keys: hops, note, qos, version, wg)")
+    with pytest.raises(UsageError, match=r"\(wg takes true\)"):
+        select(store, "wg=yes")     # stored as "true" and "True": shown as the file writes it

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,39 @@ def test_a_started_process_is_recorded_with_its_start_time(labs_dir: Path) -> No
     finally:
         child.kill()
         child.wait()
+
+
+# SIGTERM makes the main thread leave first and another thread 0.3 s later, as a Go
+# daemon's may (wireguard-go): the process shows as a zombie before it can be reaped.
+LEADER_FIRST = """
+import ctypes, signal, threading, time
+def on_term(*_):
+    threading.Thread(target=time.sleep, args=(0.3,)).start()
+    ctypes.CDLL(None).pthread_exit(None)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_child_stopped_is_reaped_even_when_its_threads_end_after_it() -> None:
+    child = subprocess.Popen([sys.executable, "-c", LEADER_FIRST], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        start = proc_start_time(child.pid)
+        assert start is not None
+        stop_process(Proc(pid=child.pid, start=start, argv=["x"], node="n", role="r"))
+        # Reaped by stop_process (a zombie keeps its /proc entry until it is).
+        deadline = time.monotonic() + 2
+        while Path(f"/proc/{child.pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not Path(f"/proc/{child.pid}").exists()
+    finally:
+        child.kill()
+        child.wait()
+        assert child.stdout is not None
+        child.stdout.close()
 
 
 def test_a_reused_pid_is_never_signalled() -> None:

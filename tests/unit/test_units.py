@@ -5,6 +5,7 @@ import pytest
 from hoplab.spec.model import QueueLimit
 from hoplab.spec.units import (
     parse_command,
+    parse_delay,
     parse_percent,
     parse_queue,
     parse_rate,
@@ -195,3 +196,30 @@ def test_command_errors(value: object, fragment: str) -> None:
     with pytest.raises(ValueError) as err:
         parse_command(value)
     assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize(("parse", "value", "says"), [
+    (parse_rate, "99999999999999999999tbit", "at most 34tbit"),
+    (parse_rate, 1e99, "at most 34tbit"),
+    (parse_rate, "34.000000000001tbit", "32-bit byte count"),
+    (parse_time, "99999h", "at most 24h"),
+    (parse_time, "86401s", "-t 86400"),
+    (parse_delay, "61s", "at most 60s"),
+    (parse_delay, "99999h", "at most 24h"),
+    (parse_queue, 99999999999999, "at most 1000000 packets"),
+    (parse_queue, "1000001p", "at most 1000000 packets"),
+    (parse_queue, "4gib", "at most 4294967295 bytes"),
+])
+def test_values_past_what_the_tools_take_are_refused_with_why(parse: object, value: object,
+                                                                says: str) -> None:
+    assert callable(parse)
+    with pytest.raises(ValueError, match=says.replace("-", r"\-")):
+        parse(value)
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    assert parse_rate("34tbit") == 34 * 10**12
+    assert parse_time("24h") == 86400.0
+    assert parse_delay("60s") == 60.0
+    assert parse_queue(1_000_000) == QueueLimit(packets=1_000_000)
+    assert parse_queue("4294967295b") == QueueLimit(bytes=2**32 - 1)

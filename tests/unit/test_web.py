@@ -11,9 +11,9 @@ import pytest
 from hoplab import kinds, metrics
 from hoplab.errors import SpecError
 from hoplab.kinds import web
-from hoplab.run.figures import run_figures
-from hoplab.run.flows import Outcome
-from hoplab.run.procs import ClientTimes
+from hoplab.kinds.figures import run_figures
+from hoplab.kinds.flow import ClientTimes, Outcome
+from hoplab.kinds.web import WebOptions
 from hoplab.run.server_home import write_local
 from hoplab.spec.experiment import Flow, Phase, Test
 from hoplab.spec.experiment_loader import load_experiment
@@ -115,8 +115,8 @@ def test_argv_runs_this_module_with_the_plan() -> None:
 # --- figures --------------------------------------------------------------------------
 
 def _outcome(name: str, file: str, t0: float) -> Outcome:
-    flow = Flow(name=name, kind="web", src="a", dst="b", objects=CAPTURED_SIZES, loads=5,
-                timeout_s=10.0)
+    flow = Flow(name=name, kind="web", src="a", dst="b",
+                options=WebOptions(objects=CAPTURED_SIZES, loads=5, timeout_s=10.0))
     out = Outcome(flow)
     kinds.flow_tool("web").collect(out, _text(file), t0, ClientTimes(t0, None, None),
                                    (0.0, 10.0))
@@ -181,17 +181,20 @@ def _load(tmp_path: Path, body: str) -> list[Test]:
 def test_keys_and_their_defaults(tmp_path: Path) -> None:
     (test,) = _load(tmp_path, 'kind = "web"\nfrom = "a"\nto = "b"\n')
     (flow,) = test.flows
-    assert (flow.kind, flow.loads, flow.timeout_s, flow.duration_s) == ("web", 10, 30.0, None)
-    assert flow.objects == (50_000,) * 10 and not flow.bulk
+    o = flow.options_as(WebOptions)
+    assert (flow.kind, o.loads, o.timeout_s, flow.duration_s) == ("web", 10, 30.0, None)
+    assert o.objects == (50_000,) * 10 and not flow.bulk
     (test,) = _load(tmp_path, 'kind = "web"\nfrom = "a"\nto = "b"\nobjects = 3\n'
                               'object_size = ["1kb", "2kib"]\nloads = 4\ntimeout = "5s"\n'
                               'duration = "20s"\n')
     (flow,) = test.flows
-    assert flow.objects == (1000, 2048, 1000)
-    assert (flow.loads, flow.timeout_s, flow.duration_s) == (4, 5.0, 20.0)
+    o = flow.options_as(WebOptions)
+    assert o.objects == (1000, 2048, 1000)
+    assert (o.loads, o.timeout_s, flow.duration_s) == (4, 5.0, 20.0)
     (test,) = _load(tmp_path, 'kind = "web"\nfrom = "a"\nto = "b"\n'
                               'object_size = ["1kb", "2kb"]\n')
-    assert test.flows[0].objects == (1000, 2000)  # a list is the page's objects
+    # A list is the page's objects.
+    assert test.flows[0].options_as(WebOptions).objects == (1000, 2000)
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -213,7 +216,7 @@ def test_a_custom_test_loads_pages_while_its_other_flows_run(tmp_path: Path) -> 
     assert [(f.name, f.kind, f.duration_s) for f in test.flows] == [
         ("page.tcp1", "tcp", 8.0), ("page.page", "web", 8.0)]
     assert "web_load" in kinds.get("custom").flow_headline
-    assert set(web.WEB_METRICS) <= set(kinds.get("custom").metrics)
+    assert set(web.WEB_METRICS) <= set(kinds.metrics_of("custom"))
 
 
 def test_the_report_timeline_marks_each_page_load() -> None:
@@ -274,7 +277,8 @@ def test_the_server_may_be_a_device_the_browser_may_not(tmp_path: Path) -> None:
     lab = load_lab(tmp_path / "lab.toml")
     plan = plan_lab(lab)
     tool = kinds.flow_tool("web")
-    to_device = Flow(name="p", kind="web", src="a", dst="dev", objects=(1000, 2000), loads=1)
+    to_device = Flow(name="p", kind="web", src="a", dst="dev",
+                     options=WebOptions(objects=(1000, 2000), loads=1))
     # nginx's files are made for where they will live on the device, and sent as one
     # archive that BusyBox's tar unpacks there.
     server = tool.server(to_device, 0, plan)
@@ -294,7 +298,8 @@ def test_the_server_may_be_a_device_the_browser_may_not(tmp_path: Path) -> None:
     assert install_hint("nginx") == ("opkg install nginx-ssl (or nginx-full) (OpenWrt) or "
                                      "apt-get install nginx (Debian, Ubuntu)")
     # The browser is driven by hoplab's own Python: a namespace node only.
-    from_device = Flow(name="p", kind="web", src="dev", dst="a", objects=(1000,), loads=1)
+    from_device = Flow(name="p", kind="web", src="dev", dst="a",
+                       options=WebOptions(objects=(1000,), loads=1))
     with pytest.raises(HoplabError, match=r"dev is a device .* browser \(Chromium\)"):
         tool.client(from_device, 0, plan)
     assert "http://192.168.10.1:8080/" in tool.client(to_device, 0, plan)

@@ -8,6 +8,7 @@ import pytest
 
 from hoplab.errors import SpecError
 from hoplab.lab import wire
+from hoplab.lab.plan import netns_name
 from hoplab.lab.requirements import impairment_backend
 from hoplab.lab.shaping import tc_lines
 from hoplab.samplers import wire as wire_samples
@@ -79,7 +80,10 @@ def test_netem_gets_gemodel_and_duplicate() -> None:
 
 
 def test_stats_path() -> None:
-    p = wire_samples.stats_path("hoplab-my-lab-w.3")
+    p = wire_samples.stats_path(wire.netns_name("my-lab", 3))
     assert p.parts[-3:] == ("my-lab", "wire", "link3.json")
-    with pytest.raises(ValueError):
-        wire_samples.stats_path("hoplab-lab-a")
+    # Lab `my` with a node named `lab-w` is no wire of lab `my-lab`.
+    for not_a_wire in ("hoplab-lab-a", "hoplab-my-lab-w.3", netns_name("my-lab", "a"),
+                       netns_name("my", "lab-w"), "hoplab-my-lab.3"):
+        with pytest.raises(ValueError):
+            wire_samples.stats_path(not_a_wire)

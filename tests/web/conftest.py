@@ -57,6 +57,10 @@ def page(browser: Any) -> Iterator[Any]:
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
+    # A script, style or load the page's Content-Security-Policy refused: the page would
+    # be missing something.
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error"
+          and "Content Security Policy" in m.text else None)
     # Offline for real: any request that leaves the dashboard fails the test.
     outside: list[str] = []
 

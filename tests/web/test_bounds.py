@@ -105,14 +105,14 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_pages_hold_a_bounded_number_of_rows(many: Path) -> None:
     with open_store(str(many)) as store:
         dash = Dashboard(store)
-        first = dash.handle("/").body.decode()
+        first = dash.handle("/runs").body.decode()
         assert first.count('href="/run/') == PAGE_ROWS
         assert "runs 1–200 (450 in the store)" in first and "?page=2" in first
-        last = dash.handle("/?page=3").body.decode()
+        last = dash.handle("/runs?page=3").body.decode()
         assert last.count('href="/run/') == 50 and "?page=2" in last and "?page=4" not in last
-        on = dash.handle("/?qos=on&page=2").body.decode()
+        on = dash.handle("/runs?qos=on&page=2").body.decode()
         assert "runs 201–225 of those matching" in on
-        assert dash.handle("/?page=0").status == 400
+        assert dash.handle("/runs?page=0").status == 400
 
         resp = dash.handle("/api/runs?qos=off&limit=200&offset=100")
         assert [r["id"] for r in json.loads(resp.body)] == list(range(201, 450, 2))[:125]

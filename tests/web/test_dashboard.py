@@ -71,7 +71,7 @@ def test_json_endpoints(served: Served) -> None:
 
 
 def test_markup_in_labels_is_shown_as_text(served: Served) -> None:
-    text = get(served.url + "/")[1].decode()
+    text = get(served.url + "/runs")[1].decode()
     assert NASTY not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     rid = served.ids["nasty"][0]
     assert NASTY not in get(f"{served.url}/run/{rid}")[1].decode()
@@ -85,13 +85,13 @@ def test_list_loads_and_filters_by_label(served: Served, page: Any) -> None:
         dialog.dismiss()
 
     page.on("dialog", dismiss)
-    page.goto(served.url + "/")
+    page.goto(served.url + "/runs")
     rows = page.locator("table:not(.kv) tbody tr")
     assert rows.count() == 9
     assert page.get_by_text(NASTY).count() >= 1         # as text, never as markup
     page.fill("input[name=q]", "firmware=v1 qos=on")
     page.click("text=filter")
-    page.wait_for_url("**/?q=*")
+    page.wait_for_url("**/runs?q=*")
     assert rows.count() == 4
     assert page.inner_text("#count") == "4 of 9 runs"
     page.click(".facets >> text=off")                   # a facet link replaces qos=on
@@ -121,6 +121,9 @@ def test_compare_page_shows_a_verdict(served: Served, page: Any) -> None:
     row = page.locator("tr").filter(has=page.get_by_role("cell", name="loaded RTT", exact=True))
     assert row.locator(".verdict").inner_text() == "better"
     assert "2 better" in page.inner_text("#summary")
+    # The headline `hoplab compare` leads with (render/comparison.py), first.
+    assert page.inner_text("#headline").startswith(
+        "qos=on against qos=off,experiment=lab-a: added latency -92.0 % [")
 
 
 def test_compare_page_explains_a_bad_selection(served: Served, page: Any) -> None:

@@ -29,6 +29,10 @@ pub struct DirConfig {
     pub loss: LossModel,
     pub duplicate: f64,
     pub rate_bps: Option<u64>,
+    /// A ceiling in wire frames per second (a GSO super-frame counts as its segments):
+    /// a router limited by its CPU per packet, not by bits. With `rate`, a frame takes
+    /// the longer of the two service times.
+    pub pps: Option<u64>,
     pub trace: Option<Trace>,
     pub queue: Option<QueueLimit>,
     /// The rate limiter's queue discipline (fifo unless asked).
@@ -46,6 +50,7 @@ impl Default for DirConfig {
             loss: LossModel::None,
             duplicate: 0.0,
             rate_bps: None,
+            pps: None,
             trace: None,
             queue: None,
             qdisc: QdiscConfig::default(),
@@ -57,7 +62,12 @@ impl Default for DirConfig {
 
 impl DirConfig {
     pub fn is_shaped(&self) -> bool {
-        self.rate_bps.is_some() || self.trace.is_some()
+        self.rate_bps.is_some() || self.pps.is_some() || self.trace.is_some()
+    }
+
+    /// Served by a clock of our own (a rate, a frame ceiling or both), not by a trace.
+    pub fn is_paced(&self) -> bool {
+        self.rate_bps.is_some() || self.pps.is_some()
     }
 }
 
@@ -119,6 +129,13 @@ pub fn parse(spec: &str, read: &dyn Fn(&str) -> Result<String, String>) -> Resul
                 }
                 c.rate_bps = Some(r)
             }
+            "pps" => {
+                let r: u64 = num(k, v)?;
+                if r == 0 {
+                    return Err(format!("{item}: pps must be above 0"));
+                }
+                c.pps = Some(r)
+            }
             "queue_packets" => c.queue = Some(QueueLimit::Packets(num(k, v)?)),
             "queue_bytes" => c.queue = Some(QueueLimit::Bytes(num(k, v)?)),
             "max_held" => c.max_held_bytes = num(k, v)?,
@@ -131,14 +148,14 @@ pub fn parse(spec: &str, read: &dyn Fn(&str) -> Result<String, String>) -> Resul
             }
         }
     }
-    if c.rate_bps.is_some() && c.trace.is_some() {
-        return Err("rate and trace exclude each other".into());
+    if c.is_paced() && c.trace.is_some() {
+        return Err("rate or pps and trace exclude each other".into());
     }
     if c.qdisc.kind != Kind::Fifo && c.trace.is_some() {
         return Err("a trace is served from a fifo queue only".into());
     }
-    if c.qdisc.kind != Kind::Fifo && c.rate_bps.is_none() {
-        return Err("a queue discipline needs a rate (it queues in front of the bottleneck)".into());
+    if c.qdisc.kind != Kind::Fifo && !c.is_paced() {
+        return Err("a queue discipline needs a rate or pps (it queues in front of the bottleneck)".into());
     }
     c.loss = match (ge, burst) {
         (Some(params), _) => LossModel::Ge { params, bad: false },
@@ -165,6 +182,10 @@ mod tests {
         assert!(matches!(c.loss, LossModel::Random(p) if (p - 0.01).abs() < 1e-12));
         assert_eq!(c.queue, Some(QueueLimit::Bytes(1000)));
         assert_eq!(c.rate_bps, Some(50_000_000));
+        assert_eq!(c.pps, None);
+        let c = parse("pps=20000,queue_packets=20", &no_files).unwrap();
+        assert_eq!((c.pps, c.rate_bps), (Some(20_000), None));
+        assert!(c.is_shaped() && c.is_paced());
     }
 
     #[test]
@@ -190,7 +211,7 @@ mod tests {
     #[test]
     fn refuses_nonsense() {
         for bad in ["delay=-1", "loss=101", "rate=0", "bogus=1", "delay", "ge=1/2", "loss_burst=0.5", "trace=x",
-                    "qdisc=fq_codel", "rate=1000,qdisc=fq_codel,target=x", "rate=1000,qdisc=sfq,divisor=3"] {
+                    "qdisc=fq_codel", "pps=0", "pps=x", "pps=10,trace=t", "rate=1000,qdisc=fq_codel,target=x", "rate=1000,qdisc=sfq,divisor=3"] {
             assert!(parse(bad, &no_files).is_err(), "{bad}");
         }
     }

@@ -47,7 +47,7 @@ struct Args {
 fn usage() -> String {
     "usage: hoplab-wire --a IFACE --b IFACE [--forward SPEC] [--reverse SPEC] [--stats PATH] [--interval S]\n\
      SPEC: comma-separated delay=S,jitter=S,reorder=0|1,loss=PCT,loss_burst=N,ge=P/R/BAD/GOOD,\n\
-     dup=PCT,rate=BPS,queue_packets=N,queue_bytes=N,trace=FILE,max_held=BYTES,seed=N,\n\
+     dup=PCT,rate=BPS,pps=FRAMES_PER_S,queue_packets=N,queue_bytes=N,trace=FILE,max_held=BYTES,seed=N,\n\
      qdisc=fifo|codel|fq_codel|sfq, and tc's options: limit=N,memory_limit=BYTES,target=S,\n\
      interval=S,ecn=0|1,ce_threshold=S,flows=N,quantum=BYTES,perturb=S,divisor=N,depth=N,
      keys=K+K (tc flow keys),hosts=K+K"

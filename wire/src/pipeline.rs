@@ -157,7 +157,7 @@ impl Pipeline {
             stats::inc(&self.stats.dropped_queue);
             return;
         }
-        if self.queue.is_empty() && self.cfg.rate_bps.is_some() {
+        if self.queue.is_empty() && self.cfg.is_paced() {
             // An idle bottleneck starts on this frame when it arrives.
             self.busy_until = self.busy_until.max(f.arrival);
         }
@@ -206,7 +206,7 @@ impl Pipeline {
     pub fn advance(&mut self, now: Nanos) {
         self.next_shaper = None;
         self.queue.tick(now, &self.stats);
-        if let Some(rate) = self.cfg.rate_bps {
+        if self.cfg.is_paced() {
             while !self.queue.is_empty() {
                 if self.busy_until > now {
                     self.next_shaper = Some(self.busy_until);
@@ -219,7 +219,7 @@ impl Pipeline {
                 let t = self.busy_until;
                 let Some(f) = self.queue.dequeue(now, &self.stats) else { break };
                 self.sojourn(&f, now);
-                let finish = t + (f.shape.wire_bytes * 8 * NS_PER_SEC).div_ceil(rate);
+                let finish = t + self.service_time(&f.shape);
                 self.busy_until = finish;
                 self.hold(f, finish);
             }
@@ -260,6 +260,15 @@ impl Pipeline {
             }
             self.publish_queue();
         }
+    }
+
+    /// How long the bottleneck is busy with a frame: its bits at the rate or its wire
+    /// frames at the frame ceiling, whichever is longer (a CPU-bound router forwards
+    /// small frames at its packet rate and large ones at its bit rate).
+    fn service_time(&self, s: &Shape) -> Nanos {
+        let by_rate = self.cfg.rate_bps.map_or(0, |r| (s.wire_bytes * 8 * NS_PER_SEC).div_ceil(r));
+        let by_pps = self.cfg.pps.map_or(0, |p| (s.segs as u64 * NS_PER_SEC).div_ceil(p));
+        by_rate.max(by_pps)
     }
 
     /// The next frame due by `now`, if any.
@@ -380,6 +389,39 @@ mod tests {
         let mut p = pipe("rate=12000000");
         let out = drive(&mut p, &[(0, 1500), (0, 1500), (0, 1500)], 10 * MS);
         assert_eq!(out, vec![MS, 2 * MS, 3 * MS]);
+    }
+
+    #[test]
+    fn pps_paces_frames_whatever_their_size() {
+        // 1000 frames/s: 1 ms each, small or large, where the rate alone would be faster.
+        for bytes in [60, 1514] {
+            let mut p = pipe("pps=1000");
+            let out = drive(&mut p, &[(0, bytes), (0, bytes), (0, bytes)], 10 * MS);
+            assert_eq!(out, vec![MS, 2 * MS, 3 * MS], "{bytes} bytes");
+        }
+        // With a rate too, the slower of the two serves: 1500 B at 1.2 Mbit/s = 10 ms.
+        let mut p = pipe("rate=1200000,pps=1000");
+        let out = drive(&mut p, &[(0, 1500), (0, 60)], 20 * MS);
+        assert_eq!(out, vec![10 * MS, 11 * MS]);
+    }
+
+    #[test]
+    fn pps_counts_a_super_frame_as_its_segments() {
+        let mut p = pipe("pps=1000");
+        let mut f = frame(4500, 0);
+        f.shape.segs = 3;
+        p.arrive(f, 0);
+        p.arrive(frame(60, 0), 0);
+        let mut out = Vec::new();
+        let mut now = 0;
+        while now <= 10 * MS {
+            p.advance(now);
+            while p.pop_due(now).is_some() {
+                out.push(now);
+            }
+            now += 10_000;
+        }
+        assert_eq!(out, vec![3 * MS, 4 * MS]);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-"""Adaptive verdicts: different, same or unknown after each batch of repetitions.
+"""Adaptive verdicts: different, same or unclear after each batch of repetitions.
 
 Chromium's Pinpoint decides bisection steps this way: a p below a low threshold
 (0.01) says "different"; a result that a change of the size of interest would
@@ -7,7 +7,8 @@ for more repetitions, up to a cap. Unknown at the cap is an answer of its own
 ("cannot tell"), never a guess: with 7 bisection steps, a 5 % error per step
 names the wrong commit 30 % of the time.
 
-Here, for two sets of repetitions A and B of one metric:
+Here, for two sets of repetitions A and B of one metric, in the words of
+analysis/verdicts.py (one definition with compare's):
 
 - same: the (1 - 2 alpha) bootstrap interval of the change of B's median against
   A's (compare.py's, as `hoplab compare` prints it) lies inside +-bound: two
@@ -20,12 +21,13 @@ Here, for two sets of repetitions A and B of one metric:
 - different: the two-sided Mann-Whitney p of analysis/compare.py (the p `hoplab
   compare` reports) is below alpha (0.01). The exact rank test needs 5 vs 5
   repetitions before p can fall below 0.01 (its smallest p is 2 / C(10, 5)).
-- unknown: neither; the power figures (analysis/power.py) say what the current
-  repetitions can detect and how many a change of the bound needs.
+- unclear (no clear difference): neither; the power figures (analysis/power.py) say
+  what the current repetitions can detect and how many a change of the bound needs.
 
-classify turns the two verdicts of a commit (against good, against bad) into git
-bisect's answer: 0 like good, 1 like bad, 125 cannot tell. next_repetitions is
-the schedule: double the repetitions after each unknown batch, up to the cap.
+verdicts.shows_same is the "same" test, compare's too. classify turns the two
+verdicts of a commit (against good, against bad) into git bisect's answer: 0 like
+good, 1 like bad, 125 cannot tell. next_repetitions is the schedule: double the
+repetitions after each unclear batch, up to the cap.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from functools import cached_property
 
 import numpy as np
 
+from hoplab.analysis import verdicts
 from hoplab.analysis.compare import compare_runs
 from hoplab.analysis.power import Power, noise_cv, power_figures
 from hoplab.errors import UsageError
@@ -54,7 +57,7 @@ GOOD, BAD, SKIP = 0, 1, 125
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str                   # "different", "same" or "unknown"
+    verdict: str                   # verdicts.DIFFERENT, SAME or UNCLEAR
     a: tuple[float, ...]
     b: tuple[float, ...]
     median_a: float
@@ -91,19 +94,19 @@ def judge(a: Sequence[float], b: Sequence[float], *, p: float | None,
     ma, mb = float(np.median(xa)), float(np.median(xb))
     change = (mb - ma) / abs(ma) if ma else math.nan
     lo, hi = (-math.inf, math.inf) if any(map(math.isnan, ci)) else ci
-    # Identical repetitions (a quantised figure) have no noise; the power arithmetic
-    # divides by it. NaN (fewer than two repetitions a side) says "nothing detectable".
-    cv = max(noise_cv([a, b]), 1e-9)
-    if bound is not None and -bound < lo and hi < bound:
+    # Identical repetitions (a quantised figure) have no noise: any change is detectable
+    # (power.py). NaN (fewer than two repetitions a side) says "nothing detectable".
+    cv = noise_cv([a, b])
+    if bound is not None and verdicts.shows_same((lo, hi), bound):
         # Checked first: a difference shown smaller than the bound is no difference at
         # that bound, even when the rank test sees it (five runs a side without overlap
         # give p = 0.0079, and a drift of 0.2 % over a session does that with quiet
         # runs).
-        verdict = "same"
+        verdict = verdicts.SAME
     elif p is not None and p < alpha:
-        verdict = "different"
+        verdict = verdicts.DIFFERENT
     else:
-        verdict = "unknown"
+        verdict = verdicts.UNCLEAR
     return Verdict(verdict=verdict, a=tuple(map(float, a)), b=tuple(map(float, b)),
                    median_a=ma, median_b=mb, change=change, ci=(lo, hi), p=p, bound=bound,
                    cv=cv, alpha=alpha)
@@ -128,7 +131,7 @@ def judge_runs(a: Sequence[RunRecord], b: Sequence[RunRecord], metric: str, *,
 class Classification:
     answer: int                    # GOOD (0), BAD (1) or SKIP (125), as git bisect run reads it
     word: str                      # "good", "bad", "cannot tell"
-    final: bool                    # False: unknown, more repetitions may decide
+    final: bool                    # False: unclear, more repetitions may decide
     vs_good: Verdict
     vs_bad: Verdict
     reason: str
@@ -143,12 +146,13 @@ def classify(vs_good: Verdict, vs_bad: Verdict) -> Classification:
     """A commit's answer from its verdicts against good and against bad, each judged with
     an equivalence bound of half the step between them."""
     g, b = vs_good.verdict, vs_bad.verdict
-    if g == "same" and b != "same":
+    same, different = verdicts.SAME, verdicts.DIFFERENT
+    if g == same and b != same:
         return Classification(GOOD, "good", True, vs_good, vs_bad,
                               "within half the step of good")
-    if b == "same" and g != "same":
+    if b == same and g != same:
         return Classification(BAD, "bad", True, vs_good, vs_bad, "within half the step of bad")
-    if g == "different" and b == "different":
+    if g == different and b == different:
         # A third level, or runs disturbed by something else: more repetitions tell
         # which, and at the cap it stays 125.
         return Classification(SKIP, "cannot tell", False, vs_good, vs_bad,

@@ -11,17 +11,9 @@ resamples runs and then trials within them, so that a spread between runs still
 widens the interval. That needs the runs' series (Store.get_run(series=...)); runs
 read without them are compared per run.
 
-The verdict for a metric, in this order (docs/compare.md explains why):
-
-1. "n/a": the metric has no better direction (packets, bytes: "neutral" in the metric
-   registry, hoplab/metrics.py), or it is not registered (the group warns).
-2. "not enough data": a side has fewer than 2 runs with the metric, or the sizes
-   are too small for the rank test to ever reach p <= alpha (its smallest two-sided
-   p is 2 / C(na + nb, na): 1/3 for 2+2, 0.1 for 3+3, 0.029 for 4+4).
-3. "better" / "worse": the Mann-Whitney p <= alpha, the (1 - alpha) bootstrap CI of
-   the difference of medians excludes 0, and the change is at least
-   `min_change_pct` (1 %) of A's median; the direction of the metric names it.
-4. "same": otherwise; no difference larger than the noise between repetitions.
+This module finds each metric's values on both sides; the verdict rule
+(analysis/verdict_rule.py: the rank test with its bootstrap interval) judges them, in
+the words of analysis/verdicts.py (docs/compare.md explains both).
 """
 
 from __future__ import annotations
@@ -29,21 +21,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from hoplab import kv
 from hoplab import metrics as registry
-from hoplab.analysis.ranks import min_p as min_p_value
-from hoplab.analysis.ranks import rank_p
+from hoplab.analysis import verdicts
+from hoplab.analysis.verdict_rule import MARGIN_PCT, MIN_CHANGE_PCT, Rule, judge
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 
-VERDICTS = ("better", "worse", "same", "not enough data", "n/a")
+VERDICTS = verdicts.VERDICTS
 _FIELDS = ("flow", "node", "key")
-# p values from scipy land a few ulps either side of exact fractions such as 0.1.
-_P_SLACK = 1e-9
 
 
 @dataclass(frozen=True)
@@ -96,12 +85,15 @@ class MetricComparison:
     ci_low_pct: float               # (1 - alpha) bootstrap CI of change_pct; nan if not
     ci_high_pct: float              # computable (a side < 2 runs, a resampled A median 0)
     p_value: float | None           # two-sided Mann-Whitney U; None if a side has < 2 values
-    verdict: str                    # one of VERDICTS
+    verdict: str                    # one of analysis/verdicts.py VERDICTS
     # What one value is: "run" (a run's figure) or a trial ("load": every page load of
     # every run, for the median of trials); a_runs/b_runs: how many runs they came from.
     per: str = "run"
     a_runs: int = 0
     b_runs: int = 0
+    # For "unclear" (no clear difference): the smallest change in % these repetitions
+    # would find 80 % of the time at alpha (inf: none can); nan for other verdicts.
+    detectable_pct: float = math.nan
 
     @property
     def label(self) -> str:
@@ -124,14 +116,18 @@ def check_measurement_version(a: Sequence[RunRecord], b: Sequence[RunRecord]) ->
 def compare_runs(a: Sequence[RunRecord], b: Sequence[RunRecord],
                  metrics: Sequence[str] | None = None, *, per_flow: bool = False,
                  seed: int = 0, resamples: int = 2000, alpha: float = 0.05,
-                 min_change_pct: float = 1.0) -> list[MetricComparison]:
+                 margin_pct: float = MARGIN_PCT, min_change_pct: float = MIN_CHANGE_PCT,
+                 rule: Rule = judge) -> list[MetricComparison]:
     """Compare A (the baseline) with B for each metric: the requested ones (NAME,
     NAME@FLOW, NAME@node=N,key=K), else every whole-run metric both sides have, plus
-    with per_flow every per-flow one. Deterministic: every metric uses `seed`."""
+    with per_flow every per-flow one; `rule` gives each verdict (margin_pct: what
+    "same" must show). Deterministic: every metric uses `seed`."""
     if not a or not b:
         raise UsageError("nothing to compare: " + ("A" if not a else "B") + " holds no runs")
     if not 0 < alpha < 1 or resamples < 1:
         raise UsageError(f"alpha must be in (0, 1) and resamples >= 1, not {alpha}, {resamples}")
+    if not margin_pct >= 0:
+        raise UsageError(f"the margin must be 0 % or more, not {margin_pct}")
     check_measurement_version(a, b)
     keys = [parse_metric(m) for m in metrics] if metrics else _common(a, b, per_flow)
     out = []
@@ -142,9 +138,9 @@ def compare_runs(a: Sequence[RunRecord], b: Sequence[RunRecord],
             raise UsageError(f"no run on either side has metric {k}")
         ta, tb = _trials(a, k), _trials(b, k)
         trials = (ta[0], ta[1], tb[1]) if ta and tb and ta[1] and tb[1] else None
-        out.append(_compare(k, registry.unit(k.name, ua or ub), va, vb, seed=seed,
-                            resamples=resamples, alpha=alpha, min_change_pct=min_change_pct,
-                            trials=trials))
+        out.append(_compare(k, registry.unit(k.name, ua or ub), va, vb, rule=rule, seed=seed,
+                            resamples=resamples, alpha=alpha, margin_pct=margin_pct,
+                            min_change_pct=min_change_pct, trials=trials))
     return out
 
 
@@ -194,8 +190,9 @@ def _trials(runs: Sequence[RunRecord], k: MetricKey) -> tuple[str, list[list[flo
     return word, out
 
 
-def _compare(k: MetricKey, unit: str, va: list[float], vb: list[float], *, seed: int,
-             resamples: int, alpha: float, min_change_pct: float,
+def _compare(k: MetricKey, unit: str, va: list[float], vb: list[float], *, rule: Rule,
+             seed: int, resamples: int, alpha: float, margin_pct: float,
+             min_change_pct: float,
              trials: tuple[str, list[list[float]], list[list[float]]] | None = None
              ) -> MetricComparison:
     runs = (len(va), len(vb))
@@ -203,79 +200,13 @@ def _compare(k: MetricKey, unit: str, va: list[float], vb: list[float], *, seed:
         va, vb = ([v for run in side for v in run] for side in trials[1:])
     ma = float(np.median(va)) if va else math.nan
     mb = float(np.median(vb)) if vb else math.nan
-    change = 100 * (mb - ma) / abs(ma) if ma != 0 else math.nan
-    enough = len(va) >= 2 and len(vb) >= 2
-    if not enough:
-        ci_pct, ci_diff = (math.nan, math.nan), (math.nan, math.nan)
-    elif trials is None:
-        ci_pct, ci_diff = bootstrap(va, vb, seed=seed, resamples=resamples, alpha=alpha)
-    else:
-        ci_pct, ci_diff = bootstrap_trials(trials[1], trials[2], seed=seed,
-                                           resamples=resamples, alpha=alpha)
-    p = rank_p(va, vb) if enough else None
-    direction = registry.better(k.name)
-    if direction is None:
-        verdict = "n/a"
-    elif not enough or min_p_value(len(va), len(vb)) > alpha * (1 + _P_SLACK):
-        verdict = "not enough data"
-    elif (p is not None and p <= alpha * (1 + _P_SLACK) and (ci_diff[0] > 0 or ci_diff[1] < 0)
-          and (abs(change) >= min_change_pct if not math.isnan(change) else mb != ma)):
-        verdict = "better" if (mb > ma) == (direction == "higher") else "worse"
-    else:
-        verdict = "same"
+    judged = rule(va, vb, registry.better(k.name), alpha=alpha, margin_pct=margin_pct,
+                  min_change_pct=min_change_pct, seed=seed, resamples=resamples,
+                  trials=None if trials is None else (trials[1], trials[2]))
     return MetricComparison(
         metric=k.name, unit=unit, flow=k.flow, node=k.node, key=k.key,
-        a_values=tuple(va), b_values=tuple(vb), a_median=ma, b_median=mb, change_pct=change,
-        ci_low_pct=ci_pct[0], ci_high_pct=ci_pct[1], p_value=p, verdict=verdict,
-        per="run" if trials is None else trials[0], a_runs=runs[0], b_runs=runs[1])
-
-
-def bootstrap(va: Sequence[float], vb: Sequence[float], *, seed: int, resamples: int,
-              alpha: float) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Percentile bootstrap CIs of B's median against A's: (of the change in %, of the
-    difference). Each resample draws len(va) runs of A, then len(vb) runs of B, with
-    replacement, from numpy's default_rng(seed), all A draws before all B draws."""
-    rng = np.random.default_rng(seed)
-    xa, xb = np.asarray(va, dtype=float), np.asarray(vb, dtype=float)
-    ia = rng.integers(0, len(xa), size=(resamples, len(xa)))
-    ib = rng.integers(0, len(xb), size=(resamples, len(xb)))
-    return _intervals(np.median(xa[ia], axis=1), np.median(xb[ib], axis=1), alpha)
-
-
-def bootstrap_trials(ca: Sequence[Sequence[float]], cb: Sequence[Sequence[float]], *,
-                     seed: int, resamples: int,
-                     alpha: float) -> tuple[tuple[float, float], tuple[float, float]]:
-    """bootstrap for trials grouped by run (each inner list one run's): a resample draws
-    as many runs as the side has, with replacement, then within each drawn run as many
-    of its trials, with replacement, and takes the median of all drawn trials. Trials of
-    one run share its conditions: a spread between runs widens the interval, as it
-    should; with one run a side only the trials' own spread is left. All A draws first."""
-    rng = np.random.default_rng(seed)
-    return _intervals(_trial_medians(rng, ca, resamples), _trial_medians(rng, cb, resamples),
-                      alpha)
-
-
-def _trial_medians(rng: np.random.Generator, runs: Sequence[Sequence[float]],
-                   resamples: int) -> Any:
-    n, longest = len(runs), max(len(r) for r in runs)
-    lens = np.array([len(r) for r in runs])
-    table = np.full((n, longest), np.nan)
-    for i, r in enumerate(runs):
-        table[i, :len(r)] = r
-    drawn = rng.integers(0, n, size=(resamples, n))
-    size = lens[drawn][..., None]                       # (resamples, n, 1)
-    pick = (rng.random((resamples, n, longest)) * size).astype(int)
-    values = np.where(np.arange(longest) < size, table[drawn[..., None], pick], np.nan)
-    return np.nanmedian(values.reshape(resamples, -1), axis=1)
-
-
-def _intervals(ma: Any, mb: Any, alpha: float) -> tuple[tuple[float, float],
-                                                        tuple[float, float]]:
-    """The (alpha/2, 1 - alpha/2) percentiles of the resampled change in % and
-    difference; no percent interval when a resampled A median is 0."""
-    q = (100 * alpha / 2, 100 * (1 - alpha / 2))
-    lo_d, hi_d = (float(x) for x in np.percentile(mb - ma, q))
-    if np.any(ma == 0):
-        return (math.nan, math.nan), (lo_d, hi_d)
-    lo_p, hi_p = (float(x) for x in np.percentile(100 * (mb - ma) / np.abs(ma), q))
-    return (lo_p, hi_p), (lo_d, hi_d)
+        a_values=tuple(va), b_values=tuple(vb), a_median=ma, b_median=mb,
+        change_pct=100 * (mb - ma) / abs(ma) if ma != 0 else math.nan,
+        ci_low_pct=judged.ci_pct[0], ci_high_pct=judged.ci_pct[1], p_value=judged.p,
+        verdict=judged.verdict, per="run" if trials is None else trials[0],
+        a_runs=runs[0], b_runs=runs[1], detectable_pct=judged.detectable_pct)

@@ -14,18 +14,19 @@ result. split_sides is how the report finds A and B in one set of runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hoplab import kinds
 from hoplab import metrics as registry
 from hoplab.analysis.compare import (
     MetricComparison,
+    MetricKey,
     check_measurement_version,
     compare_runs,
     parse_metric,
 )
 from hoplab.analysis.order import natural_key
+from hoplab.analysis.verdict_rule import MARGIN_PCT, Rule, judge
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 
@@ -48,6 +49,8 @@ class GroupComparison:
 class Comparison:
     groups: tuple[GroupComparison, ...]
     unmatched: tuple[str, ...]      # groups found on one side only, not compared
+    alpha: float = 0.05             # the level of the test and of the interval (1 - alpha)
+    margin_pct: float = MARGIN_PCT  # "same": the interval within +-margin_pct
 
 
 def _dim(run: RunRecord, dim: str) -> str:
@@ -93,59 +96,40 @@ def split_sides(runs: Sequence[RunRecord]) -> tuple[str, list[RunRecord], list[R
 
 
 def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],
-                   metrics: Sequence[str] | None = None, *, per_flow: bool | None = None,
-                   seed: int = 0, resamples: int = 2000, alpha: float = 0.05) -> Comparison:
-    """Compare A with B group by group (see the module doc). per_flow None compares each
-    flow's figures too for custom tests only (their flows have different jobs). UsageError
-    if the runs were measured differently or no group appears on both sides."""
+                   metrics: Sequence[str] | None = None, *,
+                   per_flow: bool | Callable[[str], bool] = False, seed: int = 0,
+                   resamples: int = 2000, alpha: float = 0.05,
+                   margin_pct: float = MARGIN_PCT, rule: Rule = judge) -> Comparison:
+    """Compare A with B group by group (see the module doc), each metric judged by `rule`
+    (analysis/verdict_rule.py; margin_pct: what "same" must show). per_flow: also each
+    flow's figures, for every group, or for the groups of the test kinds it says yes to
+    (kinds.per_flow: custom tests, whose flows have different jobs). UsageError if the
+    runs were measured differently or no group appears on both sides."""
     check_measurement_version(a, b)
-    runs = (*a, *b)
-    variant_keys = sorted({k for r in runs for k in r.variant})
-    dims = ["experiment", "test", *(f"v:{k}" for k in variant_keys)]
-    contrast = _contrast(a, b, dims)
-    label_contrast = _contrast(a, b, [f"l:{k}" for k in sorted({k for r in runs
-                                                                 for k in r.labels})])
-    shared = [d for d in dims if d not in contrast]
-
-    def split(side: Sequence[RunRecord]) -> dict[tuple[str, ...], list[RunRecord]]:
-        groups: dict[tuple[str, ...], list[RunRecord]] = {}
-        for r in sorted(side, key=lambda r: r.id or 0):
-            groups.setdefault(tuple(_dim(r, d) for d in shared), []).append(r)
-        return groups
-
-    ga, gb = split(a), split(b)
-
-    def title(key: tuple[str, ...]) -> str:
-        parts = [_show(d, v) for d, v in zip(shared, key, strict=True)
-                 if not (d.startswith("v:") and v == _MISSING)]
-        return " / ".join(parts) or "all runs"
-
-    def label(side: Sequence[RunRecord]) -> str:
-        return " ".join(_show(d, _dim(side[0], d)) for d in (*contrast, *label_contrast))
-
+    sides = _Sides(a, b)
+    ga, gb = sides.split(a), sides.split(b)
     unmatched = tuple(
-        f"{name}'s {title(k)} ({len(g)} run{'s' * (len(g) != 1)}) has no counterpart in "
-        f"{other}" for name, mine, other, theirs in (("A", ga, "B", gb), ("B", gb, "A", ga))
+        f"{name}'s {sides.title(k)} ({len(g)} run{'s' * (len(g) != 1)}) has no counterpart "
+        f"in {other}" for name, mine, other, theirs in (("A", ga, "B", gb), ("B", gb, "A", ga))
         for k, g in mine.items() if k not in theirs)
     wanted = [parse_metric(m) for m in metrics] if metrics else None
+    have = {m.name for r in (*a, *b) for m in r.metrics}
+    for w in wanted or ():
+        registry.require(w.name, have)      # a typo lists the names there are
     groups = []
     for key, ra in ga.items():
         rb = gb.get(key)
-        if rb is None:
+        names = None if rb is None or wanted is None else _present(wanted, (*ra, *rb))
+        if rb is None or names == []:
             continue
-        names = None
-        if wanted is not None:
-            have = {(m.name, m.flow, m.node, m.key) for r in (*ra, *rb) for m in r.metrics}
-            names = [str(w) for w in wanted if (w.name, w.flow, w.node, w.key) in have]
-            if not names:
-                continue
-        flows = kinds.per_flow(ra[0].kind) if per_flow is None else per_flow
-        found = compare_runs(ra, rb, names, per_flow=flows, seed=seed,
-                             resamples=resamples, alpha=alpha)
+        flows = per_flow(ra[0].kind) if callable(per_flow) else per_flow
+        found = compare_runs(ra, rb, names, per_flow=flows, seed=seed, resamples=resamples,
+                             alpha=alpha, margin_pct=margin_pct, rule=rule)
         unknown = sorted({m.metric for m in found if registry.find(m.metric) is None})
         groups.append(GroupComparison(
-            title=title(key), kind=ra[0].kind, a_label=label(ra), b_label=label(rb),
-            a_ids=tuple(r.id or 0 for r in ra), b_ids=tuple(r.id or 0 for r in rb),
+            title=sides.title(key), kind=ra[0].kind, a_label=sides.label(ra),
+            b_label=sides.label(rb), a_ids=tuple(r.id or 0 for r in ra),
+            b_ids=tuple(r.id or 0 for r in rb),
             warnings=(*_warnings(ra, rb), *(
                 f"metric {n} is not in hoplab's metric registry (a newer hoplab or an "
                 "import stored it): no verdict" for n in unknown)),
@@ -155,8 +139,45 @@ def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],
         what = "metric " + ", ".join(metrics) if metrics else "test and variant"
         raise UsageError(
             f"nothing to compare: no {what} appears on both sides (A holds "
-            f"{'; '.join(map(title, ga)) or '-'}, B holds {'; '.join(map(title, gb)) or '-'})")
-    return Comparison(groups=tuple(groups), unmatched=unmatched)
+            f"{'; '.join(map(sides.title, ga)) or '-'}, B holds "
+            f"{'; '.join(map(sides.title, gb)) or '-'})")
+    return Comparison(groups=tuple(groups), unmatched=unmatched, alpha=alpha,
+                      margin_pct=margin_pct)
+
+
+class _Sides:
+    """How A and B split into groups: by experiment, test and every variant key, less
+    the contrast (what is one value on every run of A and another on every run of B)."""
+
+    def __init__(self, a: Sequence[RunRecord], b: Sequence[RunRecord]) -> None:
+        runs = (*a, *b)
+        dims = ["experiment", "test", *(f"v:{k}" for k in sorted({k for r in runs
+                                                                   for k in r.variant}))]
+        self.contrast = _contrast(a, b, dims)
+        self.label_contrast = _contrast(a, b, [f"l:{k}" for k in sorted({k for r in runs
+                                                                         for k in r.labels})])
+        self.shared = [d for d in dims if d not in self.contrast]
+
+    def split(self, side: Sequence[RunRecord]) -> dict[tuple[str, ...], list[RunRecord]]:
+        groups: dict[tuple[str, ...], list[RunRecord]] = {}
+        for r in sorted(side, key=lambda r: r.id or 0):
+            groups.setdefault(tuple(_dim(r, d) for d in self.shared), []).append(r)
+        return groups
+
+    def title(self, key: tuple[str, ...]) -> str:
+        parts = [_show(d, v) for d, v in zip(self.shared, key, strict=True)
+                 if not (d.startswith("v:") and v == _MISSING)]
+        return " / ".join(parts) or "all runs"
+
+    def label(self, side: Sequence[RunRecord]) -> str:
+        return " ".join(_show(d, _dim(side[0], d))
+                        for d in (*self.contrast, *self.label_contrast))
+
+
+def _present(wanted: Sequence[MetricKey], runs: Sequence[RunRecord]) -> list[str]:
+    """The metrics asked for that some of these runs have."""
+    have = {(m.name, m.flow, m.node, m.key) for r in runs for m in r.metrics}
+    return [str(w) for w in wanted if (w.name, w.flow, w.node, w.key) in have]
 
 
 def _warnings(a: Sequence[RunRecord], b: Sequence[RunRecord]) -> list[str]:

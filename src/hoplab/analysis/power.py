@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from hoplab.analysis.ranks import critical_u, min_p
+from hoplab.analysis.ranks import critical_u, min_p, rank_p
 
 # Critical values below which the power is simulated: the normal approximation of U
 # overstates power there, by 12 points at 5 vs 5 (p < 0.01) and still 1 at critical
@@ -76,6 +76,9 @@ class Power:
         if math.isinf(self.detectable):
             text = (f"{self.n_a} vs {self.n_b} repetitions cannot reach p < {self.alpha:.2g} "
                     "whatever the change")
+        elif self.cv == 0:
+            text = (f"no noise (every repetition equal): {self.n_a} vs {self.n_b} "
+                    f"repetitions detect any change (p < {self.alpha:.2g})")
         else:
             text = (f"smallest change detectable with {self.n_a} vs {self.n_b} repetitions "
                     f"at {self.cv * 100:.1f} % noise: {self.detectable * 100:.1f} % "
@@ -90,14 +93,22 @@ class Power:
 def noise_cv(groups: Sequence[Sequence[float]]) -> float:
     """The coefficient of variation of one repetition, pooled over groups (a version, a
     commit) that each hold repetitions of one true value: each repetition relative to
-    its group's median, so a step between groups is not counted as noise. NaN without a
-    group of two or more."""
+    its group's median, so a step between groups is not counted as noise. A group of
+    equal repetitions has none, whatever their value (0 too). NaN without a group of two
+    or more, or when every such group varies around a median of 0 (relative to 0, a
+    spread has no size)."""
     total, dof = 0.0, 0
     for group in groups:
         g = np.asarray(group, dtype=float)
         if len(g) < 2:
             continue
-        rel = g / float(np.median(g))
+        if np.all(g == g[0]):
+            dof += len(g) - 1
+            continue
+        median = float(np.median(g))
+        if median == 0:
+            continue
+        rel = g / median
         total += float(np.sum((rel - rel.mean()) ** 2))
         dof += len(g) - 1
     return math.sqrt(total / dof) if dof else math.nan
@@ -160,15 +171,22 @@ def achieved_power(change: float, cv: float, n_a: int, n_b: int, alpha: float) -
         return 0.0
     if change == 0:
         return alpha
+    if cv == 0:
+        # No noise: any change puts every repetition of one side above every one of the
+        # other, each side a block of ties, and the test gives that arrangement's p.
+        return 1.0 if rank_p([0.0] * n_a, [1.0] * n_b) < alpha else 0.0
     return rank_test_power(abs(change) / cv, n_a, n_b, alpha)
 
 
 def detectable_change(cv: float, n_a: int, n_b: int, *, alpha: float = 0.01,
                       power: float = 0.8) -> float:
     """The smallest relative change a rank test of n_a against n_b repetitions finds with
-    probability `power` at level alpha; inf when the sizes cannot reach alpha at all."""
-    if not cv > 0 or min_p(n_a, n_b) > alpha or n_a < 2 or n_b < 2:
-        return math.inf if cv > 0 or math.isnan(cv) else 0.0
+    probability `power` at level alpha; inf when the sizes cannot reach alpha at all (or
+    the noise is unknown), 0 when there is no noise and they can: any change is found."""
+    if math.isnan(cv) or min_p(n_a, n_b) > alpha or n_a < 2 or n_b < 2:
+        return math.inf
+    if cv == 0:
+        return 0.0 if achieved_power(1.0, 0.0, n_a, n_b, alpha) >= power else math.inf
     lo, hi = 0.0, cv
     while achieved_power(hi, cv, n_a, n_b, alpha) < power:
         lo, hi = hi, hi * 2

@@ -27,6 +27,8 @@ from hoplab.analysis.order import natural_key
 from hoplab.errors import UsageError
 from hoplab.store import RunSummary, Store
 
+Variant = tuple[tuple[str, str], ...]
+_NONE = "(none)"                    # a run without a key the others have
 _COLUMNS = ("experiment", "experiment_id", "test", "kind", "status", "repetition",
             "started_at", "duration_s", "id")
 
@@ -62,9 +64,9 @@ class TrendPoint:
 
 
 def _read(store: Store, metric: str, filters: Mapping[str, str], by: str,
-          limit: int | None) -> list[tuple[str | float, int, float, float, str]]:
-    """(x, run id, value, started_at, experiment/test) of every matching run that has
-    the metric."""
+          limit: int | None) -> list[tuple[str | float, int, float, float, str, Variant]]:
+    """(x, run id, value, started_at, experiment/test, its variant but `by`) of every
+    matching run that has the metric."""
     key = parse_metric(metric)
     wanted = dict(filters)
     wanted.setdefault("status", "ok")
@@ -78,7 +80,10 @@ def _read(store: Store, metric: str, filters: Mapping[str, str], by: str,
     for run, value in found:
         x = _x(run, by)
         if x is not None and math.isfinite(value):
-            out.append((x, run.id, value, run.started_at, f"{run.experiment}/{run.test}"))
+            variant = tuple(sorted((k, v if isinstance(v, str) else json.dumps(v))
+                                   for k, v in run.variant.items() if k != by))
+            out.append((x, run.id, value, run.started_at, f"{run.experiment}/{run.test}",
+                        variant))
     return out
 
 
@@ -90,8 +95,13 @@ def trend_points(store: Store, metric: str, filters: Mapping[str, str],
     (v1.9 before v1.10), "time" (by each value's first run), or "sequence": the order
     of `sequence` (a value is found by its text; git:REPO gives commits oldest first).
     UsageError for a value `sequence` does not hold, or past `limit` runs."""
+    return _points(_read(store, metric, filters, by, limit), order, sequence, by)
+
+
+def _points(rows: Sequence[tuple[str | float, int, float, float, str, Variant]], order: str,
+            sequence: Sequence[str] | None, by: str) -> list[TrendPoint]:
     grouped: dict[str | float, list[tuple[int, float, float, str]]] = {}
-    for x, run_id, value, started, test in _read(store, metric, filters, by, limit):
+    for x, run_id, value, started, test, _ in rows:
         grouped.setdefault(x, []).append((run_id, value, started, test))
     points = [TrendPoint(value=x, runs=tuple(r[0] for r in rows),
                          values=tuple(r[1] for r in rows),
@@ -99,6 +109,38 @@ def trend_points(store: Store, metric: str, filters: Mapping[str, str],
                          tests=frozenset(r[3] for r in rows))
               for x, rows in grouped.items()]
     return order_points(points, order, sequence, by)
+
+
+@dataclass(frozen=True)
+class TrendSeries:
+    variant: dict[str, str]         # what its runs share of the keys that split them
+    points: list[TrendPoint]
+
+    @property
+    def label(self) -> str:
+        """"gro=on hops=2", or "" for the only series."""
+        return " ".join(f"{k}={v}" for k, v in self.variant.items())
+
+
+def trend_series(store: Store, metric: str, filters: Mapping[str, str],
+                 by: str = "version", *, order: str = "natural",
+                 sequence: Sequence[str] | None = None, limit: int | None = None
+                 ) -> list[TrendSeries]:
+    """trend_points, one series for each combination of the variant keys other than `by`
+    that take several values among the runs (in natural order): runs of gro=on and of
+    gro=off are two measurements, and pooling them would follow gro as much as the
+    versions. As compare pairs runs, like with like."""
+    rows = _read(store, metric, filters, by, limit)
+    keys = sorted({k for *_, variant in rows for k, _ in variant})
+    seen = {k: {dict(r[5]).get(k, _NONE) for r in rows} for k in keys}
+    split = [k for k in keys if len(seen[k]) > 1]
+    groups: dict[tuple[str, ...], list[tuple[str | float, int, float, float, str, Variant]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(dict(r[5]).get(k, _NONE) for k in split), []).append(r)
+    return [TrendSeries(variant=dict(zip(split, key, strict=True)),
+                        points=_points(members, order, sequence, by))
+            for key, members in sorted(groups.items(),
+                                       key=lambda kv: [natural_key(v) for v in kv[0]])]
 
 
 def order_points(points: Sequence[TrendPoint], order: str,

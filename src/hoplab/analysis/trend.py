@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hoplab.analysis.verdicts import NOT_ENOUGH, word
+
 if TYPE_CHECKING:
     from hoplab.analysis.changepoints import ChangePoint, Detection
     from hoplab.analysis.series_trend import TrendPoint
@@ -51,32 +53,37 @@ class Trend:
     points: tuple[TrendPoint, ...]
     changes: tuple[TrendChange, ...]
     detection: Detection
-    title: str = ""                 # what the runs share (experiment/test), when several
+    title: str = ""                 # what tells this series from others: its test
+                                    # (experiment/test) or variant (gro=on), when several
 
 
-def analyse(metric: str, by: str, points: Sequence[TrendPoint]) -> Trend:
-    """The change points of `points` (in their order), every repetition used."""
-    from hoplab.analysis.changepoints import detect
-
-    found = detect([p.values for p in points], change=SMALL_STEP)
-    return Trend(metric=metric, by=by, points=tuple(points), detection=found,
+def _trend(metric: str, by: str, points: Sequence[TrendPoint], found: Detection,
+           title: str = "") -> Trend:
+    return Trend(metric=metric, by=by, points=tuple(points), detection=found, title=title,
                  changes=tuple(TrendChange(before=points[cp.index - 1].value,
                                            after=points[cp.index].value, point=cp)
                                for cp in found.change_points))
 
 
-def analyse_many(by: str, points: Mapping[str, Sequence[TrendPoint]]) -> list[Trend]:
+def analyse(metric: str, by: str, points: Sequence[TrendPoint], *,
+            detector: str | None = None, title: str = "") -> Trend:
+    """The change points of `points` (in their order), every repetition used, placed by
+    the registered `detector` (analysis/detectors; None: its default)."""
+    from hoplab.analysis.changepoints import detect
+
+    found = detect([p.values for p in points], detector=detector, change=SMALL_STEP)
+    return _trend(metric, by, points, found, title)
+
+
+def analyse_many(by: str, points: Mapping[str, Sequence[TrendPoint]], *,
+                 detector: str | None = None) -> list[Trend]:
     """analyse for several metrics of the same runs, with a Benjamini-Hochberg correction
     across all their change points (analysis/changepoints.py detect_many)."""
     from hoplab.analysis.changepoints import detect_many
 
     found = detect_many({m: [p.values for p in pts] for m, pts in points.items()},
-                        change=SMALL_STEP)
-    return [Trend(metric=m, by=by, points=tuple(pts), detection=found[m],
-                  changes=tuple(TrendChange(before=pts[cp.index - 1].value,
-                                            after=pts[cp.index].value, point=cp)
-                                for cp in found[m].change_points))
-            for m, pts in points.items()]
+                        detector=detector, change=SMALL_STEP)
+    return [_trend(m, by, pts, found[m]) for m, pts in points.items()]
 
 
 def series_key(runs: Sequence[RunRecord]) -> str | None:
@@ -96,9 +103,34 @@ def series_key(runs: Sequence[RunRecord]) -> str | None:
     return None
 
 
+def _report_series(runs: Sequence[RunRecord], by: str
+                   ) -> list[tuple[str, str, list[RunRecord]]]:
+    """The report's series along `by`: (experiment/test, the other variant keys that
+    vary among that test's runs, as "gro=on", its finished runs), in order. Runs of
+    gro=on and gro=off are two measurements, not one series (as compare pairs them)."""
+    from hoplab.analysis.order import natural_key
+
+    tests: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        if r.status == "ok" and (r.labels.get(by) or r.variant.get(by)) is not None:
+            tests.setdefault(f"{r.experiment}/{r.test}", []).append(r)
+    out: dict[tuple[str, str], list[RunRecord]] = {}
+    for test, members in tests.items():
+        keys = sorted({k for r in members for k in r.variant if k != by})
+        split = [k for k in keys if len({json.dumps(r.variant.get(k)) for r in members}) > 1]
+        for r in members:
+            value = [r.variant.get(k) for k in split]
+            label = " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+                             for k, v in zip(split, value, strict=True))
+            out.setdefault((test, label), []).append(r)
+    return [(test, label, members) for (test, label), members in
+            sorted(out.items(), key=lambda kv: (kv[0][0], natural_key(kv[0][1])))]
+
+
 def trends_of_runs(runs: Sequence[RunRecord]) -> list[Trend]:
-    """The report's trends: for each experiment/test, every registered whole-run metric
-    along series_key, in natural order, corrected across metrics; [] if no series."""
+    """The report's trends: for each experiment/test (and each value of the other
+    variant keys that vary), every registered whole-run metric along series_key, in
+    natural order, corrected across metrics; [] if no series."""
     from hoplab import metrics as registry
     from hoplab.analysis.order import natural_key
     from hoplab.analysis.series_trend import TrendPoint
@@ -106,12 +138,8 @@ def trends_of_runs(runs: Sequence[RunRecord]) -> list[Trend]:
     by = series_key(runs)
     if by is None:
         return []
-    groups: dict[str, list[RunRecord]] = {}
-    for r in runs:
-        if r.status == "ok" and (r.labels.get(by) or r.variant.get(by)) is not None:
-            groups.setdefault(f"{r.experiment}/{r.test}", []).append(r)
     out = []
-    for test, members in sorted(groups.items()):
+    for test, label, members in _report_series(runs, by):
         names = sorted({m.name for r in members for m in r.metrics
                         if m.flow is None and m.node is None and m.key is None
                         and registry.find(m.name) is not None})
@@ -129,7 +157,8 @@ def trends_of_runs(runs: Sequence[RunRecord]) -> list[Trend]:
                    for x, v in sorted(rows.items(), key=lambda kv: natural_key(kv[0]))]
             if len(pts) > 1:
                 per_metric[name] = pts
-        out += [dataclasses.replace(t, title=test) for t in analyse_many(by, per_metric)]
+        title = f"{test} {label}".strip()
+        out += [dataclasses.replace(t, title=title) for t in analyse_many(by, per_metric)]
     return out
 
 
@@ -144,15 +173,34 @@ def _per_value(found: Trend) -> tuple[int, int | None] | None:
             None if power.needed is None else math.ceil(power.needed / span))
 
 
-def power_note(found: Trend) -> str | None:
-    """What steps may go unseen at this noise and these repetitions, or None."""
-    power, reps = found.detection.power, _per_value(found)
-    if power is None or reps is None:
+def cannot_tell(found: Trend) -> str | None:
+    """Why no step can be found at all in a series this short, or None."""
+    if not found.detection.too_short:
         return None
+    text = f"{word(NOT_ENOUGH)}: {found.detection.reason}"
+    if len(found.points) == 2:
+        # The series' own variant (its title, "gro=on hops=2") narrows both sides.
+        same = "".join(f",{w}" for w in found.title.split() if "=" in w)
+        a, b = (f"{found.by}={shown(p.value, found.by)}{same}" for p in found.points)
+        text += f"; `hoplab compare {a} {b}` compares two values"
+    return text
+
+
+def power_note(found: Trend) -> str | None:
+    """What steps may go unseen at this noise and these repetitions, or why that cannot
+    be said; None when the series is too short for any step (cannot_tell says so)."""
+    power, reps = found.detection.power, _per_value(found)
+    if found.detection.too_short:
+        return None
+    if power is None or reps is None:
+        return f"no power figures: {found.detection.reason}"
     span = found.detection.span
     per_value, needed = reps
     if math.isinf(power.detectable):
         text = f"no step can be told from noise with {per_value} repetition(s) per value"
+    elif power.cv == 0:
+        text = (f"no noise (every value's repetitions are equal): any step between "
+                f"stretches of {span} values is seen, at {per_value} repetition(s) per value")
     else:
         text = (f"steps smaller than {power.detectable * 100:.1f} % between stretches of "
                 f"{span} values can go unseen ({power.power * 100:.0f} % power at "
@@ -186,8 +234,9 @@ def shown(value: str | float, by: str) -> str:
 
 
 def to_json(found: Trend) -> dict[str, Any]:
-    """The `hoplab trend --json` document: issue 12's format, plus the power figures
-    (each change point's detectable_pct, and power: power_json)."""
+    """The `hoplab trend --json` document of one series: issue 12's format, plus the
+    power figures (each change point's detectable_pct, and power: power_json), why
+    there are none (reason) and the detector's name."""
     return {
         "metric": found.metric,
         "points": [{"value": p.value,
@@ -202,4 +251,6 @@ def to_json(found: Trend) -> dict[str, Any]:
                            "detectable_pct": c.point.detectable_pct}
                           for c in found.changes],
         "power": power_json(found),
+        "reason": found.detection.reason,
+        "detector": found.detection.detector,
     }

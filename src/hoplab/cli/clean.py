@@ -10,11 +10,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("clean", help="remove everything hoplab created (also after a crash)",
                        description="Remove labs, namespaces and processes hoplab left "
                                    "behind. A lab whose owner (the hoplab process that "
-                                   "built it) still runs is left alone unless --force.")
+                                   "built it) still runs is left alone unless --force; "
+                                   "so are the namespaces of a hoplab under another "
+                                   "HOPLAB_RUN_DIR, always.")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="only these labs (default: all)")
     p.add_argument("--force", action="store_true",
-                   help="also remove labs another hoplab process is still using")
+                   help="also remove labs another hoplab process is still using, and "
+                        "hoplab- namespaces whose owner cannot be told")
     p.set_defaults(func=run, needs_root=True)
 
 

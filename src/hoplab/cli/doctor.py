@@ -118,9 +118,13 @@ def _yes(ok: bool) -> str:
 
 
 def _print(rep: dict[str, Any], console: Console) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    console.print(f"[bold]kernel[/] {rep['kernel']}  (probe took {rep['probe_s'] * 1000:.0f} ms)")
+    # Versions, notes and the kernel's name are what the machine's tools printed: shown as
+    # they are, never read as rich markup.
+    console.print(f"[bold]kernel[/] {escape(rep['kernel'])}  "
+                  f"(probe took {rep['probe_s'] * 1000:.0f} ms)")
 
     for title, key in (("qdisc", "qdiscs"), ("feature", "features")):
         t = Table(title=f"{title}s", title_justify="left")
@@ -129,16 +133,17 @@ def _print(rep: dict[str, Any], console: Console) -> None:
         t.add_column("used for")
         for name, row in rep[key].items():
             note = row.get("note")
-            t.add_row(name, _yes(row["available"]) + (f" ({note})" if note else ""),
-                      row["used_for"])
+            t.add_row(escape(name), _yes(row["available"]) + escape(f" ({note})" if note else ""),
+                      escape(row["used_for"]))
         console.print(t)
 
     t = Table(title="tools", title_justify="left")
     t.add_column("tool")
     t.add_column("version")
     for name, row in rep["tools"].items():
-        shown = row["version"] or f"[red]missing[/] — {row['install']}"
-        t.add_row(name, shown)
+        shown = escape(row["version"]) if row["version"] else \
+            f"[red]missing[/] — {escape(row['install'])}"
+        t.add_row(escape(name), shown)
     console.print(t)
 
     wg = {"kernel": "kernel", "userspace": "userspace (wireguard-go)"}.get(rep["wireguard"] or "",
@@ -156,14 +161,15 @@ def _print(rep: dict[str, Any], console: Console) -> None:
               "fq_codel_keys_src": 'fq_codel, keys = "src" (per host)',
               "sfq_perturb": 'rate + qdisc = "sfq", perturb'}
     for key, row in rep["impairments"].items():
-        t.add_row(labels[key], row["mechanism"] or f"[red]{row['note']}[/]")
+        t.add_row(labels[key], escape(row["mechanism"]) if row["mechanism"] else
+                  f"[red]{escape(str(row['note']))}[/]")
     console.print(t)
 
     ess = rep["essentials"]
     if ess["ok"]:
         console.print("[green]essentials present[/] (ip, tc, veth, htb, iperf3)")
     else:
-        console.print(f"[red]missing essentials:[/] {', '.join(ess['missing'])}")
+        console.print(f"[red]missing essentials:[/] {escape(', '.join(ess['missing']))}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -209,13 +215,18 @@ def _links(path: str, caps: Capabilities) -> list[dict[str, Any]]:
 
 
 def _print_links(links: list[dict[str, Any]], console: Console) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title="links of the lab", title_justify="left")
+    from hoplab.cli.lab import QUEUE_UNITS
+
+    t = Table(title="links of the lab", title_justify="left", caption=QUEUE_UNITS,
+              caption_justify="left")
     for col in ("link", "emulator", "queue a->b", "queue b->a"):
         t.add_column(col)
     for lk in links:
-        t.add_row(lk["label"], lk["emulator"], lk["forward_queue"], lk["reverse_queue"])
+        t.add_row(*map(escape, (lk["label"], lk["emulator"], lk["forward_queue"],
+                                lk["reverse_queue"])))
     console.print(t)
     for lk in links:
         for p in lk["problems"]:

@@ -20,7 +20,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "whole run, every series point, raw outputs base64-encoded; to stdout "
                     "unless -o. csv: two tables, BASE-series.csv (one row per series point) "
                     "and BASE-metrics.csv; BASE is -o without .csv, else hoplab-RUN.")
-    p.add_argument("run_id", type=int, metavar="RUN")
+    p.add_argument("run", metavar="RUN",
+                   help="a run id, or a selection that names one run (test=bulk,hops=2)")
     store_arg.add(p)
     p.add_argument("--format", choices=("json", "csv"), default="json")
     p.add_argument("-o", "--output", type=Path, metavar="FILE")
@@ -36,20 +37,21 @@ def _write(path: Path, text: str) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     # Imported here, not at the top: rich and SQLAlchemy would slow `export --help`.
+    from hoplab.analysis.select import select_one
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
-        run = store.get_run(args.run_id, series=True, raw=args.format == "json")
+    with store_arg.reading(args) as store:
+        run = store.get_run(select_one(store, args.run), series=True,
+                            raw=args.format == "json")
     if args.format == "json":
         text = json.dumps(export.to_json(run), indent=1, allow_nan=False) + "\n"
         if args.output is None:
             sys.stdout.write(text)
             return 0
         _write(args.output, text)
-        make_console(stderr=True).print(f"wrote {args.output}")
+        make_console(stderr=True).print(f"wrote {args.output}", markup=False)
         return 0
-    base = args.output or Path(f"hoplab-{args.run_id}")
+    base = args.output or Path(f"hoplab-{run.id}")
     base = base.with_name(base.name.removesuffix(".csv"))
     for suffix, writer in (("series", export.write_series_csv),
                            ("metrics", export.write_metrics_csv)):
@@ -57,5 +59,5 @@ def run_export(args: argparse.Namespace) -> int:
         rows = writer(run, buf)
         path = base.with_name(f"{base.name}-{suffix}.csv")
         _write(path, buf.getvalue())
-        make_console().print(f"wrote {path} ({rows} rows)")
+        make_console().print(f"wrote {path} ({rows} rows)", markup=False)
     return 0

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from hoplab import kv, metrics
 from hoplab.cli import store_arg
-from hoplab.errors import HoplabError
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure
 
@@ -40,31 +39,31 @@ def _labels(items: list[str]) -> dict[str, str]:
 
 def run_import(args: argparse.Namespace) -> int:
     # Imported here, not at the top: rich and SQLAlchemy would slow `import --help`.
+    from rich.markup import escape
+
     from hoplab.importers import Options, load_files
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
     options = Options(experiment=args.experiment, test=args.test, labels=_labels(args.labels))
+    # Every file is read and checked (that the store can hold its run too) before the
+    # store is opened; then all are saved in one transaction: one bad file, none is in.
     runs = load_files(args.files, options)
     console = make_console()
-    saved: list[int] = []
-    with open_store(store_arg.url(args)) as store:
-        try:
-            for run in runs:
-                saved.append(store.save_run(run))
-        except HoplabError as exc:
-            # Each run is saved in its own transaction: name what is already in.
-            done = ", ".join(map(str, saved)) or "none"
-            raise HoplabError(f"{exc} (runs saved before the failure: {done})") from None
+    with store_arg.writing(args) as store:
+        store.save_runs(runs)
         desc = store.describe()
     for path, run in zip(args.files, runs, strict=True):
         figures = ", ".join(f"{metrics.label(n)} {figure(v, n, u)}"
                             for n in HEADLINE.get(run.kind, ())[:3]
                             for v, u in [_metric(run, n)] if u)
-        status = "" if run.status == "ok" else f" [red]{run.status}[/]: {run.error}"
-        console.print(f"run {run.id}: {path} -> {run.experiment}/{run.test} ({run.kind}, "
-                      f"{len(run.series)} series){status}" + (f"; {figures}" if figures else ""))
-    console.print(f"imported {len(runs)} run(s) into {desc}")
+        # The file's name and everything read from it (an error is the tool's stderr)
+        # are shown as they are, never read as rich markup.
+        status = "" if run.status == "ok" else \
+            f" [red]{escape(run.status)}[/]: {escape(str(run.error))}"
+        console.print(escape(f"run {run.id}: {path} -> {run.experiment}/{run.test} "
+                             f"({run.kind}, {len(run.series)} series)") + status
+                      + escape(f"; {figures}" if figures else ""))
+    console.print(escape(f"imported {len(runs)} run(s) into {desc}"))
     return 0
 
 

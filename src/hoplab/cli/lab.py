@@ -16,6 +16,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# What a queue's packets are, said under every table of queues (lab status, doctor).
+QUEUE_UNITS = ("queue packets: the kernel's qdiscs (emulator tc or netem) count a GSO "
+               "super-frame of up to 64 KiB as one packet; hoplab-wire (wire) counts "
+               "wire-size frames (docs/lab-format.md)")
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("lab", help="build, inspect and remove labs")
@@ -53,6 +58,7 @@ def run_up(args: argparse.Namespace) -> int:
     if args.name is not None:
         given(lab_name, args.name, "lab up --name")
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from hoplab.lab import build
@@ -65,15 +71,18 @@ def run_up(args: argparse.Namespace) -> int:
 
         lab = dataclasses.replace(lab, accept_new_host_keys=True)
     console = Console(stderr=args.json)
-    with console.status(f"building lab {lab.name}") as spinner:
-        result = build.up(lab, progress=lambda s: spinner.update(f"building lab {lab.name}: {s}"))
+    # Names come from the lab file and progress from the devices: shown as they are,
+    # never read as rich markup.
+    with console.status(escape(f"building lab {lab.name}")) as spinner:
+        result = build.up(lab, progress=lambda s: spinner.update(
+            escape(f"building lab {lab.name}: {s}")))
     summary = result.state.summary
     if args.json:
         print(json.dumps({"name": lab.name, "seconds": round(result.seconds, 4),
                           "steps": result.steps, **summary}, indent=1))
         return 0
     if len(summary["nodes"]) <= 60:
-        table = Table(title=f"lab {lab.name}")
+        table = Table(title=escape(f"lab {lab.name}"))
         table.add_column("node")
         table.add_column("role")
         table.add_column("interface")
@@ -86,13 +95,14 @@ def run_up(args: argparse.Namespace) -> int:
             if info["nat"]:
                 role += f", NAT out {info['nat']}"
             for k, iface in enumerate(info["interfaces"]):
-                table.add_row(name if k == 0 else "", role if k == 0 else "", iface["name"],
-                              iface["peer"], _addr_cell(iface["addresses"]))
+                table.add_row(*map(escape, (name if k == 0 else "", role if k == 0 else "",
+                                            iface["name"], iface["peer"],
+                                            _addr_cell(iface["addresses"]))))
         console.print(table)
-    console.print(f"lab [bold]{lab.name}[/] is up: {len(summary['nodes'])} nodes, "
+    console.print(f"lab [bold]{escape(lab.name)}[/] is up: {len(summary['nodes'])} nodes, "
                   f"{len(summary['links'])} links, built in {result.seconds:.2f} s")
     console.print(f"try: hoplab lab exec {lab.name} NODE -- ping -c1 OTHER; "
-                  f"hoplab lab down {lab.name}")
+                  f"hoplab lab down {lab.name}", markup=False)
     return 0
 
 
@@ -115,17 +125,20 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps(labs, indent=1))
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    # What the state files and the devices say is shown as it is, never read as markup.
     console = Console()
     if not labs:
         console.print("no labs are up")
         return 0
     for lab in labs:
-        console.print(f"[bold]{lab['name']}[/] ({lab['status']}) from {lab['source']}: "
-                      f"{len(lab['nodes'])} nodes, {len(lab['links'])} links, "
-                      f"{len(lab['processes'])} processes")
-        table = Table()
+        console.print(f"[bold]{escape(lab['name'])}[/] "
+                      + escape(f"({lab['status']}) from {lab['source']}: "
+                               f"{len(lab['nodes'])} nodes, {len(lab['links'])} links, "
+                               f"{len(lab['processes'])} processes"))
+        table = Table(caption=QUEUE_UNITS, caption_justify="left")
         for col in ("link", "between", "a->b", "b->a", "emulator", "queue a->b", "queue b->a",
                     "state"):
             table.add_column(col)
@@ -141,12 +154,14 @@ def run_status(args: argparse.Namespace) -> int:
             if "wire" in link:
                 state = f"{state} (wire)" if link["wire"]["running"] else "down (wire stopped)"
             wg = " (wireguard)" if link["wireguard"] else ""
-            table.add_row(str(link["index"]), f"{a} <-> {b}{wg}", _fmt_rate(link["forward"]),
-                          _fmt_rate(link["reverse"]), link.get("emulator", "-"),
-                          link.get("forward_queue", "-"), link.get("reverse_queue", "-"), state)
+            table.add_row(*map(escape, (
+                str(link["index"]), f"{a} <-> {b}{wg}", _fmt_rate(link["forward"]),
+                _fmt_rate(link["reverse"]), str(link.get("emulator", "-")),
+                str(link.get("forward_queue", "-")), str(link.get("reverse_queue", "-")),
+                state)))
         console.print(table)
         for problem in lab["problems"]:
-            console.print(f"[red]problem:[/] {problem}")
+            console.print(f"[red]problem:[/] {escape(problem)}")
     return 0
 
 

@@ -18,6 +18,7 @@ from hoplab.errors import HoplabError
 # A module that registers several commands has them next to each other, in its order.
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "show what this machine can build"),
+    "check": ("check", "validate lab and experiment files (builds nothing)"),
     "lab": ("lab", "build, inspect and remove labs"),
     "run": ("run", "run an experiment and store its runs"),
     "runs": ("runs", "list stored runs"),
@@ -31,8 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clean": ("clean", "remove everything hoplab created (also after a crash)"),
     "plot": ("plot", "draw stored runs (PNG, SVG, PDF)"),
     "trend": ("trend", "a metric across versions, with every change point"),
+    "annotate": ("annotate", "note what happened (a firmware change, a cable swapped)"),
     "import": ("import_", "load iperf3 JSON outputs and Flent data files as runs"),
     "export": ("export", "write one run as JSON or CSV"),
+    "migrate": ("migrate", "upgrade a store of an older schema (keeping a copy of a SQLite file)"),
     "bisect": ("bisect", "find the commit that changed a figure (git bisect that knows noise)"),
 }
 
@@ -78,8 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "needs_root", False) and os.geteuid() != 0:
         print("hoplab: error: this command needs root (network namespaces)", file=sys.stderr)
         return 2
+    from hoplab.lab.signals import until_exit
+
     try:
-        code: int = args.func(args)
+        # A stop under way (run, lab up, bisect) is shielded from further signals to the
+        # exit: saying so and exiting 130 are part of it.
+        with until_exit():
+            code: int = args.func(args)
+            # Written out here, so that a closed pipe is met inside this handler and not
+            # by Python's flush at exit (which prints a traceback and exits 120).
+            sys.stdout.flush()
     except HoplabError as exc:
         print(f"hoplab: error: {exc}", file=sys.stderr)
         return exc.exit_code

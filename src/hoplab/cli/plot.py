@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hoplab import kv
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.plot_kinds import FORMATS, KINDS, SINGLE_RUN
@@ -19,14 +18,18 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "plot", help="draw stored runs (PNG, SVG, PDF)",
-        description="Draw stored runs. RUN is a run id, or KEY=VALUE to take every run "
-                    "matching it (as `hoplab runs --filter`; several KEY=VALUE all apply). "
+        description="Draw stored runs. RUN is a run id, a list or range (12,14 or "
+                    "12-15), or KEY=VALUE conditions, a comma joining those that must all "
+                    "hold (version=v1,test=bulk), as `hoplab compare` and `hoplab report` "
+                    "take them; several RUNs add their runs together. "
                     "Kinds: timeseries (throughput per flow and in total, RTT below, "
                     "phases), cdf (RTT of several runs), box and bars (a metric per "
                     "variant over repetitions), ping (ping streams over time), cpu (per-core "
                     "CPU stacked by user, system, irq, softirq), timeline (one flow's "
                     "throughput through several runs end to end, in the order given: "
-                    "--flow NAME).")
+                    "--flow NAME). Legends quote the runs' stored figures, as `hoplab show` "
+                    "prints them, for the phase they belong to (rrul: idle and loaded RTT; "
+                    "its CDF one curve per phase).")
     p.add_argument("runs", nargs="+", metavar="RUN")
     p.add_argument("--kind", required=True, choices=KINDS)
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
@@ -43,22 +46,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _resolve(store: Store, items: list[str], series: bool) -> list[RunRecord]:
-    ids: list[int] = []
-    filters = kv.parse([i for i in items if "=" in i], "RUN", "hops=2 (or a run id, 7)")
-    for item in items:
-        if "=" in item:
-            continue
-        if item.strip().isdigit():
-            ids.append(int(item))
-        else:
-            raise UsageError(f"RUN {item!r}: a run id or KEY=VALUE, e.g. 7 or hops=2")
-    if filters:
-        found = [r.id for r in store.list_runs(filters)]
-        if not found:
-            shown = " ".join(f"{k}={v}" for k, v in filters.items())
-            raise UsageError(f"no run in {store.describe()} matches {shown}")
-        ids += [i for i in found if i not in ids]
-    return [store.get_run(i, series=series) for i in ids]
+    from hoplab.analysis.select import select_many
+
+    return [store.get_run(i, series=series) for i in select_many(store, items)]
+
+
+def _check_metric(kind: str, metric: str | None, runs: list[RunRecord]) -> None:
+    """A --metric no selected run has is refused, listing the names they have."""
+    if metric is None or kind not in ("box", "bars", "cdf"):
+        return
+    if kind == "cdf":
+        have = sorted({s.name for r in runs for s in r.series})
+        if metric not in have:
+            raise UsageError(f"--metric {metric!r}: with --kind cdf it names a series, and "
+                             f"no selected run has this one; they have "
+                             f"{', '.join(have) or 'none'}")
+        return
+    from hoplab import metrics
+
+    metrics.require(metric, {m.name for r in runs for m in r.metrics
+                             if m.flow is None and m.node is None and m.key is None},
+                    "--metric")
 
 
 def _default_name(runs: list[RunRecord], kind: str) -> Path:
@@ -73,15 +81,15 @@ def run_plot(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.output}: the file must end in {', '.join(FORMATS)}")
     # Imported here, not at the top: rich and SQLAlchemy would slow `plot --help`.
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
     needs_series = args.kind in SINGLE_RUN or args.kind in ("cdf", "timeline")
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         runs = _resolve(store, args.runs, needs_series)
+    _check_metric(args.kind, args.metric, runs)
     from hoplab.render.plots import figure, save  # matplotlib: only when plotting
 
     fig = figure(args.kind, runs, metric=args.metric, style=args.style,
                  flow=getattr(args, "flow", None))
     path = save(fig, args.output or _default_name(runs, args.kind))
-    make_console().print(str(path), highlight=False, soft_wrap=True)
+    make_console().print(str(path), highlight=False, soft_wrap=True, markup=False)
     return 0

@@ -4,34 +4,44 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hoplab import kv
 from hoplab.cli import store_arg
 from hoplab.errors import HoplabError, UsageError
 
 if TYPE_CHECKING:
     from hoplab.record import RunRecord
-    from hoplab.store import Store
 
 # The profile, store and rich modules are imported in the functions that use them:
 # at the top they would slow `--help` of these three commands.
-
-FOLDED = "profile folded"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f = sub.add_parser("flamegraph", help="draw a run's flame graph (or a diff of two)",
                        description="An interactive SVG flame graph of a run's profile: hover "
-                                   "for counts, click to zoom, Ctrl-F to search. With --diff "
-                                   "A B: what grew from A to B in red, what shrank in blue, "
-                                   "normalised to the same sample count.")
-    f.add_argument("runs", type=int, nargs="+", metavar="RUN")
+                                   "for counts, click to zoom, Ctrl-F to search; drawn root "
+                                   "on top. With --diff A B: each frame of B red where its "
+                                   "share of the samples (with all it calls) grew from A, "
+                                   "blue where it shrank, the largest change the strongest. "
+                                   "A and B are runs or selections (12-15, version=v2,"
+                                   "test=bulk); a side of several profiled runs draws "
+                                   "their samples pooled.")
+    f.add_argument("runs", nargs="+", metavar="RUN",
+                   help="a run (an id, or a selection that names one); with --diff, two "
+                        "runs or selections")
     f.add_argument("-o", "--output", help="SVG file (default: hoplab-RUN-flamegraph.svg)")
-    f.add_argument("--icicle", action="store_true", help="draw it upside down")
-    f.add_argument("--diff", action="store_true", help="a differential graph of two runs")
+    shape = f.add_mutually_exclusive_group()
+    shape.add_argument("--icicle", action="store_false", dest="upright",
+                       help="root on top, callees below (the default)")
+    shape.add_argument("--upright", action="store_true",
+                       help="root at the bottom, callees above; frames thinned so that the "
+                            "root stays within an 800 px high window")
+    f.add_argument("--diff", action="store_true",
+                   help="a differential graph of two runs or selections: A B")
     f.add_argument("--node", help="only the processes of this node")
     store_arg.add(f)
     f.set_defaults(func=run_flamegraph)
@@ -43,8 +53,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "change in points, and (several profiles a side) which "
                                    "changes are beyond noise.")
     p.add_argument("runs", nargs="+", metavar="RUN",
-                   help="a run id; with --diff, two runs or selections (12,14 or 12-15 or "
-                        "version=v2,test=bulk)")
+                   help="a run (an id, or a selection that names one); with --diff, two "
+                        "runs or selections (12,14 or 12-15 or version=v2,test=bulk)")
     p.add_argument("--diff", action="store_true", help="compare two runs or selections: A B")
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--node", help="only the processes of this node")
@@ -69,62 +79,67 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.set_defaults(func=run_fold)
 
 
-def run_stacks(store: Store, run_id: int, node: str | None) -> tuple[RunRecord, Counter[str]]:
-    from hoplab.profile import fold
-
-    rec = store.get_run(run_id, series=False)
-    prof = rec.metadata.get("profile")
-    if not isinstance(prof, dict):
-        raise UsageError(f"run {run_id} has no profile: add a [profile] table to its "
-                         f"experiment (see docs/profiles.md)")
-    if prof.get("status") != "ok":
-        raise UsageError(f"run {run_id}'s profile is missing: {prof.get('reason')}")
-    try:
-        stacks = fold.parse(store.raw_output(run_id, FOLDED).decode("utf-8", "replace"))
-    except UsageError:
-        raise UsageError(f"run {run_id} has no folded stacks stored") from None
-    if node is not None:
-        by_node = prof.get("by_node", {})
-        if node not in by_node:
-            raise UsageError(f"run {run_id}'s profile attributes no processes to node "
-                             f"{node!r}; profiled nodes: {', '.join(by_node) or 'none'}")
-        if not by_node[node].get("whole_machine"):
-            # A device's profile is all its own; a namespace's, its processes' samples.
-            stacks = fold.only_pids(stacks, by_node[node]["pids"])
-    return rec, fold.without_pids(stacks)
-
-
 def _title(rec: RunRecord) -> str:
-    variant = " ".join(f"{k}={v}" for k, v in rec.variant.items())
-    return f"run {rec.id}: {rec.experiment} {rec.test} {variant}".strip()
+    return f"run {rec.id}: {rec.experiment} {rec.test} {kv.pairs(rec.variant, '')}".strip()
 
 
 def run_flamegraph(args: argparse.Namespace) -> int:
     if args.diff and len(args.runs) != 2:
-        raise UsageError("--diff needs exactly two runs: A B")
+        raise UsageError("--diff needs exactly two runs or selections: A B")
     if not args.diff and len(args.runs) != 1:
         raise UsageError("give one run, or --diff A B")
+    from hoplab.analysis.select import select_one
     from hoplab.profile import analyze, fold
-    from hoplab.profile.flamegraph import diff, flamegraph
-    from hoplab.store import open_store
+    from hoplab.profile.flamegraph import flamegraph
+    from hoplab.profile.stored import run_stacks
 
-    with open_store(store_arg.url(args)) as store:
-        pairs = [run_stacks(store, r, args.node) for r in args.runs]
     if args.diff:
-        (a, sa), (b, sb) = pairs
-        svg = diff(fold.render(sa), fold.render(sb), title=f"{_title(a)} -> run {b.id}",
-                   subtitle="red: grew, blue: shrank (normalised)")
+        svg, name = _flame_diff(args)
     else:
-        rec, stacks = pairs[0]
+        with store_arg.reading(args) as store:
+            rec, stacks = run_stacks(store, select_one(store, args.runs[0]), args.node)
         prof = rec.metadata["profile"]
-        svg = flamegraph(fold.render(stacks), title=_title(rec), icicle=args.icicle,
+        svg = flamegraph(fold.render(stacks), title=_title(rec), upright=args.upright,
                          subtitle=f"{analyze.samples(stacks)} samples at {prof['frequency']} "
                                   f"Hz during {prof['phase']}; {prof['attribution']}")
-    name = "-".join(str(r) for r in args.runs)
+        name = str(rec.id)
     out = Path(args.output or f"hoplab-{name}-{'diff' if args.diff else 'flamegraph'}.svg")
     out.write_text(svg)
     print(out)
     return 0
+
+
+def _flame_diff(args: argparse.Namespace) -> tuple[str, str]:
+    """The differential graph of the two sides (a side of several runs: their samples
+    pooled) and the name of its default file."""
+    from collections import Counter
+
+    from hoplab.analysis.select import select_pair
+    from hoplab.profile import fold
+    from hoplab.profile.flamegraph import diff
+    from hoplab.profile.stored import side_stacks
+
+    with store_arg.reading(args) as store:
+        ids = select_pair(store, args.runs[0], args.runs[1])
+        sides = [side_stacks(store, spec, side, args.node)
+                 for spec, side in zip(args.runs, ids, strict=True)]
+        first = store.get_run(sides[0][0][0], series=False)
+    pooled = [sum(stacks, Counter[str]()) for _, stacks, _ in sides]
+    if all(len(runs) == 1 for runs, _, _ in sides):
+        title = f"{_title(first)} -> run {sides[1][0][0]}"
+    else:
+        title = " -> ".join(f"{spec} (run{'s' * (len(runs) != 1)} {_ids(runs)})"
+                            for spec, (runs, _, _) in zip(args.runs, sides, strict=True))
+    svg = diff(fold.render(pooled[0]), fold.render(pooled[1]), title=title,
+               upright=args.upright)
+    name = "-".join(str(runs[0]) if len(runs) == 1 else re.sub(r"[^\w.-]+", "_", spec)
+                    for spec, (runs, _, _) in zip(args.runs, sides, strict=True))
+    return svg, name
+
+
+def _ids(ids: list[int]) -> str:
+    return ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10
+                                             else "")
 
 
 def run_profile(args: argparse.Namespace) -> int:
@@ -138,17 +153,18 @@ def run_profile(args: argparse.Namespace) -> int:
         from hoplab.cli.profile_diff import run_diff
 
         return run_diff(args)
-    if len(args.runs) != 1 or not args.runs[0].isdigit():
+    if len(args.runs) != 1:
         raise UsageError("give one run id, or --diff A B")
     from rich.markup import escape
     from rich.table import Table
 
+    from hoplab.analysis.select import select_one
     from hoplab.profile import analyze
+    from hoplab.profile.stored import run_stacks
     from hoplab.render.console import console
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
-        rec, stacks = run_stacks(store, int(args.runs[0]), args.node)
+    with store_arg.reading(args) as store:
+        rec, stacks = run_stacks(store, select_one(store, args.runs[0]), args.node)
     table = analyze.load_categories(Path(args.categories)) if args.categories \
         else analyze.load_categories()
     top = analyze.top_symbols(stacks, args.top)
@@ -167,11 +183,12 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.node and not analyze.samples(stacks):
         out.print(f"no process of node {args.node} ran during run {rec.id}'s profile: a "
                   f"router's forwarding is kernel work in softirq, counted host-wide; see "
-                  f"hoplab profile {rec.id} without --node")
+                  f"hoplab profile {rec.id} without --node", markup=False)
         return 0
+    # The run's names are shown as they are, never read as rich markup.
     out.print(f"{_title(rec)}: {analyze.samples(stacks)} samples at {prof['frequency']} Hz "
               f"during {prof['phase']}" + (f", processes of {args.node}" if args.node else
-                                           f" ({prof['attribution']})"))
+                                           f" ({prof['attribution']})"), markup=False)
     t = Table(title=f"top {args.top} symbols by self time", title_justify="left")
     t.add_column("self", justify="right")
     t.add_column("symbol")

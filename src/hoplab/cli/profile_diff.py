@@ -5,36 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from typing import Any
 
 from hoplab.analysis import select
 from hoplab.cli import store_arg
-from hoplab.cli.profile import run_stacks
-from hoplab.errors import UsageError
 from hoplab.profile.diff import FDR, ProfileDiff, diff
-from hoplab.store import Store, open_store
-
-
-def _side(store: Store, spec: str, ids: list[int], node: str | None
-          ) -> tuple[list[int], list[Counter[str]], list[int]]:
-    """The profiles of one side: (their runs, their stacks, runs left out). Runs named by
-    id must have a profile; a key=value selection leaves out its runs without one."""
-    named = select.parse_ranges(spec) is not None
-    runs, stacks, skipped = [], [], []
-    for run_id in ids:
-        if not named:
-            prof = store.get_run(run_id, series=False).metadata.get("profile")
-            if not isinstance(prof, dict) or prof.get("status") != "ok":
-                skipped.append(run_id)
-                continue
-        runs.append(run_id)
-        stacks.append(run_stacks(store, run_id, node)[1])
-    if not runs:
-        raise UsageError(f"{spec!r} selects no run with a profile (runs "
-                         f"{', '.join(map(str, skipped[:10]))} have none); add a [profile] "
-                         f"table to the experiment (docs/profiles.md)")
-    return runs, stacks, skipped
+from hoplab.profile.stored import side_stacks
 
 
 def _json(d: ProfileDiff, sides: dict[str, tuple[str, list[int], list[int]]],
@@ -76,7 +52,7 @@ def _render(d: ProfileDiff, sides: dict[str, tuple[str, list[int], list[int]]],
         spec, runs, skipped = sides[key]
         note = f"; left out, no profile: {', '.join(map(str, skipped))}" if skipped else ""
         out.print(f"{key.upper()}: {spec} -> {len(runs)} profile(s), runs "
-                  f"{', '.join(map(str, runs))}, {sum(samples)} samples{note}")
+                  f"{', '.join(map(str, runs))}, {sum(samples)} samples{note}", markup=False)
     change = {c.symbol: c for c in d.symbols}
     t = Table(title=f"top {top} symbols by self time (mean share of each side's profiles)",
               title_justify="left")
@@ -119,10 +95,10 @@ def _render(d: ProfileDiff, sides: dict[str, tuple[str, list[int], list[int]]],
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.reading(args) as store:
         ids_a, ids_b = select.select_pair(store, args.runs[0], args.runs[1])
-        runs_a, a, skip_a = _side(store, args.runs[0], ids_a, args.node)
-        runs_b, b, skip_b = _side(store, args.runs[1], ids_b, args.node)
+        runs_a, a, skip_a = side_stacks(store, args.runs[0], ids_a, args.node)
+        runs_b, b, skip_b = side_stacks(store, args.runs[1], ids_b, args.node)
     d = diff(a, b, args.top)
     sides = {"a": (args.runs[0], runs_a, skip_a), "b": (args.runs[1], runs_b, skip_b)}
     if args.json:

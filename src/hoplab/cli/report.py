@@ -20,30 +20,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "or labels) or a table of headline figures.")
     p.add_argument("runs", nargs="+", metavar="RUN",
                    help="run ids (12, 12,14, 12-15) or selections (qos=on, "
-                        "experiment=x,test=bulk)")
+                        "experiment=x,test=bulk: a comma joins conditions that must all "
+                        "hold); several add their runs together")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file")
     store_arg.add(p)
     p.set_defaults(func=run_report)
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from hoplab.analysis.select import select
+    from hoplab.analysis.select import select_many
     from hoplab.record import RawOutput
     from hoplab.render.console import console as make_console
     from hoplab.render.profile_html import FOLDED
     from hoplab.render.report import build_report
-    from hoplab.store import open_store
 
     start = time.monotonic()
-    with open_store(store_arg.url(args)) as store:
-        ids: dict[int, None] = {}
-        for spec in args.runs:
-            found = select(store, spec)
-            if not found:
-                raise UsageError(f"no runs match {spec!r} in {store.describe()}")
-            ids.update(dict.fromkeys(found))
+    with store_arg.reading(args) as store:
         runs = []
-        for i in ids:
+        for i in select_many(store, args.runs):
             rec = store.get_run(i)
             # Of the raw outputs, the report needs only a profile's folded stacks.
             prof = rec.metadata.get("profile")
@@ -51,7 +45,8 @@ def run_report(args: argparse.Namespace) -> int:
                 rec.raw = [RawOutput(FOLDED, store.raw_output(i, FOLDED))]
             runs.append(rec)
         desc = store.describe()
-    text = build_report(runs, desc)
+        notes = store.annotations()         # drawn on the trend charts they fall on
+    text = build_report(runs, desc, notes=notes)
     tmp = f"{args.output}.tmp{os.getpid()}"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -63,5 +58,6 @@ def run_report(args: argparse.Namespace) -> int:
         if os.path.exists(tmp):
             os.unlink(tmp)
     make_console().print(f"wrote {args.output}: {len(runs)} run{'s' if len(runs) != 1 else ''}"
-                         f", {len(text) / 1e6:.1f} MB, {time.monotonic() - start:.2f} s")
+                         f", {len(text) / 1e6:.1f} MB, {time.monotonic() - start:.2f} s",
+                         markup=False)
     return 0

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from hoplab import kv
 from hoplab.cli import store_arg
 from hoplab.lab.signals import terminate_as_interrupt
 from hoplab.spec.names import given, lab_name
@@ -50,16 +51,20 @@ def _expected_seconds(exp: Experiment) -> float:
 
 def _progress(exp: Experiment, bar: Progress | None, console: Console
               ) -> tuple[RunProgress, list[float]]:
+    from rich.markup import escape
+
     from hoplab.run.experiment import Progress as RunProgress
 
+    # Names come from the experiment file and errors from the devices' stderr: shown as
+    # they are, never read as rich markup.
     done = [0.0]
     total = exp.runs()
     task = bar.add_task("starting", total=_expected_seconds(exp)) if bar else None
 
     def start_run(order: int, job: Job, variant: Variant, test: Test) -> None:
         if bar is not None and task is not None:
-            bar.update(task, description=f"run {order + 1}/{total}: {test.name} "
-                                         f"{variant.label()} rep {job.repetition}")
+            bar.update(task, description=escape(f"run {order + 1}/{total}: {test.name} "
+                                                f"{variant.label()} rep {job.repetition}"))
 
     def tick(t: float) -> None:
         if bar is not None and task is not None:
@@ -70,14 +75,23 @@ def _progress(exp: Experiment, bar: Progress | None, console: Console
         if bar is not None and task is not None:
             bar.update(task, completed=done[0])
         if rec.status != "ok":
-            console.print(f"[yellow]run {rec.id} ({rec.test} {rec.variant}) {rec.status}: "
-                          f"{rec.error}[/]")
+            console.print(f"run {rec.id} ({rec.test} {kv.pairs(rec.variant)}) "
+                          f"{rec.status}: {rec.error}", style="yellow", markup=False,
+                          highlight=False)
 
     def note(message: str) -> None:
         if bar is not None and message.startswith("warning"):
-            console.print(message)
+            console.print(message, markup=False)
 
     return RunProgress(start_run, tick, end_run, note), done
+
+
+def stored_line(ids: list[int], store: str, experiment_id: str | None) -> str:
+    """What `hoplab run` says it stored: "stored run 3 in ..." (not "runs 3-3")."""
+    from hoplab.render.units import id_list
+
+    return (f"stored run{'s' * (len(ids) > 1)} {id_list(ids)} in {store} (experiment id "
+            f"{experiment_id}); see hoplab runs, hoplab show ID")
 
 
 def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupted: bool
@@ -102,6 +116,7 @@ def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupte
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         Progress,
@@ -114,13 +129,12 @@ def run(args: argparse.Namespace) -> int:
     from hoplab.render.summary import summary_table
     from hoplab.run.experiment import ExperimentRunner
     from hoplab.spec.experiment_loader import load_experiment
-    from hoplab.store import open_store
 
     if args.lab_name is not None:
         given(lab_name, args.lab_name, "run --lab-name")
     exp = load_experiment(args.experiment, args.sets, repeat=args.repeat)
     console = make_console(stderr=args.json)
-    with open_store(store_arg.url(args)) as store:
+    with store_arg.writing(args) as store:
         interactive = not args.json and console.is_terminal
         bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                        TimeRemainingColumn(), console=console, transient=True) \
@@ -129,9 +143,10 @@ def run(args: argparse.Namespace) -> int:
         runner = ExperimentRunner(exp, store, progress, lab_name=args.lab_name)
         if not args.json:
             tests = len(exp.variants[0].tests)
-            console.print(f"experiment [bold]{exp.name}[/]: {_n(len(exp.variants), 'variant')}"
-                          f" x {_n(tests, 'test')} x {_n(exp.repeat, 'repetition')} = "
-                          f"{_n(exp.runs(), 'run')}, seed {exp.seed}, store {store.describe()}")
+            console.print(f"experiment [bold]{escape(exp.name)}[/]: "
+                          f"{_n(len(exp.variants), 'variant')} x {_n(tests, 'test')} x "
+                          f"{_n(exp.repeat, 'repetition')} = {_n(exp.runs(), 'run')}, "
+                          f"seed {exp.seed}, store {escape(store.describe())}")
         interrupted = False
         try:
             # The first Ctrl-C, SIGTERM or SIGHUP stops the experiment; the ones after it
@@ -152,9 +167,8 @@ def run(args: argparse.Namespace) -> int:
                                                               f"repetitions"))
             ids = [r.id for r in runner.records if r.id is not None]
             if ids:
-                console.print(f"stored runs {min(ids)}-{max(ids)} in {store.describe()} "
-                              f"(experiment id {runner.experiment_id}); see hoplab runs, "
-                              f"hoplab show ID")
+                console.print(stored_line(ids, store.describe(), runner.experiment_id),
+                              highlight=False, markup=False)
     if interrupted:
         print(f"hoplab: interrupted; {sum(r.status != 'interrupted' for r in runner.records)} "
               f"finished runs kept, the lab is down", file=sys.stderr)

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from hoplab import kv, metrics
+from hoplab import metrics
 from hoplab.cli import store_arg
 from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
@@ -20,26 +20,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("runs", help="list stored runs",
                        description="List stored runs, newest last. --filter KEY=VALUE "
                                    "matches a column (experiment, test, kind, status, "
-                                   "experiment_id), a label or a variant value.")
+                                   "experiment_id, id), a label or a variant value; a "
+                                   "comma joins conditions that must all hold "
+                                   "(version=v1,test=bulk), as does a repeated --filter. A "
+                                   "key or value no run has is an error listing those "
+                                   "there are.")
     store_arg.add(p)
     p.add_argument("--filter", dest="filters", action="append", default=[],
-                   metavar="KEY=VALUE")
+                   metavar="KEY=VALUE[,KEY=VALUE]")
     p.add_argument("--limit", type=int, help="only the last N matching runs")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run_list)
     s = sub.add_parser("show", help="show one stored run",
                        description="Show a stored run: metadata, figures per flow, router "
                                    "CPU, interfaces and qdiscs, and its series.")
-    s.add_argument("run_id", type=int)
+    s.add_argument("run", metavar="RUN",
+                   help="a run id, or a selection that names one run (test=bulk,hops=2)")
     store_arg.add(s)
     s.add_argument("--json", action="store_true",
                    help="the run as JSON (series as point counts unless --series)")
     s.add_argument("--series", action="store_true", help="with --json: every series point")
     s.set_defaults(func=run_show)
-
-
-def _filters(items: list[str]) -> dict[str, str]:
-    return kv.parse(items, "--filter", "--filter hops=2")
 
 
 def _when(ts: float) -> str:
@@ -48,13 +49,17 @@ def _when(ts: float) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     # Imported here, not at the top: rich and SQLAlchemy would slow `runs --help`.
+    from rich.markup import escape
     from rich.table import Table
 
+    from hoplab.analysis import select
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
-        runs = store.list_runs(_filters(args.filters), limit=args.limit, newest=True)
+    filters = select.conditions(args.filters)
+    with store_arg.reading(args) as store:
+        runs = store.list_runs(filters, limit=args.limit, newest=True)
+        if not runs and filters:
+            select.check(store, filters)        # a typo is an error, not an empty list
         desc = store.describe()
     if args.json:
         json.dump(json_safe([dataclasses.asdict(r) for r in runs]), sys.stdout, indent=2,
@@ -63,19 +68,21 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     console = make_console()
     if not runs:
-        console.print(f"no runs in {desc}" + (" match" if args.filters else ""))
+        console.print(f"no runs in {desc}" + (" match" if args.filters else ""), markup=False)
         return 0
-    table = Table(title=f"runs in {desc}", title_justify="left")
+    # Every cell is text from the runs (names, labels): shown as it is, never read as markup.
+    table = Table(title=escape(f"runs in {desc}"), title_justify="left")
     for col in ("id", "started", "experiment", "test", "variant", "rep", "status", "figures"):
         table.add_column(col, justify="right" if col in ("id", "rep") else "left")
     for r in runs:
-        names = HEADLINE.get(r.kind, ())[:3]
+        # Every headline figure: rrul's loaded RTT and added latency are its point.
+        names = HEADLINE.get(r.kind, ())
         figures = ", ".join(f"{metrics.label(n)} {figure(r.metrics[n], n)}"
                             for n in names if n in r.metrics)
         variant = pairs(r.variant)
-        status = r.status if r.status == "ok" else f"[red]{r.status}[/]"
-        table.add_row(str(r.id), _when(r.started_at), r.experiment, r.test, variant,
-                      str(r.repetition), status, figures)
+        status = escape(r.status) if r.status == "ok" else f"[red]{escape(r.status)}[/]"
+        table.add_row(str(r.id), _when(r.started_at), escape(r.experiment), escape(r.test),
+                      escape(variant), str(r.repetition), status, escape(figures))
     console.print(table)
     return 0
 
@@ -92,12 +99,12 @@ def _as_json(rec: Any, with_points: bool) -> dict[str, Any]:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from hoplab.analysis.select import select_one
     from hoplab.render.console import console as make_console
     from hoplab.render.run_view import run_view
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args)) as store:
-        rec = store.get_run(args.run_id, series=True, raw=True)
+    with store_arg.reading(args) as store:
+        rec = store.get_run(select_one(store, args.run), series=True, raw=True)
         desc = store.describe()
     if args.json:
         json.dump(json_safe(_as_json(rec, args.series)), sys.stdout, indent=2, default=str)

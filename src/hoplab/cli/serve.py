@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from types import FrameType
@@ -39,17 +38,10 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from hoplab.render.console import console as make_console
-    from hoplab.store import open_store
-    from hoplab.store.url import parse_location
     from hoplab.web.server import make_server
 
-    url = store_arg.url(args)
-    location = parse_location(url)
-    path = location.url.database
-    if location.backend == "sqlite" and path and not os.path.exists(path):
-        raise UsageError(f"no store at {location.description}")
     # Read-only: serving never creates, migrates or switches a store's journal mode.
-    with open_store(url, read_only=True) as store:
+    with store_arg.reading(args) as store:
         try:
             server = make_server(store, args.host, args.port, quiet=args.quiet,
                                  allow_hosts=args.allow_hosts)
@@ -59,7 +51,7 @@ def run_serve(args: argparse.Namespace) -> int:
         with server:
             make_console().print(f"hoplab serve: {server.url} (store "
                                  f"{store.describe()}, read-only; Ctrl-C stops)",
-                                 highlight=False, soft_wrap=True)
+                                 highlight=False, soft_wrap=True, markup=False)
             sys.stdout.flush()
             previous = signal.signal(signal.SIGTERM, _stop)
             try:

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from hoplab import kv
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render.plot_kinds import FORMATS
 
 if TYPE_CHECKING:
-    from hoplab.analysis.series_trend import TrendPoint
+    from hoplab.analysis.series_trend import TrendPoint, TrendSeries
     from hoplab.analysis.trend import Trend
+    from hoplab.store import Store
 
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
 _FORMATS = (*FORMATS, ".html")
@@ -40,8 +41,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "first run), or git:REPO (first-parent order of the commits the "
                         "values name)")
     p.add_argument("--filter", dest="filters", action="append", default=[],
-                   metavar="KEY=VALUE", help="only runs with this column, label or variant "
-                                             "value (repeatable)")
+                   metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="only runs with this column, label or variant value; a comma, or "
+                        "a repeated --filter, joins conditions that must all hold")
+    # The registry (hoplab.analysis.detectors) is read when the command runs: `trend
+    # --help` imports no analysis.
+    p.add_argument("--detector", metavar="NAME",
+                   help="what places the change points: a registered detector (default "
+                        "edivisive, hoplab's own; pelt and binseg are ruptures'; a wrong "
+                        "name lists them all; docs/trend.md compares them)")
     p.add_argument("--json", action="store_true", help="the trend as JSON on stdout")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
                    help=f"also draw it: FILE{', FILE'.join(_FORMATS)} (an interactive "
@@ -61,48 +69,87 @@ def run_trend(args: argparse.Namespace) -> int:
             raise UsageError(f"--order {order}: {repo} is not a directory")
     elif order not in ("natural", "time"):
         raise UsageError(f"--order {order!r}: natural, time or git:REPO")
-    filters = kv.parse(args.filters, "--filter", "test=bulk")
-    from hoplab.analysis.series_trend import order_points, trend_points
+    from hoplab.analysis import detectors, select
+    from hoplab.analysis.series_trend import order_points, trend_series
     from hoplab.analysis.trend import analyse
-    from hoplab.store import open_store
 
-    with open_store(store_arg.url(args), read_only=True) as store:
-        points = trend_points(store, args.metric, filters, args.by,
+    filters = select.conditions(args.filters)
+    detector = detectors.get(args.detector or detectors.DEFAULT).name   # unknown: exit 2
+    with store_arg.reading(args) as store:
+        series = trend_series(store, args.metric, filters, args.by,
                               order="natural" if repo else order)
         desc = store.describe()
-    if not points:
-        shown = " ".join(f"{k}={v}" for k, v in filters.items())
-        raise UsageError(f"no finished run in {desc}{' with ' + shown if shown else ''} has "
-                         f"both {args.metric} and {args.by}")
+        if not series:
+            _why_none(store, args.metric, filters, args.by)
+    if args.output is not None and len(series) > 1:
+        raise UsageError(f"{args.output}: the runs are {len(series)} series (" +
+                         ", ".join(s.label for s in series[:5]) + "); draw one: add "
+                         f"--filter {series[0].label.split()[0]}")
     if repo is not None:
-        points = order_points(points, "sequence", _git_sequence(repo, points), args.by)
-    tests = sorted({t for p in points for t in p.tests})
+        sequence = _git_sequence(repo, [p for s in series for p in s.points])
+        series = [dataclasses.replace(s, points=order_points(s.points, "sequence", sequence,
+                                                             args.by)) for s in series]
+    _warn_tests(series)
+    found = [analyse(args.metric, args.by, s.points, detector=detector, title=s.label)
+             for s in series]
+    if args.output is not None:
+        _draw(found[0], args.output, desc)
+    if args.json:
+        from hoplab.jsonsafe import json_safe
+
+        json.dump(json_safe(_json(found, series)), sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        _print(found, series, desc, order)
+    if args.output is not None and not args.json:
+        print(f"drawn: {args.output}")
+    return 0
+
+
+def _why_none(store: Store, metric: str, filters: dict[str, str], by: str) -> NoReturn:
+    """UsageError saying why no run gave a point: a filter no run meets (listing the
+    keys or values there are), a metric they lack (listing theirs), or the key."""
+    from hoplab import metrics
+    from hoplab.analysis import select
+    from hoplab.analysis.compare import parse_metric
+
+    select.check(store, filters)
+    shown = " ".join(f"{k}={v}" for k, v in filters.items())
+    metrics.require(parse_metric(metric).name,
+                    store.metric_names({"status": "ok", **filters}), "METRIC")
+    raise UsageError(f"no finished run in {store.describe()}"
+                     f"{' with ' + shown if shown else ''} has both {metric} and {by}")
+
+
+def _draw(found: Trend, output: Path, desc: str) -> None:
+    if output.suffix.lower() == ".html":
+        from hoplab.render.trend_html import trend_page
+
+        _write(output, trend_page(found, desc))
+    else:
+        from hoplab.render.plots import save
+        from hoplab.render.plots_trend import trend_figure
+
+        save(trend_figure(found), output)
+
+
+def _warn_tests(series: list[TrendSeries]) -> None:
+    tests = sorted({t for s in series for p in s.points for t in p.tests})
     if len(tests) > 1:
         # One series should be one measurement; the user may mean it, so warn only.
         print(f"hoplab: warning: the runs are of {len(tests)} tests ({', '.join(tests[:5])}"
               f"{' ...' if len(tests) > 5 else ''}); add --filter test=... to follow one",
               file=sys.stderr)
-    found = analyse(args.metric, args.by, points)
-    if args.output is not None and args.output.suffix.lower() == ".html":
-        from hoplab.render.trend_html import trend_page
 
-        _write(args.output, trend_page(found, desc))
-    elif args.output is not None:
-        from hoplab.render.plots import save
-        from hoplab.render.plots_trend import trend_figure
 
-        save(trend_figure(found), args.output)
-    if args.json:
-        from hoplab.analysis.trend import to_json
-        from hoplab.jsonsafe import json_safe
+def _json(found: list[Trend], series: list[TrendSeries]) -> dict[str, Any]:
+    """One series: its document (analysis/trend.py to_json) and its `variant` ({});
+    several: `metric` and `series`, one such document each, and no `points` at the top,
+    so that no reader takes one series for all of them."""
+    from hoplab.analysis.trend import to_json
 
-        json.dump(json_safe(to_json(found)), sys.stdout, indent=2, allow_nan=False)
-        sys.stdout.write("\n")
-    else:
-        _print(found, desc, order)
-    if args.output is not None and not args.json:
-        print(f"drawn: {args.output}")
-    return 0
+    docs = [{**to_json(f), "variant": s.variant} for f, s in zip(found, series, strict=True)]
+    return docs[0] if len(docs) == 1 else {"metric": found[0].metric, "series": docs}
 
 
 def _write(path: Path, text: str) -> None:
@@ -150,27 +197,47 @@ def _git_sequence(repo: Path, points: list[TrendPoint]) -> list[str]:
     return [text for _, text in sorted(ranked)]
 
 
-def _print(found: Trend, desc: str, order: str) -> None:
-    from hoplab.analysis.trend import power_note, shown
+def _print(found: list[Trend], series: list[TrendSeries], desc: str, order: str) -> None:
+    runs = sum(len(p.values) for t in found for p in t.points)
+    head = found[0]
+    if len(found) > 1:
+        keys = ", ".join(series[0].variant)
+        print(f"{head.metric} by {head.by} in {desc}: {len(found)} series, {runs} runs, "
+              f"{order} order; the runs differ in {keys} too, so each is followed apart")
+    for t in found:
+        if len(found) > 1:
+            print()
+        _print_one(t, "" if len(found) > 1 else f" in {desc}", order)
+
+
+def _print_one(found: Trend, where: str, order: str) -> None:
+    from hoplab.analysis import detectors
+    from hoplab.analysis.trend import cannot_tell, power_note, shown
     from hoplab.render.units import figure
 
     name = found.metric.split("@", 1)[0]
     runs = sum(len(p.values) for p in found.points)
     cv = found.detection.cv
     noise = f"; noise {cv * 100:.1f} % per repetition" if cv == cv else ""
+    detector = "" if found.detection.detector == detectors.DEFAULT else \
+        f", detector {found.detection.detector}"
     values = len(found.points)
-    print(f"{found.metric} by {found.by} in {desc}: {values} value{'s' * (values != 1)}, "
-          f"{runs} run{'s' * (runs != 1)}, {order} order{noise}")
-    if not found.changes:
+    title = f"{found.title}: " if found.title else ""
+    print(f"{title}{found.metric} by {found.by}{where}: {values} value{'s' * (values != 1)}, "
+          f"{runs} run{'s' * (runs != 1)}, {order} order{detector}{noise}")
+    untold = cannot_tell(found)
+    if untold:
+        print(untold)
+    elif not found.changes:
         print("no change point")
     else:
         print(f"{len(found.changes)} change point{'s' * (len(found.changes) != 1)}:")
         wheres = [f"{shown(c.before, found.by)} -> {shown(c.after, found.by)}"
                   for c in found.changes]
         width = max(map(len, wheres))
-        for c, where in zip(found.changes, wheres, strict=True):
+        for c, where_ in zip(found.changes, wheres, strict=True):
             cp = c.point
-            print(f"  {where:<{width}}  {figure(cp.median_before, name)} -> "
+            print(f"  {where_:<{width}}  {figure(cp.median_before, name)} -> "
                   f"{figure(cp.median_after, name)}  {cp.change_pct:+.1f} % "
                   f"[{cp.ci_pct[0]:+.1f}, {cp.ci_pct[1]:+.1f}]  p {cp.p:.2g}")
     note = power_note(found)

@@ -15,24 +15,18 @@ import gzip
 import json
 import lzma
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from hoplab import export
 from hoplab.errors import HoplabError, UsageError
-from hoplab.jsonsafe import json_safe as json_safe  # the importers' metadata
+from hoplab.importers import flent, iperf3
+from hoplab.importers.options import Options
 from hoplab.record import RunRecord
+
+__all__ = ["Options", "load_file", "load_files"]
 
 # The first bytes of the compressed containers Flent writes (.flent.gz, .bz2, .xz).
 _GZIP, _BZ2, _XZ = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"
-
-
-@dataclass(frozen=True)
-class Options:
-    """What the user says about the files: overrides and extra labels."""
-
-    experiment: str | None = None
-    test: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
 
 
 def _decompress(path: Path, data: bytes) -> bytes:
@@ -50,10 +44,6 @@ def _decompress(path: Path, data: bytes) -> bytes:
 
 def load_file(path: Path, options: Options) -> RunRecord:
     """One file as a run; UsageError naming the file if it cannot be read or understood."""
-    # Imported here: each format module imports this one for Options and json_safe.
-    from hoplab import export
-    from hoplab.importers import flent, iperf3
-
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -87,12 +77,14 @@ def load_file(path: Path, options: Options) -> RunRecord:
         raise UsageError(f"{path}: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise UsageError(f"{path}: unexpected layout ({type(exc).__name__}: {exc})") from None
-    for name, value in (("variant", run.variant), ("labels", run.labels),
-                        ("metadata", run.metadata)):
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{path}: {name} cannot be stored: {exc}") from None
+    from hoplab.store import check_run
+
+    # What the store would refuse (two metrics of one key, metadata that is not JSON) is
+    # refused here, naming the file, before anything of any file is saved.
+    try:
+        check_run(run)
+    except UsageError as exc:
+        raise UsageError(f"{path}: cannot be stored: {exc}") from None
     return run
 
 

@@ -23,9 +23,10 @@ from typing import Any
 
 from hoplab.analysis.stats import mean, median
 from hoplab.errors import UsageError
-from hoplab.importers import Options, json_safe
+from hoplab.importers.options import Options
+from hoplab.jsonsafe import json_safe
+from hoplab.kinds.figures import latency_metrics, rate_metrics
 from hoplab.record import IMPORTED_MEASUREMENT_VERSIONS, Metric, RawOutput, RunRecord, Series
-from hoplab.run.outcome import latency_metrics, rate_metrics
 
 _RATE_UNITS = {"mbits/s": 1e6, "mbit/s": 1e6, "kbits/s": 1e3, "gbits/s": 1e9, "bits/s": 1.0}
 # Flent's computed series that are neither a flow nor a total.

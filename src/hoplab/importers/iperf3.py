@@ -16,9 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hoplab.importers import Options, json_safe
+from hoplab.importers.options import Options
+from hoplab.jsonsafe import json_safe
+from hoplab.kinds.figures import rate_metrics, udp_metrics
+from hoplab.kinds.tcp import received
 from hoplab.record import IMPORTED_MEASUREMENT_VERSIONS, Metric, RawOutput, RunRecord, Series
-from hoplab.run.outcome import rate_metrics
 from hoplab.tools import iperf3
 
 _START_KEYS = ("version", "system_info", "timestamp", "connecting_to", "test_start",
@@ -61,19 +63,29 @@ def _direction(res: iperf3.Result, stream: iperf3.Stream) -> str:
     return "down" if res.reverse else "up"
 
 
-def _stream_metrics(s: iperf3.Stream, flow: str, udp: bool) -> list[Metric]:
+def _stream_metrics(s: iperf3.Stream, flow: str) -> list[Metric]:
     out: list[Metric] = []
     for name, value, unit in (("goodput", s.received_bps, "bit/s"),
                               ("sent_rate", s.sent_bps, "bit/s"),
                               ("retransmits", s.retransmits, "count")):
         if value is not None:
             out.append(Metric(name, float(value), unit, flow=flow))
-    if udp:
-        for name, value, unit in (("loss", s.lost_percent, "%"),
-                                  ("udp_jitter", None if s.jitter_s is None else
-                                   s.jitter_s * 1000, "ms")):
-            if value is not None:
-                out.append(Metric(name, float(value), unit, flow=flow))
+    return out
+
+
+def _udp_stream_metrics(res: iperf3.Result, streams: Sequence[iperf3.Stream],
+                        names: dict[int, str]) -> list[Metric]:
+    """Loss and jitter of a stream that is alone in its direction: that direction's
+    (the same counts). iperf3's report of one of several streams has its sender's count
+    and the gaps its receiver saw, not what the receiver received, so it gets no loss of
+    its own (hoplab's definition needs both counts)."""
+    out: list[Metric] = []
+    for direction, leg in (("up" if res.bidir else _direction(res, streams[0]), res),
+                           ("down", res.bidir_reverse)):
+        alone = [s for s in streams if _direction(res, s) == direction]
+        if leg is not None and len(alone) == 1:
+            out += [m for m in udp_metrics([leg], names[alone[0].id])
+                    if m.name in ("loss", "udp_jitter")]
     return out
 
 
@@ -82,27 +94,23 @@ def _run_metrics(res: iperf3.Result, udp: bool) -> list[Metric]:
     # series do; each direction also has its own goodput.
     rev = res.bidir_reverse
     legs: list[iperf3.Result | iperf3.Totals] = [res] if rev is None else [res, rev]
-    out = [Metric("goodput", math.fsum(x.received_bps for x in legs), "bit/s"),
+    # Goodput as a hoplab run's flow has it (a UDP receiver's from its first datagram).
+    ways = received(res, "bidir" if rev is not None else "down" if res.reverse else "up")
+    goodput = {way: got.goodput for way, got in ways.items()}
+    out = [Metric("goodput", math.fsum(goodput.values()), "bit/s"),
            Metric("sent_rate", math.fsum(x.sent_bps for x in legs), "bit/s"),
            Metric("bytes_received", float(sum(x.received_bytes for x in legs)), "bytes")]
     if rev is not None:
-        out += [Metric("goodput_up", res.received_bps, "bit/s"),
-                Metric("goodput_down", rev.received_bps, "bit/s"),
-                Metric("goodput_reverse", rev.received_bps, "bit/s")]
+        out += [Metric("goodput_up", goodput.get("up", 0.0), "bit/s"),
+                Metric("goodput_down", goodput.get("down", 0.0), "bit/s"),
+                Metric("goodput_reverse", goodput.get("down", 0.0), "bit/s")]
     elif res.reverse:
-        out.append(Metric("goodput_down", res.received_bps, "bit/s"))
+        out.append(Metric("goodput_down", goodput.get("down", 0.0), "bit/s"))
     retrans = [x.retransmits for x in legs if x.retransmits is not None]
     if retrans:
         out.append(Metric("retransmits", float(sum(retrans)), "count"))
     if udp:
-        for name, value, unit in (("loss", res.lost_percent, "%"),
-                                  ("udp_jitter", None if res.jitter_s is None else
-                                   res.jitter_s * 1000, "ms"),
-                                  ("out_of_order", res.out_of_order, "count"),
-                                  ("lost_packets", res.lost_packets, "count"),
-                                  ("packets", res.packets, "count")):
-            if value is not None:
-                out.append(Metric(name, float(value), unit))
+        out += udp_metrics(legs, None)
     return out
 
 
@@ -139,7 +147,9 @@ def to_run(text: str, raw: bytes, path: Path, options: Options) -> RunRecord:
         key = _direction(res, s) if res.bidir else None
         series.append(Series("throughput", "bit/s", list(t), list(v), flow=names[s.id], key=key))
         by_key.setdefault(_direction(res, s), []).append((t, v))
-    metrics = [m for s in streams for m in _stream_metrics(s, names[s.id], udp)]
+    metrics = [m for s in streams for m in _stream_metrics(s, names[s.id])]
+    if udp and streams:
+        metrics += _udp_stream_metrics(res, streams, names)
     if per_stream:
         t, v = _sum(list(per_stream.values()))
         series.append(Series("throughput", "bit/s", t, v))

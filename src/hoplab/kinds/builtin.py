@@ -1,10 +1,18 @@
-"""The kinds hoplab ships, registered in the order they are listed (in errors and docs)."""
+"""The kinds hoplab ships, registered in the order they are listed (in errors and docs).
+A new built-in kind is its module, imported here and placed in BUILTIN."""
 
 from __future__ import annotations
 
-import importlib
+from hoplab import kind_registry
+from hoplab.kinds.custom import KIND as CUSTOM
+from hoplab.kinds.ping import KIND as PING
+from hoplab.kinds.probe import KIND as PROBE
+from hoplab.kinds.rrul import KIND as RRUL
+from hoplab.kinds.tcp import KIND as TCP
+from hoplab.kinds.throughput import KIND as THROUGHPUT
+from hoplab.kinds.udp import KIND as UDP
+from hoplab.kinds.web import KIND as WEB
 
-BUILTIN = ("tcp", "udp", "ping", "probe", "rrul", "custom", "web")
+BUILTIN = tuple(k.name for k in (TCP, UDP, PING, PROBE, RRUL, CUSTOM, WEB, THROUGHPUT))
 
-for _name in BUILTIN:
-    importlib.import_module(f"hoplab.kinds.{_name}")
+kind_registry.builtin_registered(BUILTIN)

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from hoplab.kinds import registry
-from hoplab.kinds.probe import PROBE_METRICS
-from hoplab.kinds.registry import Kind, Parse, Reader, register
-from hoplab.kinds.tcp import BULK_METRICS
-from hoplab.kinds.udp import UDP_METRICS
-from hoplab.kinds.web import WEB_METRICS
-from hoplab.run.figures import fairness, figures
+from hoplab import kind_registry as registry
+from hoplab.kind_registry import Kind, Option, Reader, register
+from hoplab.kinds.figures import fairness, figures
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.locate import Path
 from hoplab.spec.units import choice
 
-OPTIONS: dict[str, Parse] = {"flows": lambda v: v, "duration": ov.duration}
+OPTIONS: dict[str, Option] = {
+    "flows": Option(lambda v: v, "the flows, `[[tests.flows]]` entries: each a `kind` of "
+                                 "flow and that kind's keys (below)", "required"),
+    "duration": Option(ov.duration, "each flow's `duration`, unless it gives its own (or "
+                                    "`bytes`)"),
+}
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
@@ -50,6 +51,11 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
         fname = fo.get("name", f"{kind.name}{i + 1}")
         more, _ = kind.expand(r, f"{name}.{fname}", fsrc, fdst, fo, where)
         flows += more
+        if len(flows) > registry.MAX_TEST_FLOWS:
+            # Checked as they come: a file of many entries must not build them all first.
+            r.ctx.fail(where, f"the flows so far are {len(flows)}; a test has at most "
+                              f"{registry.MAX_TEST_FLOWS}: they run together, each a "
+                              f"tool's process, most with a server of its own")
     return flows, []
 
 
@@ -60,8 +66,9 @@ KIND = register(Kind(
     # the two ends of one path).
     figures=figures(pool="single", steps=(fairness,)),
     headline=("goodput", "jain_index", "rtt_median", "rtt_jitter", "udp_jitter", "loss"),
-    metrics=(*BULK_METRICS, *UDP_METRICS, *PROBE_METRICS, *WEB_METRICS, "jain_index",
-             "host_rate", "host_share"),
+    # Its own; its flows' kinds give theirs (kind_registry.metrics_of).
+    metrics=("jain_index", "host_rate", "host_share"),
+    composes=True,
     needs_ends=False,
     flow_headline=("goodput", "loss", "udp_jitter", "rtt_median", "rtt_p95", "rtt_jitter",
                    "web_load", "web_failed")))

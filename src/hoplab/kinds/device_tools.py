@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from hoplab.kinds.registry import flow_tool
+from hoplab.kind_registry import flow_tool
 from hoplab.spec.model import Lab
 
 

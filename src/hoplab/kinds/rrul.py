@@ -7,19 +7,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from hoplab.kinds.probe import PROBE_METRICS
-from hoplab.kinds.registry import Kind, Parse, Reader, register
+from hoplab.kind_registry import Kind, Option, Reader, register
+from hoplab.kinds.figures import figures, phase_latency
+from hoplab.kinds.ping import PingOptions
+from hoplab.kinds.probe import PROBE_METRICS, ProbeOptions
 from hoplab.kinds.tcp import BULK_METRICS, bulk_flows
-from hoplab.run.figures import figures, phase_latency
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.locate import Path
-from hoplab.spec.units import parse_str, parse_time
+from hoplab.spec.units import parse_time
 
-OPTIONS: dict[str, Parse] = {"duration": ov.whole_seconds, "idle": parse_time,
-                             "flows": ov.positive_int, "congestion": parse_str,
-                             "ping_interval": ov.interval, "probe_interval": ov.interval,
-                             "tos": ov.tos, "family": ov.family}
+OPTIONS: dict[str, Option] = {
+    "duration": Option(ov.whole_seconds, "the load phase (whole seconds)", '`"20s"`'),
+    "idle": Option(parse_time, "each idle phase", '`"5s"`'),
+    "flows": Option(ov.flows, "TCP flows in each direction (at most 128)", "4"),
+    "congestion": Option(ov.congestion, "congestion control of the TCP flows, as for tcp",
+                         "system default"),
+    "ping_interval": Option(ov.interval, "time between the ping stream's echoes",
+                            '`"200ms"`'),
+    "probe_interval": Option(ov.interval, "time between the probe's packets", '`"20ms"`'),
+    "tos": Option(ov.tos, "TOS byte of the ping stream and the probe, as for ping"),
+    "family": Option(ov.family, "4 or 6, for every flow: the bulk flows, the ping stream "
+                                "and the probe", "4"),
+}
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
@@ -34,11 +44,12 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
     flows = (bulk_flows(f"{name}.up", "tcp", src, dst, {**bulk, "direction": "up"})
              + bulk_flows(f"{name}.down", "tcp", src, dst, {**bulk, "direction": "down"}))
     flows.append(Flow(name=f"{name}.ping", kind="ping", src=src, dst=dst, duration_s=total,
-                      interval_s=o.get("ping_interval", 0.2), size=56, tos=o.get("tos"),
-                      family=family))
+                      family=family, options=PingOptions(
+                          interval_s=o.get("ping_interval", 0.2), size=56, tos=o.get("tos"))))
     flows.append(Flow(name=f"{name}.probe", kind="probe", src=src, dst=dst, duration_s=total,
-                      interval_s=o.get("probe_interval", 0.02), length=172, tos=o.get("tos"),
-                      family=family))
+                      family=family, options=ProbeOptions(
+                          interval_s=o.get("probe_interval", 0.02), length=172,
+                          tos=o.get("tos"))))
     phases = [Phase("idle", 0.0, idle), Phase("load", idle, idle + load),
               Phase("idle-after", idle + load, total)]
     return flows, [p for p in phases if p.end_s > p.start_s]

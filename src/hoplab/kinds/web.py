@@ -16,18 +16,17 @@ from __future__ import annotations
 import statistics
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hoplab.analysis.stats import mean, percentile
 from hoplab.errors import HoplabError
-from hoplab.kinds.registry import FlowTool, Kind, Parse, Reader, register
+from hoplab.kind_registry import BYTES_LIMIT_S, FlowTool, Kind, Option, Reader, register
+from hoplab.kinds.figures import figures
+from hoplab.kinds.flow import ClientTimes, Outcome, Server, address
 from hoplab.lab.plan import Plan
 from hoplab.nodes.registry import is_local
 from hoplab.record import Metric, Series
-from hoplab.run.execute import BYTES_LIMIT_S
-from hoplab.run.figures import figures
-from hoplab.run.flows import Outcome, Server, address
-from hoplab.run.procs import ClientTimes
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase, Test
 from hoplab.spec.locate import Path
@@ -77,9 +76,33 @@ def _timeout(value: object) -> float:
     return seconds
 
 
-OPTIONS: dict[str, Parse] = {"objects": _objects, "object_size": _object_sizes,
-                             "loads": ov.positive_int, "timeout": _timeout,
-                             "duration": ov.duration, "family": ov.family}
+OPTIONS: dict[str, Option] = {
+    "objects": Option(_objects, "images on the page (0-1000), `o1.svg`, `o2.svg`... in "
+                                "`index.html`", "10"),
+    "object_size": Option(_object_sizes, "each object's size in bytes (at least 75), or a list "
+                                         "of sizes: `[\"10kb\", \"200kb\"]` is a page of those "
+                                         "two objects, or of `objects` of them in turn",
+                          '`"50kb"`'),
+    "loads": Option(ov.positive_int, "how many times the page is loaded", "10"),
+    "timeout": Option(_timeout, "a load that has not reached its load event by then is a "
+                                "failed load", '`"30s"`'),
+    "duration": Option(ov.duration, "spread the loads over this time (one every `duration / "
+                                    "loads` from when the browser is up, straight after a "
+                                    "slow one) and start none after it; without it the "
+                                    "loads run back to back. In a custom test, the test's "
+                                    "`duration`"),
+    "family": Option(ov.family, "4 or 6", "4"),
+}
+
+
+@dataclass(frozen=True)
+class WebOptions:
+    """A web flow's own options: the sizes of its page's objects, how many loads, each
+    one's timeout."""
+
+    objects: tuple[int, ...] = ()
+    loads: int | None = None
+    timeout_s: float | None = None
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
@@ -98,8 +121,8 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
                                      f"({_UNTIMED_LIMIT_S:g} s): give fewer loads, a "
                                      f"shorter timeout or a duration")
     return [Flow(name=name, kind="web", src=src, dst=dst, start_s=o.get("start", 0.0),
-                 duration_s=duration, family=o.get("family", 4), objects=sizes,
-                 loads=loads, timeout_s=timeout)], []
+                 duration_s=duration, family=o.get("family", 4),
+                 options=WebOptions(objects=sizes, loads=loads, timeout_s=timeout))], []
 
 
 def _port(index: int) -> int:
@@ -116,8 +139,9 @@ def _on_this_machine(plan: Plan, flow: Flow, node: str, what: str) -> None:
 
 def _server(flow: Flow, index: int, plan: Plan) -> Server:
     port, ipv6 = _port(index), flow.family == 6
+    objects = flow.options_as(WebOptions).objects
     return Server(flow.dst, "tcp", port, [], files=lambda home: (
-        nginx.files(home, port, flow.objects, ipv6), nginx.argv(home)))
+        nginx.files(home, port, objects, ipv6), nginx.argv(home)))
 
 
 def url(flow: Flow, index: int, plan: Plan) -> str:
@@ -127,10 +151,16 @@ def url(flow: Flow, index: int, plan: Plan) -> str:
 
 def _client(flow: Flow, index: int, plan: Plan) -> list[str]:
     _on_this_machine(plan, flow, flow.src, "browser (Chromium)")
+    o = flow.options_as(WebOptions)
     # hoplab's own interpreter runs the browser's driver, in the node's namespace.
     return pageload.argv(sys.executable, pageload.Plan(
-        url(flow, index, plan), flow.loads or DEFAULT_LOADS,
-        flow.timeout_s or DEFAULT_TIMEOUT_S, flow.duration_s))
+        url(flow, index, plan), o.loads or DEFAULT_LOADS,
+        o.timeout_s or DEFAULT_TIMEOUT_S, flow.duration_s))
+
+
+def _overrun(flow: Flow) -> float:
+    """A web flow's last load may start just before its end and take its whole timeout."""
+    return flow.options_as(WebOptions).timeout_s or 0.0
 
 
 def _stats(prefix: str, values: Sequence[float], flow: str | None) -> list[Metric]:
@@ -202,4 +232,5 @@ KIND = register(Kind(
     metrics=WEB_METRICS,
     flow=FlowTool(tool="chromium", package="chromium", bulk=False, rtt=False,
                   media_type="application/x-ndjson", server=_server, client=_client,
-                  collect=_collect, needs=(("nginx", "nginx"),), server_tool="nginx")))
+                  collect=_collect, needs=(("nginx", "nginx"),), server_tool="nginx",
+                  overrun=_overrun)))

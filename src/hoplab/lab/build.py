@@ -22,6 +22,7 @@ from hoplab.lab import netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.devices import addresses, nics, reach, settings
 from hoplab.lab.devices import tools as device_tools
+from hoplab.lab.lock import lab_lock
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab, unresolved
 from hoplab.lab.requirements import (
     impairment_backend,
@@ -33,6 +34,7 @@ from hoplab.lab.signals import shielded, terminate_as_interrupt
 from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
 from hoplab.lab.teardown import teardown
+from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Completed, Executor
 from hoplab.nodes.netns import exists as ns_exists
 from hoplab.nodes.registry import executor_for, in_namespace, is_local
@@ -208,7 +210,10 @@ def up(lab: Lab, *, caps: Capabilities | None = None, progress: Progress | None 
     execs = reach.connect(lab, executor_for)
     try:
         resolved = _read_devices(lab, execs, tools, why) if execs else lab
-        return _up(resolved, caps, progress, execs, t0, lab)
+        # One build of a name at a time: its checks that nothing of the lab exists, and a
+        # failed build's teardown of what its record lists, see no other build's.
+        with lab_lock(lab.name):
+            return _up(resolved, caps, progress, execs, t0, lab)
     finally:
         reach.close(execs.values())
 
@@ -400,7 +405,7 @@ def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
             rundir=state.rundir / "wg" / e.node))
 
     def record(iface: wireguard.WgInterface, pid: int) -> None:
-        node = iface.netns.removeprefix(f"hoplab-{plan.lab.name}-")
+        node = iface.netns.removeprefix(netns_prefix(plan.lab.name))
         state.add_process(pid, ["wireguard-go", "-f", iface.ifname], node,
                           f"wireguard-go {iface.ifname}")
 
@@ -505,10 +510,11 @@ def _run_commands(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
 
 
 def down(name: str) -> list[str]:
-    state = find(name)
-    if state is None:
-        raise UsageError(f"no lab named {name!r} is up (see hoplab lab status)")
-    return teardown(state)
+    with lab_lock(name):
+        state = find(name)
+        if state is None:
+            raise UsageError(f"no lab named {name!r} is up (see hoplab lab status)")
+        return teardown(state)
 
 
 def check_devices(lab: Lab, tools: Mapping[str, Collection[str]] | None = None,

@@ -1,11 +1,12 @@
 """Remove what hoplab left behind, including what a crash left, but not a lab in use.
 
-Only things hoplab owns are touched: labs listed under /run/hoplab/labs,
-namespaces whose names carry the reserved `hoplab-` prefix, processes living
-inside those namespaces, their /etc/netns entries, and the working directories
-of runs whose hoplab process has exited (hoplab.nodes.workdir). A lab whose owner (the
-process that built it, identified by PID and start time) still runs is left
-alone unless forced: another `hoplab run`, or a test, is measuring on it.
+Only things this hoplab owns are touched: labs listed under its run dir (/run/hoplab/labs
+unless HOPLAB_RUN_DIR), namespaces its labs' names mark as theirs (hoplab.lab.where:
+never those of a hoplab under another run dir; those of no known owner only with
+--force), processes living inside those namespaces, their /etc/netns entries, and the
+working directories of runs whose hoplab process has exited (hoplab.nodes.workdir). A
+lab whose owner (the process that built it, identified by PID and start time) still
+runs is left alone unless forced: another `hoplab run`, or a test, is measuring on it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hoplab.lab.state import ETC_NETNS, LABS_DIR, LabState, all_states
+from hoplab.errors import LabError
+from hoplab.lab import where
+from hoplab.lab.lock import LabBusy, lab_lock
+from hoplab.lab.state import ETC_NETNS, LABS_DIR, LabState, all_states, find
 from hoplab.lab.teardown import delete_namespaces, kill_leftovers, teardown
 from hoplab.nodes import netns, workdir
 
@@ -33,46 +37,94 @@ def in_use(state: LabState) -> bool:
     return state.owner_pid != os.getpid() and state.owner_alive()
 
 
+def _takes(namespace: str, names: Collection[str], force: bool) -> bool:
+    """Whether a namespace no lab record claims is a leftover this clean removes: one of
+    this instance's labs' (one of `names`, if given) by its exact name; without names
+    and with `force`, also one whose owner cannot be told (an older hoplab's names, a
+    killed probe). Never one of a hoplab under another run dir."""
+    lab = where.lab_of(namespace)
+    if names:
+        return lab in names
+    return lab is not None or (force and not where.other_instance(namespace))
+
+
+def _not_taken(left: list[str]) -> list[str]:
+    others = [n for n in left if where.other_instance(n)]
+    unknown = [n for n in left if n not in others]
+    out = []
+    if others:
+        out.append(f"left {len(others)} namespaces of a hoplab under another "
+                   f"HOPLAB_RUN_DIR (e.g. {others[0]}): its own hoplab clean removes them")
+    if unknown:
+        out.append(f"left {len(unknown)} namespaces no lab of this hoplab (run dir "
+                   f"{where.RUN_DIR}) names (e.g. {unknown[0]}); hoplab clean --force "
+                   f"removes them")
+    return out
+
+
 def clean(*, force: bool = False, names: Collection[str] = ()) -> Cleaned:
     """Remove labs whose owner has exited (every lab with `force`), and leftovers no lab
-    record claims. With `names`, only those labs and their leftovers."""
+    record claims (see _takes). With `names`, only those labs and their leftovers."""
     started = time.time()
-    prefixes = tuple(f"hoplab-{n}-" for n in names) or ("hoplab-",)
     # Listed before the records are read: a lab built meanwhile writes its record before
     # it creates a namespace, so none of its namespaces can pass for an orphan.
-    listed = [n for n in netns.listed("hoplab-") if n.startswith(prefixes)]
+    listed = [n for n in netns.listed("hoplab-") if not names or where.lab_of(n) in names]
     out = Cleaned()
     for state in all_states():
         if names and state.name not in names:
             continue
-        if not force and in_use(state):
-            command = state.owner_command()
-            out.left.append(f"left lab {state.name}: in use by pid {state.owner_pid}"
-                            + (f" ({command})" if command else "")
-                            + f"; hoplab clean --force {state.name} removes it")
-            continue
-        for warning in _remove(state):
-            out.done.append(f"{state.name}: {warning}")
-        out.done.append(f"lab {state.name}: removed ({len(state.namespaces)} namespaces)")
+        try:
+            # Not while another process builds or takes down a lab of this name (even
+            # with --force: its build would go on creating what this removes); the
+            # record is read again under the lock, as that process may have changed it.
+            with lab_lock(state.name):
+                _clean_lab(state.name, force, out)
+        except LabBusy as exc:
+            out.left.append(_in_use(state) if not force and in_use(state)
+                            else f"left lab {state.name}: {exc}")
     # Read again: labs left alone, and labs whose records appeared since, claim theirs.
     remaining = all_states()
     claimed = {n for s in remaining for n in s.namespaces}
     kept = {s.name for s in remaining}
-    orphans = [n for n in listed if n not in claimed and netns.exists(n)]
+    unclaimed = [n for n in listed if n not in claimed and netns.exists(n)]
+    orphans = [n for n in unclaimed if _takes(n, names, force)]
     out.done += kill_leftovers(orphans)
     out.done += delete_namespaces(orphans)
     if orphans:
         out.done.append(f"removed {len(orphans)} leftover namespaces")
+    out.left += _not_taken([n for n in unclaimed if n not in orphans])
     if ETC_NETNS.is_dir():
         for d in ETC_NETNS.iterdir():
-            if d.name.startswith(prefixes) and d.name not in claimed \
-                    and not netns.exists(d.name):
+            if d.name.startswith("hoplab-") and _takes(d.name, names, force) \
+                    and d.name not in claimed and not netns.exists(d.name):
                 shutil.rmtree(d, ignore_errors=True)
     out.done += _debris(started, kept, names)
     # A run's working directory a SIGKILL left (tool outputs, nginx's pages): its process
     # is gone, so nothing writes it any more, whichever lab it ran on.
     out.done += workdir.remove_orphans()
     return out
+
+
+def _in_use(state: LabState) -> str:
+    command = state.owner_command()
+    return (f"left lab {state.name}: in use by pid {state.owner_pid}"
+            + (f" ({command})" if command else "")
+            + f"; hoplab clean --force {state.name} removes it")
+
+
+def _clean_lab(name: str, force: bool, out: Cleaned) -> None:
+    try:
+        state = find(name)
+    except LabError:
+        return      # became unreadable meanwhile: _debris removes it
+    if state is None:
+        return
+    if not force and in_use(state):
+        out.left.append(_in_use(state))
+        return
+    for warning in _remove(state):
+        out.done.append(f"{state.name}: {warning}")
+    out.done.append(f"lab {state.name}: removed ({len(state.namespaces)} namespaces)")
 
 
 # A build killed half way may leave its `ip -batch` running, still adding the namespaces

@@ -24,6 +24,8 @@ from ipaddress import (
 from typing import Any
 
 from hoplab.errors import SpecError
+from hoplab.lab.where import netns_prefix
+from hoplab.spec.families import carries
 from hoplab.spec.model import Direction, Lab, Link, Tunnel
 
 IPNetwork = IPv4Network | IPv6Network
@@ -111,7 +113,8 @@ UNDERLAY = ("veth", "nic", "device")
 
 
 def netns_name(lab: str, node: str) -> str:
-    return f"hoplab-{lab}-{node}"
+    """Node `node`'s namespace: unambiguous, this instance's (hoplab.lab.where)."""
+    return netns_prefix(lab) + node
 
 
 def _subnets(pool: IPNetwork, new_prefix: int, count: int, taken: set[IPNetwork],
@@ -208,32 +211,6 @@ def _link_addresses(lab: Lab) -> tuple[dict[int, tuple[IPInterface, ...]],
             oa[link.index] = tuple(p[0] for p in o)
             ob[link.index] = tuple(p[1] for p in o)
     return a_side, b_side, oa, ob
-
-
-def carries(lab: Lab, link: Link, version: int) -> bool | None:
-    """Whether `link` has addresses of IP `version`: a link between namespaces IPv4, and
-    IPv6 in a lab with ipv6 = true or where its subnet or addresses say so; a cable the
-    families its ends' addresses have. None for a cable between two devices whose
-    address is the one SSH reaches them at, read at lab up (devices.resolve)."""
-    if getattr(link, f"addr_a{version}") is not None \
-            or getattr(link, f"addr_b{version}") is not None:
-        return True
-    if not link.is_cable:
-        return version == 4 or lab.addressing.ipv6 or link.subnet6 is not None
-    if any(e.address is not None and e.address.version == version
-           for e in link.device_ends):
-        return True
-    # A namespace end's addresses are in the file; only devices' may be left to SSH.
-    namespaced = len(link.device_ends) < 2
-    return False if namespaced or all(e.address is not None for e in link.device_ends) \
-        else None
-
-
-def has_family(lab: Lab, node: str, version: int) -> bool | None:
-    """Whether `node` will have an address of IP `version` (a link of it carries that
-    family), known before lab up; None when that waits on a device's address."""
-    found = [carries(lab, lk, version) for lk in lab.links if node in (lk.a, lk.b)]
-    return True if any(found) else None if None in found else False
 
 
 def _family_pair(a: IPInterface | None, b: IPInterface | None, subnet: IPNetwork | None,

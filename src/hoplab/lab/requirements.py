@@ -114,7 +114,7 @@ def _link_problems(link: Link, caps: Capabilities) -> list[str]:
                           f" and this kernel lacks it ({_module(d.qdisc or '')})")
                 out.append(f"{label}: {name}: qdisc = \"{d.qdisc}\" cannot be built on the "
                            f"userspace wire, which has fifo, codel, fq_codel and sfq{kernel}")
-            elif d.qdisc in WIRE_AQM and d.rate_bps is None:
+            elif d.qdisc in WIRE_AQM and d.rate_bps is None and d.pps is None:
                 out.append(f"{label}: {name}: qdisc = \"{d.qdisc}\" on the userspace wire "
                            "needs a rate on the same direction (the queue builds in front of "
                            'the bottleneck); add e.g. rate = "20mbit"')
@@ -123,9 +123,11 @@ def _link_problems(link: Link, caps: Capabilities) -> list[str]:
     if backend == "netem":
         for name, d in (("forward", link.forward), ("reverse", link.reverse)):
             if d.needs_wire():
-                what = "trace" if d.trace is not None else "reorder = false"
+                what = ("trace" if d.trace is not None else "pps" if d.pps is not None
+                        else "reorder = false")
                 out.append(f"{label}: {name}: {what} needs the userspace wire, but "
-                           "emulator = \"netem\"; netem has no traces and always reorders "
+                           "emulator = \"netem\"; netem has no traces, no frame-rate ceiling and "
+                           "always reorders "
                            "with jitter (use emulator = \"wire\" or \"auto\")")
     if backend != "wire":
         for name, d in (("forward", link.forward), ("reverse", link.reverse)):

@@ -3,46 +3,97 @@
 `kill` (SIGTERM) and a closed terminal (SIGHUP) unwind like Ctrl-C, so whatever
 was built is removed; and once removal has begun, no further signal may cut
 it short, or the lab would be left half there.
+
+The shield lasts as long as the unwinding, and no longer: to the end of the outermost
+block (the unwinding crosses the ends of inner ones), or for a command line's command,
+whose process ends with it, to the exit. A process that goes on (a bench worker, a test
+suite) gets its dispositions back, and what it starts later does not begin with the
+three signals ignored: a non-interactive sh cannot trap a signal ignored on entry.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+_Handler = Callable[[int, FrameType | None], object] | int | None
+
+# The main thread's open blocks (terminate_as_interrupt, until_exit), whether a stop has
+# fired in one of them, and the dispositions from before the outermost.
+_open = 0
+_fired = False
+_before: dict[int, _Handler] = {}
+
+
+@contextmanager
+def _counted(*, to_exit: bool = False) -> Iterator[None]:
+    global _open, _fired
+    if _open == 0:
+        _before.clear()
+        _before.update({sig: signal.getsignal(sig) for sig in _STOPS})
+    _open += 1
+    try:
+        yield
+    finally:
+        _open -= 1
+        if _open == 0 and _fired:
+            _fired = False
+            if not to_exit:
+                for sig, handler in _before.items():
+                    # None: set outside Python, which cannot put it back; default then.
+                    signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
 
 @contextmanager
 def terminate_as_interrupt(*, shield_after_first: bool = False) -> Iterator[None]:
     """SIGTERM and SIGHUP raise KeyboardInterrupt as SIGINT does. With
-    shield_after_first, the first of the three also has the others ignored from then
-    on, past the end of the block: the unwinding it starts (stopping tools, storing
-    what was measured, taking the lab down, saying so, exiting 130) runs to its end."""
+    shield_after_first, the first of the three also has all three ignored from then on,
+    to the end of the outermost block (or the exit, inside until_exit): the unwinding it
+    starts (stopping tools, storing what was measured, taking the lab down) runs to its
+    end. Then they are what they were before that block."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    fired = False
+    if _fired:
+        # Entered while unwinding: the shield stays.
+        with _counted():
+            yield
+        return
 
     def interrupt(signum: int, _frame: FrameType | None) -> None:
-        nonlocal fired
+        global _fired
         if shield_after_first:
-            fired = True
+            _fired = True
             for sig in _STOPS:
                 signal.signal(sig, signal.SIG_IGN)
         raise KeyboardInterrupt(f"signal {signum}")
 
     sigs = _STOPS if shield_after_first else (signal.SIGTERM, signal.SIGHUP)
-    old = {sig: signal.signal(sig, interrupt) for sig in sigs}
-    try:
+    with _counted():
+        old = {sig: signal.signal(sig, interrupt) for sig in sigs}
+        try:
+            yield
+        finally:
+            if not _fired:
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+
+
+@contextmanager
+def until_exit() -> Iterator[None]:
+    """For a command line's command, whose process exits when it returns: a shield that
+    fires inside stays to the exit (saying so and exiting 130 are part of the unwinding).
+    Nothing changes while no signal comes."""
+    if threading.current_thread() is not threading.main_thread():
         yield
-    finally:
-        if not fired:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
+        return
+    with _counted(to_exit=True):
+        yield
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """The userspace wire: links whose impairments `hoplab-wire` makes instead of netem.
 
 A wired link is node A's interface, a veth into a hidden wire namespace
-(`hoplab-LAB-w.INDEX`: a dot never appears in a node name, so it cannot clash),
+(`hoplab-LAB.w.INDEX`: a dot never appears in a node name, so it cannot clash),
 the `hoplab-wire` process there, and a veth out to node B. The wire writes its
 counters to a JSON file in the lab's run directory every 100 ms; the file's
 first appearance means both sockets are bound and frames flow.
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.errors import LabError
+from hoplab.lab.where import netns_prefix
 from hoplab.spec.model import Direction, Link
 
 BINARY = "hoplab-wire"
@@ -46,7 +47,7 @@ def binary() -> Path | None:
 
 
 def netns_name(lab: str, index: int) -> str:
-    return f"hoplab-{lab}-w.{index}"
+    return f"{netns_prefix(lab)}w.{index}"
 
 
 # Below this rate a bottleneck serialises packets one by one, as a real slow link
@@ -60,7 +61,7 @@ def per_packet(d: Direction) -> bool:
     Measured: a 12 Mbit/s trace carried 10.3 Mbit/s of TCP with super-frames
     (bursts left the queue empty) and 11.6 Mbit/s per packet."""
     slow = d.rate_bps is not None and d.rate_bps < PER_PACKET_BELOW_BPS
-    return bool(d.loss_pct or d.duplicate_pct or d.jitter_s or d.trace or slow)
+    return bool(d.loss_pct or d.duplicate_pct or d.jitter_s or d.trace or slow or d.pps)
 
 
 def direction_spec(d: Direction, seed: int) -> str:
@@ -79,6 +80,8 @@ def direction_spec(d: Direction, seed: int) -> str:
         parts.append(f"dup={d.duplicate_pct!r}")
     if d.rate_bps is not None:
         parts.append(f"rate={d.rate_bps}")
+    if d.pps is not None:
+        parts.append(f"pps={d.pps}")
     if d.trace is not None:
         if "," in d.trace or "=" in d.trace:
             raise LabError(f"trace file path {d.trace!r} may not contain ',' or '='")
@@ -130,7 +133,7 @@ class WireLink:
     @property
     def short(self) -> str:
         """The name the state record and `lab status` use for the wire."""
-        return self.netns.rsplit("-", 1)[-1]
+        return f"w.{self.index}"
 
 
 def plan_wires(lab_name: str, links: list[Link], rundir: Path) -> list[WireLink]:

@@ -5,7 +5,8 @@ Short commands run in a thread that entered the namespace with setns()
 (hoplab.nodes.netns.entered: 1.2 ms per namespace where `ip -n` costs 1.8 and
 pyroute2 4.5, bench/netns_methods.py); long-lived processes start through
 `ip netns exec`, which also mounts the lab's hosts file so node names resolve,
-and each gets its own session so Ctrl-C at the terminal reaches hoplab only.
+and each gets its own session so Ctrl-C at the terminal reaches hoplab only, with
+SIGHUP, SIGINT and SIGTERM at their defaults, so that the signals hoplab sends reach it.
 The lab engine, which builds the namespaces, also uses `inside()` (Python's own
 work in the namespace: sysctls, netlink) and `popen()` (its daemons: the wires,
 wireguard-go) of the executors the registry gives it.
@@ -207,6 +208,14 @@ def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[QdiscStats]:
         return from_netlink([m for m in msgs if m["index"] in names], names)
 
 
+def _default_stops() -> None:
+    """Run in a long-lived process's child before exec: hoplab stops and signals it with
+    these, and a signal ignored on entry stays ignored (a shell cannot even trap it). This
+    process may have them ignored: a script's background job ignores SIGINT."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 class NetnsExecutor:
     kind = "netns"
     machine = "local"
@@ -288,7 +297,8 @@ class NetnsExecutor:
             started = time.time()
             try:
                 popen = self.popen(argv, as_user=True, stdout=fo, stderr=fe,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=_default_stops)
             except FileNotFoundError:
                 raise ExecutorError(f"node {self.node}: cannot start "
                                     f"{self._as_user(argv)[0]}: not installed") from None
@@ -342,7 +352,8 @@ class NetnsExecutor:
         full = self._as_user(argv)
         try:
             popen = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+                                     stderr=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=_default_stops)
         except FileNotFoundError:
             raise ExecutorError(f"node {self.node}: cannot start {full[0]}") from None
         return _PipeChannel(popen, terminator, self.node)

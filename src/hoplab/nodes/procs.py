@@ -27,15 +27,18 @@ class Proc:
 
 def proc_start_time(pid: int) -> int | None:
     """Its start in clock ticks since boot; None once it is gone or a zombie."""
+    state = _state_and_start(pid)
+    return None if state is None or state[0] == "Z" else state[1]
+
+
+def _state_and_start(pid: int) -> tuple[str, int] | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name may contain spaces and parentheses; fields follow the last ')'.
     fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
+    return fields[0], int(fields[19])
 
 
 def written_by(pid: int) -> int | None:
@@ -53,6 +56,7 @@ def written_by(pid: int) -> int | None:
 def stop_process(proc: Proc, grace: float = 2.0) -> None:
     """SIGTERM, then SIGKILL, only if the PID still is the process we started."""
     if not proc.alive():
+        _reap(proc)
         return
     try:
         os.kill(proc.pid, signal.SIGTERM)
@@ -61,16 +65,31 @@ def stop_process(proc: Proc, grace: float = 2.0) -> None:
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if not proc.alive():
-            _reap(proc.pid)
+            _reap(proc)
             return
         time.sleep(0.02)
     if proc.alive():
         with suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
-    _reap(proc.pid)
+    _reap(proc)
 
 
-def _reap(pid: int) -> None:
-    # Only our own children can be reaped; a record from a crashed run is not.
-    with suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+def _reap(proc: Proc, timeout: float = 2.0) -> None:
+    """Reap the recorded process if it has exited and is our child (a record from a
+    crashed run is not). A multithreaded one (wireguard-go) is a zombie to /proc as
+    soon as its main thread has left, but can be reaped only once its other threads
+    have: until then waitpid says it is running, and it was left unreaped for good."""
+    deadline = time.monotonic() + timeout
+    while _zombie_start(proc.pid) == proc.start:
+        try:
+            if os.waitpid(proc.pid, os.WNOHANG)[0] or time.monotonic() > deadline:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.005)
+
+
+def _zombie_start(pid: int) -> int | None:
+    """The start time of PID if it is a zombie (proc_start_time's None), else None."""
+    state = _state_and_start(pid)
+    return state[1] if state is not None and state[0] == "Z" else None

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-RUN_DIR = os.environ.get("HOPLAB_RUN_DIR", "/run/hoplab")
+DEFAULT_RUN_DIR = "/run/hoplab"
+RUN_DIR = os.environ.get("HOPLAB_RUN_DIR") or DEFAULT_RUN_DIR
 LABS_DIR = os.path.join(RUN_DIR, "labs")
 
 

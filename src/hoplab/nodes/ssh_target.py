@@ -16,11 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.errors import UsageError
+from hoplab.nodes import ssh_address as address
 
-# A user name, and a host (DNS name, IPv4, IPv6 in brackets or bare, or an alias
-# from ~/.ssh/config): letters, digits and the few punctuation marks they use.
-_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-_HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}|\[[0-9A-Fa-f:.%a-z0-9]+\]")
 # Node names as lab files give them; a device's name also appears in messages.
 _NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
@@ -46,12 +43,10 @@ class SshTarget:
             raise SshTargetError(f"invalid node name {self.node!r}")
         split_destination(self.destination, what=f"node {self.node}: ssh")
         if self.jump is not None:
-            jump = self.jump
-            host_port = jump.rsplit(":", 1)
-            if len(host_port) == 2 and host_port[1].isdigit() and "]" not in host_port[1]:
-                jump = host_port[0]
-                _port(int(host_port[1]), self.node)
-            split_destination(jump, what=f"node {self.node}: ssh_options.jump")
+            try:
+                address.split_jump(self.jump)
+            except ValueError as e:
+                raise SshTargetError(f"node {self.node}: ssh_options.jump: {e}") from None
         if self.port is not None:
             _port(self.port, self.node)
         for key, path in (("identity", self.identity), ("known_hosts", self.known_hosts)):
@@ -88,22 +83,16 @@ class SshTarget:
 
 
 def _port(port: int, node: str) -> None:
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise SshTargetError(f"node {node}: ssh_options.port: invalid port {port!r}")
+    try:
+        address.port(port)
+    except ValueError as e:
+        raise SshTargetError(f"node {node}: ssh_options.port: {e}") from None
 
 
 def split_destination(dest: str, what: str = "ssh") -> tuple[str | None, str]:
-    """("user" or None, "host") of "user@host" or "host"; refuses anything else."""
-    if not isinstance(dest, str):
-        raise SshTargetError(f"{what}: expected user@host, got {dest!r}")
-    user, sep, host = dest.rpartition("@")
-    if not sep:
-        user_or_none = None
-    elif _USER.fullmatch(user):
-        user_or_none = user
-    else:
-        raise SshTargetError(f"{what}: invalid user in {dest!r}")
-    if not _HOST.fullmatch(host):
-        raise SshTargetError(f"{what}: invalid host in {dest!r} (a host name, an address "
-                             f"or a Host alias from ~/.ssh/config)")
-    return user_or_none, host.strip("[]")
+    """("user" or None, "host") of "user@host" or "host"; refuses anything else (the
+    lab loader's own check, hoplab.nodes.ssh_address)."""
+    try:
+        return address.split_destination(dest)
+    except ValueError as e:
+        raise SshTargetError(f"{what}: {e}") from None

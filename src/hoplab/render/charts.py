@@ -19,7 +19,7 @@ import numpy as np
 from hoplab import metrics
 from hoplab.analysis.order import natural_key
 from hoplab.record import RunRecord, Series
-from hoplab.render import decimate
+from hoplab.render import decimate, quoted
 from hoplab.render.spike_text import spike_marks
 from hoplab.render.units import rate_scale
 
@@ -73,43 +73,43 @@ def _flow_kinds(rec: RunRecord) -> dict[str, str]:
     return {f["name"]: f.get("kind", "") for f in flows if isinstance(f, dict) and "name" in f}
 
 
-def phases(rec: RunRecord) -> list[dict[str, Any]]:
-    raw = rec.metadata.get("test", {}).get("phases", [])
-    return [p for p in raw if isinstance(p, dict) and {"name", "start_s", "end_s"} <= p.keys()]
-
-
 def _phase_marks(rec: RunRecord) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Shapes and labels for the phase boundaries (rrul's idle, load, idle)."""
-    ps = phases(rec)
+    ps = quoted.phases(rec)
     if len(ps) < 2:
         return [], []
     shapes, notes = [], []
     for p in ps:
-        if p["name"] != "load":
-            shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": p["start_s"],
-                           "x1": p["end_s"], "y0": 0, "y1": 1, "fillcolor": "#888",
+        if p.name != quoted.LOAD:
+            shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": p.start_s,
+                           "x1": p.end_s, "y0": 0, "y1": 1, "fillcolor": "#888",
                            "opacity": 0.08, "line": {"width": 0}, "layer": "below"})
-        if p["start_s"] > 0:
-            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": p["start_s"],
-                           "x1": p["start_s"], "y0": 0, "y1": 1,
+        if p.start_s > 0:
+            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": p.start_s,
+                           "x1": p.start_s, "y0": 0, "y1": 1,
                            "line": {"dash": "dash", "width": 1, "color": "#555"}})
-        notes.append({"xref": "x", "yref": "paper", "x": (p["start_s"] + p["end_s"]) / 2,
+        notes.append({"xref": "x", "yref": "paper", "x": (p.start_s + p.end_s) / 2,
                       "y": 1.0, "yanchor": "bottom", "showarrow": False,
-                      "text": str(p["name"]), "font": {"size": 11, "color": "#555"}})
+                      "text": p.name, "font": {"size": 11, "color": "#555"}})
     return shapes, notes
 
 
-def _tput_traces(tput: Sequence[Series], budget: int, refs: dict[str, str]
+def _named(name: str, figures: str) -> str:
+    """A legend entry: the trace's name, then the stored figures it is quoted by."""
+    return f"{name}: {figures}" if figures else name
+
+
+def _tput_traces(rec: RunRecord, tput: Sequence[Series], budget: int, refs: dict[str, str]
                  ) -> tuple[list[dict[str, Any]], list[str], str]:
     div, unit = rate_scale(max((max(s.v) for s in tput), default=0.0))
     data, notes = [], []
     for s in sorted(tput, key=lambda s: (s.flow is None, s.flow or "", s.key or "")):
         if s.flow is None:
             dash = "solid" if s.key is None else ("dot" if s.key == "up" else "dash")
-            name = "total" + (f" {s.key}" if s.key else "")
+            name = _named("total" + (f" {s.key}" if s.key else ""), quoted.total(rec, s.key))
             line = {"width": 3 if s.key is None else 2, "color": "#222", "dash": dash}
         else:
-            name, line = s.flow, {"width": 1}
+            name, line = _named(s.flow, quoted.flow_rate(rec, s)), {"width": 1}
         trace, note = _trace(s, name, budget, {"line": line, **refs}, div)
         data.append(trace)
         notes += [note] if note else []
@@ -127,6 +127,7 @@ def _latency_traces(rec: RunRecord, lat: Sequence[Series], budget: int, refs: di
         if s.name != "rtt":
             style["visible"] = "legendonly"     # one-way delays: at hand, not in the way
         label = f"{s.flow} RTT" if s.name == "rtt" else f"{s.flow} {s.name.replace('_', ' ')}"
+        label = _named(label, quoted.flow_latency(rec, s))
         if s.name in _PAGE:
             style = {"mode": "markers", "marker": {"size": 7}}
             label = f"{s.flow} {metrics.label(s.name)}"
@@ -144,6 +145,13 @@ def _latency_traces(rec: RunRecord, lat: Sequence[Series], budget: int, refs: di
                          "x": rounded(np.asarray(t), 7), "y": rounded(np.asarray(y)),
                          "marker": {"symbol": symbol, "size": 9, "color": "#d62728"},
                          "hovertext": [f"{v:+.3g} ms" for v in events.v], **refs})
+    for p, colour in zip(quoted.phase_latency(rec), ("#2ca02c", "#d62728"), strict=False):
+        # The stored idle and loaded RTT as levels over their phases (gaps: None).
+        xs = np.asarray([x for a, b in p.spans for x in (a, b, np.nan)][:-1])
+        data.append({"type": "scatter", "mode": "lines", "x": rounded(xs, 7),
+                     "y": rounded(np.where(np.isnan(xs), np.nan, p.value)),
+                     "name": f"{p.text} (median, ping and probe)",
+                     "line": {"dash": "dash", "width": 2, "color": colour}, **refs})
     return data, notes
 
 
@@ -171,7 +179,7 @@ def timeline(rec: RunRecord, budget: int = decimate.DEFAULT_POINTS) -> Chart | N
                                **({"title": {"text": "time (s)"}} if last else {})}
         refs = {"xaxis": f"x{n}", "yaxis": f"y{n}"}
         if kind == "tput":
-            traces, more, unit = _tput_traces(group, budget, refs)
+            traces, more, unit = _tput_traces(rec, group, budget, refs)
             ytitle = f"throughput ({unit})"
         else:
             traces, more = _latency_traces(rec, group, budget, refs)
@@ -255,23 +263,25 @@ def _cpu_points(series: dict[str, Series], budget: int
 
 def latency_cdf(runs: Sequence[RunRecord], max_points: int = decimate.CDF_POINTS
                 ) -> Chart | None:
-    """The distribution of every RTT sample, one curve per run and flow: where a median
-    hides a tail, the CDF shows it."""
+    """The distribution of every RTT sample, one curve per run, or per phase where the
+    run stores a figure per phase (rrul's idle and loaded RTT), or per flow
+    (quoted.distribution): where a median hides a tail, the CDF shows it."""
     data = []
     notes = []
     for rec in runs:
-        for s in rec.series:
-            if s.name != "rtt" or not s.v:
-                continue
-            x, y, n = decimate.cdf(s.v, max_points)
+        for part in quoted.distribution(rec, "rtt"):
+            x, y, n = decimate.cdf(part.values, max_points)
             if n == 0:
                 continue
-            name = s.flow or "rtt"
-            if len(runs) > 1:
-                name = f"run {rec.id} {name}"
+            name = " ".join(w for w in (f"run {rec.id}" if len(runs) > 1 else "", part.label)
+                            if w) or "rtt"
             if len(x) < n:
                 notes.append(f"{name}: {n:,} samples drawn at {len(x):,} evenly spaced ranks")
-            data.append({"type": "scatter", "mode": "lines", "name": f"{name} (n={n:,})",
+            figures = [part.median] if part.median else []
+            if quoted.phased(rec) and part.label not in ("idle", quoted.LOAD):
+                figures.append("all phases")
+            data.append({"type": "scatter", "mode": "lines",
+                         "name": f"{name}: {', '.join([*figures, f'n={n:,}'])}",
                          "x": rounded(x), "y": rounded(y, 5), "line": {"shape": "hv"}})
     if not data:
         return None

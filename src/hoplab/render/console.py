@@ -9,8 +9,16 @@ from rich.console import Console
 PIPE_WIDTH = 140
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # `hoplab ... | head` closed the pipe. rich would exit 1; the command line's one
+        # handler (cli/main.py) ends every command quietly with 0 instead.
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console(*, stderr: bool = False) -> Console:
-    c = Console(stderr=stderr)
+    c = _Console(stderr=stderr)
     if not c.is_terminal:
-        c = Console(stderr=stderr, width=max(PIPE_WIDTH, c.width))
+        c = _Console(stderr=stderr, width=max(PIPE_WIDTH, c.width))
     return c

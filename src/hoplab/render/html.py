@@ -17,7 +17,7 @@ from hoplab.render.charts import Chart, figure_json
 from hoplab.render.headline import HEADLINE
 from hoplab.render.run_view import CPU_COLUMNS, FLOW_COLUMNS, IFACE_COLUMNS, QDISC_COLUMNS
 from hoplab.render.spike_text import spike_lines
-from hoplab.render.units import figure, pairs
+from hoplab.render.units import figure, notes, pairs
 from hoplab.store import RunSummary
 
 CSS = """
@@ -25,7 +25,8 @@ body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:
 color:#222}
 h1{font-size:22px}h2{font-size:18px;margin-top:2em;border-bottom:1px solid #ddd}
 h3{font-size:15px}
-table{border-collapse:collapse;margin:.5em 0 1em}
+table{border-collapse:collapse;margin:.5em 0 1em;display:block;max-width:100%;
+overflow-x:auto}
 th,td{padding:3px 9px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.kv th{font-weight:600;padding-right:18px}
@@ -34,13 +35,37 @@ table.kv th{font-weight:600;padding-right:18px}
 figcaption,.note{color:#666;font-size:12px}
 nav a{margin-right:14px}pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:480px}
 details{margin:.5em 0}.chart{min-height:200px}
-form input[type=text]{width:22em}
+form input[type=text]{width:22em;max-width:100%}
+.wide{overflow-x:auto;max-width:100%}.answer{font-size:16px;font-weight:600}
+.step{background:#fff3c4;font-weight:600}.annotation{color:#7a5cc0;font-size:12px}
+@media (max-width:700px){table.cards thead{display:none}table.cards tr{display:block;
+border-bottom:1px solid #ddd;padding:4px 0}table.cards td{display:inline-block;border:0;
+padding:1px 6px 1px 0;text-align:left}}code.cmd{display:block;white-space:pre-wrap;
+overflow-wrap:anywhere;background:#f6f6f6;padding:4px;font-size:12px}
 """
 
+# Charts are drawn as they come near the screen (IntersectionObserver), not all at load:
+# a report of eighteen runs holds some sixty, and drawing them all took seconds before
+# anything could be read. A page that loads plotly.js itself asynchronously (the report,
+# page.standalone_scripts) sets window.hoplabReady; the dashboard loads it before this.
 DRAW_JS = """
+const hoplabWait = new Map();
+const hoplabView = 'IntersectionObserver' in window ? new IntersectionObserver(seen => {
+  for (const e of seen) {
+    if (e.isIntersecting) { hoplabView.unobserve(e.target); hoplabPlot(e.target.id); }
+  }
+}, {rootMargin: '300px 0px'}) : null;
+function hoplabPlot(id) {
+  const fig = hoplabWait.get(id);
+  if (fig === undefined) return;
+  hoplabWait.delete(id);
+  (window.hoplabReady || Promise.resolve()).then(() => Plotly.newPlot(
+    id, fig.data, fig.layout, {responsive: true, displaylogo: false, showLink: false}));
+}
 function hoplabDraw(id, fig) {
-  Plotly.newPlot(id, fig.data, fig.layout,
-                 {responsive: true, displaylogo: false, showLink: false});
+  hoplabWait.set(id, fig);
+  const el = document.getElementById(id);
+  if (hoplabView && el) hoplabView.observe(el); else hoplabPlot(id);
 }
 """
 
@@ -80,7 +105,11 @@ def kv(rows: Iterable[tuple[str, object]]) -> Html:
 def chart(c: Chart) -> Html:
     """A div for the figure and the script that draws it (plotly.js must be loaded)."""
     notes = "".join(f"<div>thinned for drawing: {esc(n)}</div>" for n in c.notes)
-    return Html(f'<figure><div class="chart" id="{esc(c.id)}"></div>'
+    # The chart's own height before it is drawn: the page does not jump as charts are
+    # drawn on scrolling, and what is in view is known before any is drawn.
+    height = c.figure.get("layout", {}).get("height")
+    style = f' style="height:{int(height)}px"' if isinstance(height, int | float) else ""
+    return Html(f'<figure><div class="chart" id="{esc(c.id)}"{style}></div>'
                 f"<figcaption>{notes}</figcaption></figure>"
                 f'<script>hoplabDraw("{esc(c.id)}", {figure_json(c.figure)});</script>')
 
@@ -164,7 +193,10 @@ def run_tables(rec: RunRecord) -> Html:
         ("qdiscs in the load phase", _matrix(_by(rec.metrics, "qdisc."), "qdisc",
                                              QDISC_COLUMNS)),
     ]
-    return Html("".join(f"<h3>{esc(title)}</h3>{body}" for title, body in parts if body))
+    said = "".join(f'<p class="note">note: {esc(n)}</p>'
+                   for n in notes(m.name for m in rec.metrics))
+    return Html("".join(f"<h3>{esc(title)}</h3>{body}" for title, body in parts if body)
+                + said)
 
 
 def metadata_details(rec: RunRecord) -> Html:
@@ -187,7 +219,8 @@ def headline_table(runs: Sequence[RunSummary], link: str | None = None) -> Html:
                        for n in names)))
     head = ("id", "started", "experiment", "test", "variant", "labels", "rep", "status",
             *(metrics.label(n) for n in names))
-    return table(head, rows, numeric=(0, 6, *range(8, 8 + len(names))))
+    said = "".join(f'<p class="note">note: {esc(n)}</p>' for n in notes(names))
+    return Html(table(head, rows, numeric=(0, 6, *range(8, 8 + len(names)))) + said)
 
 
 def comparison_table(comps: Sequence[MetricComparison], alpha: float = 0.05) -> Html:
@@ -198,7 +231,7 @@ def comparison_table(comps: Sequence[MetricComparison], alpha: float = 0.05) -> 
                      figure(c.b_median, c.metric, c.unit), view.size(c, "b"),
                      view.pct(c.change_pct), view.ci(c),
                      "-" if c.p_value is None else f"{c.p_value:.3g}",
-                     Html(f'<span class="verdict {cls}">{esc(c.verdict)}</span>')))
+                     Html(f'<span class="verdict {cls}">{esc(view.verdict(c))}</span>')))
     return table(("metric", "A median", "A runs", "B median", "B runs", "change",
                   f"{100 * (1 - alpha):g} % CI",
                   "p", "verdict (B vs A)"), rows, numeric=(1, 2, 3, 4, 5, 6, 7), cls="compare")
@@ -223,7 +256,5 @@ def comparison_html(result: Comparison, alpha: float = 0.05, link: str | None = 
                      f"{comparison_table(view.ordered(g), alpha)}{notes}</section>")
     parts += [f'<p class="note">not compared: {esc(u)}</p>' for u in result.unmatched]
     parts.append(f'<p class="note">One observation per run (per page load for the medians of '
-                 f"page loads). better/worse: Mann-Whitney p ≤ {alpha:g}, the bootstrap "
-                 f"{100 * (1 - alpha):g} % CI of the change of "
-                 "medians excludes 0 and the change is at least 1 % (docs/compare.md).</p>")
+                 f"page loads). {esc(view.legend(result))}</p>")
     return Html("".join(parts))

@@ -13,26 +13,42 @@ from hoplab import metrics
 from hoplab.analysis.order import variant_key
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
+from hoplab.render import quoted
 from hoplab.render.headline import HEADLINE
-from hoplab.render.plots import decimate, legend, new_figure, run_label, unit_scale, variant_label
+from hoplab.render.plot_parts import (
+    decimate,
+    legend,
+    new_figure,
+    run_label,
+    unit_scale,
+    variant_label,
+)
 
 
 def cdf(runs: Sequence[RunRecord], series: str = "rtt") -> Figure:
+    """One curve per run, or per phase where the run stores a figure per phase (rrul's
+    idle and loaded RTT), or per flow (quoted.distribution); each labelled with the
+    stored median it is summarised by."""
     fig, (ax,) = new_figure(rows=1, height=5)
     drawn = 0
     unit = ""
     for run in runs:
-        values = np.sort(np.asarray([v for s in run.series if s.name == series
-                                     for v in s.v if math.isfinite(v)], dtype=np.float64))
-        if not len(values):
-            continue
-        unit = next(s.unit for s in run.series if s.name == series)
-        frac = np.arange(1, len(values) + 1, dtype=np.float64) / len(values)
-        x, y = decimate(values, frac)
-        median = float(np.median(values))
-        ax.plot(x, y, drawstyle="steps-post", linewidth=1.5,
-                label=f"{run_label(run)}: median {median:.3g} {unit}, n={len(values)}")
-        drawn += 1
+        mixed = quoted.phased(run)
+        for part in quoted.distribution(run, series):
+            values = np.sort(np.asarray(part.values, dtype=np.float64))
+            if not len(values):
+                continue
+            unit = next(s.unit for s in run.series if s.name == series)
+            frac = np.arange(1, len(values) + 1, dtype=np.float64) / len(values)
+            x, y = decimate(values, frac)
+            name = " ".join(x for x in (run_label(run), part.label) if x)
+            figures = [part.median] if part.median else []
+            if mixed and part.label not in ("idle", quoted.LOAD):
+                figures.append("all phases")        # idle and load: no figure of its own
+            figures.append(f"n={len(values)}")
+            ax.plot(x, y, drawstyle="steps-post", linewidth=1.5,
+                    label=f"{name}: {', '.join(figures)}")
+            drawn += 1
     if not drawn:
         raise UsageError(f"none of the runs has a {series!r} series")
     ax.set_xlabel(f"{series} ({unit})")
@@ -40,7 +56,9 @@ def cdf(runs: Sequence[RunRecord], series: str = "rtt") -> Figure:
     ax.set_ylim(0, 1.02)
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
-    fig.suptitle(f"{series} CDF, {drawn} run{'s' * (drawn != 1)}", fontsize=11)
+    curves = f"{drawn} curve{'s' * (drawn != 1)}"
+    fig.suptitle(f"{series} CDF, {len(runs)} run{'s' * (len(runs) != 1)}"
+                 + (f", {curves}" if drawn != len(runs) else ""), fontsize=11)
     legend(ax, drawn)
     return fig
 

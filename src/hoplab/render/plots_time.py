@@ -10,8 +10,10 @@ from matplotlib.figure import Figure
 from hoplab.analysis.order import natural_key
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord, Series
-from hoplab.render.plots import (
+from hoplab.render import quoted
+from hoplab.render.plot_parts import (
     decimate,
+    draw_phase_latency,
     draw_phases,
     keep,
     legend,
@@ -19,11 +21,16 @@ from hoplab.render.plots import (
     run_title,
 )
 from hoplab.render.spike_text import spike_marks
-from hoplab.render.units import rate, rate_scale
+from hoplab.render.units import rate_scale
 
 CPU_PARTS = ("user", "system", "irq", "softirq")
 CPU_COLORS = ("#4878d0", "#ee854a", "#d65f5f", "#956cb4")
 MAX_CORES = 16
+
+
+def _named(name: str, figures: str) -> str:
+    """A legend entry: the line's name, then the stored figures it is quoted by."""
+    return f"{name}: {figures}" if figures else name
 
 
 def _flow_name(s: Series) -> str:
@@ -46,11 +53,11 @@ def timeseries(run: RunRecord) -> Figure:
         totals = [s for s in rates if s.flow is None]
         for s in flows:
             t, v = decimate(s.t, s.v)
-            ax.plot(t, v / div, linewidth=1, alpha=0.85, label=_flow_name(s))
+            ax.plot(t, v / div, linewidth=1, alpha=0.85,
+                    label=_named(_flow_name(s), quoted.flow_rate(run, s)))
         for s in totals:
             t, v = decimate(s.t, s.v)
-            mean = float(np.mean(s.v)) if s.v else 0.0
-            label = f"total{f' {s.key}' if s.key else ''} (mean {rate(mean)})"
+            label = _named(f"total{f' {s.key}' if s.key else ''}", quoted.total(run, s.key))
             style = {None: "-", "up": "--"}.get(s.key, ":")
             ax.plot(t, v / div, color="black" if s.key is None else "0.35", linewidth=2.2,
                     linestyle=style, label=label)
@@ -62,11 +69,12 @@ def timeseries(run: RunRecord) -> Figure:
         ax = next(ax_iter)
         for s in rtts:
             t, v = decimate(s.t, s.v)
-            ax.plot(t, v, linewidth=1, label=_flow_name(s))
+            ax.plot(t, v, linewidth=1, label=_named(_flow_name(s), quoted.flow_latency(run, s)))
+        marks = draw_phase_latency(ax, quoted.phase_latency(run))
         ax.set_ylabel("RTT (ms)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        legend(ax, len(rtts))
+        legend(ax, len(rtts) + marks)
     axes[-1].set_xlabel("time since the run started (s)")
     draw_phases(axes, run)
     return fig
@@ -101,8 +109,8 @@ def ping(run: RunRecord, style: str = "lines") -> Figure:
     entries = 0
     for s in rtts:
         t, v = decimate(s.t, s.v)
-        n = len(s.v)
-        label = f"{_stream_label(run, s.flow)}: median {float(np.median(s.v)):.3g} ms, n={n}"
+        label = _named(_stream_label(run, s.flow),
+                       ", ".join(x for x in (quoted.flow_latency(run, s), f"n={len(s.v)}") if x))
         if style == "lines":
             (line,) = ax.plot(t, v, linewidth=1, label=label)
         else:
@@ -120,6 +128,7 @@ def ping(run: RunRecord, style: str = "lines") -> Figure:
             ax.plot(gone.t, [0.0] * len(gone.t), linestyle="", marker="x", markersize=5,
                     color=line.get_color(), label=f"lost ({len(gone.t)})")
             entries += 1
+    entries += draw_phase_latency(ax, quoted.phase_latency(run))
     ax.set_ylabel("RTT (ms)")
     ax.set_xlabel("time since the run started (s)")
     ax.set_ylim(bottom=0)

@@ -12,14 +12,15 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
+from hoplab import kv
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord, Series
-from hoplab.render.plots import decimate, new_figure
+from hoplab.render.plot_parts import decimate, new_figure
 from hoplab.render.units import rate_scale
 
 
 def _variant(run: RunRecord) -> str:
-    return " ".join(f"{k}={v}" for k, v in sorted(run.variant.items())) or "-"
+    return kv.pairs(dict(sorted(run.variant.items())))
 
 
 def _base(run: RunRecord, flow: str) -> str:

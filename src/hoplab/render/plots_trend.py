@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from hoplab import metrics
 from hoplab.analysis.trend import Trend, shown
-from hoplab.render.plots import new_figure, unit_scale
+from hoplab.render.plot_parts import new_figure, unit_scale
 
 _MAX_TICKS = 40
 

@@ -3,8 +3,6 @@ it is attributed, time by category, the top symbols, and the flame graph itself.
 
 from __future__ import annotations
 
-import base64
-
 from hoplab.errors import HoplabError
 from hoplab.profile import fold
 from hoplab.profile.flamegraph import flamegraph
@@ -30,9 +28,12 @@ def folded_of(rec: RunRecord) -> bytes | None:
     return next((r.data for r in rec.raw if r.name == FOLDED), None)
 
 
-def profile_section(rec: RunRecord, svg_src: str | None) -> Html:
-    """svg_src: where the flame graph is (a data: URI in a report, a URL in the dashboard),
-    or None to leave it out."""
+FLAME_HEIGHT = 600
+
+
+def profile_section(rec: RunRecord, svg_src: str | None, graph: Html | None = None) -> Html:
+    """svg_src: where the flame graph is (a URL in the dashboard), or None to leave it out;
+    or `graph`, the element that shows it (a report's packed copy, page.packed_svg)."""
     prof = rec.metadata.get("profile")
     if not isinstance(prof, dict):
         return Html("")
@@ -51,13 +52,12 @@ def profile_section(rec: RunRecord, svg_src: str | None) -> Html:
                   [(n, "all (a device)" if d.get("whole_machine") else len(d["pids"]),
                     d["samples"], f"{d['share_of_host']:.1f} %")
                    for n, d in prof.get("by_node", {}).items()], numeric=[1, 2, 3])
-    graph = "" if svg_src is None else (
-        f'<object class="flame" type="image/svg+xml" data="{esc(svg_src)}" width="100%" '
-        f'height="600">flame graph</object><p class="note">hover for counts, click to '
-        f"zoom, Ctrl-F to search</p>")
+    if graph is None and svg_src is not None:
+        graph = Html(f'<object class="flame" type="image/svg+xml" data="{esc(svg_src)}" '
+                     f'width="100%" height="{FLAME_HEIGHT}">flame graph</object>')
+    if graph is not None:
+        graph = Html(f'{graph}<p class="note">hover for counts, click to zoom, Ctrl-F to '
+                     "search</p>")
     return Html(f"{head}{note}<h4>time by category</h4>{cats}<h4>top symbols by self time"
-                f"</h4>{top}<h4>processes of the profiled nodes</h4>{nodes}{graph}")
+                f"</h4>{top}<h4>processes of the profiled nodes</h4>{nodes}{graph or ''}")
 
-
-def data_uri(svg: str) -> str:
-    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()

@@ -1,6 +1,6 @@
 """`hoplab report`: stored runs as one self-contained HTML file.
 
-Everything is inside the file: plotly.js (inlined once), the figures' data, the
+Everything is inside the file: plotly.js (once, packed: render/page.py), the figures' data, the
 metadata and the tables, so it opens offline, from a mail or a CI artifact, years
 later. Runs that split into two sides (by one variant key, else by one label key) get
 the comparison `hoplab compare` would print for those sides, with its verdicts.
@@ -8,19 +8,17 @@ the comparison `hoplab compare` would print for those sides, with its verdicts.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Sequence
 
-from hoplab import __version__
+from hoplab import __version__, kinds
 from hoplab.analysis.groups import Comparison, compare_groups, split_sides
+from hoplab.analysis.trend import Trend, shown
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 from hoplab.render import charts
 from hoplab.render.decimate import DEFAULT_POINTS
 from hoplab.render.html import (
-    CSS,
-    DRAW_JS,
     chart,
     comparison_html,
     esc,
@@ -29,19 +27,15 @@ from hoplab.render.html import (
     run_header,
     run_tables,
 )
-from hoplab.render.profile_html import data_uri, flamegraph_svg, folded_of, profile_section
+from hoplab.render.page import packed_svg, page, standalone_scripts
+from hoplab.render.profile_html import (
+    FLAME_HEIGHT,
+    flamegraph_svg,
+    folded_of,
+    profile_section,
+)
 from hoplab.render.units import pairs
-from hoplab.store import RunSummary
-
-
-@functools.cache
-def plotly_js() -> str:
-    """The plotly.js bundle the installed plotly ships (no CDN, no network)."""
-    from plotly.offline import get_plotlyjs
-
-    text: str = get_plotlyjs()
-    # Inline in <script>, a "</script" inside would end the bundle early.
-    return text.replace("</script", "<\\/script")
+from hoplab.store import Annotation, RunSummary
 
 
 def summary_of(rec: RunRecord) -> RunSummary:
@@ -64,16 +58,10 @@ def comparison(runs: Sequence[RunRecord]) -> tuple[Comparison | None, str]:
                       "or label key; `hoplab compare A B` compares any two selections")
     key, a, b = sides
     try:
-        return compare_groups(a, b), ""
+        # As `hoplab compare`: custom tests compare each flow too.
+        return compare_groups(a, b, per_flow=kinds.per_flow), ""
     except UsageError as exc:       # e.g. different measurement versions: not comparable
         return None, f"no comparison by {key}: {exc}"
-
-
-def page(title: str, body: str, head: str = "") -> str:
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{esc(title)}</title><meta name=\"viewport\" "
-            f"content=\"width=device-width\"><style>{CSS}</style>{head}</head>"
-            f"<body>{body}</body></html>")
 
 
 def run_section(rec: RunRecord, budget: int, cdf: bool) -> str:
@@ -84,54 +72,64 @@ def run_section(rec: RunRecord, budget: int, cdf: bool) -> str:
               if cdf or not c.id.startswith("cdf")]
     parts.append(run_tables(rec))
     svg = flamegraph_svg(rec, folded_of(rec))
-    parts.append(profile_section(rec, data_uri(svg) if svg else None))
+    graph = None if svg is None else packed_svg(f"flame-{rec.id}", svg, "flame", FLAME_HEIGHT)
+    parts.append(profile_section(rec, None, graph))
     parts.append(metadata_details(rec))
     return "".join(parts)
 
 
 def build_report(runs: Sequence[RunRecord], store: str,
-                 budget: int = DEFAULT_POINTS) -> str:
-    """The report of `runs` (with their series) as one HTML document."""
+                 budget: int = DEFAULT_POINTS, notes: Sequence[Annotation] = ()) -> str:
+    """The report of `runs` (with their series) as one HTML document: the answer first
+    (render/answer.py), then the details and charts, each run, and the runs table last;
+    `notes`: the store's annotations, drawn on the trend charts they fall on."""
+    from hoplab.analysis.trend import trends_of_runs
+    from hoplab.render.answer import answer_html
+
     if not runs:
         raise UsageError("no runs to report")
     title = (f"hoplab run {runs[0].id}" if len(runs) == 1
              else f"hoplab report: {len(runs)} runs")
-    body: list[str] = [f"<h1>{esc(title)}</h1>",
-                       f'<p class="note">from {esc(store)}, made {esc(_now())} by hoplab '
-                       f"{esc(__version__)}. Charts with more points than a screen has pixels "
-                       "are thinned (each bucket's lowest and highest point kept; the legend "
-                       "and caption say so); the tables hold the exact figures.</p>"]
+    body: list[str] = [f"<h1>{esc(title)}</h1>"]
+    made = (f'<p class="note">from {esc(store)}, made {esc(_now())} by hoplab '
+            f"{esc(__version__)}. Charts with more points than a screen has pixels are "
+            "thinned (each bucket's lowest and highest point kept; the legend and caption "
+            "say so); the tables hold the exact figures.</p>")
     if len(runs) > 1:
-        body += ["<h2>Runs</h2>", headline_table([summary_of(r) for r in runs], "#run-%d")]
         found, why = comparison(runs)
+        trends = trends_of_runs(runs)
+        body += [answer_html(found, why, trends, len(runs)), made]
         if found is not None:
             body += ["<h2>Comparison</h2>", comparison_html(found, link="#run-%d")]
-        else:
-            body.append(f'<p class="note">{esc(why)}</p>')
-        body += trend_sections(runs)
+        body += trend_sections(trends, notes)
+    else:
+        body.append(made)
     cdf = charts.latency_cdf(runs)
     if cdf is not None and len(runs) > 1:
         body += ["<h2>Latency across runs</h2>", chart(cdf)]
     body += [run_section(rec, budget, cdf=len(runs) == 1) for rec in runs]
-    head = f"<script>{plotly_js()}</script><script>{DRAW_JS}</script>"
-    return page(title, "".join(body), head)
+    if len(runs) > 1:
+        body += ['<h2 id="runs">Runs</h2>',
+                 headline_table([summary_of(r) for r in runs], "#run-%d")]
+    return page(title, "".join(body), standalone_scripts())
 
 
-def trend_sections(runs: Sequence[RunRecord]) -> list[str]:
+def trend_sections(found: Sequence[Trend], notes: Sequence[Annotation] = ()) -> list[str]:
     """When the runs are a series (many versions), each metric's change points as
     `hoplab trend` finds them (analysis/trend.py trends_of_runs): a chart with the steps
     marked and their table for metrics that changed, one line naming those that did not."""
-    from hoplab.analysis.trend import trends_of_runs
-    from hoplab.render.trend_html import change_points_html, trend_chart
+    from hoplab.render.trend_html import change_points_html, note_places, notes_html, trend_chart
 
-    found = trends_of_runs(runs)
     if not found:
         return []
     out = [f"<h2>Change points by {esc(found[0].by)}</h2>"]
     for i, t in enumerate(found):
         if t.changes:
+            places = note_places([shown(p.value, t.by) for p in t.points],
+                                 [p.started_at for p in t.points], t.by, notes)
             out += [f"<h3>{esc(t.title)}: {esc(t.metric)}</h3>",
-                    chart(trend_chart(t, f"trend-{i}")), change_points_html(t)]
+                    chart(trend_chart(t, f"trend-{i}", notes)), notes_html(places),
+                    change_points_html(t)]
     steady = [f"{t.title}: {t.metric}" for t in found if not t.changes]
     if steady:
         out.append(f'<p class="note">no change point in {esc(", ".join(steady))}</p>')

@@ -6,13 +6,14 @@ import time
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from hoplab import metrics
 from hoplab.record import Metric, RunRecord
 from hoplab.render.spike_text import spike_lines
-from hoplab.render.units import figure, pairs
+from hoplab.render.units import figure, notes, pairs
 
 CPU_COLUMNS = tuple(f"cpu.{s}" for s in ("user", "system", "irq", "softirq", "idle"))
 
@@ -23,9 +24,12 @@ def _header(rec: RunRecord, store: str) -> Table:
     t.add_column(style="bold")
     t.add_column()
     variant, labels = pairs(rec.variant), pairs(rec.labels)
-    status = rec.status if rec.status == "ok" else f"[red]{rec.status}[/]: {rec.error}"
+    # Every value is text from the run (an error is a device's stderr): shown as it is,
+    # never read as rich markup.
+    status = Text(rec.status) if rec.status == "ok" else \
+        Text.assemble((rec.status, "red"), f": {rec.error}")
     tools = md.get("tools", {})
-    rows = [
+    rows: list[tuple[str, object]] = [
         ("run", f"{rec.id} in {store}"),
         ("experiment", f"{rec.experiment} (id {rec.experiment_id}, seed {rec.seed}, "
                        f"order {rec.order})"),
@@ -47,7 +51,7 @@ def _header(rec: RunRecord, store: str) -> Table:
         rows.append(("not sampled", str(md["samplers_missing"])))
     rows += [(f"rebooted, {node}", why) for node, why in sorted(md.get("rebooted", {}).items())]
     for k, v in rows:
-        t.add_row(k, v)
+        t.add_row(escape(k), v if isinstance(v, Text) else escape(str(v)))
     return t
 
 
@@ -56,7 +60,7 @@ def _whole(found: Sequence[Metric]) -> Table:
     t.add_column("metric")
     t.add_column("value", justify="right")
     for m in found:
-        t.add_row(metrics.label(m.name), figure(m.value, m.name, m.unit))
+        t.add_row(escape(metrics.label(m.name)), escape(figure(m.value, m.name, m.unit)))
     return t
 
 
@@ -72,8 +76,8 @@ def _matrix(title: str, rows: dict[str, dict[str, Metric]], first: str,
     for _, label in present:
         t.add_column(label, justify="right")
     for row, cols in rows.items():
-        t.add_row(row, *[figure(cols[n].value, n, cols[n].unit) if n in cols else "-"
-                         for n, _ in present])
+        t.add_row(escape(row), *[escape(figure(cols[n].value, n, cols[n].unit))
+                                 if n in cols else "-" for n, _ in present])
     return t
 
 
@@ -85,6 +89,8 @@ IFACE_COLUMNS = ("iface.rx_bps", "iface.tx_bps", "iface.tx_pps", "iface.rx_drops
                  "iface.tx_drops")
 QDISC_COLUMNS = ("qdisc.sent_bytes", "qdisc.drops", "qdisc.overlimits",
                  "qdisc.backlog_packets_max", "qdisc.backlog_bytes_max")
+QDISC_PACKETS = ("a qdisc packet is what the kernel queued: with GSO, a super-frame of up to "
+                 "64 KiB is one; the bytes say how much it held")
 
 
 def _grouped(metrics: Sequence[Metric], prefix: str) -> dict[str, dict[str, Metric]]:
@@ -129,11 +135,12 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
                 "device", ("sampler.cpu",)),
         _matrix("interfaces in the load phase", _grouped(rec.metrics, "iface."),
                 "node interface", IFACE_COLUMNS),
-        _matrix("qdiscs in the load phase", _grouped(rec.metrics, "qdisc."),
+        _matrix(f"qdiscs in the load phase ({QDISC_PACKETS})", _grouped(rec.metrics, "qdisc."),
                 "node qdisc", QDISC_COLUMNS),
         _matrix("TCP retransmitted segments", tcp, "node", ("tcp.retrans_segs",)),
     ]
     parts += [t for t in tables if t is not None]
+    parts += [Text(f"note: {n}", style="dim") for n in notes(m.name for m in rec.metrics)]
     spikes = spike_lines(rec)
     if spikes:
         parts.append(Text("latency spikes\n" + "\n".join(f"  {line}" for line in spikes)))

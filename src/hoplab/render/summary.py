@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from hoplab import kinds as registry
 from hoplab import metrics
@@ -17,6 +19,7 @@ from hoplab.analysis.stats import median
 from hoplab.analysis.trend import slope
 from hoplab.record import RunRecord
 from hoplab.render.headline import HEADLINE
+from hoplab.render.units import notes as metric_notes
 from hoplab.render.units import pairs, value
 
 
@@ -43,16 +46,21 @@ def _columns(kind: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*k.flow_headline, *k.headline)))
 
 
+def _keyed(kind: str) -> str | None:
+    k = registry.find(kind)
+    return None if k is None else k.keyed
+
+
 def _notes(kind: str) -> tuple[str, ...]:
     k = registry.find(kind)
     return () if k is None else k.notes
 
 
-def _figures(runs: Sequence[RunRecord], names: Sequence[str], flow: str | None
-             ) -> dict[str, dict[str, float]]:
+def _figures(runs: Sequence[RunRecord], names: Sequence[str], flow: str | None,
+             key: str | None = None) -> dict[str, dict[str, float]]:
     figures: dict[str, dict[str, float]] = {}
     for name in names:
-        values = [v for r in runs if (v := r.metric(name, flow=flow)) is not None
+        values = [v for r in runs if (v := r.metric(name, flow=flow, key=key)) is not None
                   and not math.isnan(v)]
         if values:
             figures[name] = {"median": median(values), "min": min(values),
@@ -77,6 +85,14 @@ def summary_rows(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
             continue
         notes = {n: sorted({str(r.metadata[n]) for r in ok if n in r.metadata})
                  for n in _notes(kind)}
+        if _keyed(kind):
+            # One row per key of the headline figures (throughput: per frame size).
+            head = HEADLINE.get(kind, ())
+            keys = list(dict.fromkeys(m.key for r in ok for m in r.metrics
+                                      if m.name in head and m.flow is None and m.key))
+            rows += [{**base, "flow": k, "figures": _figures(ok, head, None, k),
+                      "grades": [], "notes": notes} for k in keys]
+            continue
         rows.append({**base, "figures": _figures(ok, HEADLINE.get(kind, ()), None),
                      "grades": notes.get("grade", []), "notes": notes})
     return rows
@@ -85,7 +101,7 @@ def summary_rows(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
 def _cell(fig: dict[str, float] | None, unit: str) -> str:
     if fig is None:
         return "-"
-    text = value(fig["median"], unit)
+    text = escape(value(fig["median"], unit))
     mid = fig["median"]
     if fig["n"] > 1 and mid and not math.isnan(mid):
         spread = 100 * (fig["max"] - fig["min"]) / abs(mid)
@@ -101,16 +117,19 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
         by_test.setdefault(row["test"], []).append(row)
     for test, rows in by_test.items():
         kind = rows[0]["kind"]
-        table = Table(title=f"{title}: {test} ({kind})", title_justify="left")
+        # Names from the experiment file are shown as they are, never read as markup.
+        table = Table(title=escape(f"{title}: {test} ({kind})"), title_justify="left")
         table.add_column("variant", no_wrap=True)
         per_flow = registry.per_flow(kind)
-        if per_flow:
-            table.add_column("flow", no_wrap=True)
+        keyed = _keyed(kind)
+        if per_flow or keyed:
+            table.add_column(keyed or "flow", no_wrap=True)
         table.add_column("runs ok", justify="right")
         names = _columns(kind) if per_flow else HEADLINE.get(kind, ())
-        if per_flow:
+        if per_flow or keyed:
             # A composition shows the figures its flows have (no page load column for a
-            # test without a web flow).
+            # test without a web flow); a keyed kind those it measured (no PDR without a
+            # loss target).
             names = tuple(n for n in names if any(n in row["figures"] for row in rows))
         for name in names:
             table.add_column(metrics.label(name), justify="right")
@@ -118,17 +137,19 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
         for note in notes:
             table.add_column(note)
         for row in rows:
-            cells = [row["variant"]] + ([row["flow"]] if per_flow else [])
+            cells = [escape(row["variant"])] + ([escape(row["flow"])] if per_flow or keyed
+                                                else [])
             cells.append(f"{row['ok']}/{row['runs']}")
             cells += [_cell(row["figures"].get(n), metrics.unit(n, units.get(n, "")))
                       for n in names]
-            cells += [",".join(row["notes"].get(n, [])) or "-" for n in notes]
+            cells += [escape(",".join(row["notes"].get(n, [])) or "-") for n in notes]
             table.add_row(*cells)
         tables.append(table)
     hops = per_hop_table(records, units)
     if hops is not None:
         tables.append(hops)
-    return Group(*tables)
+    shown = [n for row in summary_rows(records) for n in row["figures"]]
+    return Group(*tables, *(Text(f"note: {n}", style="dim") for n in metric_notes(shown)))
 
 
 def per_hop_rows(records: Sequence[RunRecord], axis: str = "hops") -> list[dict[str, Any]]:
@@ -174,9 +195,10 @@ def per_hop_table(records: Sequence[RunRecord], units: dict[str, str]) -> Table 
     for r in rows:
         unit = metrics.unit(r["metric"], units.get(r["metric"], ""))
         pct = r["per_hop_pct"]
-        t.add_row(r["test"], r["variant"], metrics.label(r["metric"]),
-                  f"{value(r['medians'][0], unit)} ({r['hops'][0]:g})",
-                  f"{value(r['medians'][-1], unit)} ({r['hops'][-1]:g})",
-                  ("+" if r["per_hop"] > 0 else "") + value(r["per_hop"], unit),
-                  "-" if math.isnan(pct) else f"{pct:+.1f} %")
+        t.add_row(*map(escape, (
+            r["test"], r["variant"], metrics.label(r["metric"]),
+            f"{value(r['medians'][0], unit)} ({r['hops'][0]:g})",
+            f"{value(r['medians'][-1], unit)} ({r['hops'][-1]:g})",
+            ("+" if r["per_hop"] > 0 else "") + value(r["per_hop"], unit),
+            "-" if math.isnan(pct) else f"{pct:+.1f} %")))
     return t

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hoplab import metrics
+from hoplab import kv, metrics
 
 _RATE_STEPS = ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s"))
 
@@ -48,14 +48,17 @@ def value(v: float, unit: str) -> str:
         return f"{v:.0f} B"
     if unit.endswith("/s"):
         return f"{v:.0f}/s"
+    if unit == "flag":
+        return "yes" if v else "no"
     if unit == "index":
         return f"{v:.3f}"
     return f"{v:.4g} {unit}"
 
 
 def pairs(d: Mapping[str, Any]) -> str:
-    """A variant or a set of labels as people write them: "hops=2 qos=on", "-" if empty."""
-    return " ".join(f"{k}={v}" for k, v in d.items()) or "-"
+    """A variant or a set of labels as people write them: "hops=2 wireguard=false", "-" if
+    empty (hoplab.kv.pairs, the one way a value is printed)."""
+    return kv.pairs(d)
 
 
 def figure(v: float, name: str, stored_unit: str = "") -> str:
@@ -71,3 +74,27 @@ def metric_name(name: str, flow: str | None = None, node: str | None = None,
         f"{f}={x}" for f, x in (("node", node), ("key", key), ("flow", flow)) if x)
     text = metrics.label(name)
     return f"{text} @ {where}" if where else text
+
+
+def notes(names: Iterable[str]) -> list[str]:
+    """What the registry says a reader must know of the figures `names` (each once, in
+    order): "sent into socket: what the senders wrote ...", for the line under a table
+    that shows them."""
+    out = []
+    for name in dict.fromkeys(names):
+        said = metrics.note(name)
+        if said:
+            out.append(f"{metrics.label(name)}: {said}")
+    return out
+
+
+def id_list(ids: Iterable[int]) -> str:
+    """Run ids as a selection names them: "3", "1-18", "4-6, 9" (consecutive ones as a
+    range, never "3-3")."""
+    spans: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if spans and spans[-1][1] == i - 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in spans)

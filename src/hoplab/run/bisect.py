@@ -1,191 +1,266 @@
-"""Measuring commits for bisection: the experiment as it is in a checkout, run in
-batches labelled commit=SHA, with every run stored, so that a second bisection over
-the same range reuses what the first measured.
+"""Bisecting a range of commits by a measured figure: git bisect that knows noise.
 
-The verdicts are analysis/adaptive.py's; this module only decides how many runs to
-take (its schedule) and takes them.
+`bisect` measures the good and the bad commit and refuses when they do not differ
+beyond the noise; then it drives `git bisect run` with `hoplab bisect check` as the
+script (one commit at a time, `check_head` below), or, for every step, splits the
+range itself. The repository always ends as it began. run/commits.py takes the runs,
+analysis/adaptive.py gives the verdicts, run/git.py talks to git.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import os
-import secrets
-import subprocess
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from hoplab.analysis import adaptive
 from hoplab.analysis.adaptive import Classification, Verdict
-from hoplab.errors import HoplabError, UsageError
-from hoplab.record import RunRecord
-from hoplab.spec.experiment import Experiment
-from hoplab.store import Store
+from hoplab.errors import UsageError
+from hoplab.run.commits import CannotTest, Measurer, Say, Target
+from hoplab.run.git import ABORT, SKIP, Repo
 
-Say = Callable[[str], None]
-LAB_PREFIX = "bis"
+# Commits answered "cannot tell" after which `bisect run` stops git: each costs
+# --max-repeat runs, and git would skip its way through the whole range.
+GIVE_UP = 3
 
-
-class CannotTest(HoplabError):
-    """This commit cannot be measured (its experiment does not load, its build or its
-    runs fail): git bisect skips it (125)."""
+# The script git bisect runs at each commit: given the selections of good's and bad's
+# runs and the file it records its step in, its argv and what it adds to its environment.
+Script = Callable[[str, str, str], tuple[list[str], dict[str, str]]]
+Step = dict[str, Any]      # what `check` recorded at one commit (one JSON line)
 
 
 @dataclass(frozen=True)
-class Target:
-    """What is measured at each commit and how."""
+class Range:
+    """The commits to bisect, checked: GOOD an ancestor of BAD in a clean repository
+    with no bisection under way, the experiment a file inside it."""
 
-    experiment: str                 # path of the experiment file inside the repository
-    metric: str
-    labels: dict[str, str]          # --label KEY=VALUE: stored with the runs, and selects them
-    build: str | None               # shell command run in the checkout before measuring
-    max_repeat: int
+    repo: Repo
+    good: str
+    bad: str
+    experiment: str                 # relative to the repository's top
 
-
-def git(repo: Path, *args: str) -> str:
-    """git's stdout, stripped; UsageError with git's own message if it fails."""
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=False)
-    if proc.returncode != 0:
-        raise UsageError(f"git {' '.join(args)} in {repo}: "
-                         f"{proc.stderr.strip() or f'exit {proc.returncode}'}")
-    return proc.stdout.strip()
-
-
-def load_at(checkout: Path, target: Target, sha: str) -> Experiment:
-    """The experiment as it is in `checkout`, its runs labelled commit=SHA. It must have
-    one variant and one test: bisection follows one figure."""
-    from hoplab.spec.experiment_loader import load_experiment
-
-    path = checkout / target.experiment
-    if not path.is_file():
-        raise CannotTest(f"{target.experiment} does not exist at {sha[:12]}")
-    exp = load_experiment(path)
-    tests = [t.name for v in exp.variants for t in v.tests]
-    if len(exp.variants) != 1 or len(tests) != 1:
-        raise UsageError(
-            f"{target.experiment}: bisection follows one figure, so the experiment needs one "
-            f"variant and one test; it has {len(exp.variants)} variant(s) and tests "
-            f"{', '.join(sorted(set(tests)))}")
-    return dataclasses.replace(exp, labels={**exp.labels, **target.labels, "commit": sha})
+    @classmethod
+    def of(cls, repo_dir: str, good: str, bad: str, experiment: str) -> Range:
+        repo = Repo(repo_dir)
+        g, b = repo.commit(good, "--good"), repo.commit(bad, "--bad")
+        if not repo.is_ancestor(g, b):
+            raise UsageError(f"--good {good} is not an ancestor of --bad {bad}")
+        path = Path(experiment)
+        if path.is_absolute():
+            top = repo.top.resolve()
+            if not path.resolve().is_relative_to(top):
+                raise UsageError(f"{experiment} is not in {repo.top}: the experiment is "
+                                 "read at each commit, so it must be in the repository")
+            path = path.resolve().relative_to(top)
+        return cls(repo, g, b, str(path))
 
 
-def stored(store: Store, exp: Experiment, sha: str, target: Target) -> list[RunRecord]:
-    """The finished runs already stored for this experiment, test and commit."""
-    test = exp.variants[0].tests[0].name
-    filters = {**target.labels, "experiment": exp.name, "test": test, "commit": sha,
-               "status": "ok"}
-    return [store.get_run(s.id, series=False) for s in store.list_runs(filters)
-            if s.id is not None]
+@dataclass(frozen=True)
+class Outcome:
+    """What a bisection found. good and bad are the SHAs as resolved before git
+    started (a revision such as HEAD~7 names another commit while one is checked out)."""
+
+    good: str
+    bad: str
+    ends: Verdict                   # good's runs against bad's
+    subjects: dict[str, str]        # 'abc1234 subject' of every commit named here
 
 
-def build(checkout: Path, command: str, sha: str, say: Say) -> None:
-    """Run the user's build command (a shell command line they wrote) in the checkout;
-    non-zero: this commit cannot be tested."""
-    say(f"  build {sha[:12]}: {command}")
-    proc = subprocess.run(["sh", "-c", command], cwd=checkout, check=False,
-                          env={**os.environ, "HOPLAB_COMMIT": sha})
-    if proc.returncode != 0:
-        raise CannotTest(f"build of {sha[:12]} failed (exit {proc.returncode}): {command}")
+@dataclass(frozen=True)
+class Refused(Outcome):
+    """Good and bad do not differ beyond the noise: no commit is named."""
 
 
-class Measurer:
-    """Takes runs of commits into one store, each batch in one `hoplab run`'s worth."""
+@dataclass(frozen=True)
+class Bisected(Outcome):
+    """git bisect's walk: each commit it visited, and the first bad one if it found it."""
 
-    def __init__(self, store: Store, target: Target, say: Say,
-                 checkout: Callable[[str], Path]) -> None:
-        self.store = store
-        self.target = target
-        self.say = say
-        self._checkout = checkout       # puts a commit's tree in place; returns its path
-        self._built: set[str] = set()
-        self.taken: dict[str, int] = {}  # runs this process took per commit (not reused)
+    steps: list[Step]
+    first_bad: str | None
 
-    def runs(self, sha: str, at_least: int) -> list[RunRecord]:
-        """At least `at_least` finished runs of commit `sha`: those stored, topped up."""
-        exp: Experiment | None = None
-        have: list[RunRecord] = []
+
+@dataclass(frozen=True)
+class EveryStep(Outcome):
+    """--all: each commit at which the figure stepped, with good-side and bad-side
+    verdict, and the ranges whose ends could not be told apart."""
+
+    found: list[tuple[str, Verdict]]
+    untold: list[tuple[str, str]]
+    min_step: float
+
+
+def bisect(rng: Range, target: Target, url: str, script: Script, say: Say, *,
+           every: bool = False, min_step: float = 0.02) -> Outcome:
+    """Measure the ends, then find the first bad commit (or, `every`, each step). The
+    repository is back on its branch, bisect state reset, whatever happens."""
+    from hoplab.lab.signals import terminate_as_interrupt
+    from hoplab.run.commits import apart
+    from hoplab.store import open_store
+
+    repo = rng.repo
+    with open_store(url) as store:
+        measurer = Measurer(store, target, say, checkout=repo.checkout)
         try:
-            tree = self._checkout(sha)
-            exp = load_at(tree, self.target, sha)
-        except CannotTest:
-            raise
-        except UsageError as e:
-            raise CannotTest(f"the experiment does not load at {sha[:12]}: {e}") from e
-        have = stored(self.store, exp, sha, self.target)
-        missing = at_least - len(have)
-        if missing <= 0:
-            return have
-        if self.target.build and sha not in self._built:
-            build(tree, self.target.build, sha, self.say)
-            self._built.add(sha)
-        self.say(f"  {sha[:12]}: {len(have)} stored, running {missing} more")
-        self._run(dataclasses.replace(exp, repeat=missing))
-        self.taken[sha] = self.taken.get(sha, 0) + missing
-        have = stored(self.store, exp, sha, self.target)
-        if len(have) < at_least:
-            raise CannotTest(f"runs of {sha[:12]} failed ({len(have)} of {at_least} finished;"
-                             f" `hoplab runs --filter commit={sha}` shows why)")
-        return have
-
-    def _run(self, exp: Experiment) -> None:
-        from hoplab.lab.signals import terminate_as_interrupt
-        from hoplab.run.experiment import ExperimentRunner
-
-        # As `hoplab run`: SIGTERM and SIGHUP unwind like Ctrl-C (the run under way is
-        # stored as interrupted, the lab taken down), and once one came, no other cuts
-        # that short. Labs are named bis + hex, so a leftover one can be told.
-        with terminate_as_interrupt(shield_after_first=True):
-            ExperimentRunner(exp, self.store, lab_name=LAB_PREFIX + secrets.token_hex(4)).run()
+            with terminate_as_interrupt():
+                say(f"measuring good {repo.subject(rng.good)} and bad {repo.subject(rng.bad)}")
+                try:
+                    _, _, ends = apart(measurer, rng.good, rng.bad)
+                    if ends.verdict != "different":
+                        return Refused(rng.good, rng.bad, ends, _subjects(repo, rng))
+                    if every:
+                        return _every_step(rng, measurer, ends, min_step)
+                    return _git_bisect(rng, measurer, url, script, say)
+                except CannotTest as e:
+                    raise UsageError(f"cannot measure an end of the range: {e}") from e
+        finally:
+            repo.restore()
 
 
-def check(measurer: Measurer, sha: str, good: Sequence[RunRecord], bad: Sequence[RunRecord]
-          ) -> tuple[Classification, int]:
-    """Like good, like bad or cannot tell, with adaptive repetitions: a batch, a verdict
-    against each side, more repetitions while unknown, up to the cap. Returns the
-    answer and the repetitions it rests on."""
-    metric, cap = measurer.target.metric, measurer.target.max_repeat
-    ends = adaptive.judge_runs(good, bad, metric, bound=None)
-    half = adaptive.half_step(ends.a, ends.b)
-    bound_good = half / abs(ends.median_a) if ends.median_a else float("inf")
-    bound_bad = half / abs(ends.median_b) if ends.median_b else float("inf")
-    n = adaptive.next_repetitions(0, cap) or cap
-    while True:
-        runs = measurer.runs(sha, n)
-        vg = adaptive.judge_runs(good, runs, metric, bound=bound_good)
-        vb = adaptive.judge_runs(bad, runs, metric, bound=bound_bad)
-        found = adaptive.classify(vg, vb)
-        measurer.say(f"  {sha[:12]}: {len(runs)} runs: vs good {vg.verdict} "
-                     f"({vg.describe()}); vs bad {vb.verdict} ({vb.describe()})")
-        nxt = adaptive.next_repetitions(len(runs), cap)
-        if found.final or nxt is None:
-            return found, len(runs)
-        n = nxt
+def _subjects(repo: Repo, rng: Range, *more: str | None) -> dict[str, str]:
+    return {sha: repo.subject(sha) for sha in (rng.good, rng.bad, *more) if sha}
 
 
-def apart(measurer: Measurer, a: str, b: str, bound: float | None = None
-          ) -> tuple[list[RunRecord], list[RunRecord], Verdict]:
-    """Runs of commits a and b, topped up together until they differ (p < 0.01), are the
-    same within `bound` (relative; None: never) or the cap is reached: the verdict says
-    which."""
-    metric, cap = measurer.target.metric, measurer.target.max_repeat
-    n = adaptive.next_repetitions(0, cap) or cap
-    while True:
-        ra, rb = measurer.runs(a, n), measurer.runs(b, n)
-        v = adaptive.judge_runs(ra, rb, metric, bound=bound)
-        measurer.say(f"  {a[:12]} vs {b[:12]}: {v.verdict} ({v.describe()})")
-        nxt = adaptive.next_repetitions(min(len(ra), len(rb)), cap)
-        if v.verdict != "unknown" or nxt is None:
-            return ra, rb, v
-        n = nxt
+def _git_bisect(rng: Range, measurer: Measurer, url: str, script: Script, say: Say
+                ) -> Bisected:
+    from hoplab.analysis.adaptive import judge_runs
+    from hoplab.run.commits import references
+    from hoplab.store.url import redact
+
+    g, b = references(measurer, rng.good, rng.bad)
+    ends = judge_runs(g, b, measurer.target.metric, bound=None)
+    exp, test = g[0].experiment, g[0].test
+    labels = "".join(f",{k}={v}" for k, v in measurer.target.labels.items())
+    fd, steps_file = tempfile.mkstemp(prefix="hoplab-bisect-", suffix=".jsonl")
+    os.close(fd)
+    try:
+        argv, env = script(f"experiment={exp},test={test},commit={rng.good}{labels}",
+                           f"experiment={exp},test={test},commit={rng.bad}{labels}",
+                           steps_file)
+        # git echoes its script's command line, and the script's errors come through:
+        # the store's password is masked in whatever is shown.
+        first = rng.repo.bisect_run(rng.good, rng.bad, argv, env,
+                                    lambda line: say("git: " + redact(line, url)))
+        steps = [json.loads(line) for line in Path(steps_file).read_text().splitlines()
+                 if line.strip()]
+    finally:
+        Path(steps_file).unlink(missing_ok=True)
+    visited = [s["commit"] for s in steps]
+    return Bisected(rng.good, rng.bad, ends, _subjects(rng.repo, rng, first, *visited),
+                    steps, first)
 
 
-def references(measurer: Measurer, good: str, bad: str) -> tuple[list[RunRecord],
-                                                                   list[RunRecord]]:
-    """The runs every commit is judged against: good's and bad's, at least twice the
-    first batch (10) each. Ten keep one disturbed run (a loaded machine's) from
-    deciding: the bootstrap median of 5 runs lands on a single outlier 6 % of the
-    time, of 10 runs 0.2 %."""
-    n = min(measurer.target.max_repeat, 2 * adaptive.FIRST_BATCH)
-    return measurer.runs(good, n), measurer.runs(bad, n)
+def _every_step(rng: Range, measurer: Measurer, ends: Verdict, min_step: float) -> EveryStep:
+    """Split the range at its middle commit while its ends differ, down to adjacent
+    commits (along the first-parent line)."""
+    from hoplab.run.commits import apart
+
+    commits = rng.repo.first_parents(rng.good, rng.bad)
+    found: list[tuple[str, Verdict]] = []
+    untold: list[tuple[str, str]] = []
+    todo = [(0, len(commits) - 1)]
+    while todo:
+        lo, hi = todo.pop(0)
+        try:
+            v = apart(measurer, commits[lo], commits[hi], bound=min_step)[2]
+        except CannotTest as e:
+            measurer.say(f"cannot test: {e}")
+            untold.append((commits[lo], commits[hi]))
+            continue
+        # Ends that differ at p < 0.01 by less than --min-step are no step either
+        # (docs/versions.md): GRO on or off moves the NAT example's goodput by about 1 %,
+        # which five runs a side can see but is not what --all looks for.
+        if v.verdict == "same" or (v.verdict == "different" and abs(v.change) < min_step):
+            continue
+        if v.verdict != "different":
+            untold.append((commits[lo], commits[hi]))
+            continue
+        if hi == lo + 1:
+            found.append((commits[hi], v))
+            continue
+        mid = (lo + hi) // 2
+        todo[:0] = [(lo, mid), (mid, hi)]
+    return EveryStep(rng.good, rng.bad, ends,
+                     _subjects(rng.repo, rng, *(sha for sha, _ in found)),
+                     found, untold, min_step)
+
+
+# --- one commit: `hoplab bisect check` -------------------------------------------------
+
+
+def check_head(target: Target, url: str, good: str, bad: str, steps_file: str | None,
+               say: Say) -> int:
+    """Measure the checked-out commit of the repository this process is in and answer
+    as git bisect run reads it: 0 like the runs `good` selects, 1 like `bad`'s, 125
+    cannot tell (also when the commit cannot be measured), 128 once GIVE_UP commits
+    could not be told. Each answer is recorded in `steps_file` (one JSON line)."""
+    try:
+        return _check(target, url, good, bad, steps_file, say)
+    except CannotTest as e:
+        say(f"hoplab bisect check: cannot test this commit ({SKIP}): {e}")
+        _record(steps_file, {"commit": _head(), "answer": SKIP, "word": "skipped",
+                             "reason": str(e), "runs": 0})
+        return SKIP
+
+
+def _head() -> str | None:
+    from hoplab.run.git import head
+
+    return head(Path.cwd())
+
+
+def _check(target: Target, url: str, good_sel: str, bad_sel: str, steps_file: str | None,
+           say: Say) -> int:
+    from hoplab.analysis.select import select_pair
+    from hoplab.run.commits import check
+    from hoplab.run.git import git, toplevel
+    from hoplab.store import open_store
+
+    here = Path.cwd()
+    top = toplevel(here)
+    sha = git(here, "rev-parse", "HEAD")
+    untold = _untold(steps_file)
+    if untold >= GIVE_UP:
+        # git would go on skipping, commit after commit, each at --max-repeat runs; the
+        # noise is too large for this step at these repetitions.
+        say(f"hoplab bisect check: {untold} commits could not be told; giving up "
+            f"(exit {ABORT}: git bisect run stops)")
+        _record(steps_file, {"commit": sha, "answer": ABORT, "word": "gave up",
+                             "reason": f"{untold} commits could not be told", "runs": 0})
+        return ABORT
+    with open_store(url) as store:
+        ids_good, ids_bad = select_pair(store, good_sel, bad_sel)
+        good = [store.get_run(i, series=False) for i in ids_good]
+        bad = [store.get_run(i, series=False) for i in ids_bad]
+        measurer = Measurer(store, target, say, checkout=lambda _sha: top)
+        found, n = check(measurer, sha, good, bad)
+    say(f"hoplab bisect check: {sha[:12]} is {found.word} ({found.reason}; {n} runs)")
+    _record(steps_file, _step(sha, found, n, measurer.taken.get(sha, 0)))
+    return found.answer
+
+
+def _untold(path: str | None) -> int:
+    if not path or not Path(path).exists():
+        return 0
+    return sum(json.loads(line).get("answer") == SKIP
+               for line in Path(path).read_text().splitlines() if line.strip())
+
+
+def _step(sha: str, found: Classification, n: int, taken: int) -> Step:
+    return {"commit": sha, "answer": found.answer, "word": found.word, "reason": found.reason,
+            "runs": n, "new_runs": taken, "median": found.vs_good.median_b,
+            "vs_good": _pct(found.vs_good), "vs_bad": _pct(found.vs_bad),
+            "power": found.vs_good.power.to_json()}
+
+
+def _pct(v: Verdict) -> dict[str, Any]:
+    return {"verdict": v.verdict, "change_pct": 100 * v.change, "p": v.p,
+            "ci_pct": [100 * v.ci[0], 100 * v.ci[1]]}
+
+
+def _record(path: str | None, step: Step) -> None:
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(step) + "\n")

@@ -15,16 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from hoplab import kind_registry as registry
 from hoplab.errors import HoplabError
+from hoplab.kind_registry import BYTES_LIMIT_S
 from hoplab.kinds import flow_tool
+from hoplab.kinds.figures import run_figures
+from hoplab.kinds.flow import Outcome
+from hoplab.kinds.procedure import Context
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import Executor
 from hoplab.nodes.registry import close_all, executors, is_local, wire_executors
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run import server_home
-from hoplab.run.figures import run_figures
-from hoplab.run.flows import Outcome, client_argv, server_for
+from hoplab.run.flows import client_argv, server_for
 from hoplab.run.outcome import collect
 from hoplab.run.paths import flow_ends, routers_crossed
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
@@ -34,7 +38,6 @@ from hoplab.spec.experiment import Flow, Test
 
 # How long past its planned end a client may run before it is stopped as hung.
 GRACE_S = 15.0
-BYTES_LIMIT_S = 600.0
 
 
 @dataclass
@@ -73,9 +76,9 @@ def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> li
 def _deadline(flow: Flow, t0: float) -> float:
     if flow.duration_s is None:
         return t0 + flow.start_s + BYTES_LIMIT_S
-    # A web flow's last load may start just before its end and take its whole timeout.
+    # A flow with a timeout of its own may run past its duration by it (its kind says).
     return (t0 + flow.start_s + flow.duration_s + GRACE_S + 0.1 * flow.duration_s
-            + (flow.timeout_s or 0.0))
+            + flow_tool(flow.kind).overrun(flow))
 
 
 def _start_servers(test: Test, plan: Plan, group: ProcessGroup,
@@ -170,44 +173,26 @@ def run_test(test: Test, plan: Plan, workdir: Path,
             close_all(nodes)
 
 
-def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], None],
-              base_dir: Path | None, nodes: Mapping[str, Executor]) -> TestResult:
-    group = ProcessGroup(workdir, nodes, plan.lab.name)
-    samplers: Samplers | None = None
-    profiler = PhaseProfiler(test, test.profile, plan, nodes, workdir,
-                             base_dir or Path.cwd()) if test.profile is not None else None
-    homes: list[server_home.Home] = []
-    try:
-        _start_servers(test, plan, group, homes)
-        samplers = Samplers(sampler_targets(test, plan, nodes),
-                            cpu="cpu" in test.samplers.kinds,
-                            clock_zero=0.0, interval_s=test.samplers.interval_s)
-        # Opening a node's counters (a namespace entered, a device's session) takes time
-        # the clients must not wait for: it comes before the clock starts.
-        samplers.open()
-        t0 = time.time()
-        samplers.clock_zero = t0
-        result = TestResult(started_at=t0)
-        samplers.start()
-        started, errors = _run_clients(test, plan, group, t0, tick, profiler)
-        result.duration_s = time.time() - t0
-        result.series += samplers.stop()
-        result.errors += [f"sampler: {e}" for e in samplers.errors]
-        if samplers.missing:
-            # What a node could not give is said, never stored as zeros.
-            result.notes["samplers_missing"] = "; ".join(samplers.missing)
-    finally:
-        if profiler is not None:
-            profiler.stop()
-        if samplers is not None:
-            samplers.stop()
-        group.stop_all()
-        for home in homes:
-            if home.executor is None:
-                shutil.rmtree(home.path, ignore_errors=True)
-            else:
-                server_home.remove(home)
-                group.record.removed_dir(home.executor.node, str(home.path))
+def _stop(group: ProcessGroup, samplers: Samplers | None, profiler: PhaseProfiler | None,
+          homes: list[server_home.Home]) -> None:
+    """Stop everything a test started, whatever happened, and remove its servers' homes."""
+    if profiler is not None:
+        profiler.stop()
+    if samplers is not None:
+        samplers.stop()
+    group.stop_all()
+    for home in homes:
+        if home.executor is None:
+            shutil.rmtree(home.path, ignore_errors=True)
+        else:
+            server_home.remove(home)
+            group.record.removed_dir(home.executor.node, str(home.path))
+
+
+def _figures(test: Test, result: TestResult, started: list[tuple[Flow, Proc]],
+             errors: list[str], t0: float) -> None:
+    """Each flow's outcome from its client's output, and the test's figures, into
+    `result`, with the clients' errors first."""
     window = (test.load.start_s, test.load.end_s or result.duration_s)
     outcomes: list[Outcome] = [_collect(f, p, t0, window) for f, p in started]
     result.errors = errors + [o.error for o in outcomes if o.error] + result.errors
@@ -227,6 +212,68 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
         result.metrics += sampler_metrics(result.series, window=window)
     except Exception as e:  # a fault in a figure must not lose the measurement
         result.errors.append(_fault("figures", e))
+
+
+def _procedure(test: Test, plan: Plan, group: ProcessGroup, result: TestResult,
+               tick: Callable[[float], None]) -> None:
+    """A kind's own procedure (a throughput search) in place of flows on a schedule."""
+    procedure = registry.get(test.kind).procedure
+    assert procedure is not None
+    try:
+        out = procedure(Context(
+            test=test, plan=plan, nodes=group.nodes, launcher=group, record=group.record,
+            workdir=group.workdir, t0=result.started_at, tick=tick,
+            listening=lambda node, proto, ports, procs: wait_listening(
+                group.nodes[node], proto, ports, [p for p in procs if isinstance(p, Proc)])))
+    except Exception as e:
+        result.errors.append(_fault(f"test {test.name}", e))
+        return
+    result.series += out.series
+    result.metrics += out.metrics
+    result.raw += out.raw
+    result.errors += out.errors
+    result.notes.update(out.notes)
+
+
+def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], None],
+              base_dir: Path | None, nodes: Mapping[str, Executor]) -> TestResult:
+    group = ProcessGroup(workdir, nodes, plan.lab.name)
+    own_procedure = registry.get(test.kind).procedure is not None
+    samplers: Samplers | None = None
+    profiler = PhaseProfiler(test, test.profile, plan, nodes, workdir,
+                             base_dir or Path.cwd()) if test.profile is not None else None
+    homes: list[server_home.Home] = []
+    try:
+        if not own_procedure:
+            _start_servers(test, plan, group, homes)
+        samplers = Samplers(sampler_targets(test, plan, nodes),
+                            cpu="cpu" in test.samplers.kinds,
+                            clock_zero=0.0, interval_s=test.samplers.interval_s)
+        # Opening a node's counters (a namespace entered, a device's session) takes time
+        # the clients must not wait for: it comes before the clock starts.
+        samplers.open()
+        t0 = time.time()
+        samplers.clock_zero = t0
+        result = TestResult(started_at=t0)
+        samplers.start()
+        started: list[tuple[Flow, Proc]] = []
+        errors: list[str] = []
+        if own_procedure:
+            _procedure(test, plan, group, result, tick)
+        else:
+            started, errors = _run_clients(test, plan, group, t0, tick, profiler)
+        result.duration_s = time.time() - t0
+        result.series += samplers.stop()
+        result.errors += [f"sampler: {e}" for e in samplers.errors]
+        if samplers.missing:
+            # What a node could not give is said, never stored as zeros.
+            result.notes["samplers_missing"] = "; ".join(samplers.missing)
+    finally:
+        _stop(group, samplers, profiler, homes)
+    if own_procedure:
+        result.metrics += sampler_metrics(result.series, window=(0.0, result.duration_s))
+    else:
+        _figures(test, result, started, errors, t0)
     if profiler is not None:
         prof = profiler.finish()
         result.raw += prof.raw

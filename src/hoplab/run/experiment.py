@@ -204,7 +204,7 @@ class ExperimentRunner:
             metadata={**self._host, "experiment_file": self.exp.source,
                       "lab_file": self.exp.lab_source,
                       "test": {"options": test.options,
-                               "flows": [dataclasses.asdict(f) for f in test.flows],
+                               "flows": [f.as_record() for f in test.flows],
                                "phases": [dataclasses.asdict(p) for p in test.phases],
                                "samplers": dataclasses.asdict(test.samplers)},
                       "matrix": {k: list(v) for k, v in self.exp.matrix.items()}})
@@ -215,19 +215,7 @@ class ExperimentRunner:
         self.progress.start_run(order, job, variant, test)
         rec = self._record(job, order, test, time.time())
         try:
-            up, settings = self._lab_for(job.variant)
-            rec.metadata["lab"] = summarize(up.plan)
-            rec.metadata["nodes"] = settings
-            # A device's model and firmware label its runs, unless the experiment gives them.
-            for key, value in device_labels(up.plan.lab, settings).items():
-                rec.labels.setdefault(key, value)
-            # Each device's clock against this machine's, measured for this run.
-            rec.metadata["clocks"] = clock_offsets(self._nodes)
-            rebooted = reboots(self._nodes, settings, self._boots)
-            if rebooted:
-                rec.metadata["rebooted"] = rebooted
-                self.progress.note(f"warning: {', '.join(rebooted)} rebooted; see run "
-                                   f"metadata 'rebooted'")
+            up = self._lab_up_for(rec, job)
             result: TestResult = run_test(test, up.plan, workdir, self.progress.tick,
                                           Path(self.exp.source).resolve().parent,
                                           nodes=self._nodes)
@@ -248,6 +236,27 @@ class ExperimentRunner:
             # The lab may be half set up: the next run gets a fresh one.
             self._down()
             return self._save(rec)
+        return self._save(self._measured(rec, test, result))
+
+    def _lab_up_for(self, rec: RunRecord, job: Job) -> UpResult:
+        """The job's variant's lab, up; what the run's record says of it and its nodes."""
+        up, settings = self._lab_for(job.variant)
+        rec.metadata["lab"] = summarize(up.plan)
+        rec.metadata["nodes"] = settings
+        # A device's model and firmware label its runs, unless the experiment gives them.
+        for key, value in device_labels(up.plan.lab, settings).items():
+            rec.labels.setdefault(key, value)
+        # Each device's clock against this machine's, measured for this run.
+        rec.metadata["clocks"] = clock_offsets(self._nodes)
+        rebooted = reboots(self._nodes, settings, self._boots)
+        if rebooted:
+            rec.metadata["rebooted"] = rebooted
+            self.progress.note(f"warning: {', '.join(rebooted)} rebooted; see run "
+                               f"metadata 'rebooted'")
+        return up
+
+    def _measured(self, rec: RunRecord, test: Test, result: TestResult) -> RunRecord:
+        """The run's record with what its test measured, failed if the test said so."""
         rec.started_at, rec.duration_s = result.started_at, result.duration_s
         rec.metrics, rec.series, rec.raw = result.metrics, result.series, result.raw
         # One-way delays between two clocks: corrected by the offsets measured above, or
@@ -271,7 +280,7 @@ class ExperimentRunner:
             result.errors.append(f"{e} (a fault in hoplab; the raw outputs are kept)")
         if result.errors:
             rec.status, rec.error = "failed", "; ".join(result.errors)
-        return self._save(rec)
+        return rec
 
     def _save(self, rec: RunRecord) -> RunRecord:
         self.sink.save_run(rec)

@@ -12,7 +12,7 @@ The group also notes when a flow's data began to move: the first moment one of
 its processes (client or server) had written more than its control messages
 (Executor.written, /proc/PID/io wchar in a namespace, read every millisecond
 until then). A bulk tool's own clock starts within a round trip of it, and only
-whole seconds of that start are in its report (see hoplab.run.outcome). A node
+whole seconds of that start are in its report (see hoplab.kinds.tcp). A node
 that cannot answer that cheaply (a device) answers None, and the flow is placed
 by its report.
 """
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hoplab.errors import HoplabError
+from hoplab.kinds.flow import ClientTimes
 from hoplab.nodes.executor import Executor, Process
 from hoplab.nodes.tracking import ProcessRecord
 
@@ -35,16 +36,6 @@ from hoplab.nodes.tracking import ProcessRecord
 # default): two of those cross this.
 CONTROL_BYTES = 2048
 _POLL_S = 0.001
-
-
-@dataclass(frozen=True)
-class ClientTimes:
-    """When a client ran, in Unix time: just before its exec, when its flow's data began
-    to move (None when that was not watched or not seen) and its output's last write
-    (None when it wrote nothing)."""
-    started: float
-    data_started: float | None
-    output_done: float | None
 
 
 class DataStart:
@@ -144,7 +135,7 @@ class Proc:
 
         A tool that reports once, when it is done (iperf3 -J), wrote it at the end of its
         test: this, less the test's length as the tool measured it, is when the test
-        started, which the process's start time is not (see hoplab.run.outcome)."""
+        started, which the process's start time is not (see hoplab.kinds.tcp)."""
         try:
             st = self.out.stat()
         except FileNotFoundError:

@@ -18,6 +18,7 @@ from hoplab.nodes.executor import Executor
 from hoplab.nodes.tracking import ProcessRecord
 from hoplab.profile import analyze, fold
 from hoplab.profile.record import Recording
+from hoplab.profile.stored import FOLDED
 from hoplab.record import Metric, RawOutput
 from hoplab.run.paths import routers_crossed
 from hoplab.spec.experiment import Profile, Test
@@ -148,7 +149,7 @@ class PhaseProfiler:
         md.update(status="ok", samples=analyze.samples(host),
                   seconds=round(self.recording.stopped - self.recording.started, 3),
                   top=analyze.top_symbols(host, 20))
-        out.raw.append(RawOutput("profile folded", fold.render(stacks).encode()))
+        out.raw.append(RawOutput(FOLDED, fold.render(stacks).encode()))
         cats = analyze.categories(host, table)
         md["categories"] = cats
         out.metrics += [Metric(f"profile.{name}", share, "%") for name, share in cats.items()]

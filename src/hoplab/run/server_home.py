@@ -13,16 +13,12 @@ from __future__ import annotations
 import contextlib
 import io
 import tarfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from hoplab.errors import HoplabError
+from hoplab.kinds.flow import Files
 from hoplab.nodes.executor import Executor
-
-# The content the server wants, by path under its home; a path ending in "/" is a
-# directory.
-Files = Mapping[str, bytes]
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,16 @@ if TYPE_CHECKING:
 # The kinds of sampler are the experiment file's vocabulary: hoplab.spec.experiment.
 __all__ = ["Samplers", "Target", "counter_delta", "sampler_metrics"]
 
-_HOMES = {"Samplers": "runner", "Target": "runner", "counter_delta": "summary",
-          "sampler_metrics": "summary"}
-
 
 def __getattr__(name: str) -> Any:
     # Imported on first use: the runner brings pyroute2 (0.1 s), which a reader of
     # stored samples (samplers.summary, the importers) does not need.
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    if name in ("Samplers", "Target"):
+        from hoplab.samplers import runner
 
-    return getattr(importlib.import_module(f"hoplab.samplers.{home}"), name)
+        return getattr(runner, name)
+    if name in ("counter_delta", "sampler_metrics"):
+        from hoplab.samplers import summary
+
+        return getattr(summary, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,9 +34,15 @@ from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
 
+# The samplers by their full names: `from hoplab.samplers import ...` names the package
+# too, whose __init__ loads this module on first use (a cycle, tests/unit/test_layers.py).
+import hoplab.samplers.cpu as cpu
+import hoplab.samplers.ifaces as ifaces
+import hoplab.samplers.qdisc as qdisc
+import hoplab.samplers.tcp as tcp
+import hoplab.samplers.wire as wire
 from hoplab.nodes.executor import Executor, Snapshot
 from hoplab.record import Series
-from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
 from hoplab.spec.experiment import SAMPLER_KINDS as SAMPLER_KINDS
 
 # SAMPLER_KINDS is the experiment file's vocabulary (spec owns it; named here as the
@@ -58,6 +64,8 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.series: dict[tuple[str, str | None, str | None], Series] = {}
+        # When the newest recorded sample began to be read (the run's clock).
+        self.began: float | None = None
 
     def add(self, name: str, unit: str, node: str | None, key: str | None, t: float,
             v: float) -> None:
@@ -154,6 +162,20 @@ class Samplers:
         self._result = out
         return out
 
+    def sampled_since(self, t: float, timeout: float) -> bool:
+        """Wait until each running sampler has recorded a sample it began to read at `t`
+        or later (the run's clock, as the series'): counters that include what the
+        caller did before `t`. False after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            behind = [rec for th, rec, _ in self._threads
+                      if th.is_alive() and (rec.began is None or rec.began < t)]
+            if not behind:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(self.interval_s / 4, 0.01))
+
     def _error(self, msg: str) -> None:
         with self._lock:
             self.errors.append(msg)
@@ -204,6 +226,7 @@ class Samplers:
                 for state, pct in (got or {}).items():
                     rec.add(f"cpu.{state}", "%", "host", row, t, pct)
             prev = cur
+            rec.began = t
 
     def _run_target(self, tg: Target, rec: _Recorder, gate: _Gate) -> None:
         # Opened in this thread: a namespace's source enters the namespace here.
@@ -214,8 +237,10 @@ class Samplers:
             state = _TargetState()
             wait = self._ticks(gate.ready)
             while True:
+                began = self._now()
                 snap = src.read()
                 self._sample(tg, rec, snap, state)
+                rec.began = began
                 if not wait():
                     break
         finally:

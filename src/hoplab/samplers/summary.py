@@ -4,7 +4,8 @@ Cumulative counters (iface.*, qdisc.drops/overlimits/requeues/sent_*, tcp.*)
 give their increase over the window (a fall is a wrap or a reset, told apart
 in _increase), interface counters also a mean rate
 (iface.rx_bps/tx_bps in bit/s, iface.rx_pps/tx_pps in packets/s); qdisc
-backlogs give their maximum (qdisc.backlog_bytes_max, qdisc.backlog_packets_max);
+backlogs give their maximum in bytes and in the qdisc's packets, where a GSO
+super-frame is one (qdisc.backlog_bytes_max, qdisc.backlog_packets_max);
 CPU shares (cpu.*, and sampler.cpu, the device sampler's own share of one core)
 give their mean over the window, each sample weighted by the part of
 the interval it covers that lies inside the window: a sample taken at the very

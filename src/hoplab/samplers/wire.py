@@ -18,6 +18,7 @@ from typing import Any
 
 from hoplab.lab import wire
 from hoplab.lab.state import LABS_DIR, find
+from hoplab.lab.where import lab_of, netns_prefix
 
 # (series name, unit, counter in the stats file)
 FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -42,9 +43,11 @@ DIRECTIONS = ("forward", "reverse")
 
 
 def stats_path(netns: str) -> Path:
-    """hoplab-LAB-w.INDEX -> the stats file that wire writes."""
-    lab, _, index = netns.removeprefix("hoplab-").rpartition("-w.")
-    if not lab or not index.isdigit():
+    """hoplab-LAB.w.INDEX (hoplab.lab.wire.netns_name) -> the stats file that wire writes."""
+    lab = lab_of(netns)
+    kind, dot, index = netns.removeprefix(netns_prefix(lab)).partition(".") if lab \
+        else ("", "", "")
+    if lab is None or (kind, dot) != ("w", ".") or not index.isdigit():
         raise ValueError(f"{netns} is not a wire namespace")
     return LABS_DIR / lab / "wire" / f"link{index}.json"
 

@@ -24,20 +24,14 @@ from ipaddress import (
     ip_address,
     ip_interface,
 )
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
+from hoplab.nodes import ssh_address as address
 from hoplab.spec.locate import Path
 from hoplab.spec.model import DeviceEnd, Link, SshTarget
 from hoplab.spec.units import kind, parse_bool, parse_int, parse_str
 
 SSH_OPTION_KEYS = ("port", "identity", "jump", "known_hosts")
-# A user name, a host name, an IPv4 or IPv6 address, or a Host alias: never an option
-# (a leading '-'), never a shell word, never a second destination.
-_USER = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,31}"
-_HOST = r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,252}|\[?[0-9A-Fa-f:.]{2,45}\]?)"
-_DESTINATION = re.compile(rf"(?:{_USER}@)?{_HOST}")
-_JUMP = re.compile(rf"(?:{_USER}@)?{_HOST}(?::[0-9]{{1,5}})?")
-_IDENTITY = re.compile(r"[A-Za-z0-9_./~+-][A-Za-z0-9_./+@-]{0,255}")
 # An interface name as the kernel allows it (15 bytes, no '/', ':' or space), and not
 # one that a tool would read as an option.
 IFNAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,14}")
@@ -45,48 +39,46 @@ IFNAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,14}")
 OFFLOADS = ("gro", "gso", "tso", "lro", "sg", "rx", "tx", "rxvlan", "txvlan", "ntuple", "rxhash")
 
 Fail = Callable[[Path, str], NoReturn]
+T = TypeVar("T")
 Addr = IPv4Address | IPv6Address
 Iface = IPv4Interface | IPv6Interface
 
 
 def destination(value: object) -> str:
+    """user@host, host or a Host alias; checked as the SSH target checks it."""
     text = parse_str(value)
-    if not _DESTINATION.fullmatch(text):
-        raise ValueError(f"{text!r} is not user@host, host or a Host alias of ~/.ssh/config "
-                         f"(letters, digits, '.', '_', '-'; no spaces or options)")
+    address.split_destination(text)
+    return text
+
+
+def _port(value: object) -> int:
+    return address.port(parse_int(value))
+
+
+def _jump(value: object) -> str:
+    text = parse_str(value)
+    address.split_jump(text)
     return text
 
 
 def ssh_target(dest: str, options: Mapping[str, object], path: Path, fail: Fail) -> SshTarget:
-    port = jump = None
-    identity = _path(options, "identity", path, fail)
-    known_hosts = _path(options, "known_hosts", path, fail)
-    if "port" in options:
+    def get(key: str, parse: Callable[[object], T]) -> T | None:
+        if key not in options:
+            return None
         try:
-            port = parse_int(options["port"])
+            return parse(options[key])
         except ValueError as e:
-            fail((*path, "port"), str(e))
-        if not 1 <= port <= 65535:
-            fail((*path, "port"), f"{port} is not a TCP port (1 to 65535)")
-    if "jump" in options:
-        raw = options["jump"]
-        if not isinstance(raw, str) or not _JUMP.fullmatch(raw):
-            fail((*path, "jump"), "expected user@host or host[:port] of a jump host, got "
-                                  + (repr(raw) if isinstance(raw, str) else kind(raw)))
-        jump = raw
-    return SshTarget(destination=dest, port=port, identity=identity, jump=jump,
-                     known_hosts=known_hosts)
+            fail((*path, key), str(e))
+
+    return SshTarget(destination=dest, port=get("port", _port), jump=get("jump", _jump),
+                     identity=get("identity", _key_file),
+                     known_hosts=get("known_hosts", _key_file))
 
 
-def _path(options: Mapping[str, object], key: str, path: Path, fail: Fail) -> str | None:
-    if key not in options:
-        return None
-    raw = options[key]
-    if not isinstance(raw, str):
-        fail((*path, key), f"expected a file path, got {kind(raw)}")
-    if not _IDENTITY.fullmatch(raw):
-        fail((*path, key), f"expected a file path like '~/.ssh/lab_ed25519', got {raw!r}")
-    return os.path.expanduser(raw)
+def _key_file(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a file path, got {kind(value)}")
+    return os.path.expanduser(address.key_file(value))
 
 
 def device_offloads(table: Mapping[str, object], path: Path, fail: Fail

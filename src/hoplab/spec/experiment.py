@@ -1,19 +1,22 @@
 """The validated experiment: a lab, tests made of flows, a matrix of variants, repetitions.
 
-Every test kind (hoplab.kinds: tcp, udp, ping, probe, rrul, custom, and any kind
-registered there) is expanded by the loader into the same thing: a list of flows,
-each between two nodes with a start offset and a duration, plus named phases. The
-orchestrator only knows flows. Units are normalised as in the lab model: bit/s,
-seconds, bytes.
+Every test kind (hoplab.kinds: tcp, udp, ping, probe, rrul, custom, web, and any
+kind registered in hoplab.kind_registry) is expanded by the loader into the same
+thing: a list of flows, each between two nodes with a start offset and a duration,
+plus named phases. The orchestrator only knows flows. Units are normalised as in the
+lab model: bit/s, seconds, bytes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any, TypeVar
 
-from hoplab.kinds import registry
+from hoplab import kind_registry as registry
+from hoplab import kv
 from hoplab.spec.model import Lab
+
+T = TypeVar("T")
 
 DIRECTIONS = ("up", "down", "bidir")
 SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp", "wire")
@@ -21,8 +24,9 @@ SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp", "wire")
 
 @dataclass(frozen=True)
 class Flow:
-    """One traffic source between two nodes. `src` runs the client; for tcp and udp,
-    `direction` says who sends: up is src -> dst, down is dst -> src (iperf3 -R)."""
+    """One traffic source between two nodes. `src` runs the client; `direction` says who
+    sends: up is src -> dst, down is dst -> src, bidir both (a bulk flow's choice: tcp
+    and udp, iperf3 -R and --bidir; every other flow is up)."""
 
     name: str
     kind: str
@@ -30,21 +34,27 @@ class Flow:
     dst: str
     start_s: float = 0.0
     duration_s: float | None = None
-    bytes: int | None = None
     direction: str = "up"
-    rate_bps: int | None = None
-    length: int | None = None
-    cport: int | None = None
-    affinity: str | None = None
-    congestion: str | None = None
-    tos: int | None = None
-    interval_s: float | None = None
-    size: int | None = None
     family: int = 4
-    # A web flow: the sizes of its page's objects, how many loads, each one's timeout.
-    objects: tuple[int, ...] = ()
-    loads: int | None = None
-    timeout_s: float | None = None
+    # The kind's own options of this flow, of a type its module declares (tcp's client
+    # port and rate, ping's interval and size, web's objects...): read back typed with
+    # options_as(). The loader and the orchestrator know none of them.
+    options: object = None
+
+    def options_as(self, cls: type[T]) -> T:
+        """This flow's own options, as the type its kind declared for them."""
+        if not isinstance(self.options, cls):
+            raise TypeError(f"flow {self.name}: its options are "
+                            f"{type(self.options).__name__}, not {cls.__name__}")
+        return self.options
+
+    def as_record(self) -> dict[str, Any]:
+        """The flow as a run's metadata keeps it (docs/data-format.md): its own fields and
+        its kind's options beside them, under the names its kind gave them."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "options"}
+        if is_dataclass(self.options) and not isinstance(self.options, type):
+            out.update(asdict(self.options))
+        return out
 
     @property
     def bulk(self) -> bool:
@@ -135,7 +145,7 @@ class Variant:
     setup: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def label(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.values.items()) or "(default)"
+        return kv.pairs(self.values, "(default)")
 
 
 @dataclass(frozen=True)

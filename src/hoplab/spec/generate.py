@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import NamedTuple
 
 from hoplab.spec.units import parse_int, parse_number
@@ -20,6 +21,9 @@ GENERATORS = ("chain", "star", "grid", "mesh")
 MESH_KEYS = ("nodes", "degree", "seed")
 # Every node is a network namespace with processes; far beyond this a lab is a typo.
 MAX_NODES = 1000
+# Each link is a veth pair with a subnet every node routes to: a mesh of 1000 nodes and
+# degree 999 (499,500 links) took 10 s and 385 MB to load, and more to plan.
+MAX_LINKS = 10_000
 
 
 class Topology(NamedTuple):
@@ -81,6 +85,9 @@ def grid(rows: int, cols: int) -> Topology:
     return Topology(tuple(nodes), tuple(links))
 
 
+# Pure and, for a large mesh, the dearest part of loading (its spare pairs are N^2/2):
+# every variant of an experiment asks for the same one.
+@lru_cache(maxsize=8)
 def mesh(nodes: int, degree: float, seed: int) -> Topology:
     """A random connected mesh of n1..nN with average degree close to `degree`.
 
@@ -96,6 +103,11 @@ def mesh(nodes: int, degree: float, seed: int) -> Topology:
     if degree > nodes - 1:
         raise GenerateError(("degree",), f"the average degree of {nodes} nodes is at most "
                                          f"{nodes - 1}, got {degree}")
+    if round(nodes * degree / 2) > MAX_LINKS:
+        raise GenerateError(("degree",), f"{nodes} nodes of average degree {degree} make "
+                                         f"{round(nodes * degree / 2)} links; the limit is "
+                                         f"{MAX_LINKS} (each a veth pair with a subnet "
+                                         f"every node routes to)")
     rng = random.Random(seed)
     names = tuple(f"n{i}" for i in range(1, nodes + 1))
     order = list(range(nodes))

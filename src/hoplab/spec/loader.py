@@ -16,13 +16,15 @@ from dataclasses import dataclass, field, replace
 from difflib import get_close_matches
 from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
 from pathlib import Path as FsPath
-from typing import NoReturn, TypeVar
+from typing import NoReturn, ParamSpec, TypeVar
 
+# By their full names: `from hoplab.spec import devices` names the package too, whose
+# __init__ loads this module on first use (an import cycle, tests/unit/test_layers.py).
+import hoplab.spec.devices as dev
+import hoplab.spec.generate as gen
+import hoplab.spec.names as names
 from hoplab.errors import SpecError
 from hoplab.nodes.registry import is_local
-from hoplab.spec import devices as dev
-from hoplab.spec import generate as gen
-from hoplab.spec import names
 from hoplab.spec.locate import Locator, Path, split_syntax_error
 from hoplab.spec.model import (
     EMULATORS,
@@ -39,6 +41,7 @@ from hoplab.spec.model import (
 from hoplab.spec.qdisc_options import misfit as qdisc_misfit
 from hoplab.spec.qdisc_options import parse_options as parse_qdisc_options
 from hoplab.spec.qdisc_options import queue_misfit as qdisc_queue_misfit
+from hoplab.spec.qdisc_options import rate_misfit as qdisc_rate_misfit
 from hoplab.spec.units import (
     choice,
     kind,
@@ -46,16 +49,18 @@ from hoplab.spec.units import (
     parse_bool,
     parse_burst,
     parse_command,
+    parse_delay,
     parse_interface,
     parse_mtu,
     parse_percent,
+    parse_pps,
     parse_queue,
     parse_rate,
     parse_str,
-    parse_time,
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
 N = TypeVar("N", IPv4Network, IPv6Network)
 Net = IPv4Network | IPv6Network
 Iface = IPv4Interface | IPv6Interface
@@ -68,7 +73,7 @@ _NOT_ON_DEVICES = {
     "forward": 'set sysctls = { "net.ipv4.ip_forward" = 1 } if the device should forward',
     "nat": "masquerade with a setup command on the device (nft or iptables)",
 }
-_LINK_OPTION_KEYS = ("rate", "delay", "jitter", "loss", "loss_burst", "duplicate", "reorder",
+_LINK_OPTION_KEYS = ("rate", "pps", "delay", "jitter", "loss", "loss_burst", "duplicate", "reorder",
                      "trace", "queue", "qdisc", "qdisc_options", "emulator",
                      "wireguard", "mtu", "forward", "reverse")
 _LINK_KEYS = ("between", *_LINK_OPTION_KEYS, "subnet4", "subnet6", "addresses", "attach")
@@ -99,8 +104,8 @@ def key_name(path: Sequence[str | int]) -> str:
 
 _DIRECTION_FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
     "rate": ("rate_bps", parse_rate),
-    "delay": ("delay_s", parse_time),
-    "jitter": ("jitter_s", parse_time),
+    "delay": ("delay_s", parse_delay),
+    "jitter": ("jitter_s", parse_delay),
     "loss": ("loss_pct", parse_percent),
     "loss_burst": ("loss_burst", parse_burst),
     "duplicate": ("duplicate_pct", parse_percent),
@@ -109,6 +114,7 @@ _DIRECTION_FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
     "queue": ("queue", parse_queue),
     "qdisc": ("qdisc", choice(QDISCS)),
     "qdisc_options": ("qdisc_options", parse_qdisc_options),
+    "pps": ("pps", parse_pps),
 }
 _LINK_FIELDS: dict[str, Callable[[object], object]] = {
     "emulator": choice(EMULATORS), "wireguard": parse_bool, "mtu": parse_mtu,
@@ -136,19 +142,64 @@ class _Options:
     link: _Layer = field(default_factory=dict)
 
 
-class _Ctx:
-    """Where a file's values came from, to turn a bad value into one SpecError."""
+class _Noted(Exception):
+    """A part of a file whose problems a check has noted: the part is left out."""
 
-    def __init__(self, text: str, source: str) -> None:
+
+class _Ctx:
+    """Where a file's values came from, to turn a bad value into one SpecError.
+
+    Loading stops at the first problem. A check (`hoplab check`) gives a list as
+    `problems` instead: each part of the file that stands on its own (a node, a link,
+    a test, a variant) then notes its first problem there and the check goes on with
+    the next part (attempt(), note()), so one run names every part that is wrong."""
+
+    def __init__(self, text: str, source: str,
+                 problems: list[SpecError] | None = None) -> None:
         self.text = text
         self.source = source
+        self.problems = problems
         self._locator: Locator | None = None
 
-    def fail(self, path: Path, message: str) -> NoReturn:
+    def error(self, path: Path, message: str) -> SpecError:
         if self._locator is None:
             self._locator = Locator(self.text)
-        raise SpecError(message, file=self.source, key=key_name(path) or None,
-                        line=self._locator.line(path))
+        return SpecError(message, file=self.source, key=key_name(path) or None,
+                         line=self._locator.line(path))
+
+    def fail(self, path: Path, message: str) -> NoReturn:
+        raise self.error(path, message)
+
+    def note(self, path: Path, message: str) -> None:
+        """A problem that leaves the rest of its part readable: noted in a check, raised
+        in a load."""
+        if self.problems is None:
+            self.fail(path, message)
+        self.problems.append(self.error(path, message))
+
+    def attempt(self, instead: T, part: Callable[P, T], *args: P.args,
+                **kwargs: P.kwargs) -> T:
+        """part(*args, **kwargs); in a check, its SpecError is noted and `instead` stands
+        for what it would have made, so the parts after it are still checked."""
+        if self.problems is None:
+            return part(*args, **kwargs)
+        try:
+            return part(*args, **kwargs)
+        except SpecError as e:
+            self.problems.append(e)
+        except _Noted:
+            pass
+        return instead
+
+    def noted(self) -> int:
+        return len(self.problems or ())
+
+    def stop_if_noted(self, before: int) -> None:
+        """In a check, leave out the part whose keys were noted since `before` (each was
+        named already), so nothing is judged against a value that is not there."""
+        if self.noted() > before:
+            raise _Noted
+
 
     def conv(self, path: Path, parse: Callable[[object], T], value: object) -> T:
         try:
@@ -159,12 +210,14 @@ class _Ctx:
     def table(self, value: object, path: Path, allowed: Sequence[str] | None) -> dict[str, object]:
         if not isinstance(value, dict):
             self.fail(path, f"expected a table, got {kind(value)}")
+        if allowed is None:
+            return value
         for key in value:
-            if allowed is not None and key not in allowed:
+            if key not in allowed:
                 hint = get_close_matches(key, allowed, n=1)
                 did = f" (did you mean '{hint[0]}'?)" if hint else ""
-                self.fail((*path, key), f"unknown key{did}; allowed keys: {', '.join(allowed)}")
-        return value
+                self.note((*path, key), f"unknown key{did}; allowed keys: {', '.join(allowed)}")
+        return {k: v for k, v in value.items() if k in allowed}
 
     def array(self, value: object, path: Path) -> list[object]:
         if not isinstance(value, list):
@@ -188,19 +241,25 @@ class _Ctx:
 
 def _options(ctx: _Ctx, table: dict[str, object], path: Path) -> _Options:
     opts = _Options()
+    before = ctx.noted()
     for key, value in table.items():
-        where = (*path, key)
-        if key in _DIRECTION_FIELDS:
-            name, parse = _DIRECTION_FIELDS[key]
-            opts.base[name] = (ctx.conv(where, parse, value), where)
-        elif key in _LINK_FIELDS:
-            opts.link[key] = (ctx.conv(where, _LINK_FIELDS[key], value), where)
-        elif key in ("forward", "reverse"):
-            layer = opts.forward if key == "forward" else opts.reverse
-            for sub, sub_value in ctx.table(value, where, tuple(_DIRECTION_FIELDS)).items():
-                name, parse = _DIRECTION_FIELDS[sub]
-                layer[name] = (ctx.conv((*where, sub), parse, sub_value), (*where, sub))
+        ctx.attempt(None, _option, ctx, opts, key, value, (*path, key))
+    # In a check each bad key is named; the link is then left out, not judged without it.
+    ctx.stop_if_noted(before)
     return opts
+
+
+def _option(ctx: _Ctx, opts: _Options, key: str, value: object, where: Path) -> None:
+    if key in _DIRECTION_FIELDS:
+        name, parse = _DIRECTION_FIELDS[key]
+        opts.base[name] = (ctx.conv(where, parse, value), where)
+    elif key in _LINK_FIELDS:
+        opts.link[key] = (ctx.conv(where, _LINK_FIELDS[key], value), where)
+    elif key in ("forward", "reverse"):
+        layer = opts.forward if key == "forward" else opts.reverse
+        for sub, sub_value in ctx.table(value, where, tuple(_DIRECTION_FIELDS)).items():
+            name, parse = _DIRECTION_FIELDS[sub]
+            layer[name] = (ctx.conv((*where, sub), parse, sub_value), (*where, sub))
 
 
 def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
@@ -216,6 +275,9 @@ def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
     if "trace" in merged and "rate_bps" in merged:
         ctx.fail(merged["trace"][1], f"trace and rate exclude each other ({label}): the trace "
                                      "sets the capacity")
+    if "trace" in merged and "pps" in merged:
+        ctx.fail(merged["pps"][1], f"trace and pps exclude each other ({label}): the trace "
+                                   "sets the capacity")
     if "qdisc_options" in merged:
         why = qdisc_misfit(_pick(merged, "qdisc", str), _pick(merged, "qdisc_options", tuple) or ())
         if why is not None:
@@ -225,6 +287,10 @@ def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
     why = qdisc_queue_misfit(_pick(merged, "qdisc", str), in_bytes)
     if why is not None:
         ctx.fail(merged["queue"][1], f"{why} ({label})")
+    why = qdisc_rate_misfit(_pick(merged, "qdisc", str), _pick(merged, "rate_bps", int),
+                            queue is not None)
+    if why is not None:
+        ctx.fail(merged["rate_bps"][1], f"{why} ({label})")
     trace = _pick(merged, "trace", str)
     if trace is not None:
         trace = _trace_path(ctx, trace, merged["trace"][1])
@@ -237,7 +303,8 @@ def _direction(ctx: _Ctx, layers: Iterable[_Layer], label: str) -> Direction:
                      loss_burst=_pick(merged, "loss_burst", float),
                      duplicate_pct=_pick(merged, "duplicate_pct", float),
                      reorder=_pick(merged, "reorder", bool), trace=trace,
-                     qdisc_options=_pick(merged, "qdisc_options", tuple) or ())
+                     qdisc_options=_pick(merged, "qdisc_options", tuple) or (),
+                     pps=_pick(merged, "pps", int))
 
 
 def _trace_path(ctx: _Ctx, trace: str, where: Path) -> str:
@@ -474,7 +541,8 @@ def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
                 iface_offloads=iface_offloads)
 
 
-def _check_nat(ctx: _Ctx, nodes: Sequence[Node], links: Sequence[Link]) -> None:
+def _check_nat(ctx: _Ctx, nodes: Sequence[Node], links: Sequence[Link], _generated: int
+               ) -> None:
     names = {n.name for n in nodes}
     for node in nodes:
         if node.nat is None:
@@ -487,7 +555,8 @@ def _check_nat(ctx: _Ctx, nodes: Sequence[Node], links: Sequence[Link]) -> None:
             ctx.fail(where, f"'{out}' is neither a node nor a valid interface name")
 
 
-def _check_overlaps(ctx: _Ctx, links: Sequence[Link], generated: int) -> None:
+def _check_overlaps(ctx: _Ctx, _nodes: Sequence[Node], links: Sequence[Link], generated: int
+                    ) -> None:
     """Two links on one subnet would put one address on two nodes."""
     seen: list[tuple[Net, int]] = []
     for link in links[generated:]:
@@ -503,7 +572,8 @@ def _check_overlaps(ctx: _Ctx, links: Sequence[Link], generated: int) -> None:
             seen.append((net, link.index - generated))
 
 
-def _check_nics(ctx: _Ctx, links: Sequence[Link], generated: int) -> None:
+def _check_nics(ctx: _Ctx, _nodes: Sequence[Node], links: Sequence[Link], generated: int
+                ) -> None:
     """One host NIC is cabled to one device end."""
     seen: dict[str, int] = {}
     for link in links[generated:]:
@@ -597,51 +667,80 @@ def _lab_name(ctx: _Ctx, raw: object, override: str | None) -> str:
     return from_file
 
 
-def _build(ctx: _Ctx, data: dict[str, object], name: str | None) -> Lab:
-    top = ctx.table(data, (), _TOP_KEYS)
-    lab_name = _lab_name(ctx, top.get("name"), name)
-    addressing = _addressing(ctx, top.get("addressing", {}))
-    topo = _generate(ctx, top["generate"]) if "generate" in top else gen.Topology((), ())
-    explicit = {
-        node_name: _node(ctx, node_name, raw, ("nodes", node_name))
-        for node_name, raw in ctx.table(top.get("nodes", {}), ("nodes",), None).items()
-    }
-    # Generated nodes keep their generated order; [nodes.X] of one of them only sets options.
-    order = list(topo.nodes) + [n for n in explicit if n not in set(topo.nodes)]
+def _nodes(ctx: _Ctx, top: dict[str, object], topo: gen.Topology) -> tuple[Node, ...]:
+    """Generated nodes in their generated order, then the others; [nodes.X] of a
+    generated node only sets its options."""
+    none: dict[str, object] = {}
+    raw = ctx.attempt(none, ctx.table, top.get("nodes", {}), ("nodes",), None)
+    explicit = {n: ctx.attempt(Node(name=n), _node, ctx, n, v, ("nodes", n))
+                for n, v in raw.items()}
+    generated = set(topo.nodes)
+    order = list(topo.nodes) + [n for n in explicit if n not in generated]
     nodes = tuple(explicit.get(n, Node(name=n)) for n in order)
     if not nodes:
-        ctx.fail(("nodes",), "a lab needs at least one node: add [nodes.NAME] or [generate]")
-    defaults_path: Path = ("link_defaults",)
-    defaults = _options(ctx, ctx.table(top.get("link_defaults", {}), defaults_path,
-                                       _LINK_OPTION_KEYS), defaults_path)
+        ctx.note(("nodes",), "a lab needs at least one node: add [nodes.NAME] or [generate]")
+    return nodes
+
+
+def _links(ctx: _Ctx, top: dict[str, object], topo: gen.Topology, nodes: Sequence[Node],
+           devices: Collection[str], ipv6: bool) -> list[Link]:
+    where: Path = ("link_defaults",)
+    none: dict[str, object] = {}
+    table = ctx.attempt(none, ctx.table, top.get("link_defaults", {}), where,
+                        _LINK_OPTION_KEYS)
+    defaults = ctx.attempt(_Options(), _options, ctx, table, where)
+    order = [n.name for n in nodes]
+    # Generated links have only the defaults' options: one is built and checked (its
+    # ends name it in a message), the others are copies with their own ends.
+    first = ctx.attempt(None, _link, ctx, 0, topo.links[0], defaults, _Options()) \
+        if topo.links else None
+    links: list[Link | None] = [None if first is None else replace(first, index=i, a=a, b=b)
+                                for i, (a, b) in enumerate(topo.links)]
+    nothing: list[object] = []
+    for i, raw in enumerate(ctx.attempt(nothing, ctx.array, top.get("links", []),
+                                        ("links",))):
+        links.append(ctx.attempt(None, _explicit_link, ctx, raw, ("links", i), len(links),
+                                 order, defaults, ipv6, devices))
+    # In a check a link with a problem is left out; in a load there is none.
+    return [lk for lk in links if lk is not None]
+
+
+def _build(ctx: _Ctx, data: dict[str, object], name: str | None) -> Lab:
+    top = ctx.table(data, (), _TOP_KEYS)
+    lab_name = ctx.attempt("lab", _lab_name, ctx, top.get("name"), name)
+    addressing = ctx.attempt(Addressing(), _addressing, ctx, top.get("addressing", {}))
+    topo = gen.Topology((), ())
+    if "generate" in top:
+        topo = ctx.attempt(topo, _generate, ctx, top["generate"])
+    nodes = _nodes(ctx, top, topo)
     devices = {n.name for n in nodes if not is_local(n.kind)}
-    for name in devices & set(topo.nodes):
-        ctx.fail(("nodes", name, "ssh"), f"'{name}' is a generated node; a device is declared "
-                                         f"with its links in [[links]]")
-    links = [_link(ctx, i, ends, defaults, _Options()) for i, ends in enumerate(topo.links)]
-    for i, raw in enumerate(ctx.array(top.get("links", []), ("links",))):
-        links.append(_explicit_link(ctx, raw, ("links", i), len(links), order, defaults,
-                                    addressing.ipv6, devices))
-    _check_nat(ctx, nodes, links)
-    _check_overlaps(ctx, links, len(topo.links))
-    _check_nics(ctx, links, len(topo.links))
-    tunnels = _tunnels(ctx, top.get("tunnels", []), order, links, addressing.ipv6)
+    for name in sorted(devices & set(topo.nodes)):
+        ctx.note(("nodes", name, "ssh"), f"'{name}' is a generated node; a device is "
+                                         f"declared with its links in [[links]]")
+    links = _links(ctx, top, topo, nodes, devices, addressing.ipv6)
+    for check in (_check_nat, _check_overlaps, _check_nics):
+        # Each finds at most its first problem: they see the whole lab.
+        ctx.attempt(None, check, ctx, nodes, links, len(topo.links))
+    no_tunnels: tuple[Tunnel, ...] = ()
+    tunnels = ctx.attempt(no_tunnels, _tunnels, ctx, top.get("tunnels", []),
+                          [n.name for n in nodes], links, addressing.ipv6)
     for k, t in enumerate(tunnels):
         for end in (t.a, t.b):
             if end in devices:
-                ctx.fail(("tunnels", k, "between"), f"{end} is a device: hoplab builds no "
+                ctx.note(("tunnels", k, "between"), f"{end} is a device: hoplab builds no "
                                                     "tunnel on it; use setup commands")
     accept = False
     if "accept_new_host_keys" in top:
-        accept = ctx.conv(("accept_new_host_keys",), parse_bool, top["accept_new_host_keys"])
+        accept = ctx.attempt(False, ctx.conv, ("accept_new_host_keys",), parse_bool,
+                             top["accept_new_host_keys"])
     return Lab(name=lab_name, nodes=nodes, links=tuple(links), tunnels=tunnels,
                addressing=addressing, source=ctx.source, accept_new_host_keys=accept)
 
 
-def load_lab_text(text: str, source: str, name: str | None = None) -> Lab:
-    """Parse and validate lab TOML `text`; `source` names it in messages and Lab.source."""
+def parse_toml(text: str, source: str) -> dict[str, object]:
+    """The TOML table of a lab file; a syntax error is a SpecError at its line."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         message, line = split_syntax_error(str(e), text)
         dup = _DUP_NODE.match(message)
@@ -650,15 +749,32 @@ def load_lab_text(text: str, source: str, name: str | None = None) -> Lab:
                             f"is already declared above", file=source,
                             key=key_name(("nodes", dup.group(1))), line=line) from None
         raise SpecError(f"TOML syntax error: {message}", file=source, line=line) from None
-    return _build(_Ctx(text, source), data, name)
+
+
+def load_lab_text(text: str, source: str, name: str | None = None) -> Lab:
+    """Parse and validate lab TOML `text`; `source` names it in messages and Lab.source."""
+    return _build(_Ctx(text, source), parse_toml(text, source), name)
 
 
 def load_lab_data(data: dict[str, object], text: str, source: str,
-                  name: str | None = None) -> Lab:
+                  name: str | None = None, problems: list[SpecError] | None = None) -> Lab:
     """Validate an already parsed (and possibly modified) lab table. `text` is the file it
     came from, used to find lines for messages; keys added later have the line of their
-    nearest enclosing table."""
-    return _build(_Ctx(text, source), data, name)
+    nearest enclosing table. With `problems` (a check), every part's first problem is
+    added there and the Lab returned is what the parts without one make."""
+    return _build(_Ctx(text, source, problems), data, name)
+
+
+def check_lab_data(data: dict[str, object], text: str, source: str
+                   ) -> tuple[Lab | None, list[SpecError]]:
+    """Every problem of a lab table, one per part that stands on its own (hoplab check);
+    the Lab when there is none."""
+    problems: list[SpecError] = []
+    try:
+        lab = load_lab_data(data, text, source, problems=problems)
+    except SpecError as e:  # a problem the rest of the file cannot be read past
+        problems.append(e)
+    return (None if problems else lab), problems
 
 
 def load_lab(path: str | FsPath, name: str | None = None) -> Lab:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from hoplab.spec.generate import MAX_NODES
 from hoplab.spec.loader import SpecContext
 from hoplab.spec.locate import Path
 from hoplab.spec.model import Lab
@@ -98,6 +99,9 @@ def apply_hops(data: dict[str, Any], hops: int, ctx: SpecContext, where: Path) -
     link (and the first router's node table) for every new router and inner link."""
     if hops < 1:
         ctx.fail(where, f"hops must be at least 1, got {hops}")
+    if hops > MAX_NODES - 2:
+        ctx.fail(where, f"hops is at most {MAX_NODES - 2}, got {hops}: a lab has at most "
+                        f"{MAX_NODES} nodes, as [generate] makes them")
     gen = data.get("generate")
     if isinstance(gen, dict) and "chain" in gen:
         gen["chain"] = hops

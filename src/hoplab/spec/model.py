@@ -50,6 +50,9 @@ class Direction:
     trace: str | None = None
     # The qdisc's options, tc's names, sorted (see hoplab.spec.qdisc_options).
     qdisc_options: tuple[tuple[str, str | int | float | bool], ...] = ()
+    # A ceiling in wire-size frames per second (a CPU-bound router's packet rate): only
+    # the userspace wire has one (a GSO super-frame counts as its segments).
+    pps: int | None = None
 
     def needs_netem(self) -> bool:
         """Impairments beyond rate and queue: netem's, or the wire's."""
@@ -58,7 +61,7 @@ class Direction:
 
     def needs_wire(self) -> bool:
         """What only the userspace wire can do (netem has no trace, always reorders)."""
-        return self.trace is not None or self.reorder is False
+        return self.trace is not None or self.reorder is False or self.pps is not None
 
     def is_plain(self) -> bool:
         return self == Direction()

@@ -2,7 +2,7 @@
 experiment file or the command line (`--name`, `--lab-name`, `lab down NAME`,
 `lab exec LAB NODE`, `clean NAME`).
 
-A lab name becomes part of namespace names (`hoplab-LAB-NODE`), interface
+A lab name becomes part of namespace names (`hoplab-LAB.NODE`), interface
 labels and the path of its state record, so it is never taken as given.
 """
 

@@ -29,10 +29,23 @@ TUNNEL_KEYS = tuple(f"tunnel-{k}" for k in FLOW_KEYS)
 FIVE_TUPLE = ",".join(FLOW_KEYS)
 
 
+# tc sends these options as 32-bit counts, and codel's times as 32-bit microseconds.
+_U32 = 2**32 - 1
+_MAX_TIME_S = _U32 / 1e6
+
+
 def _positive(value: object) -> int:
     n = parse_int(value)
-    if n < 1:
-        raise ValueError(f"expected a whole number of 1 or more, got {n}")
+    if not 1 <= n <= _U32:
+        raise ValueError(f"expected a whole number from 1 to {_U32} (tc's 32-bit count), "
+                         f"got {n}")
+    return n
+
+
+def _memory(value: object) -> int:
+    n = parse_size(value)
+    if n > _U32:
+        raise ValueError(f"expected at most {_U32} bytes (tc's 32-bit count), got {value!r}")
     return n
 
 
@@ -78,11 +91,14 @@ def _time(value: object) -> float:
     s = parse_time(value)
     if s <= 0:
         raise ValueError(f"expected a time above 0, got {kind(value)}")
+    if s > _MAX_TIME_S:
+        raise ValueError(f"expected at most 4294s (tc holds it in 32-bit microseconds), "
+                         f"got {value!r}")
     return s
 
 
 PARSERS: dict[str, Callable[[object], OptionValue]] = {
-    "limit": _positive, "memory_limit": parse_size, "target": _time, "interval": _time,
+    "limit": _positive, "memory_limit": _memory, "target": _time, "interval": _time,
     "ecn": parse_bool, "ce_threshold": _time, "flows": _positive, "quantum": _positive,
     "perturb": _perturb, "divisor": _divisor, "depth": _depth, "keys": _keys, "hosts": _keys,
 }
@@ -118,6 +134,20 @@ def queue_misfit(qdisc: str | None, queue_bytes: bool) -> str | None:
     if queue_bytes and qdisc in ("codel", "sfq"):
         return (f'queue in bytes cannot bound qdisc = "{qdisc}", whose limit counts packets; '
                 f'write queue = 1000 (packets) or qdisc_options = {{ limit = 1000 }}')
+    return None
+
+
+# tbf's own queue, when the link gives none, is 50 ms of traffic (hoplab.lab.shaping),
+# which tc sends as a 32-bit byte count.
+TBF_MAX_RATE_BPS = _U32 * 8 * 20
+
+
+def rate_misfit(qdisc: str | None, rate_bps: int | None, queue: bool) -> str | None:
+    """Why a rate is too high for `qdisc` as hoplab builds it."""
+    if qdisc == "tbf" and not queue and rate_bps is not None and rate_bps > TBF_MAX_RATE_BPS:
+        return ('qdisc = "tbf" is at most 687gbit without a queue: its queue is then 50 ms '
+                "of traffic, which tc holds in a 32-bit byte count; give a queue "
+                '(e.g. queue = "64mb")')
     return None
 
 

@@ -1,9 +1,8 @@
 """[[tests]] entries -> Test objects: per-kind options, defaults, and the flows they expand to.
 
-Each kind (hoplab.kinds) declares its options and how it expands to flows; the
-keys every test has are below. The option tables are the reference for
-docs/experiment-format.md: each kind accepts exactly its keys, and an unknown key
-is an error naming it.
+Each kind (hoplab.kind_registry) declares its options and how it expands to flows;
+the keys every test has are below. Each kind accepts exactly its keys, and an
+unknown key is an error naming it.
 """
 
 from __future__ import annotations
@@ -12,8 +11,8 @@ from collections.abc import Collection, Mapping, Sequence
 from difflib import get_close_matches
 from typing import Any
 
-from hoplab.kinds import registry
-from hoplab.kinds.registry import Parse
+from hoplab import kind_registry as registry
+from hoplab.kind_registry import Parse
 from hoplab.spec.experiment import (
     SAMPLER_KINDS,
     Phase,
@@ -72,10 +71,11 @@ class _TestReader:
     def options(self, raw: object, path: Path, allowed: Mapping[str, Parse]) -> dict[str, Any]:
         table = self.ctx.table(raw, path, tuple(allowed))
         out = {}
+        before = self.ctx.noted()
         for key, value in table.items():
-            out[key] = self.ctx.conv((*path, key), allowed[key], value)
-        if "duration" in out and "bytes" in out:
-            self.ctx.fail((*path, "bytes"), "give duration or bytes, not both")
+            # In a check, every bad option is named; then the test is left out.
+            out[key] = self.ctx.attempt(None, self.ctx.conv, (*path, key), allowed[key], value)
+        self.ctx.stop_if_noted(before)
         return out
 
     def flow_options(self, kind: str) -> Mapping[str, Parse]:
@@ -148,6 +148,8 @@ def read_test(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str],
     if src is not None and src == dst:
         ctx.fail((*path, "to"), f"from and to are both '{src}'")
     flows, phases = kind.expand(r, name, src, dst, o, path)
+    if len(flows) > registry.MAX_TEST_FLOWS:
+        ctx.fail(path, too_many_flows(len(flows)))
     if not phases:
         end = max((f.end_s or 0.0) for f in flows)
         phases = [Phase("load", 0.0, end)] if end > 0 else []
@@ -168,11 +170,17 @@ def read_test(ctx: SpecContext, raw: object, path: Path, nodes: Collection[str],
     return test
 
 
-def check_unique(ctx: SpecContext, tests: Sequence[Test]) -> None:
+def too_many_flows(count: int) -> str:
+    return (f"this test has {count} flows; at most {registry.MAX_TEST_FLOWS}: a test's "
+            f"flows run together, each a tool's process, most with a server of its own")
+
+
+def check_unique(ctx: SpecContext, tests: Sequence[tuple[int, Test]]) -> None:
+    """No two tests of one name; `tests` are (index in the file, test)."""
     seen: set[str] = set()
-    for i, t in enumerate(tests):
+    for i, t in tests:
         if t.name in seen:
-            ctx.fail(("tests", i, "name"), f"two tests are named '{t.name}'")
+            ctx.note(("tests", i, "name"), f"two tests are named '{t.name}'")
         seen.add(t.name)
 
 

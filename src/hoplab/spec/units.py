@@ -60,6 +60,23 @@ _SIZE_UNITS = {
 
 _PACKET_UNITS = ("p", "pkt", "pkts", "packets")
 
+# Bounds, each where its value is parsed, with why it is what it is.
+# tc keeps a shaped link's token bucket (1 ms of traffic, hoplab.lab.shaping) in a 32-bit
+# byte count: HTB refuses a burst above 4 GiB, which 34.36 Tbit/s would need.
+MAX_RATE_BPS = 34 * 10**12
+MAX_RATE_WHY = ("tc keeps a shaped link's token bucket (1 ms of traffic) in a 32-bit "
+                "byte count, which holds 34.36 Tbit/s at most")
+# iperf3 refuses a test longer than a day (-t above 86400), and nothing else hoplab waits
+# for (a pause, a start offset, an idle phase) needs longer.
+MAX_TIME_S = 86400.0
+# Past a round trip of 120 s (Linux TCP's longest retransmission timeout, TCP_RTO_MAX)
+# every segment is sent again before its ACK could be back.
+MAX_DELAY_S = 60.0
+# tc holds a queue's limit in 32 bits: a byte count (bfifo, tbf, fq_codel's memory_limit)
+# or a packet count, which tbf turns into bytes of 1514-byte frames (2.8 million).
+MAX_QUEUE_BYTES = 2**32 - 1
+MAX_QUEUE_PACKETS = 1_000_000
+
 
 def _is_number(value: object) -> TypeGuard[int | float]:
     # TOML booleans arrive as Python bools, which are ints: never treat them as numbers.
@@ -105,6 +122,8 @@ def parse_rate(value: object) -> int:
                          f"got {kind(value)}")
     if bps <= 0:
         raise ValueError(f"a rate must be positive, got {value!r}")
+    if bps > MAX_RATE_BPS:
+        raise ValueError(f"a rate is at most 34tbit, got {value!r}: {MAX_RATE_WHY}")
     return bps
 
 
@@ -122,7 +141,22 @@ def parse_time(value: object) -> float:
             f"unknown time unit {unit or '(none)'!r} in {value!r}; "
             f"use one of ns, us, ms, s, m (minutes), min, h"
         )
-    return float(number * _TIME_UNITS[lower])
+    seconds = number * _TIME_UNITS[lower]
+    if seconds > Decimal(MAX_TIME_S):
+        raise ValueError(f"a time is at most 24h, got {value!r}: iperf3 runs a test for a "
+                         f"day at most (-t 86400), and nothing else hoplab waits for is "
+                         f"longer")
+    return float(seconds)
+
+
+def parse_delay(value: object) -> float:
+    """A one-way delay (or its jitter) in seconds, at most a minute."""
+    seconds = parse_time(value)
+    if seconds > MAX_DELAY_S:
+        raise ValueError(f"a delay is at most 60s, got {value!r}: past a round trip of "
+                         f"120 s (Linux TCP's longest retransmission timeout) every "
+                         f"segment would be sent again before its ACK could be back")
+    return seconds
 
 
 def parse_size(value: object) -> int:
@@ -169,24 +203,50 @@ def parse_percent(value: object) -> float:
     return pct
 
 
+# Frames per second a wire direction may be capped at: above 100 Mframes/s no emulated
+# router forwards, and the wire's service time (ns per frame) would round to nothing.
+MAX_PPS = 100_000_000
+
+
+def parse_pps(value: object) -> int:
+    """A frame rate ceiling: a whole number of frames per second, 1 .. MAX_PPS."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"pps is a whole number of frames per second, got {kind(value)}")
+    if not 1 <= value <= MAX_PPS:
+        raise ValueError(f"pps is 1 to {MAX_PPS} frames per second, got {value}")
+    return value
+
+
 def parse_queue(value: object) -> QueueLimit:
     """A queue bound: an int or "100p" is packets, a size string ("64kb") is bytes."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
             raise ValueError(f"a queue limit must be positive, got {value!r}")
-        return QueueLimit(packets=value)
+        return _packets(value, value)
     if isinstance(value, str):
         number, unit = _split(value, "queue limit", "100p")
         if unit.lower() in _PACKET_UNITS:
             if number != number.to_integral_value() or number <= 0:
                 raise ValueError(f"a packet count must be a positive whole number, got {value!r}")
-            return QueueLimit(packets=int(number))
+            return _packets(int(number), value)
         try:
-            return QueueLimit(bytes=parse_size(value))
+            size = parse_size(value)
         except ValueError as e:
             raise ValueError(f"{e} (or packets, e.g. '100p')") from None
+        if size > MAX_QUEUE_BYTES:
+            raise ValueError(f"a queue is at most 4294967295 bytes (4gib less one), got "
+                             f"{value!r}: tc holds a queue's limit in a 32-bit byte count")
+        return QueueLimit(bytes=size)
     raise ValueError(f"a queue limit must be packets (100 or '100p') or a size ('64kb'), "
                      f"got {kind(value)}")
+
+
+def _packets(count: int, value: object) -> QueueLimit:
+    if count > MAX_QUEUE_PACKETS:
+        raise ValueError(f"a queue is at most 1000000 packets, got {value!r}: tc holds a "
+                         f"queue's limit in 32 bits, tbf's in bytes (1514 to a packet), "
+                         f"and a million full frames are 1.5 GB in each direction")
+    return QueueLimit(packets=count)
 
 
 # Plain TOML values. TOML booleans are Python ints, hence the explicit bool checks.

@@ -12,22 +12,28 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hoplab.store.schema import SCHEMA_VERSION
-    from hoplab.store.store import RunSummary, Store, open_store
+    from hoplab.store.store import Annotation, RunSummary, Store, check_run, open_store
     from hoplab.store.url import DEFAULT_PATH
 
-__all__ = ["DEFAULT_PATH", "SCHEMA_VERSION", "RunSummary", "Store", "open_store"]
+__all__ = ["DEFAULT_PATH", "SCHEMA_VERSION", "Annotation", "RunSummary", "Store", "check_run",
+           "open_store"]
 
-_HOMES = {"SCHEMA_VERSION": "schema", "RunSummary": "store", "Store": "store",
-          "open_store": "store", "DEFAULT_PATH": "url"}
 
 
 def __getattr__(name: str) -> Any:
     # Imported on first use: SQLAlchemy alone takes 0.15 s or more to import, which a
     # command that only names the store (its --help, a module importing store.url)
     # should not pay.
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    if name == "SCHEMA_VERSION":
+        from hoplab.store.schema import SCHEMA_VERSION
 
-    return getattr(importlib.import_module(f"hoplab.store.{home}"), name)
+        return SCHEMA_VERSION
+    if name in ("Annotation", "RunSummary", "Store", "check_run", "open_store"):
+        from hoplab.store import store
+
+        return getattr(store, name)
+    if name == "DEFAULT_PATH":
+        from hoplab.store.url import DEFAULT_PATH
+
+        return DEFAULT_PATH
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,7 +3,8 @@
 Every upgrade runs in one transaction with the version check, under a lock
 (SQLite: BEGIN IMMEDIATE, see store.py; PostgreSQL: an advisory lock), so two
 processes opening the same old store at once migrate it once, and a failed
-step leaves the store as it was.
+step leaves the store as it was. Under the same lock, before the first step, the
+caller's `backup` keeps a copy of the store as it was (a SQLite file's copy).
 
 Version history:
   1  runs, metrics, series, raw_outputs, schema_version
@@ -11,6 +12,8 @@ Version history:
      index runs(experiment, test)
   3  run_labels(run_id, key, value): each label and variant value as text, indexed
      by (key, value), filled from the runs' labels and variant
+  4  annotations(id, key, value, at, text, created_at): what `hoplab annotate` says
+     happened, on a label value or at a time
 """
 
 from __future__ import annotations
@@ -93,8 +96,15 @@ def _v2_to_v3(conn: sa.Connection) -> None:
         conn.execute(table.insert(), batch)
 
 
+def _v3_to_v4(conn: sa.Connection) -> None:
+    table = build(4).annotations
+    assert table is not None
+    table.create(conn)
+
+
 # MIGRATIONS[n] takes a store from version n to n + 1.
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3,
+                                                          3: _v3_to_v4}
 
 
 def _too_new(version: int) -> UsageError:
@@ -109,7 +119,7 @@ def check(engine: sa.Engine, upgrade: str) -> int:
         version = read_version(conn)
         conn.rollback()
     if version is None:
-        raise UsageError("it holds no hoplab runs (no hoplab tables)")
+        raise UsageError(NOT_A_STORE)
     if version > SCHEMA_VERSION:
         raise _too_new(version)
     if version < SCHEMA_VERSION:
@@ -119,11 +129,25 @@ def check(engine: sa.Engine, upgrade: str) -> int:
     return version
 
 
-def migrate(engine: sa.Engine, *, lock: Callable[[sa.Connection], None]) -> int:
+# Keeps a copy of the store before an upgrade: called in the upgrading transaction,
+# under its lock, with the schema version the copy holds.
+Backup = Callable[[sa.Connection, int], None]
+
+NOT_A_STORE = "it holds no hoplab runs (no hoplab tables)"
+
+
+def no_backup(conn: sa.Connection, version: int) -> None:
+    """For stores hoplab cannot copy (PostgreSQL: pg_dump is the administrator's)."""
+
+
+def migrate(engine: sa.Engine, *, lock: Callable[[sa.Connection], None],
+            backup: Backup = no_backup, create_new: bool = True) -> int:
     """Create or upgrade the store behind `engine`; return the schema version it had.
 
     `lock` runs first in the writing transaction (the backend's way to make it
-    exclusive). UsageError if the store is newer than this code or not a hoplab store.
+    exclusive); `backup` keeps a copy of an older store before its first step. Without
+    `create_new`, a database without hoplab's tables is refused rather than made a store.
+    UsageError if the store is newer than this code or not a hoplab store.
     """
     with engine.connect() as conn:
         version = read_version(conn)
@@ -132,13 +156,16 @@ def migrate(engine: sa.Engine, *, lock: Callable[[sa.Connection], None]) -> int:
         return version
     if version is not None and version > SCHEMA_VERSION:
         raise _too_new(version)
+    if version is None and not create_new:
+        raise UsageError(NOT_A_STORE)
     with engine.connect() as conn:
         conn.execution_options(**{WRITE: True})
         with conn.begin():
-            return _upgrade(conn, lock)
+            return _upgrade(conn, lock, backup)
 
 
-def _upgrade(conn: sa.Connection, lock: Callable[[sa.Connection], None]) -> int:
+def _upgrade(conn: sa.Connection, lock: Callable[[sa.Connection], None],
+             backup: Backup) -> int:
     lock(conn)
     # Another process may have migrated while we waited for the lock.
     version = read_version(conn)
@@ -147,6 +174,8 @@ def _upgrade(conn: sa.Connection, lock: Callable[[sa.Connection], None]) -> int:
         return 0
     if version > SCHEMA_VERSION:
         raise _too_new(version)
+    if version < SCHEMA_VERSION:
+        backup(conn, version)
     start = version
     while version < SCHEMA_VERSION:
         MIGRATIONS[version](conn)

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 # Raise with a new step in migrations.MIGRATIONS whenever the tables change.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Columns of `runs` that list_runs filters on in SQL; other keys are labels or variants.
 FILTER_COLUMNS = ("id", "experiment", "experiment_id", "test", "kind", "status")
@@ -28,6 +28,7 @@ class Tables:
     raw_outputs: sa.Table
     schema_version: sa.Table
     run_labels: sa.Table | None = None     # from version 3
+    annotations: sa.Table | None = None    # from version 4
 
 
 def _run_fk() -> sa.Column[int]:
@@ -55,12 +56,8 @@ def _stored_as_is(table: sa.Table, conn: sa.Connection, **_kw: Any) -> None:
                     f"ALTER TABLE {table.name} ALTER COLUMN {column.name} SET STORAGE EXTERNAL"))
 
 
-def build(version: int = SCHEMA_VERSION) -> Tables:
-    """The tables at schema `version` (1 up to SCHEMA_VERSION)."""
-    if not 1 <= version <= SCHEMA_VERSION:
-        raise ValueError(f"no schema version {version}")
-    md = sa.MetaData()
-    run_columns: list[sa.Column[Any]] = [
+def _runs(md: sa.MetaData, version: int) -> sa.Table:
+    columns: list[sa.Column[Any]] = [
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("experiment", sa.String, nullable=False),
         sa.Column("experiment_id", sa.String, index=True),
@@ -80,11 +77,15 @@ def build(version: int = SCHEMA_VERSION) -> Tables:
         sa.Column("metadata", sa.JSON, nullable=False),
     ]
     if version >= 2:
-        run_columns.append(sa.Column("hoplab_version", sa.String))
-    runs = sa.Table("runs", md, *run_columns)
+        columns.append(sa.Column("hoplab_version", sa.String))
+    runs = sa.Table("runs", md, *columns)
     if version >= 2:
         sa.Index("ix_runs_experiment_test", runs.c.experiment, runs.c.test)
+    return runs
 
+
+def _children(md: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table]:
+    """metrics, series and raw_outputs: the parts of a run, unchanged since version 1."""
     # The (run_id, seq) primary keys also serve as the run_id indexes.
     metrics = sa.Table(
         "metrics", md, _run_fk(), _seq(),
@@ -114,28 +115,55 @@ def build(version: int = SCHEMA_VERSION) -> Tables:
         sa.Column("size", sa.BigInteger, nullable=False),
         _bytes("data"),
     )
+    sa.event.listen(series, "after_create", _stored_as_is)
+    sa.event.listen(raw_outputs, "after_create", _stored_as_is)
+    return metrics, series, raw_outputs
+
+
+def _run_labels(md: sa.MetaData) -> sa.Table:
+    # Every label and variant value of a run as text, one row each (both spellings of
+    # a value that has two: True as "True" and "true"), so a filter on a label is an
+    # index lookup. In the runs row they are JSON, which neither backend indexes
+    # alike; scanning them took 2.8 s of 100,000 runs (bench/store_scale.py).
+    table = sa.Table(
+        "run_labels", md, _run_fk(),
+        sa.Column("key", sa.String, primary_key=True),
+        sa.Column("value", sa.String, primary_key=True),
+    )
+    sa.Index("ix_run_labels_key_value", table.c.key, table.c.value, table.c.run_id)
+    return table
+
+
+def _annotations(md: sa.MetaData) -> sa.Table:
+    # What happened to the lab, said by its users (`hoplab annotate`): on a label value
+    # (version=v45: key and value) or at a time (at, Unix seconds); never both.
+    return sa.Table(
+        "annotations", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("key", sa.String),
+        sa.Column("value", sa.String),
+        sa.Column("at", sa.Double),
+        sa.Column("text", sa.Text, nullable=False),
+        sa.Column("created_at", sa.Double, nullable=False),
+    )
+
+
+def build(version: int = SCHEMA_VERSION) -> Tables:
+    """The tables at schema `version` (1 up to SCHEMA_VERSION)."""
+    if not 1 <= version <= SCHEMA_VERSION:
+        raise ValueError(f"no schema version {version}")
+    md = sa.MetaData()
+    runs = _runs(md, version)
+    metrics, series, raw_outputs = _children(md)
     # One row per version applied: the highest is the database's version.
     schema_version = sa.Table(
         "schema_version", md,
         sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
         sa.Column("applied_at", sa.Double, nullable=False),
     )
-    run_labels = None
-    if version >= 3:
-        # Every label and variant value of a run as text, one row each (both spellings of
-        # a value that has two: True as "True" and "true"), so a filter on a label is an
-        # index lookup. In the runs row they are JSON, which neither backend indexes
-        # alike; scanning them took 2.8 s of 100,000 runs (bench/store_scale.py).
-        run_labels = sa.Table(
-            "run_labels", md, _run_fk(),
-            sa.Column("key", sa.String, primary_key=True),
-            sa.Column("value", sa.String, primary_key=True),
-        )
-        sa.Index("ix_run_labels_key_value", run_labels.c.key, run_labels.c.value,
-                 run_labels.c.run_id)
-    sa.event.listen(series, "after_create", _stored_as_is)
-    sa.event.listen(raw_outputs, "after_create", _stored_as_is)
-    return Tables(md, runs, metrics, series, raw_outputs, schema_version, run_labels)
+    return Tables(md, runs, metrics, series, raw_outputs, schema_version,
+                  _run_labels(md) if version >= 3 else None,
+                  _annotations(md) if version >= 4 else None)
 
 
 TABLES = build()

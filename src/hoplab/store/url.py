@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+# By their own names, not through the package (which imports this module lazily).
+import hoplab.store.budget as budget
+import hoplab.store.migrations as migrations
 from hoplab.errors import UsageError
-from hoplab.store import budget, migrations
 
 DEFAULT_PATH = "./hoplab.db"
 
@@ -27,6 +29,8 @@ Backend = Literal["sqlite", "postgresql"]
 # From "://user:" to the last "@" of the word: a password may hold "/", ":" or even
 # an unencoded "@"; masking too much of a malformed URL is better than too little.
 _PASSWORD = re.compile(r"(://[^:/@\s]*:)\S*@")
+# libpq also takes the password as a query parameter: postgresql://u@h/db?password=...
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&\s'\"]*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -41,14 +45,34 @@ class StoreLocation:
 
 def hide_password(text: str) -> str:
     """`text` (a driver's message, say) with the password of any URL in it as ***."""
-    return _PASSWORD.sub(r"\1***@", text)
+    return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1***@", text))
+
+
+def redact(text: str, url: str | None) -> str:
+    """`text` (another program's output, say) with the password of `url` masked wherever
+    it appears, as written in the URL or decoded, and that of any other URL in it."""
+    if url and "://" in url:
+        try:
+            parsed = sa.make_url(url)
+            given = parsed.query.get("password", ())
+            spellings = {str(parsed.password or ""),
+                         *([given] if isinstance(given, str) else given)}
+        except (sa.exc.ArgumentError, ValueError):
+            spellings = set()
+        # As written: percent-encoded, or not at all parsed.
+        spellings |= {m.group(0)[len(m.group(1)):-1] for m in _PASSWORD.finditer(url)}
+        spellings |= {m.group(0)[len(m.group(1)):] for m in _QUERY_PASSWORD.finditer(url)}
+        for secret in sorted(spellings - {""}, key=len, reverse=True):
+            text = text.replace(secret, "***")
+    return hide_password(text)
 
 
 def shown_url(url: str) -> str:
     """`url` as it may be printed: SQLAlchemy's own rendering with the password masked,
     or, for a URL it cannot parse, hide_password's."""
     try:
-        return sa.make_url(url).render_as_string(hide_password=True)
+        # SQLAlchemy masks the password before the host, not one in the query.
+        return hide_password(sa.make_url(url).render_as_string(hide_password=True))
     except (sa.exc.ArgumentError, ValueError):
         return hide_password(url)
 

@@ -9,8 +9,13 @@ Semantics, checked against the real 3.12 output in tests/data/iperf3:
 * ``sender`` flags are iperf3's: True when the reporting host sends on the stream, so its
   intervals are sender-side counts. The client measures only its own side; receiver-side upload
   intervals need ``--get-server-output`` with a ``-J`` server and land in :attr:`Result.server`.
-* UDP loss, jitter and out-of-order are receiver-side (``sum_received``); ``packets`` counts the
-  datagrams sent. A UDP stream's one ``udp`` summary has sent bytes only: ``bytes_received`` None.
+* UDP: ``sent_packets`` is the sender's count of datagrams (``sum_sent``); ``packets``,
+  ``lost_packets``, jitter and out-of-order are the receiver's (``sum_received``), where
+  ``packets`` is the highest sequence number it saw and ``lost_packets`` the gaps below it, so
+  it received ``packets - lost_packets``. Datagrams sent after the last one it saw (still queued
+  or in flight when it stopped counting) are in neither. iperf3's ``lost_percent`` is
+  ``lost_packets`` over the sender's count. A UDP stream's one ``udp`` summary has sent bytes
+  only: ``bytes_received`` None.
 """
 
 from __future__ import annotations
@@ -149,6 +154,7 @@ class Totals:
     lost_percent: float | None
     jitter_s: float | None
     out_of_order: int | None
+    sent_packets: int | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,7 @@ class Result:
     error: str | None
     bidir_reverse: Totals | None = None
     server: Result | None = None
+    sent_packets: int | None = None
 
     @property
     def reverse_received_bps(self) -> float | None:
@@ -229,7 +236,8 @@ def _totals(end: Obj, suffix: str, streams: list[Stream], sender: bool) -> Total
         sent_bps=float(sent["bits_per_second"]), received_bps=float(rcvd["bits_per_second"]),
         retransmits=_int(sent, "retransmits"), lost_packets=_int(rcvd, "lost_packets"),
         packets=_int(rcvd, "packets"), lost_percent=_num(rcvd, "lost_percent"),
-        jitter_s=_num(rcvd, "jitter_ms", 1e-3), out_of_order=sum(ooo) if ooo else None)
+        jitter_s=_num(rcvd, "jitter_ms", 1e-3), out_of_order=sum(ooo) if ooo else None,
+        sent_packets=_int(sent, "packets"))
 
 
 def _result(doc: Obj) -> Result:
@@ -264,7 +272,8 @@ def _result(doc: Obj) -> Result:
         cpu_host_pct=_num(cpu, "host_total"), cpu_remote_pct=_num(cpu, "remote_total"),
         error=doc.get("error"),
         bidir_reverse=_totals(end, "_bidir_reverse", streams, False) if bidir else None,
-        server=_result(server) if isinstance(server, dict) else None)
+        server=_result(server) if isinstance(server, dict) else None,
+        sent_packets=main.sent_packets)
 
 
 def parse(text: str) -> Result:
@@ -276,6 +285,38 @@ def parse(text: str) -> Result:
         return _result(doc)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ToolOutputError(f"iperf3: unexpected JSON layout ({type(e).__name__}: {e})") from None
+
+
+def datagrams(t: Result | Totals) -> tuple[int, int] | None:
+    """(sent, received): a UDP direction's datagrams by its sender's count, and those its
+    receiver saw (its highest sequence number less the gaps below it). None when the
+    report has no counts (TCP, or a test that failed before it started)."""
+    if t.packets is None or t.lost_packets is None:
+        return None
+    received = max(0, t.packets - t.lost_packets)
+    return (t.packets if t.sent_packets is None else t.sent_packets), received
+
+
+def received_steps(result: Result, *, upward: bool) -> list[tuple[float, float, int]]:
+    """One direction's receiver-side report intervals, added over its streams: (start,
+    end, bytes) on the receiver's clock. `upward` (client -> server) is received by the
+    server, so it needs the server's report (``--get-server-output``); empty where the
+    output has no receiver-side intervals for that direction."""
+    source = result.server if upward else result
+    if source is None:
+        return []
+    steps: list[tuple[float, float, int]] = []
+    for s in source.streams:
+        if s.sender:
+            continue
+        for i, iv in enumerate(s.intervals):
+            if i == len(steps):
+                steps.append((iv.start, iv.end, 0))
+            start, end, nbytes = steps[i]
+            # The streams of one process report on one schedule, their ends microseconds
+            # apart.
+            steps[i] = (min(start, iv.start), max(end, iv.end), nbytes + iv.bytes)
+    return steps
 
 
 def throughput_series(result: Result, *, received: bool = True

@@ -78,6 +78,9 @@ class Result:
     samples: tuple[Sample, ...]
     packets_sent: int
     packets_received: int
+    # The requests that reached the server: what it sent back (upstream's received,
+    # downstream's sent). None where irtt did not report it.
+    server_packets_received: int | None
     loss_pct: float
     upstream_loss_pct: float | None
     downstream_loss_pct: float | None
@@ -117,6 +120,8 @@ def parse(text: str) -> Result:
         res = Result(
             version=str(doc["version"]["irtt"]), samples=samples,
             packets_sent=int(st["packets_sent"]), packets_received=int(st["packets_received"]),
+            server_packets_received=(None if st.get("server_packets_received") is None
+                                     else int(st["server_packets_received"])),
             loss_pct=float(st["packet_loss_percent"]),
             upstream_loss_pct=_ns(st, "upstream_loss_percent", 1.0),
             downstream_loss_pct=_ns(st, "downstream_loss_percent", 1.0),

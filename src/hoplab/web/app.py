@@ -11,24 +11,26 @@ import gzip
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from hoplab import kv
+from hoplab import numbers
+from hoplab.analysis.changes import ChangeIndex, WhatChanged
 from hoplab.analysis.trend import Trend
 from hoplab.errors import HoplabError, UsageError
 from hoplab.jsonsafe import json_safe
 from hoplab.render import charts
-from hoplab.render.report import plotly_js
+from hoplab.render.page import plotly_js
 from hoplab.store import Store
 from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
 
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
-_RESERVED = {"q", "metric", "by", "page", "limit", "offset"}
+_RESERVED = {"q", "metric", "by", "order", "step", "page", "limit", "offset"}
 # Rows a page or a JSON answer holds at most, so that one request's time and memory do
 # not grow with the store; more are a further page (?page=2, ?offset=N).
 PAGE_ROWS = 200
@@ -36,9 +38,12 @@ API_ROWS = 1000
 FACET_RUNS = 2000           # the newest runs, whose labels and variants offer filter links
 TREND_RUNS = 5000
 REQUEST_BUDGET_S = 10.0     # of store reads per request (store/budget.py)
+CHANGES_WAIT_S = 5.0        # the home waits this long for what changed, then shows the
+                            # last answer (or says it is being worked out)
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
 # bounded whatever the store holds (the CLI has none; it is not open to web pages).
 MAX_SIDE_RUNS = 1000
+_MOST = 10**12              # a page, limit or offset: past the rows any store holds
 
 
 @dataclass
@@ -59,19 +64,80 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 def _filters(query: dict[str, list[str]]) -> dict[str, str]:
-    """Filters from ?key=value parameters and from q="key=value key=value"."""
+    """Filters from ?key=value parameters and from q="key=value key=value" (or
+    "key=value,key=value": the command line's --filter, analysis/select.py)."""
+    from hoplab.analysis.select import conditions
+
     out = {k: v[-1] for k, v in query.items() if k not in _RESERVED and v and v[-1]}
-    out.update(kv.parse((query.get("q") or [""])[-1].split(), "filter", "hops=2"))
+    out.update(conditions((query.get("q") or [""])[-1].split(), "filter"))
     return out
 
 
 def _number(query: dict[str, list[str]], name: str, default: int, least: int) -> int:
     text = (query.get(name) or [""])[-1].strip()
-    if not text:
-        return default
-    if not text.isdigit() or int(text) < least or len(text) > 12:
-        raise UsageError(f"{name}={text!r}: expected a whole number from {least}")
-    return int(text)
+    return numbers.whole(text, name, least=least, most=_MOST) if text else default
+
+
+class _Refresher:
+    """analysis/changes.py's ChangeIndex of the store, brought up to date in a thread of
+    its own: outside any request's time budget, so that judging a large store for the
+    first time (seconds for 100,000 runs) is never cut short and started over, and a
+    request waits for it a bounded time, then shows the last answer with a note."""
+
+    def __init__(self, store: Store) -> None:
+        from hoplab.kinds import HEADLINES
+
+        self.store = store
+        self.index = ChangeIndex(HEADLINES)
+        self.latest: WhatChanged | None = None
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._asked = (0, 0)            # the store state the last request saw
+
+    def start(self) -> threading.Event:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._done = threading.Event()
+                # A daemon: stopping the server does not wait for a long first pass.
+                self._thread = threading.Thread(target=self._run, args=(self._done,),
+                                                name="what-changed", daemon=True)
+                self._thread.start()
+            return self._done
+
+    def _run(self, done: threading.Event) -> None:
+        try:
+            self.latest, self.error = self.index.refresh(self.store), None
+        except Exception as exc:        # said by the next request, which tries again
+            self.error = exc
+        finally:
+            done.set()
+
+    def get(self, wait: float) -> WhatChanged | None:
+        self._asked = asked = self.store.state()
+        deadline = time.monotonic() + wait
+        # A pass started for an older state may be under way: then one more.
+        while (self.latest is None or self.latest.state != asked) and \
+                (left := deadline - time.monotonic()) > 0:
+            before = self.latest
+            self.start().wait(left)
+            if self.error is not None and self.latest is before:
+                raise HoplabError(f"cannot find what changed: {self.error}")
+        return self.latest
+
+    def state(self) -> tuple[int, int]:
+        """The store's state at the last request (what the page says it is behind)."""
+        return self._asked
+
+
+def _order(query: dict[str, list[str]]) -> str:
+    """A trend's order: natural (v1.9 before v1.10, the default) or time (each value by
+    its first run), as `hoplab trend --order` takes them."""
+    order = (query.get("order") or ["natural"])[-1].strip() or "natural"
+    if order not in ("natural", "time"):
+        raise UsageError(f"order {order!r}: use natural or time")
+    return order
 
 
 class Dashboard:
@@ -82,15 +148,18 @@ class Dashboard:
         self.desc = store.describe()
         self._charts: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.Lock()
+        self._changes = _Refresher(store)
         self._routes: list[tuple[re.Pattern[str], Callable[..., Response]]] = [
-            (re.compile(r"/"), self.runs), (re.compile(r"/run/(\d+)"), self.run),
-            (re.compile(r"/run/(\d+)/flamegraph\.svg"), self.flame),
+            (re.compile(r"/"), self.home), (re.compile(r"/runs"), self.runs),
+            (re.compile(r"/run/([0-9]+)"), self.run),
+            (re.compile(r"/run/([0-9]+)/flamegraph\.svg"), self.flame),
             (re.compile(r"/compare"), self.compare), (re.compile(r"/trend"), self.trend),
             (re.compile(r"/api/runs"), self.api_runs),
-            (re.compile(r"/api/run/(\d+)"), self.api_run),
-            (re.compile(r"/api/run/(\d+)/charts"), self.api_charts),
+            (re.compile(r"/api/run/([0-9]+)"), self.api_run),
+            (re.compile(r"/api/run/([0-9]+)/charts"), self.api_charts),
             (re.compile(r"/api/compare"), self.api_compare),
             (re.compile(r"/api/trend"), self.api_trend),
+            (re.compile(r"/api/changes"), self.api_changes),
             (re.compile(r"/static/plotly\.min\.js"), self.plotly),
             (re.compile(r"/favicon\.ico"), lambda query: Response(204, b"", "image/x-icon")),
         ]
@@ -120,32 +189,70 @@ class Dashboard:
             return _json({"error": message}, status)
         return _html(pages.error_page(status, message, self.desc), status)
 
+    def what_changed(self, wait: float = CHANGES_WAIT_S) -> WhatChanged | None:
+        """The store's changes as of now (see _Refresher), waiting at most `wait` seconds
+        for them; else the last ones found (None before the first)."""
+        return self._changes.get(wait)
+
+    def warm(self) -> None:
+        """Start finding what changed now, before the first request asks (hoplab serve)."""
+        self._changes.start()
+
+    def home(self, query: dict[str, list[str]]) -> Response:
+        if query:
+            # The runs list was the home until issue 21: its old links (/?hops=2,
+            # /?page=3) keep working.
+            return Response(301, b"", headers={"Location": "/runs?" + urlencode(
+                [(k, v) for k, vs in query.items() for v in vs])})
+        found = self.what_changed()
+        return _html(pages.home_page(found, self.desc, self._changes.state(),
+                                     self.store.annotations()))
+
+    def api_changes(self, query: dict[str, list[str]]) -> Response:
+        from hoplab.web.home import changes_json
+
+        found = self.what_changed()
+        if found is None or found.state != self._changes.state():
+            return Response(503, b'{"error":"still judging the store; try again"}',
+                            "application/json", {"Retry-After": "2"})
+        return _json(json_safe(changes_json(found, self.store.annotations())))
+
     def runs(self, query: dict[str, list[str]]) -> Response:
         filters = _filters(query)
         page = _number(query, "page", 1, 1)
         shown = self.store.list_runs(filters, limit=PAGE_ROWS + 1,
                                      offset=(page - 1) * PAGE_ROWS)
+        if not shown and filters:
+            self._check(filters)
         facets = self.store.list_runs(limit=FACET_RUNS, newest=True, figures=False)
         return _html(pages.runs_page(
             shown[:PAGE_ROWS], facets, filters, self.desc,
             total=self.store.count_runs(), page=page, more=len(shown) > PAGE_ROWS,
             rows=PAGE_ROWS))
 
+    def _check(self, filters: dict[str, str]) -> None:
+        """A filter key or value no run has answers 400 listing those there are, as the
+        command line does, rather than an empty list."""
+        from hoplab.analysis.select import check
+
+        check(self.store, filters)
+
     def run(self, query: dict[str, list[str]], run_id: str) -> Response:
-        rec = self.store.get_run(int(run_id), series=False)
+        rec = self.store.get_run(numbers.run_id(run_id), series=False)
         return _html(pages.run_page(rec, self.desc))
 
     def flame(self, query: dict[str, list[str]], run_id: str) -> Response:
         from hoplab.render.profile_html import FOLDED, flamegraph_svg
 
-        rec = self.store.get_run(int(run_id), series=False)
-        svg = flamegraph_svg(rec, self.store.raw_output(int(run_id), FOLDED))
+        rid = numbers.run_id(run_id)
+        svg = flamegraph_svg(self.store.get_run(rid, series=False),
+                             self.store.raw_output(rid, FOLDED))
         if svg is None:
             raise HoplabError(f"run {run_id}: no flame graph (is inferno installed?)")
         return Response(200, svg.encode(), "image/svg+xml")
 
     def _compare(self, query: dict[str, list[str]]) -> tuple[str, str, Any, Any]:
-        from hoplab import metrics
+        from hoplab import kinds, metrics
         from hoplab.analysis.groups import compare_groups
         from hoplab.analysis.select import select_pair
 
@@ -158,7 +265,7 @@ class Dashboard:
         sides = [[self.store.get_run(i, series=trials) for i in side] for side in ids]
         # As `hoplab compare`: without per_flow, custom tests still compare each flow.
         per_flow = True if (query.get("per_flow") or [""])[-1] in ("1", "on", "true") \
-            else None
+            else kinds.per_flow
         return a, b, compare_groups(sides[0], sides[1], per_flow=per_flow), ids
 
     def compare(self, query: dict[str, list[str]]) -> Response:
@@ -188,7 +295,10 @@ class Dashboard:
         filters = _filters(query)
         if not metric:
             return metric, by, filters, None, None
-        found = trend_points(self.store, metric, filters, by, limit=TREND_RUNS)
+        found = trend_points(self.store, metric, filters, by, order=_order(query),
+                             limit=TREND_RUNS)
+        if not found and filters:
+            self._check(filters)
         # The change points are those `hoplab trend` finds (analysis/trend.py decides).
         return (metric, by, filters, [(p.value, p.median, len(p.values)) for p in found],
                 analyse(metric, by, found) if found else None)
@@ -198,7 +308,10 @@ class Dashboard:
             metric, by, filters, points, found = self._trend(query)
         except UsageError as exc:
             return _html(pages.trend_page("", "started_at", {}, self.desc, error=str(exc)), 400)
-        return _html(pages.trend_page(metric, by, filters, self.desc, points, found=found))
+        step = (query.get("step") or [""])[-1].strip() or None
+        return _html(pages.trend_page(metric, by, filters, self.desc, points, found=found,
+                                      order=_order(query), step=step,
+                                      notes=self.store.annotations()))
 
     def api_trend(self, query: dict[str, list[str]]) -> Response:
         from hoplab.analysis.trend import to_json
@@ -206,7 +319,8 @@ class Dashboard:
         metric, by, filters, points, found = self._trend(query)
         if points is None:
             raise UsageError("give a metric: /api/trend?metric=goodput&by=hops&test=...")
-        return _json(json_safe({"metric": metric, "by": by, "filters": filters,
+        return _json(json_safe({"metric": metric, "by": by, "order": _order(query),
+                                "filters": filters,
                                 "points": [{"x": x, "median": m, "runs": n}
                                            for x, m, n in points],
                                 "change_points": to_json(found)["change_points"]
@@ -215,7 +329,10 @@ class Dashboard:
     def api_runs(self, query: dict[str, list[str]]) -> Response:
         limit = min(_number(query, "limit", API_ROWS, 0), API_ROWS)
         offset = _number(query, "offset", 0, 0)
-        runs = self.store.list_runs(_filters(query), limit=limit + 1, offset=offset)
+        filters = _filters(query)
+        runs = self.store.list_runs(filters, limit=limit + 1, offset=offset)
+        if not runs and filters and not offset:
+            self._check(filters)
         resp = _json(json_safe([dataclasses.asdict(r) for r in runs[:limit]]))
         if len(runs) > limit:
             # The next page, as RFC 8288 says; the body stays a plain list of runs.
@@ -225,13 +342,13 @@ class Dashboard:
         return resp
 
     def api_run(self, query: dict[str, list[str]], run_id: str) -> Response:
-        rec = self.store.get_run(int(run_id), series=False)
+        rec = self.store.get_run(numbers.run_id(run_id), series=False)
         data = dataclasses.asdict(rec)
         data.pop("series"), data.pop("raw")
         return _json(json_safe(data))
 
     def api_charts(self, query: dict[str, list[str]], run_id: str) -> Response:
-        rid = int(run_id)
+        rid = numbers.run_id(run_id)
         with self._lock:
             body = self._charts.get(rid)
             if body is not None:

@@ -10,12 +10,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from hoplab import metrics
+from hoplab.analysis.changes import WhatChanged
 from hoplab.analysis.groups import Comparison
 from hoplab.analysis.order import natural_key
-from hoplab.analysis.trend import Trend
+from hoplab.analysis.trend import Trend, shown
 from hoplab.record import RunRecord
 from hoplab.render.charts import Chart
-from hoplab.render.comparison import counts
+from hoplab.render.comparison import headline, summary
 from hoplab.render.html import (
     DRAW_JS,
     Html,
@@ -27,14 +28,20 @@ from hoplab.render.html import (
     run_header,
     run_tables,
 )
+from hoplab.render.page import page
 from hoplab.render.profile_html import profile_section
-from hoplab.render.report import page
-from hoplab.render.trend_html import change_marks, change_points_html
+from hoplab.render.trend_html import (
+    change_marks,
+    change_points_html,
+    note_marks,
+    note_places,
+    notes_html,
+)
 from hoplab.render.units import pairs
-from hoplab.store import RunSummary
+from hoplab.store import Annotation, RunSummary
 
-_NAV = ('<nav><a href="/">runs</a><a href="/compare">compare</a><a href="/trend">trend</a>'
-        "</nav>")
+_NAV = ('<nav><a href="/">what changed</a><a href="/runs">runs</a>'
+        '<a href="/compare">compare</a><a href="/trend">trend</a></nav>')
 _HEAD = (f'<script src="/static/plotly.min.js"></script><script>{DRAW_JS}</script>')
 
 
@@ -44,7 +51,7 @@ def _page(title: str, body: str, store: str) -> str:
 
 
 def _link(params: Mapping[str, str]) -> str:
-    return "/?" + urlencode(params) if params else "/"
+    return "/runs?" + urlencode(params) if params else "/runs"
 
 
 def _facets(all_runs: Sequence[RunSummary], filters: Mapping[str, str]) -> str:
@@ -82,8 +89,8 @@ def _count(runs: Sequence[RunSummary], filters: Mapping[str, str], total: int, p
     first = (page - 1) * rows + 1
     text = (f"runs {first}–{first + len(runs) - 1}" + (" of those matching" if filters else "")
             + f" ({total} in the store)")
-    for label, target, shown in (("previous", page - 1, page > 1), ("next", page + 1, more)):
-        if shown:
+    for label, target, there in (("previous", page - 1, page > 1), ("next", page + 1, more)):
+        if there:
             text += f' · <a href="{esc(_link({**filters, "page": str(target)}))}">{label}</a>'
     return text
 
@@ -94,9 +101,9 @@ def runs_page(runs: Sequence[RunSummary], all_runs: Sequence[RunSummary],
     """One page of runs (`page` counts from 1, `more`: pages follow); `all_runs` offer
     the filter links."""
     q = " ".join(f"{k}={v}" for k, v in filters.items())
-    form = ('<form method="get" action="/"><input type="text" name="q" '
+    form = ('<form method="get" action="/runs"><input type="text" name="q" '
             f'placeholder="hops=2 firmware=v2 test=tcp-up" value="{esc(q)}"> '
-            '<button>filter</button> <a href="/">clear</a></form>')
+            '<button>filter</button> <a href="/runs">clear</a></form>')
     compare = ('<form method="get" action="/compare">compare A <input type="text" name="a" '
                'placeholder="qos=off or 4-6"> with B <input type="text" name="b" '
                'placeholder="qos=on or 7-9"> <button>compare</button></form>')
@@ -105,6 +112,21 @@ def runs_page(runs: Sequence[RunSummary], all_runs: Sequence[RunSummary],
         "<p>no runs" + (" match these filters" if filters else " in this store") + "</p>")
     return _page("Runs", f"{form}{_facets(all_runs, filters)}{compare}"
                  f'<p class="note" id="count">{shown}</p>{table}', store)
+
+
+def home_page(found: WhatChanged | None, store: str, state: tuple[int, int],
+              notes: Sequence[Annotation] = ()) -> str:
+    """What changed in the store (web/home.py renders analysis/changes.py's answer);
+    `state`: the store's now, which `found` may be behind while it is brought up to
+    date (None: not found yet)."""
+    from hoplab.web.home import home_body, pending
+
+    if found is None or found.state != state:
+        return page("What changed · hoplab", f"{_NAV}<h1>What changed</h1>"
+                    f"{pending(found, state)}{home_body(found, notes) if found else ''}"
+                    f'<p class="note">store: {esc(store)} (read-only)</p>',
+                    _HEAD + '<meta http-equiv="refresh" content="3">')
+    return _page("What changed", home_body(found, notes), store)
 
 
 def run_page(rec: RunRecord, store: str) -> str:
@@ -143,51 +165,77 @@ def compare_page(a: str, b: str, store: str, result: Comparison | None = None,
     if result is not None and ids is not None:
         def links(xs: Sequence[int]) -> str:
             return ", ".join(f'<a href="/run/{i}">{i}</a>' for i in xs)
-        n = counts(result)
-        parts.append(f"<p>A: runs {links(ids[0])}<br>B: runs {links(ids[1])}</p>"
-                     f'<p id="summary">B against A: {n["better"]} better, {n["worse"]} worse, '
-                     f'{n["same"]} same, {n["without"]} without a verdict</p>'
+        parts.append(f'<p id="headline" class="answer">{esc(headline(result, a, b))}</p>'
+                     f"<p>A: runs {links(ids[0])}<br>B: runs {links(ids[1])}</p>"
+                     f'<p id="summary">{esc(summary(result))}</p>'
                      + comparison_html(result, link="/run/%d"))
     return _page("Compare", "".join(parts), store)
 
 
 def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, by: str,
-                changes: Sequence[tuple[int, float]] = ()) -> Chart:
+                changes: Sequence[tuple[int, float]] = (), marked: int | None = None,
+                places: Sequence[tuple[Any, Annotation]] = ()) -> Chart:
     """A metric's median over a variant value or time; hover tells how many runs each.
     `changes` (the index of the first point after each change point, and its change in
-    %, as analysis/trend.py found them) are marked by a dashed line and their change."""
+    %, as analysis/trend.py found them) are marked by a dashed line and their change,
+    `marked` (one of them) solid; `places`: annotations and where they go (their time
+    on a time axis, else trend_html.note_places)."""
     xs: list[Any] = [p[0] for p in points]
     if by == "started_at":
-        xs = [dt.datetime.fromtimestamp(float(x)).isoformat(sep=" ", timespec="seconds")
-              for x in xs]
+        xs = [_iso(float(x)) for x in xs]
     category = by != "started_at" and any(isinstance(x, str) for x in xs)
     name, _, where = metric.partition("@")
-    shown = metrics.label(name) + (f" @ {where}" if where else "")
+    label = metrics.label(name) + (f" @ {where}" if where else "")
     unit = metrics.unit(name)
-    trace = {"type": "scatter", "mode": "lines+markers", "name": f"{shown} median",
+    trace = {"type": "scatter", "mode": "lines+markers", "name": f"{label} median",
              "x": xs, "y": [p[1] for p in points],
              "text": [f"{p[2]} run{'s' if p[2] != 1 else ''}" for p in points],
              "hovertemplate": "%{x}: %{y}<br>%{text}<extra></extra>"}
-    layout = {"title": {"text": f"{shown} by {by} (median over runs)"}, "height": 420,
+    layout = {"title": {"text": f"{label} by {by} (median over runs)"}, "height": 420,
               "xaxis": {"title": {"text": by}, **({"type": "category"} if category else {})},
-              "yaxis": {"title": {"text": f"{shown} ({unit})" if unit else shown},
+              "yaxis": {"title": {"text": f"{label} ({unit})" if unit else label},
                         "rangemode": "tozero"},
               "margin": {"t": 50, "r": 20, "b": 60, "l": 90}}
-    if changes:
-        layout["shapes"], layout["annotations"] = change_marks(xs, changes, category)
-    return Chart("trend", f"{shown} by {by}", {"data": [trace], "layout": layout})
+    shapes, texts = change_marks(xs, changes, category, marked) if changes else ([], [])
+    more_shapes, more_texts = note_marks(places)
+    if shapes or more_shapes:
+        layout["shapes"], layout["annotations"] = shapes + more_shapes, texts + more_texts
+    return Chart("trend", f"{label} by {by}", {"data": [trace], "layout": layout})
 
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t).isoformat(sep=" ", timespec="seconds")
+
+
+def _places(points: Sequence[tuple[str | float, float, int]], by: str,
+            found: Trend | None, notes: Sequence[Annotation]) -> list[tuple[Any, Annotation]]:
+    """Where the annotations go on the trend page's chart."""
+    if by == "started_at":
+        times = [float(p[0]) for p in points]
+        return [(_iso(n.at), n) for n in notes
+                if n.at is not None and times and times[0] <= n.at <= times[-1]]
+    if found is None:
+        return []
+    return note_places([shown(p.value, by) for p in found.points],
+                       [p.started_at for p in found.points], by, notes)
 
 
 def trend_page(metric: str, by: str, filters: Mapping[str, str], store: str,
                points: Sequence[tuple[str | float, float, int]] | None = None,
-               error: str | None = None, found: Trend | None = None) -> str:
+               error: str | None = None, found: Trend | None = None,
+               order: str = "natural", step: str | None = None,
+               notes: Sequence[Annotation] = ()) -> str:
+    """`step`: the value after the change point to mark (the home links to it);
+    `notes`: the store's annotations, drawn where they fall and listed under the chart."""
     q = " ".join(f"{k}={v}" for k, v in filters.items())
+    keep = f'<input type="hidden" name="order" value="{esc(order)}">' \
+        if order != "natural" else ""
     form = ('<form method="get" action="/trend">metric <input type="text" name="metric" '
             f'value="{esc(metric)}" placeholder="goodput, rtt_median@flow"> by '
             f'<input type="text" name="by" value="{esc(by)}" placeholder="started_at, hops"> '
             f'runs <input type="text" name="q" value="{esc(q)}" '
-            'placeholder="experiment=quickstart test=tcp-up"> <button>show</button></form>')
+            f'placeholder="experiment=quickstart test=tcp-up">{keep} <button>show</button>'
+            "</form>")
     parts = [form]
     if error:
         parts.append(f'<p class="worse">{esc(error)}</p>')
@@ -195,9 +243,13 @@ def trend_page(metric: str, by: str, filters: Mapping[str, str], store: str,
         if points:
             marks = [(c.point.index, c.point.change_pct) for c in found.changes] \
                 if found is not None else []
-            parts.append(chart(trend_chart(points, metric, by, marks)))
+            marked = next((c.point.index for c in found.changes
+                           if shown(c.after, by) == step), None) if found and step else None
+            places = _places(points, by, found, notes)
+            parts.append(chart(trend_chart(points, metric, by, marks, marked, places)))
+            parts.append(notes_html(places))
             if found is not None:
-                parts.append(change_points_html(found))
+                parts.append(change_points_html(found, step=step))
             parts.append(str(_points_table(points, metric, by)))
         else:
             parts.append("<p>no run has this metric and key</p>")

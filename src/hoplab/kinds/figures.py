@@ -1,12 +1,13 @@
-"""Whole-test figures from the flows' outcomes: totals, latency under load, fairness.
+"""Figures from the flows' outcomes: a flow's latency and rate figures, and the
+whole test's totals, latency under load and fairness.
 
 Summed throughput is the per-flow series added on one 0.2 s grid. Latency
 under load (rrul) pools every ping and probe RTT by phase: the median of the
 load phase against the median of the idle phases. Per-host fairness compares
 what each sending host got while every host was sending.
 
-Each test kind (hoplab.kinds) chooses its figures with figures(): these are the
-building blocks; run_figures() asks the test's kind.
+Each test kind chooses its figures with figures(): these are the building blocks;
+run_figures() asks the test's kind.
 """
 
 from __future__ import annotations
@@ -15,13 +16,87 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from hoplab.analysis.stats import binned_sum, bufferbloat_grade, jain_index, median, percentile
-from hoplab.kinds import registry
+from hoplab import kind_registry as registry
+from hoplab.analysis.stats import (
+    binned_sum,
+    bufferbloat_grade,
+    jain_index,
+    mean,
+    mean_abs_diff,
+    median,
+    percentile,
+)
+from hoplab.kinds.flow import REPORT_STEP_S, Outcome
+from hoplab.metrics import loss_percent
 from hoplab.record import Metric, Series
-from hoplab.run.flows import REPORT_STEP_S, Outcome
-from hoplab.run.outcome import in_window, latency_metrics, rate_metrics
 from hoplab.spec.experiment import Test
 from hoplab.tools import iperf3
+
+
+def latency_metrics(values_ms: Sequence[float], flow: str | None) -> list[Metric]:
+    if not values_ms:
+        return []
+    out = [Metric(f"rtt_{name}", percentile(values_ms, q), "ms", flow=flow)
+           for name, q in (("min", 0), ("median", 50), ("p95", 95), ("p99", 99), ("max", 100))]
+    out.append(Metric("rtt_mean", mean(values_ms), "ms", flow=flow))
+    jitter = mean_abs_diff(values_ms)
+    if not math.isnan(jitter):
+        out.append(Metric("rtt_jitter", jitter, "ms", flow=flow))
+    return out
+
+
+def rate_metrics(values: Sequence[float], flow: str | None) -> list[Metric]:
+    if not values:
+        return []
+    return [Metric("throughput_mean", mean(values), "bit/s", flow=flow),
+            *[Metric(f"throughput_{n}", percentile(values, q), "bit/s", flow=flow)
+              for n, q in (("median", 50), ("p5", 5), ("p95", 95))]]
+
+
+def udp_metrics(legs: Sequence[iperf3.Result | iperf3.Totals], flow: str | None
+                ) -> list[Metric]:
+    """Loss, jitter and order of UDP directions (a flow's one or two, or a run's all):
+    datagrams counted by their senders and receivers, added over the directions, loss
+    by hoplab's one definition (loss_percent); jitter is iperf3's
+    (RFC 3550, at the receiver), each direction's weighted by the datagrams it received.
+    Nothing when no direction has counts."""
+    counts = [(x, c) for x in legs if (c := iperf3.datagrams(x)) is not None]
+    if not counts:
+        return []
+    sent = sum(c[0] for _, c in counts)
+    received = sum(c[1] for _, c in counts)
+    out = [Metric("loss", loss_percent(sent, received), "%", flow=flow)]
+    jitter = [(x.jitter_s, c[1]) for x, c in counts if x.jitter_s is not None]
+    weight = sum(n for _, n in jitter)
+    if weight:
+        out.append(Metric("udp_jitter", 1000 * math.fsum(j * n for j, n in jitter) / weight,
+                          "ms", flow=flow))
+    out += [Metric("out_of_order", float(sum(x.out_of_order or 0 for x, _ in counts)),
+                   "count", flow=flow),
+            Metric("lost_packets", float(max(0, sent - received)), "count", flow=flow),
+            Metric("packets", float(sent), "count", flow=flow)]
+    return out
+
+
+def in_window(t: Sequence[float], v: Sequence[float], window: tuple[float, float]
+              ) -> list[float]:
+    lo, hi = window
+    return [x for s, x in zip(t, v, strict=True) if lo - 1e-9 <= s <= hi + 1e-9]
+
+
+def rtt_series(out: Outcome, t: list[float], rtt_ms: list[float]) -> None:
+    """A flow's answered round trips (run clock, ms): kept for the test's figures, and its
+    RTT series with the spikes in it."""
+    # numpy is imported here, not at the top: listing runs loads the kinds, which load
+    # this module, and need none of it.
+    from hoplab.analysis.spikes import spike_figures
+
+    out.rtt_t, out.rtt_ms = t, rtt_ms
+    rtt = Series("rtt", "ms", t, rtt_ms, flow=out.flow.name)
+    out.series.append(rtt)
+    more_metrics, more_series = spike_figures(rtt)
+    out.metrics += more_metrics
+    out.series += more_series
 
 # One direction of one flow with iperf3's totals for it: an up or down flow has one leg,
 # a --bidir flow two (its main direction is up, client -> server; the reverse is down).
@@ -43,16 +118,16 @@ def _legs(outcomes: Sequence[Outcome]) -> list[Leg]:
 
 
 def _goodput(legs: Sequence[Leg]) -> float:
-    """Bytes received in every leg over the time from the first start to the last end.
-    Adding each flow's own rate would overstate it: flows that start apart count
-    their bytes over windows that do not coincide. Each leg's receiver counted for
-    bytes / rate seconds from its test's start (its span, hoplab.run.outcome.clock_start)."""
-    spans = [(o.span[0], o.span[0] + 8 * leg.received_bytes / leg.received_bps)
-             for o, _, leg in legs if o.span is not None and leg.received_bps > 0]
+    """Bytes received in every leg over the time from the first one's data to the last
+    one's end. Adding each flow's own rate would overstate it: flows that start apart
+    count their bytes over windows that do not coincide. Each leg's receiver counted
+    from its test's start (a UDP leg's from its first datagram) to its end, placed on
+    the run clock by hoplab.kinds.tcp.collect_bulk (Outcome.received)."""
+    spans = [o.received[way] for o, way, _ in legs if way in o.received]
     if not spans:
         return 0.0
-    total = math.fsum(leg.received_bytes for _, _, leg in legs)
-    width = max(e for _, e in spans) - min(s for s, _ in spans)
+    total = math.fsum(n for _, _, n in spans)
+    width = max(e for _, e, _ in spans) - min(s for s, _, _ in spans)
     return 8 * total / width if width > 0 else 0.0
 
 
@@ -92,18 +167,9 @@ def _totals(test: Test, outcomes: Sequence[Outcome], end: float, by_direction: b
             if retrans:
                 metrics.append(Metric("retransmits", float(sum(retrans)), "count"))
             udp = [leg for o, _, leg in group if o.bulk and o.bulk.protocol.upper() == "UDP"]
-            lost = sum(r.lost_packets or 0 for r in udp)
-            packets = sum(r.packets or 0 for r in udp)
-            if packets:
-                metrics.append(Metric("loss", 100 * lost / packets, "%"))
-                # Jitter per leg weighted by its packets: one number for "how smooth".
-                jitter = [(r.jitter_s, r.packets or 0) for r in udp if r.jitter_s is not None]
-                if jitter and sum(n for _, n in jitter):
-                    metrics.append(Metric("udp_jitter",
-                                          1000 * math.fsum(j * n for j, n in jitter)
-                                          / sum(n for _, n in jitter), "ms"))
-                metrics.append(Metric("out_of_order", float(sum(r.out_of_order or 0
-                                                                for r in udp)), "count"))
+            # The run's: the same figures as a flow's, over every UDP direction.
+            metrics += [m for m in udp_metrics(udp, None)
+                        if m.name in ("loss", "udp_jitter", "out_of_order")]
     return series, metrics
 
 
@@ -128,11 +194,10 @@ def _latency(outcomes: Sequence[Outcome], pool: Literal["always", "single"], los
         return []
     pooled = [v for o in probes for v in o.rtt_ms]
     metrics = latency_metrics(pooled, None) if pool == "always" or len(probes) == 1 else []
-    sent = sum(o.metric_value("packets") for o in probes)
+    counted = [o.packets for o in probes if o.packets is not None]
+    sent = sum(s for s, _ in counted)
     if sent and loss:
-        lost = math.fsum(o.metric_value("loss") * o.metric_value("packets") / 100
-                         for o in probes)
-        metrics.append(Metric("loss", 100 * lost / sent, "%"))
+        metrics.append(Metric("loss", loss_percent(sent, sum(r for _, r in counted)), "%"))
     return metrics
 
 

@@ -1,28 +1,29 @@
 """The one registry of test kinds: what each kind accepts, the flows it expands to, the
 tools those flows run, how its figures are computed and which of them head a summary.
 
-The loader (spec), the orchestrator (run) and the renderers ask here instead of
-testing a kind's name. A new kind is one module that builds a Kind and calls
-register() (docs/kinds.md); the built-in kinds are hoplab/kinds/{tcp,udp,ping,
-probe,rrul,custom}.py, loaded the first time the registry is asked.
+The loader (spec), the lab's tool checks, the orchestrator (run) and the renderers ask
+here instead of testing a kind's name. A new kind is one module that builds a Kind and
+calls register() (docs/kinds.md).
 
-This module imports nothing of hoplab at run time, so that the layers that
-consult it (spec, run, render) can import it without a cycle; the kind modules
-import those layers themselves.
+This module sits below every layer that asks it and imports nothing of hoplab at run
+time, so it cannot load the kinds itself. Importing the package hoplab.kinds (light:
+it loads none of them) gives it the loader of the built-in ones (kinds/builtin.py),
+run at the first question, as the front ends do (the command line, the dashboard, the
+orchestrator). A question asked when nothing has done that is a fault, said as one,
+never answered from an empty registry.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from hoplab.kinds.flow import ClientTimes, Outcome, Server
+    from hoplab.kinds.procedure import Context, Result
     from hoplab.lab.plan import Plan
     from hoplab.record import Metric, Series
-    from hoplab.run.flows import Outcome, Server
-    from hoplab.run.procs import ClientTimes
     from hoplab.spec.experiment import Flow, Phase, Test
     from hoplab.spec.loader import SpecContext
     from hoplab.spec.locate import Path
@@ -31,8 +32,30 @@ if TYPE_CHECKING:
 # message for the user (the loader adds file, line and key).
 Parse = Callable[[object], Any]
 
+# A test's flows run together, each a tool's process and most with a server of their
+# own (iperf3's on port 5201 + the flow's index): rrul has 258 at most, a custom test
+# composes more.
+MAX_TEST_FLOWS = 1024
+
 # How long a flow runs when its test gives neither a duration nor a byte count.
 DEFAULT_DURATION_S = 10.0
+# How long hoplab lets a flow of unknown length (a byte count, loads back to back) run
+# before it stops it as hung.
+BYTES_LIMIT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Option:
+    """One key a kind accepts: its parser, and what the kind's table in
+    docs/experiment-format.md says of it (its default as a reader writes it, and what it
+    means); the table is made from these (hoplab.kinds.doc)."""
+
+    parse: Parse
+    doc: str
+    default: str = "–"
+
+    def __call__(self, value: object) -> Any:
+        return self.parse(value)
 
 
 class Reader(Protocol):
@@ -83,32 +106,52 @@ class FlowTool:
     # The executable its server runs when that is not `tool` (web: nginx): what a device
     # at the flow's destination must have.
     server_tool: str | None = None
+    # How long past its duration a flow's client may run by a timeout of its own (a web
+    # flow's last load may start just before its end and take its whole timeout).
+    overrun: Callable[[Flow], float] = lambda _flow: 0.0
+    # The TCP congestion control a flow asks of the kernels at both its ends (iperf3 -C
+    # sets it on both sockets), or None: the loader checks it against this machine's
+    # kernel for a namespace end, `hoplab check --devices` against a device's.
+    congestion: Callable[[Flow], str | None] = lambda _flow: None
 
 
 @dataclass(frozen=True)
 class Kind:
     name: str
     # Options of this kind beyond every test's own (name, kind, from, to, start,
-    # samplers, profile): each key's parser.
-    options: Mapping[str, Parse]
+    # samplers, profile): each key's parser and documentation.
+    options: Mapping[str, Option]
     expand: Expand
     figures: Figures
     # The figures that summarise a run of this kind, in the order a reader wants them.
     headline: tuple[str, ...]
-    # Every metric name a run of this kind may carry (each is in hoplab.metrics).
+    # Every metric name a run of this kind may carry (each is in hoplab.metrics), but
+    # those of its flows' kinds when it composes them (metrics_of).
     metrics: tuple[str, ...]
     # Set when a flow of this kind can run on its own (and in a custom test).
     flow: FlowTool | None = None
+    # True when its flows may be of any flow kind (custom): its runs carry their figures.
+    composes: bool = False
     # False when from and to may come from the flows instead (custom).
     needs_ends: bool = True
     # Non-empty: the summary has a row per flow with these figures (custom).
     flow_headline: tuple[str, ...] = ()
     # Run notes (metadata) a summary shows as columns, e.g. rrul's bufferbloat grade.
     notes: tuple[str, ...] = ()
+    # Set when its headline figures are per key (throughput: per frame size, the key's
+    # name here): the summary has a row per key.
+    keyed: str | None = None
+    # Set when the kind runs a procedure of its own instead of its flows on a schedule
+    # (throughput's search over trials): the orchestrator calls it between clock zero
+    # and the samplers' stop (hoplab.kinds.procedure).
+    procedure: Callable[[Context], Result] | None = None
 
 
 _KINDS: dict[str, Kind] = {}
-_BUILTIN = "hoplab.kinds.builtin"
+# The built-in kinds in their own order (errors and docs list them so), once
+# hoplab.kinds has registered them, and what registers them (hoplab.kinds gives it).
+_BUILTIN: tuple[str, ...] | None = None
+_LOADER: Callable[[], None] | None = None
 
 
 def register(kind: Kind) -> Kind:
@@ -125,14 +168,31 @@ def unregister(name: str) -> None:
     _KINDS.pop(name, None)
 
 
+def load_builtin_with(loader: Callable[[], None]) -> None:
+    """What registers the built-in kinds, run at the first question (hoplab.kinds)."""
+    global _LOADER
+    _LOADER = loader
+
+
+def builtin_registered(order: Sequence[str]) -> None:
+    """Called by hoplab.kinds once its built-in kinds are registered, in their order."""
+    global _BUILTIN
+    missing = [n for n in order if n not in _KINDS]
+    if missing:
+        raise ValueError(f"built-in test kinds not registered: {', '.join(missing)}")
+    _BUILTIN = tuple(order)
+
+
 def _loaded() -> dict[str, Kind]:
-    """Every kind, the built-ins first in their own order (whichever module was imported
-    first), then the others as they were registered. The built-in kinds import spec,
-    run and tools; loading them on first use (not at import) lets those layers import
-    this module."""
-    order: tuple[str, ...] = importlib.import_module(_BUILTIN).BUILTIN
-    rank = {name: i for i, name in enumerate(order)}
-    return {n: _KINDS[n] for n in sorted(_KINDS, key=lambda n: rank.get(n, len(order)))}
+    """Every kind, the built-ins first in their own order, then the others as they were
+    registered."""
+    if _BUILTIN is None and _LOADER is not None:
+        _LOADER()
+    if _BUILTIN is None:
+        raise RuntimeError("the test kinds are not loaded: import hoplab.kinds before "
+                           "reading, running or showing tests")
+    rank = {name: i for i, name in enumerate(_BUILTIN)}
+    return {n: _KINDS[n] for n in sorted(_KINDS, key=lambda n: rank.get(n, len(rank)))}
 
 
 def find(name: str) -> Kind | None:
@@ -163,6 +223,15 @@ def flow_tool(name: str) -> FlowTool:
     if tool is None:
         raise KeyError(f"test kind {name!r} is not a kind of flow")
     return tool
+
+
+def metrics_of(name: str) -> tuple[str, ...]:
+    """Every metric a run of kind `name` may carry: its own, and when it composes flows of
+    any kind, every flow kind's."""
+    kind = get(name)
+    more = [m for k in _loaded().values() if kind.composes and k.flow is not None
+            for m in k.metrics]
+    return tuple(dict.fromkeys((*kind.metrics, *more)))
 
 
 def per_flow(name: str) -> bool:

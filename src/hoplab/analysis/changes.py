@@ -1,0 +1,344 @@
+"""What changed in a store: the dashboard's home (issue 21).
+
+Every series the store holds: the finished runs of one experiment and test, one variant
+and one set of labels (device=..., firmware=...), along the label that orders them:
+`version` (in natural order), else `commit` (in time order: the store knows no git
+history), else, for a series run again and again, each invocation of the experiment
+(`experiment_id`, in time order; each run at its start time when it names none). For
+every headline figure of its test kind (the caller says which: kinds.HEADLINES), two
+questions, each answered by the one analysis that answers it elsewhere:
+
+- its latest change point: analysis/trend.py analyse with the default detector, on the
+  same points `hoplab trend METRIC --by KEY` reads (series_trend's TrendPoint and
+  order), so the home shows what `hoplab trend` says;
+- its latest runs against their baseline, the value before them in the series' order:
+  analysis/groups.py compare_groups, as `hoplab compare` judges them.
+
+Each change is worse or better by the metric's direction (the metric registry), and
+they are listed in the one order of changes, analysis/verdicts.py rank: the largest
+regression first, then the improvements. A series where neither finds anything is
+steady; one too short for either (fewer than 4 values, and too few runs on its latest
+two for the rank test to reach its level) cannot tell.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hoplab import metrics as registry
+from hoplab.analysis import verdicts
+from hoplab.analysis.changepoints import MIN_SIZE
+from hoplab.analysis.order import natural_key
+from hoplab.analysis.ranks import min_p
+from hoplab.analysis.series_trend import TrendPoint, order_points
+from hoplab.analysis.trend import analyse
+from hoplab.errors import UsageError
+from hoplab.store import Annotation, RunSummary, Store
+
+ORDER_LABELS = ("version", "commit")     # labels a series is ordered by, in this preference
+TIME = ("experiment_id", "started_at")   # else by time: each invocation of the experiment,
+                                         # or each run when it names none (imported)
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Series:
+    experiment: str
+    test: str
+    kind: str
+    by: str                                  # version, commit, experiment_id, started_at
+    variant: tuple[tuple[str, str], ...]     # every variant key, as text
+    labels: tuple[tuple[str, str], ...]      # every label but `by`
+
+    @property
+    def order(self) -> str:
+        """How `hoplab trend --order` orders it: natural for versions and start times
+        (numbers), else time."""
+        return "natural" if self.by in ("version", "started_at") else "time"
+
+    @property
+    def title(self) -> str:
+        """"nat / nat-bulk hops=2 device=wrt3200"."""
+        rest = " ".join(f"{k}={v}" for k, v in (*self.variant, *self.labels))
+        return f"{self.experiment} / {self.test}" + (f" {rest}" if rest else "")
+
+    def filters(self) -> dict[str, str]:
+        """The selection of its runs, as `hoplab trend --filter` and compare take it."""
+        return {"experiment": self.experiment, "test": self.test, **dict(self.variant),
+                **dict(self.labels)}
+
+
+@dataclass(frozen=True)
+class Change:
+    series: Series
+    metric: str
+    source: str                              # "step": its latest change point; "latest":
+                                             # its latest runs against the value before
+    before: str | float                      # the values of `by` on both sides
+    after: str | float
+    median_before: float
+    median_after: float
+    change_pct: float
+    ci_pct: tuple[float, float]              # 95 % interval of the change
+    p: float | None
+    verdict: str                             # worse or better (n/a: no direction)
+    runs_before: tuple[int, ...]             # the runs of the values `before` and `after`
+    runs_after: tuple[int, ...]
+    n_before: int                            # what the figures rest on: repetitions of
+    n_after: int                             # the stretches (step), runs (latest)
+    experiment_file: str | None = None       # as its runs stored it: what bisect runs
+    started_before: float = math.nan         # when the values `before` and `after` were
+    started_after: float = math.nan          # first measured (annotations between them)
+
+
+@dataclass(frozen=True)
+class WhatChanged:
+    changes: tuple[Change, ...]              # in analysis/verdicts.py rank order
+    steady: tuple[Series, ...]               # judged, and no change found
+    cannot_tell: int                         # series too short for either question
+    series: int                              # every series
+    runs: int                                # every finished run read
+    state: tuple[int, int]                   # the store's (highest id, runs) it is of
+
+
+def _text(value: object) -> str:
+    """A variant value as filters and `hoplab trend` spell it (true, 2, "x" as x)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return str(value) if isinstance(value, int) else json.dumps(value)
+
+
+def series_of(run: RunSummary) -> Series:
+    by = next((k for k in ORDER_LABELS if k in run.labels),
+              TIME[0] if run.experiment_id else TIME[1])
+    return Series(experiment=run.experiment, test=run.test, kind=run.kind, by=by,
+                  variant=tuple(sorted((k, _text(v)) for k, v in run.variant.items())),
+                  labels=tuple(sorted((k, str(v)) for k, v in run.labels.items() if k != by)))
+
+
+def _x(run: RunSummary, by: str) -> str | float:
+    """The run's value of `by`, as series_trend reads it for `hoplab trend --by`."""
+    if by in TIME:
+        return run.started_at if by == "started_at" else str(run.experiment_id)
+    return str(run.labels[by])
+
+
+def points(series: Series, runs: Sequence[RunSummary], metric: str) -> list[TrendPoint]:
+    """The series' points of `metric`, as series_trend.trend_points makes them: each value
+    of `by` with every run that has a finite figure, in the series' order."""
+    grouped: dict[str | float, list[RunSummary]] = {}
+    for r in runs:
+        value = r.metrics.get(metric)
+        if value is not None and math.isfinite(value):
+            grouped.setdefault(_x(r, series.by), []).append(r)
+    found = [TrendPoint(value=x, runs=tuple(r.id for r in rs),
+                        values=tuple(r.metrics[metric] for r in rs),
+                        started_at=min(r.started_at for r in rs),
+                        tests=frozenset({f"{series.experiment}/{series.test}"}))
+             for x, rs in grouped.items()]
+    return order_points(found, series.order, by=series.by)
+
+
+def direction(metric: str, change_pct: float) -> str:
+    """worse or better, by the metric's direction in the registry; n/a without one."""
+    better = registry.better(metric)
+    if better is None or not math.isfinite(change_pct) or change_pct == 0:
+        return verdicts.NA
+    return verdicts.BETTER if (change_pct > 0) == (better == "higher") else verdicts.WORSE
+
+
+def latest_step(series: Series, metric: str, pts: Sequence[TrendPoint]) -> Change | None:
+    """The series' latest change point of `metric`, as `hoplab trend` finds it."""
+    if len(pts) < 2 * MIN_SIZE:
+        return None
+    found = analyse(metric, series.by, pts)
+    if not found.changes:
+        return None
+    last = found.changes[-1]
+    cp = last.point
+    return Change(series=series, metric=metric, source="step", before=last.before,
+                  after=last.after, median_before=cp.median_before,
+                  median_after=cp.median_after, change_pct=cp.change_pct, ci_pct=cp.ci_pct,
+                  p=cp.p, verdict=direction(metric, cp.change_pct),
+                  runs_before=pts[cp.index - 1].runs, runs_after=pts[cp.index].runs,
+                  n_before=cp.n_before, n_after=cp.n_after,
+                  started_before=pts[cp.index - 1].started_at,
+                  started_after=pts[cp.index].started_at)
+
+
+def comparable(pts: Sequence[TrendPoint], alpha: float = ALPHA) -> bool:
+    """Whether the latest two values have runs enough for the rank test to reach alpha
+    (else compare_groups could only say not enough data)."""
+    return len(pts) >= 2 and min_p(len(pts[-2].runs), len(pts[-1].runs)) <= alpha
+
+
+def latest_changes(series: Series, store: Store, names: Sequence[str],
+                   per_metric: dict[str, list[TrendPoint]],
+                   per_flow: bool | Callable[[str], bool] = False) -> list[Change]:
+    """The latest runs of each metric against the value before them, judged by
+    compare_groups (as `hoplab compare` would, their selections being the two values):
+    the metrics it calls worse or better."""
+    from hoplab.analysis.groups import compare_groups
+
+    out = []
+    todo: dict[tuple[tuple[int, ...], tuple[int, ...]], list[str]] = {}
+    for name in names:
+        pts = per_metric.get(name, [])
+        if comparable(pts):
+            todo.setdefault((pts[-2].runs, pts[-1].runs), []).append(name)
+    trials = registry.trial_series()
+    for (ids_a, ids_b), wanted in todo.items():
+        a = [store.get_run(i, series=trials) for i in ids_a]
+        b = [store.get_run(i, series=trials) for i in ids_b]
+        try:
+            result = compare_groups(a, b, wanted, per_flow=per_flow)
+        except UsageError:          # measured differently: nothing to say between them
+            continue
+        pts = per_metric[wanted[0]]
+        for g in result.groups:
+            for m in g.metrics:
+                if m.verdict not in (verdicts.WORSE, verdicts.BETTER) or m.flow is not None:
+                    continue
+                out.append(Change(
+                    series=series, metric=m.metric, source="latest", before=pts[-2].value,
+                    after=pts[-1].value, median_before=m.a_median, median_after=m.b_median,
+                    change_pct=m.change_pct, ci_pct=(m.ci_low_pct, m.ci_high_pct),
+                    p=m.p_value, verdict=m.verdict, runs_before=g.a_ids, runs_after=g.b_ids,
+                    n_before=len(m.a_values), n_after=len(m.b_values),
+                    started_before=pts[-2].started_at, started_after=pts[-1].started_at))
+    return out
+
+
+def _may_judge(runs: Sequence[RunSummary], by: str) -> bool:
+    """Whether a series could be judged at all, before reading a figure: 2 x MIN_SIZE
+    values for a change point, or 8 runs (the fewest, 4 + 4 or 3 + 5, whose rank test
+    reaches p <= 0.05) for its latest two. Exact, not a guess: a run without a figure
+    only takes values and runs away."""
+    if len(runs) >= 8:
+        return True
+    return len({_x(r, by) for r in runs}) >= 2 * MIN_SIZE
+
+
+def judge_series(series: Series, runs: Sequence[RunSummary], store: Store,
+                 names: Sequence[str]) -> tuple[Change, ...] | None:
+    """The series' changes (as what_changed lists them), or None when it is too short
+    to tell."""
+    per_metric = {n: points(series, runs, n) for n in names}
+    if not any(len(p) >= 2 * MIN_SIZE or comparable(p) for p in per_metric.values()):
+        return None
+    changes = [c for n in names if (c := latest_step(series, n, per_metric[n])) is not None]
+    changes += latest_changes(series, store, names, per_metric)
+    files: dict[int, str | None] = {}
+    for c in changes:
+        run = c.runs_after[0]
+        if run not in files:
+            source = store.get_run(run, series=False).metadata.get("experiment_file")
+            files[run] = source if isinstance(source, str) else None
+    return tuple(dataclasses.replace(c, experiment_file=files[c.runs_after[0]])
+                 for c in changes)
+
+
+class ChangeIndex:
+    """what_changed of a store, kept: computed whole once, then, when runs have only been
+    added since (Store.state), again for the series those runs belong to, read back from
+    the store. Judging every series of 100,000 runs takes seconds; answering from the
+    index takes milliseconds, and a new run costs what its own series costs (a second
+    for 1,000 versions x 3 repetitions, milliseconds for a short one). Safe to share
+    between threads: one refresh at a time."""
+
+    def __init__(self, headlines: Mapping[str, Sequence[str]]) -> None:
+        self.headlines = {k: [n for n in v if registry.find(n) is not None]
+                          for k, v in headlines.items()}
+        self._judged: dict[Series, tuple[Change, ...]] = {}
+        self._series = 0
+        self._runs = 0
+        self._found: WhatChanged | None = None
+        self._lock = threading.Lock()
+
+    def refresh(self, store: Store) -> WhatChanged:
+        """What changed in `store` now."""
+        state = store.state()
+        with self._lock:
+            old = self._found
+            if old is not None and old.state == state:
+                return old
+            top, count = old.state if old is not None else (0, 0)
+            # Cleared first: a pass that fails half way leaves the next to start over.
+            self._found = None
+            if old is not None and state[0] >= top and \
+                    store.count_ids(top + 1, state[0]) == state[1] - count:
+                self._add(store, top)
+            else:               # first, or runs deleted: everything again
+                self._all(store)
+            self._found = self._answer(state)
+            return self._found
+
+    def _names(self, kinds: Iterable[str]) -> set[str]:
+        return {n for k in kinds for n in self.headlines.get(k, ())}
+
+    def _all(self, store: Store) -> None:
+        runs = store.runs_with_figures(())
+        groups: dict[Series, list[RunSummary]] = {}
+        for r in runs:
+            groups.setdefault(series_of(r), []).append(r)
+        wanted = {s: rs for s, rs in groups.items() if _may_judge(rs, s.by)}
+        figures = store.figures_of([r.id for rs in wanted.values() for r in rs],
+                                   self._names({s.kind for s in wanted}))
+        self._judged, self._series, self._runs = {}, len(groups), len(runs)
+        for series, members in wanted.items():
+            for r in members:
+                r.metrics.update(figures.get(r.id, {}))
+            self._judge(store, series, members)
+
+    def _add(self, store: Store, top: int) -> None:
+        new = store.runs_with_figures((), after=top)
+        self._runs += len(new)
+        for series in dict.fromkeys(series_of(r) for r in new):
+            members = [r for r in store.runs_with_figures(
+                self._names([series.kind]), filters=series.filters()) if series_of(r) == series]
+            if all(r.id > top for r in members):
+                self._series += 1
+            self._judged.pop(series, None)
+            if _may_judge(members, series.by):
+                self._judge(store, series, members)
+
+    def _judge(self, store: Store, series: Series, members: Sequence[RunSummary]) -> None:
+        found = judge_series(series, members, store, self.headlines.get(series.kind, []))
+        if found is not None:
+            self._judged[series] = found
+
+    def _answer(self, state: tuple[int, int]) -> WhatChanged:
+        changes = sorted((c for found in self._judged.values() for c in found),
+                         key=lambda c: (verdicts.rank(c.verdict, c.change_pct),
+                                        natural_key(c.series.title), c.metric))
+        steady = sorted((s for s, found in self._judged.items() if not found),
+                        key=lambda s: natural_key(s.title))
+        return WhatChanged(changes=tuple(changes), steady=tuple(steady),
+                           cannot_tell=self._series - len(self._judged), series=self._series,
+                           runs=self._runs, state=state)
+
+
+def notes_of(change: Change, notes: Sequence[Annotation]) -> list[Annotation]:
+    """The annotations that belong beside a change: on either of its two values (its
+    series' `by`), on a label or variant value of its series (device=ap1: all of it), or
+    at a time between the two values' first runs."""
+    series = change.series
+    own = {*series.variant, *series.labels}
+    values = {str(change.before), str(change.after)}
+    return [n for n in notes
+            if (n.key == series.by and n.value in values)
+            or (n.key is not None and (n.key, n.value) in own)
+            or (n.at is not None and change.started_before <= n.at <= change.started_after)]
+
+
+def what_changed(store: Store, headlines: Mapping[str, Sequence[str]]) -> WhatChanged:
+    """Every series of the store judged (see the module doc); `headlines`: the figures
+    to follow for each test kind (kinds.HEADLINES)."""
+    return ChangeIndex(headlines).refresh(store)

@@ -1,0 +1,69 @@
+"""The contract of a kind that runs a procedure of its own instead of flows on a schedule:
+RFC 2544 throughput searches, trial after trial, for a rate it cannot know beforehand.
+
+The orchestrator (hoplab.run.execute) starts the samplers and the clock as for any test,
+then hands the procedure a Context: the test, the planned lab, the nodes' executors and
+a launcher that starts processes the way every test's processes start (logged for
+`hoplab clean`, stopped on any exit). The procedure returns what it measured; the
+orchestrator stops everything and stores it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from hoplab.lab.plan import Plan
+from hoplab.nodes.executor import Executor
+from hoplab.record import Metric, RawOutput, Series
+from hoplab.spec.experiment import Test
+
+
+class Running(Protocol):
+    """A process a procedure started."""
+
+    @property
+    def started(self) -> float: ...
+
+    def poll(self) -> int | None: ...
+
+    def output(self) -> bytes: ...
+
+
+class Launcher(Protocol):
+    """Starts a tracked process on a node (hoplab.run.procs.ProcessGroup is one)."""
+
+    def start(self, name: str, node: str, argv: Sequence[str], flow: str | None = None
+              ) -> Running: ...
+
+
+class DirRecord(Protocol):
+    def made_dir(self, node: str, path: str) -> None: ...
+
+    def removed_dir(self, node: str, path: str) -> None: ...
+
+
+@dataclass
+class Context:
+    test: Test
+    plan: Plan
+    nodes: Mapping[str, Executor]
+    launcher: Launcher
+    record: DirRecord               # a directory made on a node, for `hoplab clean`
+    workdir: Path                   # this machine's directory of the run
+    t0: float                       # clock zero (Unix time)
+    tick: Callable[[float], None]   # progress: seconds since clock zero
+    # Returns once every port listens on the node (node, "tcp"|"udp", ports, the server
+    # processes, whose early exit fails it), as every test's servers are waited for.
+    listening: Callable[[str, str, Iterable[int], Sequence[Running]], None]
+
+
+@dataclass
+class Result:
+    series: list[Series] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
+    raw: list[RawOutput] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,388 @@
+"""throughput: RFC 2544 throughput by frame size (section 26.1): for each size, the
+highest rate of UDP frames a path forwards with no loss (NDR), or with loss within a
+partial-drop target (PDR), found by bisection over trials; with the latency of a probe
+stream at that rate (section 26.2) and the generator's own ceiling beside it.
+
+Frames come from trafgen on the sending node (a raw ring through the qdisc path, paced
+to the trial's rate) and are counted where they arrive, by an nftables counter on the
+receiving interface's ingress, which drops them (hoplab.tools.rxcount). A trial counts
+the frames that arrive up to `drain` after the last was sent (RFC 2544 section 23: late
+frames count). Loss is frames offered minus frames received over frames offered (section
+26.3; hoplab.analysis.ndr.Trial).
+
+Before a size's search, the generator alone is measured: the highest rate it sends at
+here. The search offers no more than that, and an answer at that ceiling says so
+(`generator_limited`), so a result never claims a path forwards only what the generator
+could send.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hoplab.analysis.ndr import Search, Trial
+from hoplab.errors import HoplabError
+from hoplab.kind_registry import FlowTool, Kind, Option, Reader, register
+from hoplab.kinds.flow import address
+from hoplab.kinds.procedure import Context, Result
+from hoplab.nodes.executor import Executor
+from hoplab.record import Metric, RawOutput, Series
+from hoplab.spec import option_values as ov
+from hoplab.spec.experiment import Flow, Phase
+from hoplab.spec.locate import Path
+from hoplab.spec.units import choice, parse_bool, parse_percent, parse_time
+from hoplab.tools import ToolOutputError, iproute_json, load_json, ping, rxcount, trafgen
+
+DEFAULT_SIZES = ",".join(str(s) for s in trafgen.RFC2544_SIZES)
+PORT = 5201
+# A ping probe stream for the latency at the found rate: one echo every 10 ms.
+PROBE_INTERVAL_S = 0.01
+# A trial that loses more than the target but at most this share is repeated once.
+RETRY_BELOW = 0.05
+METRICS = ("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps", "generator_limited",
+           "ndr_latency_ms")
+
+
+def _sizes(value: object) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    out: list[str] = []
+    for item in items:
+        if item == "imix":
+            out.append("imix")
+            continue
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise ValueError(f"a frame size is a whole number of bytes or \"imix\", "
+                             f"not {item!r}")
+        if not trafgen.MIN_FRAME[4] <= item <= trafgen.MAX_FRAME:
+            raise ValueError(f"a frame size is {trafgen.MIN_FRAME[4]} to "
+                             f"{trafgen.MAX_FRAME} bytes (FCS included), not {item}")
+        out.append(str(item))
+    if not out or len(set(out)) != len(out):
+        raise ValueError(f"frame sizes are a non-empty list without repeats: {value!r}")
+    return tuple(out)
+
+
+def _losses(value: object) -> tuple[float, ...]:
+    items = value if isinstance(value, list) else [value]
+    out = tuple(sorted({parse_percent(v) for v in items}))
+    if not out or out[-1] >= 100:
+        raise ValueError(f"loss targets are below 100 %: {value!r}")
+    return out
+
+
+def _flows(value: object) -> int:
+    n = ov.positive_int(value)
+    if n > 1024:
+        raise ValueError(f"at most 1024 flows (distinct source ports), not {n}")
+    return n
+
+
+def _trial(value: object) -> float:
+    seconds = parse_time(value)
+    if not 0.1 <= seconds <= 3600:
+        raise ValueError(f"a trial lasts 100ms to 1h, not {value!r}")
+    return seconds
+
+
+def _precision(value: object) -> float:
+    pct = parse_percent(value)
+    if not 0.01 <= pct <= 50:
+        raise ValueError(f"precision is 0.01% to 50% of the rate found, not {value!r}")
+    return pct
+
+
+def _drain(value: object) -> float:
+    seconds = parse_time(value)
+    if not 0 <= seconds <= 60:
+        raise ValueError(f"a drain wait is 0 to 60s, not {value!r}")
+    return seconds
+
+
+OPTIONS: dict[str, Option] = {
+    "frame_sizes": Option(_sizes, "frame sizes in bytes, FCS included (RFC 2544), or "
+                                  "\"imix\" (7:4:1 of 64, 594 and 1518); over IPv6 the "
+                                  "smallest is 78 (RFC 5180)", DEFAULT_SIZES),
+    "loss": Option(_losses, "loss target: 0% gives the no-drop rate (NDR), above it a "
+                            "partial-drop rate (PDR); a list gives each from one search",
+                   '`"0%"`'),
+    "flows": Option(_flows, "distinct 5-tuples (source ports), so RSS spreads them", "1"),
+    "trial": Option(_trial, "length of each trial (RFC 2544: at least 60s; shorter trials "
+                            "are said so in the result)", '`"60s"`'),
+    "precision": Option(_precision, "the search stops when the rate found is known to "
+                                    "within this share of it", '`"0.5%"`'),
+    "direction": Option(choice(("up", "down", "both")), "up (from -> to), down, or both "
+                                                       "(one search each)", "up"),
+    "drain": Option(_drain, "wait for late frames after each trial (RFC 2544 section 23)",
+                    '`"2s"`'),
+    "family": Option(ov.family, "4 or 6", "4"),
+    "latency": Option(parse_bool, "a ping probe stream at the rate found (RFC 2544 "
+                                  "section 26.2): ndr_latency_ms", "true"),
+}
+
+
+@dataclass(frozen=True)
+class ThroughputOptions:
+    frame_sizes: tuple[str, ...]
+    losses_pct: tuple[float, ...]
+    flows: int
+    trial_s: float
+    precision_pct: float
+    drain_s: float
+    latency: bool
+
+
+def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
+            path: Path) -> tuple[list[Flow], list[Phase]]:
+    assert src is not None and dst is not None
+    family = o.get("family", 4)
+    sizes = o.get("frame_sizes", tuple(DEFAULT_SIZES.split(",")))
+    small = [s for s in sizes if s != "imix" and int(s) < trafgen.MIN_FRAME[family]]
+    if small:
+        r.ctx.fail((*path, "frame_sizes"), f"over IPv{family} a frame is at least "
+                                           f"{trafgen.MIN_FRAME[family]} bytes (RFC 5180), "
+                                           f"not {small[0]}")
+    opts = ThroughputOptions(frame_sizes=sizes, losses_pct=o.get("loss", (0.0,)),
+                             flows=o.get("flows", 1), trial_s=o.get("trial", 60.0),
+                             precision_pct=o.get("precision", 0.5),
+                             drain_s=o.get("drain", 2.0), latency=o.get("latency", True))
+    direction = o.get("direction", "up")
+    ways = ("up", "down") if direction == "both" else (direction,)
+    flows = [Flow(name=name if len(ways) == 1 else f"{name}.{way}", kind="throughput",
+                  src=src, dst=dst, direction=way, family=family, options=opts)
+             for way in ways]
+    return flows, [Phase("load", 0.0, 0.0)]
+
+
+def _run(ex: Executor, argv: list[str], what: str, input: str | None = None) -> str:
+    done = ex.run(argv, input=input, timeout=30)
+    if done.returncode != 0:
+        raise HoplabError(f"{ex.node}: {what} failed: {(done.stderr or done.stdout).strip()}")
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """One generator client: frames of one size, a share of the frames, its own port."""
+
+    size: int
+    share: float
+    port: int
+    payload: int
+
+
+def _streams(size: str, family: int) -> list[_Stream]:
+    """A size's streams: one, or imix's three sizes at 7:4:1 of the frames."""
+    mix = trafgen.IMIX if size == "imix" else ((int(size), 1),)
+    total = sum(n for _, n in mix)
+    return [_Stream(s, n / total, PORT + i, trafgen.payload_bytes(s, family))
+            for i, (s, n) in enumerate(mix)]
+
+
+def _sent(text: str) -> tuple[int, float]:
+    """(datagrams iperf3's client sent, seconds it sent for), from its JSON."""
+    doc = load_json("iperf3", text)
+    if doc.get("error"):
+        raise HoplabError(f"iperf3: {doc['error']}")
+    total = doc.get("end", {}).get("sum", {})
+    packets, seconds = total.get("packets"), total.get("seconds")
+    if not isinstance(packets, int) or not isinstance(seconds, int | float) or seconds <= 0:
+        raise ToolOutputError(f"iperf3: no UDP sender totals in its report: {text[-300:]!r}")
+    return packets, float(seconds)
+
+
+class _Trials:
+    """The generator, the counter and the trials of one direction and frame size.
+
+    The generator is iperf3 over UDP with its pacing timer at 100 us: datagrams whose
+    frames are the size asked for, sent evenly. trafgen's rate mode sends its ring in
+    bursts (bench/generators.py: a third of 100 frames/s of 1518 bytes lost through a
+    50 Mbit/s bucket that passes iperf3's 4,000 frames/s whole), which a queue of 20
+    frames cannot absorb: a search with it finds the generator's bursts, not the path."""
+
+    def __init__(self, ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
+                 table: str) -> None:
+        self.ctx, self.flow, self.opts, self.table = ctx, flow, opts, table
+        self.key = _key(flow, size)
+        self.sender, self.receiver = ((flow.dst, flow.src) if flow.direction == "down"
+                                      else (flow.src, flow.dst))
+        self.tx, self.rx = ctx.nodes[self.sender], ctx.nodes[self.receiver]
+        self.dst = address(ctx.plan, self.receiver, flow.family)
+        src = address(ctx.plan, self.sender, flow.family)
+        dev = iproute_json.route(_run(self.rx, iproute_json.route_get_argv(src),
+                                      "ip route get"), src).dev
+        self.streams = _streams(size, flow.family)
+        # One server per stream for every trial of the search (not one-off: -1).
+        servers = [ctx.launcher.start(f"iperf3 server {self.key} {s.port}", self.receiver,
+                                      ["iperf3", "-s", "-p", str(s.port)])
+                   for s in self.streams]
+        ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], servers)
+        self.rx.run(rxcount.delete_argv(table), timeout=30)  # one a killed run left
+        _run(self.rx, rxcount.load_argv(), "loading the frame counter",
+             input=rxcount.ruleset(table, dev, [(s.port, s.payload + 8)
+                                                for s in self.streams]))
+        self.raw: list[RawOutput] = []
+        self.times: list[float] = []
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.rx.run(rxcount.delete_argv(self.table), timeout=30)
+
+    def _argv(self, s: _Stream, fps: float | None, frames: int | None) -> list[str]:
+        flows = self.opts.flows
+        argv = ["iperf3", "-c", self.dst, "-p", str(s.port), "-u", "-l", str(s.payload),
+                "-P", str(flows), "--pacing-timer", "100", "-J",
+                "-6" if self.flow.family == 6 else "-4"]
+        if fps is None:
+            return [*argv, "-b", "0", "-t", "1"]
+        # -b is per stream, in bits of UDP payload a second; -k counts every stream's.
+        bps = max(1, round(fps * s.share * s.payload * 8 / flows))
+        return [*argv, "-b", str(bps), "-k", str(max(flows, frames or 1))]
+
+    def _send(self, fps: float | None, seconds: float) -> tuple[int, float]:
+        """Every stream at once; (datagrams sent, the longest stream's seconds)."""
+        procs = []
+        for s in self.streams:
+            frames = None if fps is None else round(fps * s.share * seconds)
+            procs.append(self.ctx.launcher.start(f"iperf3 {self.key} {s.port}", self.sender,
+                                                 self._argv(s, fps, frames)))
+        limit = time.time() + seconds + 30
+        for proc in procs:
+            while proc.poll() is None:
+                if time.time() > limit:
+                    raise HoplabError(f"iperf3 on {self.sender} did not finish in time")
+                time.sleep(0.005)
+        sent, took = 0, 0.0
+        for proc in procs:
+            n, t = _sent(proc.output().decode(errors="replace"))
+            sent, took = sent + n, max(took, t)
+        return sent, took
+
+    def ceiling(self) -> float:
+        """The generator's own rate with no pacing, for one second."""
+        sent, took = self._send(None, 1.0)
+        return sent / took
+
+    def counted(self) -> int:
+        return rxcount.frames(_run(self.rx, rxcount.read_argv(self.table), "nft"))
+
+    def _once(self, fps: float, seconds: float, drain_s: float) -> Trial:
+        before = self.counted()
+        sent, _ = self._send(fps, seconds)
+        time.sleep(drain_s)  # RFC 2544 section 23: frames that arrive late still count
+        self.ctx.tick(time.time() - self.ctx.t0)
+        return Trial(fps, sent, self.counted() - before)
+
+    def trial(self, fps: float, seconds: float, drain_s: float, target: float) -> Trial:
+        """A trial at `fps`; one that misses `target` by a little is repeated once and
+        the better kept. A generator on a busy test machine stalls now and then and its
+        catch-up burst overflows a short queue: a single trial then fails below the
+        path's rate. A path that is over its rate loses in both."""
+        self.times.append(time.time() - self.ctx.t0)
+        first = self._once(fps, seconds, drain_s)
+        if not target < first.loss_ratio <= RETRY_BELOW:
+            return first
+        second = self._once(fps, seconds, drain_s)
+        return min(first, second, key=lambda t: t.loss_ratio)
+
+    def latency(self, fps: float, seconds: float) -> list[float]:
+        """RTTs (ms) of a ping stream while frames flow at `fps` (RFC 2544 26.2)."""
+        stream = ping.Stream(host=self.dst, interval_s=PROBE_INTERVAL_S, duration_s=seconds,
+                             ipv6=self.flow.family == 6)
+        probe = self.ctx.launcher.start(f"ping {self.key}", self.sender, ping.argv(stream))
+        self._send(fps, seconds)
+        limit = time.time() + seconds + ping.LINGER_S + 10
+        while probe.poll() is None and time.time() < limit:
+            time.sleep(0.01)
+        text = probe.output().decode(errors="replace")
+        self.raw.append(RawOutput(f"{self.flow.name} {self.key} ping", text.encode(),
+                                  "text/plain"))
+        return [r.rtt_s * 1000 for r in ping.parse(text).replies if r.rtt_s is not None]
+
+
+def _key(flow: Flow, size: str) -> str:
+    return size if flow.direction == "up" or "." not in flow.name else f"{size} {flow.direction}"
+
+
+def _size_bits(size: str) -> float:
+    """Bits on the wire per frame as RFC 2544 counts them (FCS included; imix: its mean)."""
+    if size == "imix":
+        sizes = trafgen.imix_sizes()
+        return 8 * sum(sizes) / len(sizes)
+    return 8 * int(size)
+
+
+def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
+              out: Result) -> None:
+    table = f"hoplab_rx_{ctx.test.flows.index(flow)}"
+    trials = _Trials(ctx, flow, opts, size, table)
+    try:
+        ceiling = trials.ceiling()
+        search = Search(ceiling_fps=ceiling, targets=tuple(p / 100 for p in opts.losses_pct),
+                        precision=opts.precision_pct / 100)
+        while (rate := search.next_rate()) is not None:
+            search.record(trials.trial(rate, opts.trial_s, opts.drain_s,
+                                       min(opts.losses_pct) / 100))
+        ndr = search.answer(min(opts.losses_pct) / 100)
+        rtts = trials.latency(ndr, opts.trial_s) if opts.latency and ndr > 0 else []
+    finally:
+        trials.close()
+    key = trials.key
+    out.metrics.append(Metric("generator_fps", ceiling, "frames/s", key=key))
+    for pct in opts.losses_pct:
+        target = pct / 100
+        fps = search.answer(target)
+        prefix = "ndr" if pct == 0 else "pdr"
+        tkey = key if len(opts.losses_pct) == 1 or pct == 0 else f"{key} {pct:g}%"
+        out.metrics += [
+            Metric(f"{prefix}_fps", fps, "frames/s", key=tkey),
+            Metric(f"{prefix}_bps", fps * _size_bits(size), "bit/s", key=tkey),
+            Metric("generator_limited", float(search.limited_by_generator(target)), "flag",
+                   key=tkey)]
+    if rtts:
+        q = (statistics.quantiles(rtts, n=100, method="inclusive") if len(rtts) > 1
+             else rtts * 99)
+        out.metrics += [Metric("ndr_latency_ms", statistics.median(rtts), "ms",
+                               key=f"{key} median"),
+                        Metric("ndr_latency_ms", q[98], "ms", key=f"{key} p99")]
+    out.series += [
+        Series("throughput_trial", "frames/s", trials.times, [t.rate_fps for t in search.trials],
+               key=key),
+        Series("throughput_trial_loss", "%", trials.times,
+               [100 * t.loss_ratio for t in search.trials], key=key)]
+    out.raw += trials.raw
+
+
+def _procedure(ctx: Context) -> Result:
+    out = Result()
+    for flow in ctx.test.flows:
+        opts = flow.options_as(ThroughputOptions)
+        for size in opts.frame_sizes:
+            try:
+                _one_size(ctx, flow, opts, size, out)
+            except HoplabError as e:
+                out.errors.append(f"flow {flow.name}, frames of {size}: {e}")
+        if opts.trial_s < 60:
+            # A queue of Q frames hides an excess of Q / trial frames/s (docs/kinds.md).
+            out.notes["short_trials"] = f"{opts.trial_s:g}s trials (RFC 2544: 60s)"
+    return out
+
+
+def _unused_client(flow: Flow, index: int, plan: object) -> list[str]:
+    raise HoplabError(f"flow {flow.name}: a throughput search runs its own trials")
+
+
+KIND = register(Kind(
+    name="throughput", options=OPTIONS, expand=_expand,
+    figures=lambda _test, _outcomes, _end: ([], [], {}),
+    headline=("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps",
+              "generator_limited"),
+    metrics=METRICS, notes=("short_trials",), keyed="frames",
+    flow=FlowTool(tool="iperf3", package="iperf3", bulk=True, rtt=False,
+                  media_type="application/json", server=lambda _f, _i, _p: None,
+                  client=_unused_client, collect=lambda *_a: None,
+                  needs=(("ping", "iputils-ping"),), server_tool="nft"),
+    procedure=_procedure))

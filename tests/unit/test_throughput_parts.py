@@ -1,0 +1,160 @@
+"""RFC 2544 throughput's parts, without a lab: trafgen's frames and summary (real captured
+outputs in tests/data/trafgen), the ingress counter's ruleset and reading, and the search."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hoplab.analysis.ndr import Search, Trial
+from hoplab.tools import ToolOutputError, rxcount, trafgen
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "trafgen"
+A, B = "0e:9b:bd:58:59:ee", "2a:42:a5:90:a2:53"
+
+
+def _stream(size: int, family: int = 4, flows: int = 1) -> trafgen.Stream:
+    src, dst = ("10.99.0.1", "10.99.0.2") if family == 4 else ("fd00:99::1", "fd00:99::2")
+    return trafgen.Stream(A, B, src, dst, size, 5201, flows=flows)
+
+
+def _block_bytes(block: str) -> int:
+    """Bytes one packet block makes: c16() is 2, csum*() 2, fill(x, n) n, drnd(n) n, else 1."""
+    body = block.strip().strip("{}")
+    total = 0
+    for item in re.findall(r"\w+\([^)]*\)|0x[0-9a-f]+|\d+", body):
+        if item.startswith(("c16(", "csum")):
+            total += 2
+        elif item.startswith("fill("):
+            total += int(item.split(",")[1].rstrip(")"))
+        elif item.startswith("drnd("):
+            total += int(item[5:-1])
+        else:
+            total += 1
+    return total
+
+
+@pytest.mark.parametrize(("size", "family", "payload"),
+                         [(64, 4, 18), (1518, 4, 1472), (78, 6, 12), (1518, 6, 1452)])
+def test_a_frame_is_its_rfc2544_size_less_the_fcs(size, family, payload):
+    conf = trafgen.config(_stream(size, family))
+    assert _block_bytes(conf.splitlines()[0]) == size - 4
+    assert trafgen.payload_bytes(size, family) == payload
+    assert f"fill(0x55, {payload})" in conf
+
+
+def test_flows_are_distinct_source_ports():
+    conf = trafgen.config(_stream(64, flows=4))
+    assert re.findall(r"c16\((4915[2-5])\), c16\(5201\)", conf) == [
+        "49152", "49153", "49154", "49155"]
+    with pytest.raises(ValueError, match="65535"):
+        trafgen.config(trafgen.Stream(A, B, "10.0.0.1", "10.0.0.2", 64, 9, sport=65530,
+                                      flows=10))
+
+
+@pytest.mark.parametrize(("size", "family"), [(63, 4), (77, 6), (1519, 4)])
+def test_sizes_outside_the_rfc_are_refused(size, family):
+    with pytest.raises(ValueError, match="FCS included"):
+        trafgen.config(_stream(size, family))
+
+
+def test_argv_paces_through_the_qdisc_path():
+    argv = trafgen.argv("eth0", "/tmp/x.cfg", 1000, 20833.3)
+    assert argv[:2] == ["trafgen", "--dev"]
+    assert "--qdisc-path" in argv and argv[argv.index("--rate") + 1] == "20833pps"
+    assert "--rate" not in trafgen.argv("eth0", "/tmp/x.cfg", 10, None)
+
+
+@pytest.mark.parametrize(("name", "sent"), [("ipv4-64-1000-at-10000pps.txt", 1000),
+                                            ("ipv4-1518-4128-at-4128pps.txt", 4128),
+                                            ("ipv6-78-1000-at-10000pps.txt", 1000)])
+def test_frames_sent_from_real_summaries(name, sent):
+    assert trafgen.frames_sent((DATA / name).read_text()) == sent
+
+
+def test_a_summary_without_a_count_is_an_error():
+    with pytest.raises(ToolOutputError, match="packets outgoing"):
+        trafgen.frames_sent("trafgen: invalid option -- 'A'\n")
+
+
+def test_the_counter_from_real_nft_output():
+    assert rxcount.frames((DATA / "nft-counter-4128.json").read_text()) == 4128
+    assert rxcount.frames((DATA / "nft-counter-zero.json").read_text()) == 0
+    with pytest.raises(ToolOutputError):
+        rxcount.frames('{"nftables": []}')
+
+
+def test_the_ruleset_names_no_shell_and_refuses_odd_names():
+    text = rxcount.ruleset("hoplab_rx_1", "veth0", [(5201, 26), (5202, 1480)])
+    assert 'device "veth0"' in text and "udp dport 5201 udp length 26 counter" in text
+    assert "udp dport 5202 udp length 1480 counter" in text
+    for table, dev in [("x; flush ruleset", "eth0"), ("ok", 'eth0"; flush'), ("ok", "a" * 16)]:
+        with pytest.raises(ValueError):
+            rxcount.ruleset(table, dev, [(5201, 26)])
+
+
+def _path(capacity: float, queue: int = 0, trial_s: float = 1.0) -> Callable[[float], Trial]:
+    """A path that forwards `capacity` frames/s behind a queue of `queue` frames."""
+    def run(rate: float) -> Trial:
+        offered = round(rate * trial_s)
+        received = min(offered, round(capacity * trial_s) + queue)
+        return Trial(rate, offered, received)
+    return run
+
+
+def _search(s: Search, path: Callable[[float], Trial]) -> Search:
+    while (rate := s.next_rate()) is not None:
+        s.record(path(rate))
+    return s
+
+
+def test_the_search_finds_the_capacity_to_its_precision():
+    s = _search(Search(ceiling_fps=370_000, targets=(0.0,), precision=0.005), _path(20_833))
+    found = s.answer(0.0)
+    assert 20_833 * 0.995 <= found <= 20_833
+    assert not s.limited_by_generator(0.0)
+    # Led by the forwarding rate of the first failure: three trials, where bisection
+    # alone takes log2(370000 / (0.005 * 20833)) + 1 = 13.
+    assert len(s.trials) <= 4
+
+
+def test_a_queue_hides_q_over_trial_frames_per_second():
+    """A queue of Q frames passes an excess of Q / trial frames/s (docs/kinds.md)."""
+    s = _search(Search(ceiling_fps=100_000, targets=(0.0,), precision=0.001),
+                _path(4_128, queue=200, trial_s=1.0))
+    assert (4_128 + 200) * (1 - 0.001) <= s.answer(0.0) <= 4_128 + 200
+
+
+def test_two_targets_share_their_trials():
+    def lossy(rate: float) -> Trial:
+        # No loss up to 10,000 frames/s, then 1 % per 1,000 frames/s above it.
+        offered = round(rate)
+        loss = max(0.0, (rate - 10_000) / 100_000)
+        return Trial(rate, offered, math.floor(offered * (1 - loss)))
+    s = _search(Search(ceiling_fps=50_000, targets=(0.0, 0.005), precision=0.005), lossy)
+    assert 10_000 * 0.995 <= s.answer(0.0) <= 10_000
+    assert 10_500 * 0.99 <= s.answer(0.005) <= 10_500
+    alone = _search(Search(ceiling_fps=50_000, targets=(0.005,), precision=0.005), lossy)
+    assert len(s.trials) < len(alone.trials) + len(
+        _search(Search(50_000, (0.0,), 0.005), lossy).trials)
+
+
+def test_a_path_faster_than_the_generator_is_generator_limited():
+    s = _search(Search(ceiling_fps=300_000, targets=(0.0,), precision=0.005),
+                _path(1_000_000))
+    assert s.answer(0.0) == 300_000 and s.limited_by_generator(0.0)
+    assert len(s.trials) == 1
+
+
+def test_a_path_that_forwards_nothing_answers_zero():
+    s = _search(Search(ceiling_fps=1_000, targets=(0.0,), precision=0.01), _path(0))
+    assert s.answer(0.0) == 0.0
+
+
+def test_loss_is_offered_minus_received_over_offered():
+    assert Trial(100, 1000, 990).loss_ratio == pytest.approx(0.01)
+    assert Trial(100, 1000, 1003).loss_ratio == 0.0  # duplicates are not negative loss
