@@ -112,6 +112,7 @@ def start_many(ifaces: Sequence[WgInterface], mode: Mode, *,
         return [None] * len(ifaces)
 
     procs: list[subprocess.Popen[bytes]] = []
+    before = userspace.children()
     try:
         for iface in ifaces:
             proc = userspace.spawn(iface)
@@ -128,6 +129,10 @@ def start_many(ifaces: Sequence[WgInterface], mode: Mode, *,
     except BaseException:
         for iface, proc in zip(ifaces, procs, strict=False):
             _quietly(stop, iface, proc.pid)
+        # A stop that landed between a daemon's start and its place in `procs` (a
+        # signal lab up turns into an exception) left it running: it is the next one's.
+        for pid in userspace.children() - before - {p.pid for p in procs}:
+            _quietly(stop, ifaces[min(len(procs), len(ifaces) - 1)], pid)
         raise
     return [proc.pid for proc in procs]
 

@@ -59,6 +59,11 @@ _LOG_TAIL_LINES = 12
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
+def children() -> set[int]:
+    """The PIDs of the daemons this process started and has not stopped."""
+    return set(_CHILDREN)
+
+
 def spawn(iface: WgInterface) -> subprocess.Popen[bytes]:
     """Bind the control socket and start wireguard-go on it; no waiting."""
     make_rundir(iface)
@@ -89,6 +94,8 @@ def spawn(iface: WgInterface) -> subprocess.Popen[bytes]:
                 # Own session: a Ctrl-C meant for the engine must not reach the
                 # daemons directly; the engine stops them in order.
                 start_new_session=True)
+            # Known at once: a stop that lands before spawn returns finds it here.
+            _CHILDREN[proc.pid] = proc
     except OSError as exc:
         with contextlib.suppress(FileNotFoundError):
             sock_path.unlink()
@@ -97,7 +104,6 @@ def spawn(iface: WgInterface) -> subprocess.Popen[bytes]:
         # The daemon holds its own copy; once ours is closed, a daemon that
         # dies makes our pending connection fail at once instead of hanging.
         listener.close()
-    _CHILDREN[proc.pid] = proc
     return proc
 
 
