@@ -37,6 +37,11 @@ FLOWS = (("tcp4", "tcp", 4, 1448, 1514), ("tcp6", "tcp", 6, 1428, 1514),
 # moment. Each bound is under half the 1.4 % between IPv6's and IPv4's TCP payload: a
 # flow with the other family's headers fails (a tcp6 flow run over IPv4 read +1.2 %).
 HIGH_PCT, LOW_PCT = 0.3, 0.7
+# UDP's families differ by 4.5 % (400 B in 442-byte frames against 462), so its low bound
+# is set by what a busy machine gives, still under half that gap: a fresh-clone CI run
+# read udp6 -0.77 % (a moment of idle link while the sender was descheduled), where 6
+# runs on a quieter machine read 0.00 to -0.44 %.
+UDP_LOW_PCT = 1.5
 
 
 def expected_goodput(kind: str, payload: int, frame: int, seconds: float) -> float:
@@ -90,7 +95,8 @@ def test_ipv6_payload_rates_through_a_shaped_link(tmp_path: Path) -> None:
         out = json.loads(next(r.data for r in rec.raw if r.name == f"fam.{flow} iperf3"))
         expected = expected_goodput(kind, payload, frame,
                                     out["end"]["sum_received"]["seconds"])
-        assert -LOW_PCT <= 100 * (got / expected - 1) <= HIGH_PCT, (flow, got, expected)
+        low = UDP_LOW_PCT if flow.startswith("udp") else LOW_PCT
+        assert -low <= 100 * (got / expected - 1) <= HIGH_PCT, (flow, got, expected)
         # iperf3 went over the family asked for, to the address of that family.
         assert (":" in out["start"]["connected"][0]["remote_host"]) is (family == 6)
         if flow.startswith("tcp"):
