@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from hoplab.lab.plan import Plan
@@ -39,20 +38,12 @@ class Launcher(Protocol):
               ) -> Running: ...
 
 
-class DirRecord(Protocol):
-    def made_dir(self, node: str, path: str) -> None: ...
-
-    def removed_dir(self, node: str, path: str) -> None: ...
-
-
 @dataclass
 class Context:
     test: Test
     plan: Plan
     nodes: Mapping[str, Executor]
     launcher: Launcher
-    record: DirRecord               # a directory made on a node, for `hoplab clean`
-    workdir: Path                   # this machine's directory of the run
     t0: float                       # clock zero (Unix time)
     tick: Callable[[float], None]   # progress: seconds since clock zero
     # Returns once every port listens on the node (node, "tcp"|"udp", ports, the server

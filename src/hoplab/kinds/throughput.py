@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,7 +207,7 @@ class _Trials:
     def __init__(self, ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
                  table: str) -> None:
         self.ctx, self.flow, self.opts, self.table = ctx, flow, opts, table
-        self.key = _key(flow, size)
+        self.key = _key(ctx.test.flows, flow, size)
         self.sender, self.receiver = ((flow.dst, flow.src) if flow.direction == "down"
                                       else (flow.src, flow.dst))
         self.tx, self.rx = ctx.nodes[self.sender], ctx.nodes[self.receiver]
@@ -303,8 +304,9 @@ class _Trials:
         return [r.rtt_s * 1000 for r in ping.parse(text).replies if r.rtt_s is not None]
 
 
-def _key(flow: Flow, size: str) -> str:
-    return size if flow.direction == "up" or "." not in flow.name else f"{size} {flow.direction}"
+def _key(flows: Sequence[Flow], flow: Flow, size: str) -> str:
+    """The figures' key: the frame size, and the direction when the test searches both."""
+    return size if len(flows) == 1 else f"{size} {flow.direction}"
 
 
 def _size_bits(size: str) -> float:

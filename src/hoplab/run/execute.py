@@ -221,8 +221,8 @@ def _procedure(test: Test, plan: Plan, group: ProcessGroup, result: TestResult,
     assert procedure is not None
     try:
         out = procedure(Context(
-            test=test, plan=plan, nodes=group.nodes, launcher=group, record=group.record,
-            workdir=group.workdir, t0=result.started_at, tick=tick,
+            test=test, plan=plan, nodes=group.nodes, launcher=group,
+            t0=result.started_at, tick=tick,
             listening=lambda node, proto, ports, procs: wait_listening(
                 group.nodes[node], proto, ports, [p for p in procs if isinstance(p, Proc)])))
     except Exception as e:
