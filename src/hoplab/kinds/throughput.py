@@ -3,8 +3,9 @@ highest rate of UDP frames a path forwards with no loss (NDR), or with loss with
 partial-drop target (PDR), found by bisection over trials; with the latency of a probe
 stream at that rate (section 26.2) and the generator's own ceiling beside it.
 
-Frames come from trafgen on the sending node (a raw ring through the qdisc path, paced
-to the trial's rate) and are counted where they arrive, by an nftables counter on the
+Frames come from iperf3 over UDP on the sending node, paced evenly (bench/generators.py
+measured it against trafgen, whose rate mode sends in bursts a short queue loses; see
+_Trials), and are counted where they arrive, by an nftables counter on the
 receiving interface's ingress, which drops them (hoplab.tools.rxcount). A trial counts
 the frames that arrive up to `drain` after the last was sent (RFC 2544 section 23: late
 frames count). Loss is frames offered minus frames received over frames offered (section

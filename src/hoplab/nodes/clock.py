@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hoplab.nodes.executor import Executor, ExecutorError
+from hoplab.nodes.executor import LOCAL_MACHINE, Executor, ExecutorError
 from hoplab.nodes.ssh_quote import SH_WHICH
 
 END = "@@hoplab-clock@@"
@@ -142,7 +142,7 @@ def clock_offsets(nodes: Mapping[str, Executor]) -> dict[str, dict[str, Any]]:
     answer gets its error instead (the run itself will say what failed)."""
     by_machine: dict[str, list[str]] = {}
     for name, ex in nodes.items():
-        if ex.machine != "local":
+        if ex.machine != LOCAL_MACHINE:
             by_machine.setdefault(ex.machine, []).append(name)
     out: dict[str, dict[str, Any]] = {}
     for names in by_machine.values():

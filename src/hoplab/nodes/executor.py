@@ -33,6 +33,9 @@ SYSCTLS = (
 )
 
 
+# The `machine` of every node that shares this machine's kernel (a namespace here).
+LOCAL_MACHINE = "local"
+
 class ExecutorError(HoplabError):
     """A node could not be reached or did not answer: names the node and what failed."""
 

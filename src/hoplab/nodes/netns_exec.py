@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from hoplab.errors import LabError
 from hoplab.nodes import netns as ns_lib
 from hoplab.nodes.executor import (
+    LOCAL_MACHINE,
     Completed,
     CounterSource,
     ExecutorError,
@@ -218,7 +219,7 @@ def _default_stops() -> None:
 
 class NetnsExecutor:
     kind = "netns"
-    machine = "local"
+    machine = LOCAL_MACHINE
 
     def __init__(self, node: str, netns: str | None, *, stats: str | None = None) -> None:
         self.node = node

@@ -24,7 +24,7 @@ from hoplab.kinds.flow import Outcome
 from hoplab.kinds.procedure import Context
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
-from hoplab.nodes.executor import Executor
+from hoplab.nodes.executor import LOCAL_MACHINE, Executor
 from hoplab.nodes.registry import close_all, executors, is_local, wire_executors
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run import server_home
@@ -53,9 +53,17 @@ class TestResult:
 
 
 def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> list[Target]:
-    kinds = frozenset(test.samplers.kinds) - {"cpu"}
+    asked = frozenset(test.samplers.kinds)
+    kinds = asked - {"cpu"}
     if not kinds:
-        return []
+        # `cpu` alone: a namespace's CPU is the host's (sampled once, by the samplers'
+        # cpu thread), but a device's is its own and read on the device.
+        if "cpu" not in asked:
+            return []
+        chosen = list(test.samplers.nodes) if test.samplers.nodes is not None \
+            else routers_crossed(test, plan)
+        return [Target(n, nodes[n], frozenset()) for n in chosen
+                if nodes[n].machine != LOCAL_MACHINE]
     if test.samplers.nodes is not None:
         chosen = list(test.samplers.nodes)
         ends: list[str] = []

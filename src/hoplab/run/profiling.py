@@ -14,7 +14,7 @@ from typing import Any
 
 from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan
-from hoplab.nodes.executor import Executor
+from hoplab.nodes.executor import LOCAL_MACHINE, Executor
 from hoplab.nodes.tracking import ProcessRecord
 from hoplab.profile import analyze, fold
 from hoplab.profile.record import Recording
@@ -87,7 +87,7 @@ class PhaseProfiler:
         start, end = self.window
         rec = self.recording
         if rec.proc is None and self.error is None and start <= t < end:
-            if rec.node.machine != "local":
+            if rec.node.machine != LOCAL_MACHINE:
                 self._record.made_dir(rec.node.node, str(rec.data.parent))
                 self._dir_made = True
             try:
