@@ -200,7 +200,8 @@ def test_asking_before_the_kinds_can_be_loaded_is_a_fault(
         kind_registry.find("tcp")
 
 
-@pytest.mark.parametrize("name", ["tcp", "udp", "ping", "probe", "rrul", "custom", "web"])
+@pytest.mark.parametrize("name", ["tcp", "udp", "ping", "probe", "rrul", "custom", "web",
+                                  "throughput"])
 def test_each_kinds_keys_are_documented_from_their_declaration(name: str) -> None:
     """docs/experiment-format.md has each kind's table of keys exactly as its declaration
     prints it (`python -m hoplab.kinds.doc`): a key added, renamed or redocumented in the

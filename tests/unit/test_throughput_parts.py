@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.analysis.ndr import Search, Trial
+from hoplab.analysis.ndr import Phase, Search, Trial, bounds_hints, phases
 from hoplab.tools import ToolOutputError, rxcount, trafgen
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "trafgen"
@@ -158,3 +158,30 @@ def test_a_path_that_forwards_nothing_answers_zero():
 def test_loss_is_offered_minus_received_over_offered():
     assert Trial(100, 1000, 990).loss_ratio == pytest.approx(0.01)
     assert Trial(100, 1000, 1003).loss_ratio == 0.0  # duplicates are not negative loss
+
+
+def test_mlr_phases_lengthen_trials_and_halve_the_width():
+    plan = phases(10.0, 0.005)
+    assert [round(p.trial_s, 2) for p in plan] == [1.0, 2.15, 4.64, 10.0]
+    assert [p.precision for p in plan] == [0.04, 0.02, 0.01, 0.005]
+    assert phases(1.0, 0.005) == [Phase(1.0, 0.005)]
+
+
+def test_mlr_answers_from_full_length_trials_starting_at_the_last_bounds():
+    """Each phase starts from the previous one's bounds; the answer is the last phase's,
+    whose trials are full-length: short trials' queue bonus (Q / T) is not in it."""
+    hints: tuple[float, ...] = ()
+    for phase in phases(10.0, 0.005):
+        s = Search(ceiling_fps=100_000, targets=(0.0,), precision=phase.precision,
+                   hints=hints)
+        _search(s, _path(4_128, queue=200, trial_s=phase.trial_s))
+        if hints:
+            assert s.trials[0].rate_fps == hints[0], "a phase starts at the last pass"
+        hints = bounds_hints(s)
+    # Whole frames: a 10 s trial's rounding is 0.05 frames/s.
+    assert (4_128 + 20) * (1 - 0.005) <= s.answer(0.0) <= 4_128 + 20 + 0.05
+
+
+def test_a_hint_outside_the_bounds_is_not_tried():
+    s = Search(ceiling_fps=1_000, targets=(0.0,), precision=0.01, hints=(5_000.0, 0.5))
+    assert s.next_rate() == 1_000

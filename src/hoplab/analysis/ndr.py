@@ -8,6 +8,12 @@ received over frames offered (RFC 2544 section 26.3), hoplab's one definition of
 Every trial informs every loss target: a trial with 0.3 % loss passes a 0.5 % target and
 fails a 0 % one. Searching for several targets (an NDR and a PDR) reuses each other's
 trials, so the second search starts from bounds the first already found.
+
+MLRsearch's phases (draft-ietf-bmwg-mlrsearch; FD.io CSIT): short trials find coarse
+bounds cheaply, then each phase lengthens the trials and narrows the width, starting
+from the previous phase's bounds (`phases`, and `Search.hints`). Only the last phase's
+trials, at the full trial length, decide the answer: a short trial overstates a path
+by what its queues hold. bench/ndr_search.py measures it against a single phase.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ class Search:
     precision: float                    # relative: stop when hi - lo <= precision * lo
     floor_fps: float = 1.0              # below this, the answer is "nothing passes"
     trials: list[Trial] = field(default_factory=list)
+    # Rates to try first, in order, while each still lies between the bounds: a
+    # previous phase's bounds (MLRsearch).
+    hints: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.ceiling_fps <= 0:
@@ -64,18 +73,32 @@ class Search:
         """The next rate for one target, or None when its answer is known."""
         lo, hi = self.bounds(target)
         if hi is None:
-            # Nothing failed above lo: the ceiling itself is next, unless it passed.
-            return None if lo >= self.ceiling_fps else self.ceiling_fps
+            # Nothing failed above lo: a hint above lo, else the ceiling itself, unless
+            # it passed.
+            if lo >= self.ceiling_fps:
+                return None
+            hinted = self._hinted(lo, None)
+            return self.ceiling_fps if hinted is None else hinted
         if hi <= self.floor_fps:
             return None
         if lo > 0 and hi - lo <= self.precision * lo:
             return None
         if lo == 0 and hi <= self.floor_fps * 2:
             return None
+        hinted = self._hinted(lo, hi)
+        if hinted is not None:
+            return hinted
         guided = self._guided(lo, hi, target)
         if guided is not None:
             return guided
         return (lo + hi) / 2 if lo > 0 else max(self.floor_fps, hi / 2)
+
+    def _hinted(self, lo: float, hi: float | None) -> float | None:
+        for rate in self.hints:
+            inside = lo < rate <= self.ceiling_fps and (hi is None or rate < hi)
+            if inside and rate > self.floor_fps and not self._tried(rate):
+                return rate
+        return None
 
     def _tried(self, rate: float) -> bool:
         return any(abs(t.rate_fps - rate) <= 1e-6 * rate for t in self.trials)
@@ -111,3 +134,31 @@ class Search:
     def limited_by_generator(self, target: float) -> bool:
         """True when the answer is the ceiling: the path may forward more than offered."""
         return self.answer(target) >= self.ceiling_fps
+
+
+@dataclass(frozen=True)
+class Phase:
+    trial_s: float
+    precision: float
+
+
+def phases(trial_s: float, precision: float, *, shortest_s: float = 1.0,
+           intermediate: int = 2) -> list[Phase]:
+    """MLRsearch's phases: trials from `shortest_s` up to `trial_s` in geometric steps,
+    the width doubling for each phase before the last (CSIT's defaults: 1 s first, two
+    intermediate phases). One phase when the trials are already short."""
+    if trial_s <= shortest_s:
+        return [Phase(trial_s, precision)]
+    steps = intermediate + 1
+    out = [Phase(shortest_s * (trial_s / shortest_s) ** (i / steps),
+                 min(0.5, precision * 2 ** (steps - i))) for i in range(steps)]
+    return [*out, Phase(trial_s, precision)]
+
+
+def bounds_hints(search: Search) -> tuple[float, ...]:
+    """A finished phase's bounds, for the next: each target's pass, then its failure."""
+    out: list[float] = []
+    for target in search.targets:
+        lo, hi = search.bounds(target)
+        out += [r for r in (lo, hi) if r]
+    return tuple(out)

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hoplab.analysis.ndr import Search, Trial
+from hoplab.analysis.ndr import Phase as SearchPhase
+from hoplab.analysis.ndr import Search, Trial, bounds_hints, phases
 from hoplab.errors import HoplabError
 from hoplab.kind_registry import FlowTool, Kind, Option, Reader, register
 from hoplab.kinds.flow import address
@@ -121,6 +122,11 @@ OPTIONS: dict[str, Option] = {
     "drain": Option(_drain, "wait for late frames after each trial (RFC 2544 section 23)",
                     '`"2s"`'),
     "family": Option(ov.family, "4 or 6", "4"),
+    "search": Option(choice(("binary", "mlr")),
+                     "binary: every trial as long as `trial`, guided by the forwarding "
+                     "rate of failed trials; mlr: MLRsearch's phases, 1 s trials first, "
+                     "then longer ones from their bounds (bench/ndr_search.py: binary "
+                     "needs less time here)", "binary"),
     "latency": Option(parse_bool, "a ping probe stream at the rate found (RFC 2544 "
                                   "section 26.2): ndr_latency_ms", "true"),
 }
@@ -135,6 +141,7 @@ class ThroughputOptions:
     precision_pct: float
     drain_s: float
     latency: bool
+    search: str = "binary"
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
@@ -150,7 +157,8 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
     opts = ThroughputOptions(frame_sizes=sizes, losses_pct=o.get("loss", (0.0,)),
                              flows=o.get("flows", 1), trial_s=o.get("trial", 60.0),
                              precision_pct=o.get("precision", 0.5),
-                             drain_s=o.get("drain", 2.0), latency=o.get("latency", True))
+                             drain_s=o.get("drain", 2.0), latency=o.get("latency", True),
+                             search=o.get("search", "binary"))
     direction = o.get("direction", "up")
     ways = ("up", "down") if direction == "both" else (direction,)
     flows = [Flow(name=name if len(ways) == 1 else f"{name}.{way}", kind="throughput",
@@ -318,17 +326,32 @@ def _size_bits(size: str) -> float:
     return 8 * int(size)
 
 
+def _search(trials: _Trials, opts: ThroughputOptions, ceiling: float
+            ) -> tuple[Search, list[Trial]]:
+    """The last phase's search (its trials, full-length, decide the answers) and every
+    trial of every phase, in order."""
+    targets = tuple(p / 100 for p in opts.losses_pct)
+    plan = (phases(opts.trial_s, opts.precision_pct / 100) if opts.search == "mlr"
+            else [SearchPhase(opts.trial_s, opts.precision_pct / 100)])
+    done: list[Trial] = []
+    hints: tuple[float, ...] = ()
+    for phase in plan:
+        search = Search(ceiling_fps=ceiling, targets=targets, precision=phase.precision,
+                        hints=hints)
+        while (rate := search.next_rate()) is not None:
+            search.record(trials.trial(rate, phase.trial_s, opts.drain_s, min(targets)))
+        done += search.trials
+        hints = bounds_hints(search)
+    return search, done
+
+
 def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
               out: Result) -> None:
     table = f"hoplab_rx_{ctx.test.flows.index(flow)}"
     trials = _Trials(ctx, flow, opts, size, table)
     try:
         ceiling = trials.ceiling()
-        search = Search(ceiling_fps=ceiling, targets=tuple(p / 100 for p in opts.losses_pct),
-                        precision=opts.precision_pct / 100)
-        while (rate := search.next_rate()) is not None:
-            search.record(trials.trial(rate, opts.trial_s, opts.drain_s,
-                                       min(opts.losses_pct) / 100))
+        search, done = _search(trials, opts, ceiling)
         ndr = search.answer(min(opts.losses_pct) / 100)
         rtts = trials.latency(ndr, opts.trial_s) if opts.latency and ndr > 0 else []
     finally:
@@ -352,10 +375,10 @@ def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
                                key=f"{key} median"),
                         Metric("ndr_latency_ms", q[98], "ms", key=f"{key} p99")]
     out.series += [
-        Series("throughput_trial", "frames/s", trials.times, [t.rate_fps for t in search.trials],
+        Series("throughput_trial", "frames/s", trials.times, [t.rate_fps for t in done],
                key=key),
         Series("throughput_trial_loss", "%", trials.times,
-               [100 * t.loss_ratio for t in search.trials], key=key)]
+               [100 * t.loss_ratio for t in done], key=key)]
     out.raw += trials.raw
 
 
