@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pytest
 
 from hoplab.store.store import open_store
 from tests.helpers.device_labs import EXAMPLES, adapt, cable_router, nic_names
-from tests.helpers.devices import Farm, farm
+from tests.helpers.devices import Device, Farm, farm
 from tests.helpers.lab import HOPLAB, lab_namespaces
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -74,3 +75,42 @@ def test_ndr_through_a_router_over_ssh_is_its_shaped_frame_rate(
     assert any(s.node == "router" and s.name.startswith("cpu") for s in rec.series)
     # The shaper was the device's, and its teardown command took it away again.
     assert "tbf" not in router.exec("tc", "qdisc", "show", "dev", "rt1").stdout
+
+
+def test_a_killed_search_leaves_no_counter_on_the_device_after_clean(
+        devices: Farm, tmp_path: Path, lab_name: str) -> None:
+    """Frames to the router itself: its nft counter table is the device's. hoplab is
+    SIGKILLed in the middle of the search; `hoplab clean LAB` takes the table away."""
+    nics = nic_names("hl-c0", "hl-s0")
+    router = cable_router(devices, nics)
+    text = adapt((EXAMPLES / "router-dut.toml").read_text(), {"root@10.99.0.2": router}, nics)
+    (tmp_path / "router-dut.toml").write_text(
+        text.replace('name = "dut"', f'name = "{lab_name}"'))
+    exp = tmp_path / "exp.toml"
+    exp.write_text('lab = "router-dut.toml"\n[[tests]]\nname = "ndr"\nkind = "throughput"\n'
+                   'from = "client"\nto = "router"\nframe_sizes = [1518]\ntrial = "30s"\n')
+    with subprocess.Popen([*HOPLAB, "run", str(exp), "--db", str(tmp_path / "runs.db"),
+                           "--lab-name", lab_name], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL) as proc:
+        deadline = time.monotonic() + 120
+        while "hoplab_rx_0" not in router.exec("nft", "list", "tables").stdout:
+            assert proc.poll() is None and time.monotonic() < deadline, "no counter table"
+            time.sleep(0.1)
+        proc.kill()
+    assert "hoplab_rx_0" in router.exec("nft", "list", "tables").stdout
+    done = subprocess.run([*HOPLAB, "clean", lab_name], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "hoplab_rx_0" not in router.exec("nft", "list", "tables").stdout
+    assert lab_namespaces(lab_name) == set()
+    assert not any("iperf3" in cmd for cmd in _commands(router)), "iperf3 left on the device"
+
+
+def _commands(dev: Device) -> list[str]:
+    out = []
+    for pid in dev.pids():
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"))
+        except OSError:
+            continue
+    return out

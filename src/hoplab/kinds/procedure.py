@@ -37,6 +37,12 @@ class Launcher(Protocol):
     def start(self, name: str, node: str, argv: Sequence[str], flow: str | None = None
               ) -> Running: ...
 
+    def will_undo(self, node: str, argv: Sequence[str]) -> None:
+        """Logs a command that takes away what the procedure put on a node, which `lab
+        down` and `hoplab clean` run if the run is killed before `undone`."""
+
+    def undone(self, node: str, argv: Sequence[str]) -> None: ...
+
 
 @dataclass
 class Context:

@@ -231,6 +231,8 @@ class _Trials:
                    for s in self.streams]
         ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], servers)
         self.rx.run(rxcount.delete_argv(table), timeout=30)  # one a killed run left
+        # Logged first: a run killed now leaves the table, and `hoplab clean` removes it.
+        ctx.launcher.will_undo(self.receiver, rxcount.delete_argv(table))
         _run(self.rx, rxcount.load_argv(), "loading the frame counter",
              input=rxcount.ruleset(table, dev, [(s.port, s.payload + 8)
                                                 for s in self.streams]))
@@ -240,6 +242,7 @@ class _Trials:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.rx.run(rxcount.delete_argv(self.table), timeout=30)
+            self.ctx.launcher.undone(self.receiver, rxcount.delete_argv(self.table))
 
     def _argv(self, s: _Stream, fps: float | None, frames: int | None) -> list[str]:
         flows = self.opts.flows

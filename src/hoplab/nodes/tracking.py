@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,6 +63,14 @@ class ProcessRecord:
     def removed_dir(self, node: str, path: str) -> None:
         self._append({"op": "dir_removed", "node": node, "path": path})
 
+    def will_undo(self, node: str, argv: Sequence[str]) -> None:
+        """A command that takes away what a test put on a node (an nft table on a device):
+        `lab down` and `hoplab clean` run it unless `undone` follows."""
+        self._append({"op": "undo", "node": node, "argv": list(argv)})
+
+    def undone(self, node: str, argv: Sequence[str]) -> None:
+        self._append({"op": "undone", "node": node, "argv": list(argv)})
+
     def _append(self, entry: dict[str, object]) -> None:
         if not self.active:
             return
@@ -84,6 +92,21 @@ def recorded_dirs(state: Record) -> list[tuple[str, str]]:
         elif e.get("op") == "dir_removed":
             made.pop(key, None)
     return list(made)
+
+
+def recorded_undo(state: Record) -> list[tuple[str, list[str]]]:
+    """(node, argv) of every undo command the log has not seen run, newest first."""
+    todo: dict[tuple[str, tuple[str, ...]], None] = {}
+    for e in _entries(state):
+        try:
+            key = (str(e["node"]), tuple(str(a) for a in e["argv"]))
+        except (KeyError, TypeError):
+            continue
+        if e.get("op") == "undo":
+            todo[key] = None
+        elif e.get("op") == "undone":
+            todo.pop(key, None)
+    return [(node, list(argv)) for node, argv in reversed(todo)]
 
 
 def _entries(state: Record) -> list[dict[str, Any]]:

@@ -160,6 +160,12 @@ class ProcessGroup:
         self.record = ProcessRecord(lab)
         self._watcher: _Watcher | None = None
 
+    def will_undo(self, node: str, argv: Sequence[str]) -> None:
+        self.record.will_undo(node, argv)
+
+    def undone(self, node: str, argv: Sequence[str]) -> None:
+        self.record.undone(node, argv)
+
     def start(self, name: str, node: str, argv: Sequence[str], flow: str | None = None
               ) -> Proc:
         """Start argv on node. With `flow`, note when that flow's data began to move: the
