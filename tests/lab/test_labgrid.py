@@ -166,7 +166,7 @@ def test_a_place_held_by_someone_else_is_refused_naming_them(
 
 
 def test_problems_with_a_place_are_refused_at_its_key(
-        coordinator: Grid, exit_board: tuple[Device, str], tmp_path: Path,
+        coordinator: Grid, exit_board: tuple[Device, str], place: str, tmp_path: Path,
         lab_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     board, nic = exit_board
     monkeypatch.setenv("LG_COORDINATOR", coordinator.address)
@@ -182,6 +182,18 @@ def test_problems_with_a_place_are_refused_at_its_key(
         assert find(lab.name) is None and not lab_namespaces(lab.name)
 
     refused("nodes.exit.labgrid", f"labgrid place {bare!r} has no NetworkService")
+    # Held, then the device refuses (its host key is not known): the place is given back.
+    (tmp_path / "known_hosts").write_text("")
+    unknown = load_lab(_lab(tmp_path, lab_name, place, board, nic))
+    unknown = replace(unknown, nodes=tuple(
+        replace(n, labgrid=replace(n.labgrid, known_hosts=str(tmp_path / "known_hosts")))
+        if n.labgrid else n for n in unknown.nodes))
+    with pytest.raises(SpecError) as e:
+        build.up(unknown)
+    assert e.value.key == "nodes.exit.labgrid", str(e.value)
+    assert f"device exit (root@{board.address}, labgrid place {place}):" in str(e.value)
+    assert coordinator.holder(place) == (None, 0)
+    assert find(lab_name) is None and not lab_namespaces(lab_name)
     lab = replace(lab, nodes=tuple(
         replace(n, labgrid=replace(n.labgrid, place="hl-nosuch")) if n.labgrid else n
         for n in lab.nodes))

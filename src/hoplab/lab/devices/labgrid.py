@@ -44,6 +44,7 @@ class _Want:
     address: str
     said: str   # how the address was given, for messages
     key: str    # the lab file's key a problem with the coordinator is reported at
+    lab: str    # the lab's name, for messages
 
     @property
     def place(self) -> str:
@@ -117,7 +118,7 @@ def _wants(lab: Lab) -> list[_Want]:
         assert node.labgrid is not None
         if node.labgrid.coordinator:
             out.append(_Want(node, node.labgrid.coordinator, "labgrid_coordinator",
-                             "labgrid_coordinator"))
+                             "labgrid_coordinator", lab.name))
             continue
         if env:
             try:
@@ -125,10 +126,10 @@ def _wants(lab: Lab) -> list[_Want]:
             except ValueError as exc:
                 raise spec_error(lab, ("nodes", node.name, "labgrid"),
                                  f"$LG_COORDINATOR: {exc}") from None
-            out.append(_Want(node, env, "from $LG_COORDINATOR", "labgrid"))
+            out.append(_Want(node, env, "from $LG_COORDINATOR", "labgrid", lab.name))
         else:
             out.append(_Want(node, DEFAULT_COORDINATOR, "labgrid's default; set "
-                             "$LG_COORDINATOR or labgrid_coordinator", "labgrid"))
+                             "$LG_COORDINATOR or labgrid_coordinator", "labgrid", lab.name))
     # One order for every lab: two labs naming the same places take them alike.
     return sorted(out, key=lambda w: (w.address, w.place))
 
@@ -194,9 +195,9 @@ def _held(want: _Want, by: str, since: float, me: str) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))
     said = f"labgrid place {want.place!r} is acquired by {by} (since {when})"
     if by == me:
-        return (f"{said}: this user on this machine, by another hoplab run or by "
-                f"labgrid-client; hoplab clean LAB releases what a killed run of lab LAB "
-                f"held, labgrid-client -p {want.place} release what you acquired")
+        return (f"{said}: this user on this machine, in another hoplab run or "
+                f"labgrid-client; if a killed run of lab {want.lab} held it, hoplab clean "
+                f"{want.lab} releases it, else labgrid-client -p {want.place} release")
     return f"{said}; hoplab runs on a place nobody holds: ask {by.split('/')[-1]} to release it"
 
 
