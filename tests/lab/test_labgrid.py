@@ -8,7 +8,10 @@ exit 2 at the node's key, leaving nothing behind."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from ipaddress import ip_address
@@ -23,7 +26,7 @@ from hoplab.spec import load_lab
 from hoplab.store.store import open_store
 from tests.helpers.device_labs import configure, nic_names
 from tests.helpers.devices import Device, Farm, farm
-from tests.helpers.lab import hoplab, lab_namespaces
+from tests.helpers.lab import HOPLAB, hoplab, lab_namespaces
 from tests.helpers.labgrid import Grid, grid
 
 pytestmark = pytest.mark.root
@@ -144,13 +147,10 @@ def test_a_place_is_held_while_its_lab_is_up_and_a_run_reaches_its_device(
 
 
 def test_a_place_held_by_someone_else_is_refused_naming_them(
-        coordinator: Grid, exit_board: tuple[Device, str], tmp_path: Path,
+        coordinator: Grid, exit_board: tuple[Device, str], place: str, tmp_path: Path,
         lab_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     board, nic = exit_board
-    # The coordinator as labgrid's own tools find it.
     monkeypatch.setenv("LG_COORDINATOR", coordinator.address)
-    service = coordinator.exporter("held", address=board.address, username="root", port=22)
-    place = coordinator.place(service)
     coordinator.client("-p", place, "acquire", user="alice")
     try:
         lab = _lab(tmp_path, lab_name, place, board, nic)
@@ -163,6 +163,39 @@ def test_a_place_held_by_someone_else_is_refused_naming_them(
         assert coordinator.holder(place) == (f"{socket.gethostname()}/alice", 0)
     finally:
         coordinator.client("-p", place, "release", user="alice")
+
+
+def test_a_run_stopped_by_sigterm_gives_the_place_back(
+        coordinator: Grid, exit_board: tuple[Device, str], place: str, tmp_path: Path,
+        lab_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    board, nic = exit_board
+    monkeypatch.setenv("LG_COORDINATOR", coordinator.address)
+    _lab(tmp_path, lab_name, place, board, nic)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(EXPERIMENT.replace('duration = "1s"', 'duration = "30s"'))
+    db = tmp_path / "runs.db"
+    proc = subprocess.Popen([*HOPLAB, "run", str(exp), "--db", str(db), "--lab-name", lab_name],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        # Once the lab is up, the run is under way on the device, holding its place.
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            state = find(lab_name)
+            if state is not None and state.status == "up":
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        assert coordinator.holder(place) == (f"{socket.gethostname()}/root", 1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert coordinator.holder(place) == (None, 0)
+    assert find(lab_name) is None and not lab_namespaces(lab_name)
 
 
 def test_problems_with_a_place_are_refused_at_its_key(
