@@ -21,7 +21,8 @@ import pytest
 
 from hoplab.errors import SpecError
 from hoplab.lab import build
-from hoplab.lab.state import find
+from hoplab.lab.devices import labgrid
+from hoplab.lab.state import LabState, find
 from hoplab.spec import load_lab
 from hoplab.store.store import open_store
 from tests.helpers.device_labs import configure, nic_names
@@ -160,6 +161,13 @@ def test_a_place_held_by_someone_else_is_refused_naming_them(
         assert f"is acquired by {socket.gethostname()}/alice" in err, err
         # Nothing left: no record, no namespace, no reservation; hers stays hers.
         assert find(lab_name) is None and not lab_namespaces(lab_name)
+        assert coordinator.holder(place) == (f"{socket.gethostname()}/alice", 0)
+        # A killed run's record naming this place, under a reservation of its own, and
+        # its user: clean releases nothing that was acquired since without it.
+        old = LabState(name=lab_name, source=str(lab), labgrid=[{
+            "node": "exit", "place": place, "coordinator": coordinator.address,
+            "user": f"{socket.gethostname()}/alice", "token": "HLOLDTOKEN"}])
+        assert labgrid.release(old) == []
         assert coordinator.holder(place) == (f"{socket.gethostname()}/alice", 0)
     finally:
         coordinator.client("-p", place, "release", user="alice")

@@ -100,7 +100,7 @@ def release(state: LabState) -> list[str]:
         try:
             with _labgrid_logs():
                 warnings += _run_async(_release(address, some))
-        except (_Unreachable, OSError, TimeoutError) as exc:
+        except Exception as exc:  # teardown goes on: say what is left to do by hand
             warnings += [f"labgrid place {e['place']} (node {e['node']}): not released "
                          f"({exc}); labgrid-client -x {address} -p {e['place']} release, "
                          f"then labgrid-client -x {address} cancel-reservation {e['token']}"
@@ -411,6 +411,14 @@ def _labgrid_logs() -> Iterator[list[str]]:
 
 
 def _run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on an event loop of its own (this thread has none running)."""
-    return asyncio.run(coro)
+    """Run a coroutine on an event loop of its own: in this thread, or where this thread
+    already runs one (a bench's queue worker may), in a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
