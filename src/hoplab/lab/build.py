@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from hoplab.errors import CapabilityError, LabError, UsageError
 from hoplab.lab import netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
-from hoplab.lab.devices import addresses, nics, reach, settings
+from hoplab.lab.devices import addresses, labgrid, nics, reach, settings
 from hoplab.lab.devices import tools as device_tools
 from hoplab.lab.lock import lab_lock
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab, unresolved
@@ -206,16 +206,54 @@ def up(lab: Lab, *, caps: Capabilities | None = None, progress: Progress | None 
     t0 = time.monotonic()
     caps = caps or probe()
     nics.check_nics(lab)
+    # One build of a name at a time: its checks that nothing of the lab exists, and a
+    # failed build's teardown of what its record lists, see no other build's.
+    with lab_lock(lab.name):
+        if not labgrid.named(lab):
+            return _reach_and_build(lab, caps, progress, tools, why, t0, None)
+        # Devices named by labgrid places: the places are held (and recorded) first, for
+        # their addresses; what is held is given back if the build never records it.
+        held = _first_record(lab)
+        with terminate_as_interrupt(shield_after_first=True):
+            try:
+                reached = labgrid.hold(lab, held)
+                return _reach_and_build(reached, caps, progress, tools, why, t0, held)
+            except BaseException:
+                # A build that recorded the lab took it down (and its record) itself.
+                if held.path.exists():
+                    with shielded():
+                        teardown(held, run_hooks=False)
+                raise
+
+
+def _reach_and_build(lab: Lab, caps: Capabilities, progress: Progress | None,
+                     tools: Mapping[str, Collection[str]] | None,
+                     why: Mapping[str, str] | None, t0: float,
+                     held: LabState | None) -> UpResult:
     # Reaching, reading and checking every device touches nothing on it.
     execs = reach.connect(lab, executor_for)
     try:
         resolved = _read_devices(lab, execs, tools, why) if execs else lab
-        # One build of a name at a time: its checks that nothing of the lab exists, and a
-        # failed build's teardown of what its record lists, see no other build's.
-        with lab_lock(lab.name):
-            return _up(resolved, caps, progress, execs, t0, lab)
+        return _up(resolved, caps, progress, execs, t0, lab, held)
     finally:
         reach.close(execs.values())
+
+
+def _first_record(lab: Lab) -> LabState:
+    """The record of a lab whose labgrid places are about to be held: nothing else yet."""
+    _not_up(lab)
+    src = Path(lab.source)
+    state = LabState(name=lab.name, source=str(src.resolve()) if src.exists() else lab.source)
+    state.save()
+    return state
+
+
+def _not_up(lab: Lab) -> None:
+    old = find(lab.name)
+    if old is not None and (any(ns_exists(n) for n in old.namespaces) or old.devices
+                            or old.labgrid):
+        raise UsageError(f"lab {lab.name!r} is already up; take it down first: "
+                         f"hoplab lab down {lab.name}")
 
 
 def _read_devices(lab: Lab, execs: Mapping[str, Executor],
@@ -263,10 +301,11 @@ class _Build:
 
 
 def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
-        execs: Mapping[str, Executor], t0: float, written: Lab) -> UpResult:
+        execs: Mapping[str, Executor], t0: float, written: Lab,
+        held: LabState | None) -> UpResult:
     plan = preflight(lab, caps)
     assert plan is not None  # device addresses are resolved by now
-    b = _record(lab, plan, caps, progress)
+    b = _record(lab, plan, caps, progress, held)
     # After the first signal the others are ignored: the teardown below must finish.
     with terminate_as_interrupt(shield_after_first=True):
         try:
@@ -292,21 +331,23 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
     return b.result
 
 
-def _record(lab: Lab, plan: Plan, caps: Capabilities, progress: Progress | None) -> _Build:
+def _record(lab: Lab, plan: Plan, caps: Capabilities, progress: Progress | None,
+            held: LabState | None = None) -> _Build:
     """Check nothing of the lab is here yet, and write down what will be, before anything
     exists: the state record, with which node is where (a process started on a device
-    during the build is stopped there by clean after a crash)."""
+    during the build is stopped there by clean after a crash). `held`: the record of
+    the labgrid places held for it, which this one carries on."""
     local = [n for n in plan.nodes if is_local(lab.node(n.name).kind)]
-    old = find(lab.name)
-    if old is not None and (any(ns_exists(n) for n in old.namespaces) or old.devices):
-        raise UsageError(f"lab {lab.name!r} is already up; take it down first: "
-                         f"hoplab lab down {lab.name}")
+    if held is None:
+        _not_up(lab)
     taken = [n.netns for n in local if ns_exists(n.netns)]
     if taken:
         raise UsageError(f"namespace {taken[0]} already exists; run hoplab clean")
     src = Path(lab.source)
     state = LabState(name=lab.name, source=str(src.resolve()) if src.exists() else lab.source,
                      namespaces=[n.netns for n in local])
+    if held is not None:
+        state.created, state.labgrid = held.created, held.labgrid
     wires = {w.index: w for w in wire.plan_wires(
         lab.name, [lk for lk in lab.links if impairment_backend(lk, caps) == "wire"],
         state.rundir)}
@@ -524,6 +565,7 @@ def check_devices(lab: Lab, tools: Mapping[str, Collection[str]] | None = None,
     if not lab.devices() and not any(lk.attach for lk in lab.links):
         return
     nics.check_nics(lab)
+    lab = labgrid.look_up(lab)
     execs = reach.connect(lab, executor_for)
     try:
         _read_devices(lab, execs, tools, why)

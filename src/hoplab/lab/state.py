@@ -46,6 +46,10 @@ class LabState:
     devices: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Host NICs moved into the lab's namespaces, with their state before (lab.devices).
     attached: list[dict[str, Any]] = field(default_factory=list)
+    # labgrid places reserved and acquired for the lab's devices, each written before
+    # it is reserved: node, place, coordinator, user (as labgrid names us), reservation
+    # token (hoplab.lab.devices.labgrid).
+    labgrid: list[dict[str, Any]] = field(default_factory=list)
 
     def owner_alive(self) -> bool:
         return self.owner_start is not None \

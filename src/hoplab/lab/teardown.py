@@ -78,6 +78,11 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
     # back to this machine before their namespaces go (a veth would die with them).
     warnings += restore(state, nodes)
     close_all(nodes)
+    if state.labgrid:
+        from hoplab.lab.devices.labgrid import release
+
+        # The devices are put back: their labgrid places can go to someone else.
+        warnings += release(state)
     warnings += give_back_nics(state)
     wire.forget_exited()
     warnings += kill_leftovers(live)

@@ -63,7 +63,8 @@ def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
 
 
 def _ssh_where(info: Mapping[str, Any]) -> str:
-    return f"device, ssh {info['ssh']['destination']}"
+    place = (info.get("labgrid") or {}).get("place")
+    return f"device, {f'labgrid place {place}, ' if place else ''}ssh {info['ssh']['destination']}"
 
 
 KINDS: dict[str, NodeKind] = {

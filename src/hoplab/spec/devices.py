@@ -28,10 +28,15 @@ from typing import NoReturn, TypeVar
 
 from hoplab.nodes import ssh_address as address
 from hoplab.spec.locate import Path
-from hoplab.spec.model import DeviceEnd, Link, SshTarget
+from hoplab.spec.model import DeviceEnd, LabgridPlace, Link, SshTarget
 from hoplab.spec.units import kind, parse_bool, parse_int, parse_str
 
 SSH_OPTION_KEYS = ("port", "identity", "jump", "known_hosts")
+# A labgrid place's NetworkService says the host, user and port; the rest is the file's.
+LABGRID_SSH_OPTION_KEYS = ("identity", "jump", "known_hosts")
+# A place's name as hoplab asks the coordinator for it (exactly, not as labgrid-client's
+# pattern: "+" would be a reservation token, a substring would match other places).
+PLACE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 # An interface name as the kernel allows it (15 bytes, no '/', ':' or space), and not
 # one that a tool would read as an option.
 IFNAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,14}")
@@ -61,18 +66,58 @@ def _jump(value: object) -> str:
     return text
 
 
-def ssh_target(dest: str, options: Mapping[str, object], path: Path, fail: Fail) -> SshTarget:
-    def get(key: str, parse: Callable[[object], T]) -> T | None:
-        if key not in options:
-            return None
-        try:
-            return parse(options[key])
-        except ValueError as e:
-            fail((*path, key), str(e))
+def _option(options: Mapping[str, object], key: str, parse: Callable[[object], T],
+            path: Path, fail: Fail) -> T | None:
+    if key not in options:
+        return None
+    try:
+        return parse(options[key])
+    except ValueError as e:
+        fail((*path, key), str(e))
 
-    return SshTarget(destination=dest, port=get("port", _port), jump=get("jump", _jump),
-                     identity=get("identity", _key_file),
-                     known_hosts=get("known_hosts", _key_file))
+
+def ssh_target(dest: str, options: Mapping[str, object], path: Path, fail: Fail) -> SshTarget:
+    return SshTarget(destination=dest, port=_option(options, "port", _port, path, fail),
+                     jump=_option(options, "jump", _jump, path, fail),
+                     identity=_option(options, "identity", _key_file, path, fail),
+                     known_hosts=_option(options, "known_hosts", _key_file, path, fail))
+
+
+def place(value: object) -> str:
+    """A labgrid place's name."""
+    text = parse_str(value)
+    if not PLACE.fullmatch(text):
+        raise ValueError(f"{text!r} is not a labgrid place's name (letters, digits, '.', "
+                         f"'_', '-'; the name as labgrid-client places lists it)")
+    return text
+
+
+def coordinator(value: object) -> str:
+    """A labgrid coordinator's HOST[:PORT] (labgrid's default port is 20408)."""
+    text = parse_str(value)
+    head, sep, tail = text.rpartition(":")
+    if sep and tail.isdigit() and tail.isascii() and (head.endswith("]") or ":" not in head):
+        address.port(int(tail))
+        text_host = head
+    else:
+        text_host = text
+    if ":" in text_host and not text_host.startswith("["):
+        raise ValueError(f"{text!r}: write an IPv6 coordinator in brackets, e.g. "
+                         f"[2001:db8::1]:20408")
+    try:
+        address.host(text_host)
+    except ValueError:
+        raise ValueError(f"{text!r} is not HOST[:PORT] of a labgrid coordinator") from None
+    return text
+
+
+def labgrid_place(name: str, coord: str | None, options: Mapping[str, object], path: Path,
+                  fail: Fail) -> LabgridPlace:
+    """A device named by a labgrid place, with the SSH options the place does not say."""
+    return LabgridPlace(place=name, coordinator=coord,
+                        jump=_option(options, "jump", _jump, path, fail),
+                        identity=_option(options, "identity", _key_file, path, fail),
+                        known_hosts=_option(options, "known_hosts", _key_file, path, fail))
 
 
 def _key_file(value: object) -> str:

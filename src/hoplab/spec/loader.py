@@ -32,10 +32,12 @@ from hoplab.spec.model import (
     Addressing,
     Direction,
     Lab,
+    LabgridPlace,
     Link,
     Nat,
     Node,
     QueueLimit,
+    SshTarget,
     Tunnel,
 )
 from hoplab.spec.qdisc_options import misfit as qdisc_misfit
@@ -67,7 +69,8 @@ Iface = IPv4Interface | IPv6Interface
 
 _TOP_KEYS = ("name", "nodes", "links", "generate", "link_defaults", "tunnels", "addressing",
              "accept_new_host_keys")
-_NODE_KEYS = ("forward", "sysctls", "offloads", "nat", "setup", "teardown", "ssh", "ssh_options")
+_NODE_KEYS = ("forward", "sysctls", "offloads", "nat", "setup", "teardown", "ssh", "ssh_options",
+              "labgrid", "labgrid_coordinator")
 # What a device's node table may not ask: hoplab builds nothing on a device.
 _NOT_ON_DEVICES = {
     "forward": 'set sysctls = { "net.ipv4.ip_forward" = 1 } if the device should forward',
@@ -393,7 +396,8 @@ def _explicit_link(ctx: _Ctx, raw: object, path: Path, index: int, nodes: Collec
         return _cable(ctx, table, path, _link(ctx, index, ends, defaults, own), devices, ipv6)
     if "attach" in table:
         ctx.fail((*path, "attach"), "attach cables a host NIC to a device: one end of the "
-                                    "link must be a device (a node with ssh = ...)")
+                                    "link must be a device (a node with ssh = ... or "
+                                    "labgrid = ...)")
     subnet4, subnet6 = _subnets(ctx, table, path, ipv6)
     link = replace(_link(ctx, index, ends, defaults, own), subnet4=subnet4, subnet6=subnet6)
     raw_addresses = table.get("addresses")
@@ -483,18 +487,7 @@ def _subnets(ctx: _Ctx, table: dict[str, object], path: Path,
 def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
     ctx.conv(path, lambda v: names.node_name(parse_str(v)), name)
     table = ctx.table(raw, path, _NODE_KEYS)
-    ssh = None
-    if "ssh" in table:
-        destination = ctx.conv((*path, "ssh"), dev.destination, table["ssh"])
-        options = ctx.table(table.get("ssh_options", {}), (*path, "ssh_options"),
-                            dev.SSH_OPTION_KEYS)
-        ssh = dev.ssh_target(destination, options, (*path, "ssh_options"), ctx.fail)
-        for key, instead in _NOT_ON_DEVICES.items():
-            if key in table:
-                ctx.fail((*path, key), f"'{key}' is not for a device (nodes.{name}.ssh): "
-                                       f"hoplab builds nothing on it; {instead}")
-    elif "ssh_options" in table:
-        ctx.fail((*path, "ssh_options"), 'ssh_options needs ssh = "user@host" beside it')
+    ssh, place = _reach(ctx, name, table, path)
     forward = None
     if "forward" in table:
         forward = ctx.conv((*path, "forward"), parse_bool, table["forward"])
@@ -515,7 +508,7 @@ def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
         else:
             ctx.fail(where, f"a sysctl value is a string, integer or boolean, got {kind(value)}")
     iface_offloads: tuple[tuple[str, str, bool], ...] = ()
-    if ssh is not None:
+    if ssh is not None or place is not None:
         offloads, iface_offloads = dev.device_offloads(
             ctx.table(table.get("offloads", {}), (*path, "offloads"), None),
             (*path, "offloads"), ctx.fail)
@@ -538,7 +531,46 @@ def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
     }
     return Node(name=name, forward=forward, sysctls=tuple(sysctls), offloads=offloads, nat=nat,
                 setup=commands["setup"], teardown=commands["teardown"], ssh=ssh,
-                iface_offloads=iface_offloads)
+                iface_offloads=iface_offloads, labgrid=place)
+
+
+def _reach(ctx: _Ctx, name: str, table: dict[str, object], path: Path
+           ) -> tuple[SshTarget | None, LabgridPlace | None]:
+    """How a device is reached: `ssh` (with `ssh_options`), or a labgrid place (with
+    the coordinator and the SSH options the place does not say); neither: a namespace."""
+    ssh = place = None
+    if "labgrid" in table:
+        if "ssh" in table:
+            ctx.fail((*path, "ssh"), "a device is reached by ssh = \"user@host\" or by a "
+                                     "labgrid place, not both")
+        options = ctx.table(table.get("ssh_options", {}), (*path, "ssh_options"), None)
+        if "port" in options:
+            ctx.fail((*path, "ssh_options", "port"), "the labgrid place's NetworkService "
+                                                     "gives the port (and the host and user)")
+        ctx.table(options, (*path, "ssh_options"), dev.LABGRID_SSH_OPTION_KEYS)
+        coordinator = None
+        if "labgrid_coordinator" in table:
+            coordinator = ctx.conv((*path, "labgrid_coordinator"), dev.coordinator,
+                                   table["labgrid_coordinator"])
+        place = dev.labgrid_place(ctx.conv((*path, "labgrid"), dev.place, table["labgrid"]),
+                                  coordinator, options, (*path, "ssh_options"), ctx.fail)
+    elif "labgrid_coordinator" in table:
+        ctx.fail((*path, "labgrid_coordinator"), 'labgrid_coordinator needs labgrid = '
+                                                 '"PLACE" beside it')
+    elif "ssh" in table:
+        destination = ctx.conv((*path, "ssh"), dev.destination, table["ssh"])
+        options = ctx.table(table.get("ssh_options", {}), (*path, "ssh_options"),
+                            dev.SSH_OPTION_KEYS)
+        ssh = dev.ssh_target(destination, options, (*path, "ssh_options"), ctx.fail)
+    elif "ssh_options" in table:
+        ctx.fail((*path, "ssh_options"), 'ssh_options needs ssh = "user@host" beside it')
+    if ssh is not None or place is not None:
+        key = "ssh" if ssh is not None else "labgrid"
+        for bad, instead in _NOT_ON_DEVICES.items():
+            if bad in table:
+                ctx.fail((*path, bad), f"'{bad}' is not for a device (nodes.{name}.{key}): "
+                                       f"hoplab builds nothing on it; {instead}")
+    return ssh, place
 
 
 def _check_nat(ctx: _Ctx, nodes: Sequence[Node], links: Sequence[Link], _generated: int

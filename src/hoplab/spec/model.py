@@ -154,6 +154,20 @@ class SshTarget:
 
 
 @dataclass(frozen=True)
+class LabgridPlace:
+    """A device found through labgrid: the place hoplab reserves and acquires for the
+    lab's life (hoplab.lab.devices.labgrid), whose NetworkService resource says where its
+    SSH server is (host, user, port). The other SSH options are the lab file's."""
+
+    place: str
+    # HOST[:PORT] of the coordinator; None: $LG_COORDINATOR, else labgrid's default.
+    coordinator: str | None = None
+    identity: str | None = None
+    jump: str | None = None
+    known_hosts: str | None = None
+
+
+@dataclass(frozen=True)
 class Node:
     name: str
     # None: decided by the planner (two or more links forward).
@@ -169,12 +183,19 @@ class Node:
     ssh: SshTarget | None = None
     # Device offloads for one named interface: (interface, feature, on).
     iface_offloads: tuple[tuple[str, str, bool], ...] = ()
+    # A device named by a labgrid place: `ssh` is filled from the place at lab up.
+    labgrid: LabgridPlace | None = None
 
     @property
     def kind(self) -> str:
         """Its kind of node (hoplab.nodes.registry says what one can do): the table
         the file declares it with."""
-        return "ssh" if self.ssh is not None else "netns"
+        return "ssh" if self.ssh is not None or self.labgrid is not None else "netns"
+
+    @property
+    def reached_by(self) -> str:
+        """The lab file's key that says how a device is reached, for messages."""
+        return "labgrid" if self.labgrid is not None else "ssh"
 
 
 @dataclass(frozen=True)
@@ -226,4 +247,4 @@ class Lab:
         return tuple(n.name for n in self.nodes)
 
     def devices(self) -> tuple[Node, ...]:
-        return tuple(n for n in self.nodes if n.ssh is not None)
+        return tuple(n for n in self.nodes if n.ssh is not None or n.labgrid is not None)

@@ -21,10 +21,14 @@ def ssh_entry(node: Node, lab: Lab) -> dict[str, Any]:
     (hoplab.nodes.registry) needs to reach it again, from a later process too."""
     assert node.ssh is not None
     t = node.ssh
-    return {"kind": node.kind, "ssh": {
+    entry: dict[str, Any] = {"kind": node.kind, "ssh": {
         "destination": t.destination, "port": t.port, "identity": t.identity,
         "jump": t.jump, "known_hosts": t.known_hosts,
         "accept_new_host_keys": lab.accept_new_host_keys}}
+    if node.labgrid is not None:
+        # Where the destination came from, for lab status.
+        entry["labgrid"] = {"place": node.labgrid.place}
+    return entry
 
 
 def connect(lab: Lab, factory: Connect) -> dict[str, Executor]:
@@ -50,8 +54,10 @@ def connect(lab: Lab, factory: Connect) -> dict[str, Executor]:
         except (ExecutorError, UsageError, TimeoutError, OSError) as exc:
             if failure is None:
                 assert node.ssh is not None
-                failure = spec_error(lab, ("nodes", node.name, "ssh"),
-                                     f"device {node.name} ({node.ssh.destination}): {exc}")
+                where = node.ssh.destination + (f", labgrid place {node.labgrid.place}"
+                                                if node.labgrid is not None else "")
+                failure = spec_error(lab, ("nodes", node.name, node.reached_by),
+                                     f"device {node.name} ({where}): {exc}")
     if failure is not None:
         close(got.values())
         raise failure

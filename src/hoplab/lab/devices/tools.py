@@ -68,12 +68,12 @@ def check_tools(lab: Lab, executors: Mapping[str, Executor],
                 said = ex.run(argv, timeout=30)
                 if mark not in said.stdout + said.stderr:
                     reason = (why or {}).get(f"{node}:{tool}", "this lab")
-                    raise spec_error(lab, ("nodes", node, "ssh"),
+                    raise spec_error(lab, ("nodes", node, lab.node(node).reached_by),
                                      f"device {node} has a {tool} without {lacks}, which "
                                      f"{reason} needs: {install_hint(tool)}")
         if missing:
             tool = missing[0]
             reason = (why or {}).get(f"{node}:{tool}", "this lab")
-            raise spec_error(lab, ("nodes", node, "ssh"),
+            raise spec_error(lab, ("nodes", node, lab.node(node).reached_by),
                              f"device {node} lacks {tool}, which {reason} needs: "
                              f"{install_hint(tool)}")
