@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("samplers", "profile"),
     ("kinds",),             # the test kinds (plug-ins)
     ("run",),               # orchestration: a run, an experiment, a bisection
+    ("fleet",),             # benches, the queue, schedules and alerts (PostgreSQL)
     ("importers",),         # other tools' result files -> runs
     ("render",),            # tables, plots, the report
     ("web",),               # the dashboard
