@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import statistics
 
 import pytest
 
@@ -124,3 +125,30 @@ def test_alert_given_up_after_the_last_backoff(pg_url):
     assert hook.answered == [503] * (len(alert_post.BACKOFF_S) + 1)
     assert listed.text == ("nightly: bench bench1 gone: no heartbeat for 11 min (last "
                            "2026-11-20 01:49 UTC)")
+
+
+# Three repetitions a firing: too few for the rank test between two firings (its
+# smallest p is 0.1), enough for the history's change point over several.
+BASE = [100.0, 100.3, 99.8, 100.1, 99.9, 100.2, 99.7, 100.4, 99.6, 100.05, 99.95, 100.15]
+
+
+def test_a_small_step_is_found_over_the_history_once(pg_url):
+    firings = [[v * 1e6 for v in BASE[i:i + 3]] for i in range(0, 12, 3)]
+    firings += [[v * 0.96e6 for v in BASE[i:i + 3]] for i in range(0, 9, 3)]
+    found, ids = [], []
+    with contextlib.closing(open_store(pg_url, read_only=True)) as store:
+        for i, values in enumerate(firings):
+            ids.append(store_firing(pg_url, f"e{i}", values,
+                                    started_at=T0.timestamp() + 86400 * i))
+            if i:
+                found.append(judge_firing(store, "nightly", f"e{i - 1}", f"e{i}").worse)
+    # Seen when the second firing after the step is judged, and only then.
+    assert [len(w) for w in found] == [0, 0, 0, 0, 1, 0]
+    (w,) = found[4]
+    after = [v * 0.96e6 for v in BASE[:6]]
+    assert (w.source, w.metric, w.variant, w.runs_before, w.runs_after) == \
+        ("step", "goodput", {"hops": 2}, tuple(ids[3]), tuple(ids[4]))
+    assert w.before == pytest.approx(statistics.median(BASE) * 1e6, rel=1e-12)
+    assert w.after == pytest.approx(statistics.median(after), rel=1e-12)
+    assert w.change_pct == pytest.approx(100 * (w.after / w.before - 1), rel=1e-9)
+    assert w.ci_pct[0] < w.change_pct < w.ci_pct[1] < 0

@@ -14,8 +14,9 @@ A figure is reported when the analysis calls it worse; failed runs are listed be
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -106,10 +107,20 @@ def _compared(store: Store, before: Sequence[RunSummary], after: Sequence[RunSum
     return out, [*result.unmatched]
 
 
-def _steps(schedule: str, history: Sequence[RunSummary], this: set[int],
-           known: set[tuple[str, str, str]]) -> list[Worse]:
-    """Change points of the headline figures over the schedule's history that land on
-    this firing (its runs right after the step)."""
+Key = tuple[str, str, str, str]         # experiment, test, variant (JSON), metric
+# The figures an earlier firing's alert already named, by that firing's experiment id.
+Alerted = Callable[[str], set[Key]]
+
+
+def key(experiment: str, test: str, variant: Mapping[str, Any], metric: str) -> Key:
+    return experiment, test, json.dumps(variant, sort_keys=True), metric
+
+
+def _steps(schedule: str, history: Sequence[RunSummary], this: str, known: set[Key],
+           alerted: Alerted) -> list[Worse]:
+    """Worse change points of the headline figures over the schedule's history that
+    this firing makes visible: it is at or after the step, the step was not found
+    without it, and the firing right after the step did not already alert on it."""
     from hoplab.analysis.changes import Series, latest_step, points, series_of
 
     groups: dict[Series, list[RunSummary]] = {}
@@ -121,24 +132,29 @@ def _steps(schedule: str, history: Sequence[RunSummary], this: set[int],
         groups.setdefault(series, []).append(r)
     out = []
     for series, runs in groups.items():
-        test = series.test
+        variant = dict(runs[-1].variant)
         for name in _headlines(series.kind):
-            if registry.find(name) is None or (series.experiment, test, name) in known:
+            pts = points(series, runs, name)
+            order = [p.value for p in pts]
+            step = latest_step(series, name, pts)
+            if step is None or step.verdict != verdicts.WORSE or this not in order or \
+                    order.index(this) < order.index(step.after):
                 continue
-            step = latest_step(series, name, points(series, runs, name))
-            if step is None or step.verdict != verdicts.WORSE or \
-                    not set(step.runs_after) & this:
+            told = latest_step(series, name, [p for p in pts if p.value != this])
+            k = key(series.experiment, series.test, variant, name)
+            if (told is not None and told.after == step.after) or k in known or \
+                    k in alerted(str(step.after)):
                 continue
-            first = next((r for r in runs if r.id in this), runs[-1])
             out.append(Worse(
-                experiment=series.experiment, test=test, variant=dict(first.variant), metric=name,
+                experiment=series.experiment, test=series.test, variant=variant, metric=name,
                 unit=registry.unit(name), before=step.median_before, after=step.median_after,
                 change_pct=step.change_pct, ci_pct=step.ci_pct, p=step.p,
                 runs_before=step.runs_before, runs_after=step.runs_after, source="step"))
     return out
 
 
-def judge_firing(store: Store, schedule: str, previous: str | None, this: str) -> Verdict:
+def judge_firing(store: Store, schedule: str, previous: str | None, this: str, *,
+                 alerted: Alerted = lambda experiment_id: set()) -> Verdict:
     """The firing of experiment id `this` against the one of `previous` (None: the
     first firing, judged for failures only) and the schedule's history."""
     runs = store.list_runs({"experiment_id": this}, figures=False)
@@ -152,11 +168,11 @@ def judge_firing(store: Store, schedule: str, previous: str | None, this: str) -
     if not before:
         return Verdict(failed=failed, notes=("the previous firing has no ok run",))
     worse, notes = _compared(store, before, ok)
-    known = {(w.experiment, w.test, w.metric) for w in worse}
+    known = {key(w.experiment, w.test, w.variant, w.metric) for w in worse}
     history = [r for r in store.runs_with_figures(
         {n for r in ok for n in _headlines(r.kind)}, filters={"schedule": schedule})
         if r.experiment_id is not None]
-    worse += _steps(schedule, history, {r.id for r in ok}, known)
+    worse += _steps(schedule, history, this, known, alerted)
     worse.sort(key=lambda w: (verdicts.rank(verdicts.WORSE, w.change_pct), w.test, w.metric))
     return Verdict(worse=tuple(worse), failed=failed, notes=tuple(notes))
 
