@@ -16,11 +16,8 @@ from hoplab.fleet.judge import judge_firing
 from hoplab.fleet.schedule_db import Conn, connect
 from hoplab.fleet.schedules import save
 from hoplab.store import open_store
-from tests.helpers import schedule_runs
 from tests.helpers.schedule_runs import store_firing
 from tests.helpers.webhook import webhook
-
-pg_server, pg_url = schedule_runs.pg_server, schedule_runs.pg_url
 
 T0 = dt.datetime(2026, 11, 20, 2, 0, tzinfo=dt.UTC)
 BEFORE = [100e6, 101e6, 99e6, 100.5e6, 99.5e6]        # median 100 Mbit/s
@@ -34,10 +31,10 @@ def _schedule(conn: Conn, url: str | None, name: str = "nightly") -> None:
          dashboard_url="http://lab.example:8080", now=T0)
 
 
-def test_halved_goodput_is_judged_worse_with_compare_figures(pg_url):
-    before = store_firing(pg_url, "e1", BEFORE, started_at=T0.timestamp())
-    after = store_firing(pg_url, "e2", HALVED, started_at=T0.timestamp() + 86400)
-    with contextlib.closing(open_store(pg_url, read_only=True)) as store:
+def test_halved_goodput_is_judged_worse_with_compare_figures(db):
+    before = store_firing(db, "e1", BEFORE, started_at=T0.timestamp())
+    after = store_firing(db, "e2", HALVED, started_at=T0.timestamp() + 86400)
+    with contextlib.closing(open_store(db, read_only=True)) as store:
         verdict = judge_firing(store, "nightly", "e1", "e2")
     (w,) = verdict.worse
     assert (w.experiment, w.test, w.variant, w.metric, w.unit) == \
@@ -51,23 +48,23 @@ def test_halved_goodput_is_judged_worse_with_compare_figures(pg_url):
     assert verdict.failed == ()
 
 
-def test_nothing_changed_nothing_to_say(pg_url):
-    store_firing(pg_url, "e1", BEFORE, started_at=T0.timestamp())
-    store_firing(pg_url, "e2", SAME, started_at=T0.timestamp() + 86400)
-    with contextlib.closing(open_store(pg_url, read_only=True)) as store:
+def test_nothing_changed_nothing_to_say(db):
+    store_firing(db, "e1", BEFORE, started_at=T0.timestamp())
+    store_firing(db, "e2", SAME, started_at=T0.timestamp() + 86400)
+    with contextlib.closing(open_store(db, read_only=True)) as store:
         verdict = judge_firing(store, "nightly", "e1", "e2")
     assert verdict.worse == () and verdict.failed == ()
     assert alerts.firing_document("nightly", verdict, dashboard=None, experiment_id="e2",
                                   previous="e1") is None
 
 
-def test_alert_is_retried_after_a_500_then_delivered(pg_url):
-    before = store_firing(pg_url, "e1", BEFORE, started_at=T0.timestamp())
-    after = store_firing(pg_url, "e2", HALVED, started_at=T0.timestamp() + 86400,
+def test_alert_is_retried_after_a_500_then_delivered(db):
+    before = store_firing(db, "e1", BEFORE, started_at=T0.timestamp())
+    after = store_firing(db, "e2", HALVED, started_at=T0.timestamp() + 86400,
                          failed=["iperf3 exited 1: unable to connect"])
-    with contextlib.closing(open_store(pg_url, read_only=True)) as store:
+    with contextlib.closing(open_store(db, read_only=True)) as store:
         verdict = judge_firing(store, "nightly", "e1", "e2")
-    with webhook([500]) as hook, connect(pg_url) as conn:
+    with webhook([500]) as hook, connect(db) as conn:
         _schedule(conn, hook.url)
         doc = alerts.firing_document("nightly", verdict, dashboard="http://lab.example:8080",
                                      experiment_id="e2", previous="e1")
@@ -76,14 +73,14 @@ def test_alert_is_retried_after_a_500_then_delivered(pg_url):
             made = alerts.record(conn, key="firing:2", document=doc, has_url=True, now=T0)
             assert alerts.record(conn, key="firing:2", document=doc, has_url=True,
                                  now=T0) is None        # once per firing
-        first = alert_post.send_due(pg_url, T0)
+        first = alert_post.send_due(db, T0)
         assert [(a.alert, a.state, a.attempts, a.error) for a in first] == \
             [(made, "pending", 1, "HTTP 500 Internal Server Error")]
         # Not again before its backoff is over; then once more, delivered.
-        assert alert_post.send_due(pg_url, T0 + dt.timedelta(seconds=29)) == []
-        second = alert_post.send_due(pg_url, T0 + dt.timedelta(seconds=30))
+        assert alert_post.send_due(db, T0 + dt.timedelta(seconds=29)) == []
+        second = alert_post.send_due(db, T0 + dt.timedelta(seconds=30))
         assert [(a.state, a.attempts) for a in second] == [("sent", 2)]
-        assert alert_post.send_due(pg_url, T0 + dt.timedelta(hours=1)) == []
+        assert alert_post.send_due(db, T0 + dt.timedelta(hours=1)) == []
         assert hook.answered == [500, 200]
         got = hook.received[-1]
         (listed,) = alerts.alerts(conn)
@@ -107,8 +104,8 @@ def test_alert_is_retried_after_a_500_then_delivered(pg_url):
     assert hook.url not in repr(listed.as_json())
 
 
-def test_alert_given_up_after_the_last_backoff(pg_url):
-    with webhook([503] * 20) as hook, connect(pg_url) as conn:
+def test_alert_given_up_after_the_last_backoff(db):
+    with webhook([503] * 20) as hook, connect(db) as conn:
         _schedule(conn, hook.url)
         doc = alerts.gone_document("nightly", "bench1", {"device": "erx"},
                                    T0 - dt.timedelta(minutes=11), T0)
@@ -117,7 +114,7 @@ def test_alert_given_up_after_the_last_backoff(pg_url):
         now, states = T0, []
         for wait in (0, *alert_post.BACKOFF_S):
             now += dt.timedelta(seconds=wait)
-            states += [a.state for a in alert_post.send_due(pg_url, now)]
+            states += [a.state for a in alert_post.send_due(db, now)]
         (listed,) = alerts.alerts(conn)
     assert states == ["pending"] * len(alert_post.BACKOFF_S) + ["failed"]
     assert (listed.state, listed.attempts, listed.last_error) == \
@@ -132,13 +129,13 @@ def test_alert_given_up_after_the_last_backoff(pg_url):
 BASE = [100.0, 100.3, 99.8, 100.1, 99.9, 100.2, 99.7, 100.4, 99.6, 100.05, 99.95, 100.15]
 
 
-def test_a_small_step_is_found_over_the_history_once(pg_url):
+def test_a_small_step_is_found_over_the_history_once(db):
     firings = [[v * 1e6 for v in BASE[i:i + 3]] for i in range(0, 12, 3)]
     firings += [[v * 0.96e6 for v in BASE[i:i + 3]] for i in range(0, 9, 3)]
     found, ids = [], []
-    with contextlib.closing(open_store(pg_url, read_only=True)) as store:
+    with contextlib.closing(open_store(db, read_only=True)) as store:
         for i, values in enumerate(firings):
-            ids.append(store_firing(pg_url, f"e{i}", values,
+            ids.append(store_firing(db, f"e{i}", values,
                                     started_at=T0.timestamp() + 86400 * i))
             if i:
                 found.append(judge_firing(store, "nightly", f"e{i - 1}", f"e{i}").worse)

@@ -43,7 +43,7 @@ DYNAMIC: dict[str, tuple[str, ...]] = {
     "hoplab.cli.main": tuple(f"hoplab.cli.{m}" for m in (
         "doctor", "check", "lab", "run", "runs", "compare", "report", "serve", "profile",
         "clean", "plot", "trend", "annotate", "import_", "export", "migrate", "bisect",
-        "submit", "worker", "fleet")),
+        "submit", "worker", "fleet", "schedule")),
 }
 
 

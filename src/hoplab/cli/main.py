@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("submit", "queue an experiment's runs for the fleet's benches"),
     "worker": ("worker", "take runs of submitted experiments from the fleet's queue (a bench)"),
     "fleet": ("fleet", "the fleet: benches, jobs, experiments, failures"),
+    "schedule": ("schedule", "run an experiment on the fleet on a cron schedule, with alerts"),
     "runs": ("runs", "list stored runs"),
     "show": ("runs", "show one stored run"),
     "compare": ("compare", "compare two sets of runs, with a verdict per metric"),

@@ -54,8 +54,8 @@ def _attempt(conn: Conn, now: dt.datetime) -> Attempt | None:
     """Try the next due alert, if any, in its own transaction."""
     with conn.transaction():
         row = conn.execute(
-            """SELECT a.id, a.payload, a.attempts, s.alert_url FROM fleet_alerts a
-               LEFT JOIN fleet_schedules s ON s.name = a.schedule
+            """SELECT a.id, a.payload, a.attempts, s.alert_url FROM hoplab_fleet_alerts a
+               LEFT JOIN hoplab_fleet_schedules s ON s.name = a.schedule
                WHERE a.state = %s AND a.next_at <= %s
                ORDER BY a.next_at, a.id LIMIT 1 FOR UPDATE OF a SKIP LOCKED""",
             (PENDING, now)).fetchone()
@@ -71,7 +71,7 @@ def _attempt(conn: Conn, now: dt.datetime) -> Attempt | None:
                 PENDING if attempts <= len(BACKOFF_S) else FAILED
         wait = BACKOFF_S[min(attempts, len(BACKOFF_S)) - 1]
         conn.execute(
-            """UPDATE fleet_alerts SET state = %s, attempts = %s, last_error = %s,
+            """UPDATE hoplab_fleet_alerts SET state = %s, attempts = %s, last_error = %s,
                    next_at = %s, sent_at = %s WHERE id = %s""",
             (state, attempts, error, now + dt.timedelta(seconds=wait),
              now if state == SENT else None, row["id"]))

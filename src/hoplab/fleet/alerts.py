@@ -109,7 +109,7 @@ def record(conn: Conn, *, key: str, document: Mapping[str, Any], has_url: bool,
     """Store an alert once for `key` (what it is about); its id, or None when one for
     that key was stored before. Call inside the caller's transaction."""
     row = conn.execute(
-        """INSERT INTO fleet_alerts (schedule, kind, key, text, payload, state,
+        """INSERT INTO hoplab_fleet_alerts (schedule, kind, key, text, payload, state,
                created_at, next_at)
            VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
            ON CONFLICT (key) DO NOTHING RETURNING id""",
@@ -132,7 +132,7 @@ def alerts(conn: Conn, *, limit: int = 100, schedule: str | None = None) -> list
     where, args = ("WHERE schedule = %s", [schedule]) if schedule else ("", [])
     rows = conn.execute(
         f"""SELECT id, schedule, kind, text, payload, state, attempts, last_error,
-                   created_at, sent_at FROM fleet_alerts {where}
+                   created_at, sent_at FROM hoplab_fleet_alerts {where}
             ORDER BY id DESC LIMIT %s""", [*args, limit]).fetchall()
     return [Alert(id=r["id"], schedule=r["schedule"], kind=r["kind"], text=r["text"],
                   payload=r["payload"], state=r["state"], attempts=r["attempts"],

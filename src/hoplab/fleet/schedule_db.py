@@ -3,7 +3,7 @@ team's PostgreSQL store, beside the runs and the fleet's queue.
 
 Created with CREATE TABLE IF NOT EXISTS on first use, so that any hoplab that reaches
 the store (a bench's tick, `hoplab schedule add`, the dashboard) finds them. The
-alert URL is a secret (a Slack webhook): it is kept in one column, fleet_schedules'
+alert URL is a secret (a Slack webhook): it is kept in one column, hoplab_fleet_schedules'
 alert_url, and read only by the code that POSTs to it (fleet/alert_post.py)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hoplab.errors import UsageError
 Conn = psycopg.Connection[dict[str, Any]]
 
 DDL = (
-    """CREATE TABLE IF NOT EXISTS fleet_schedules (
+    """CREATE TABLE IF NOT EXISTS hoplab_fleet_schedules (
         name text PRIMARY KEY,
         cron text NOT NULL,
         tz text NOT NULL,
@@ -30,7 +30,7 @@ DDL = (
         alert_url text,                    -- secret: never printed whole, never logged
         dashboard_url text,
         added_at timestamptz NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS fleet_firings (
+    """CREATE TABLE IF NOT EXISTS hoplab_fleet_firings (
         id bigserial PRIMARY KEY,
         schedule text NOT NULL,
         due timestamptz NOT NULL,
@@ -38,7 +38,7 @@ DDL = (
         fired_at timestamptz NOT NULL,
         judged_at timestamptz,
         UNIQUE (schedule, due))""",
-    """CREATE TABLE IF NOT EXISTS fleet_alerts (
+    """CREATE TABLE IF NOT EXISTS hoplab_fleet_alerts (
         id bigserial PRIMARY KEY,
         schedule text NOT NULL,
         kind text NOT NULL,                -- worse, failed, gone
@@ -54,36 +54,25 @@ DDL = (
 )
 
 
-def conninfo(db_url: str | None) -> str:
-    """The libpq URL of a PostgreSQL store (its password, if any, left to ~/.pgpass is
-    best); UsageError naming PostgreSQL and docs/fleet.md for a SQLite one."""
-    from hoplab.store.url import parse_location
-
-    location = parse_location(db_url)
-    if location.backend != "postgresql":
-        raise UsageError(f"schedules need the team's PostgreSQL store (--db postgresql://"
-                         f"USER@HOST/DB or $HOPLAB_DB), not {location}: see docs/fleet.md")
-    return location.url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 def connect(db_url: str | None) -> Conn:
     """A connection to the store with the tables above (created if missing)."""
-    from hoplab.store.url import PG_CONNECT_TIMEOUT_S, hide_password
+    from hoplab.fleet.app import connect_kwargs, conninfo
+    from hoplab.store.url import hide_password
 
-    info = conninfo(db_url)
+    info = conninfo(db_url)     # a SQLite store: UsageError naming PostgreSQL
     try:
         # Autocommit: a statement outside `with conn.transaction()` is its own
         # transaction, and a transaction() block is a real one (not a savepoint in an
         # implicit transaction left open), so its locks end when it does.
         conn: Conn = psycopg.connect(info, row_factory=dict_row, autocommit=True,
-                                     connect_timeout=PG_CONNECT_TIMEOUT_S)
+                                     **connect_kwargs())
     except psycopg.Error as exc:
         raise UsageError(f"cannot reach the store: {hide_password(str(exc).strip())}"
                          ) from None
     try:
         with conn.transaction():
             # Two first uses at once would race on the catalogue: one at a time.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('hoplab fleet_schedules'))")
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('hoplab hoplab_fleet_schedules'))")
             for statement in DDL:
                 conn.execute(statement)
     except BaseException:

@@ -131,10 +131,10 @@ def save(conn: Conn, *, name: str, cron: str, tz: str, experiment: str, source: 
          dashboard_url: str | None, now: dt.datetime) -> bool:
     """Add the schedule, or replace the one of that name; True if it replaced one."""
     with conn.transaction():
-        old = conn.execute("SELECT 1 FROM fleet_schedules WHERE name = %s FOR UPDATE",
+        old = conn.execute("SELECT 1 FROM hoplab_fleet_schedules WHERE name = %s FOR UPDATE",
                            (name,)).fetchone()
         conn.execute(
-            """INSERT INTO fleet_schedules (name, cron, tz, experiment, source, bundle,
+            """INSERT INTO hoplab_fleet_schedules (name, cron, tz, experiment, source, bundle,
                    benches, "where", alert_url, dashboard_url, added_at)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
                ON CONFLICT (name) DO UPDATE SET cron = EXCLUDED.cron, tz = EXCLUDED.tz,
@@ -149,7 +149,7 @@ def save(conn: Conn, *, name: str, cron: str, tz: str, experiment: str, source: 
 
 def schedules(conn: Conn, *, secret: bool = False) -> list[Schedule]:
     """Every schedule, by name; the alert URL redacted unless `secret` (the sender)."""
-    rows = conn.execute("SELECT * FROM fleet_schedules ORDER BY name").fetchall()
+    rows = conn.execute("SELECT * FROM hoplab_fleet_schedules ORDER BY name").fetchall()
     return [_row(r, secret) for r in rows]
 
 
@@ -157,7 +157,7 @@ def remove(conn: Conn, name: str) -> None:
     """Remove schedule `name` (its firings and alerts stay, as history); UsageError if
     there is none, naming those there are."""
     with conn.transaction():
-        gone = conn.execute("DELETE FROM fleet_schedules WHERE name = %s RETURNING name",
+        gone = conn.execute("DELETE FROM hoplab_fleet_schedules WHERE name = %s RETURNING name",
                             (name,)).fetchone()
     if gone is None:
         names = [s.name for s in schedules(conn)]
