@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import statistics
 
 import pytest
@@ -16,6 +17,7 @@ from hoplab.fleet.judge import judge_firing
 from hoplab.fleet.schedule_db import Conn, connect
 from hoplab.fleet.schedules import save
 from hoplab.store import open_store
+from hoplab.web.app import Dashboard
 from tests.helpers.schedule_runs import store_firing
 from tests.helpers.webhook import webhook
 
@@ -102,6 +104,15 @@ def test_alert_is_retried_after_a_500_then_delivered(db):
     assert (listed.state, listed.attempts, listed.sent_at) == \
         ("sent", 2, T0 + dt.timedelta(seconds=30))
     assert hook.url not in repr(listed.as_json())
+    # The dashboard lists it, read-only, with the link to the comparison.
+    with contextlib.closing(open_store(db, read_only=True)) as store:
+        board = Dashboard(store)
+        page, api = board.handle("/alerts"), board.handle("/api/alerts")
+    text = page.body.decode()
+    assert page.status == 200 and "nightly: goodput -50.0 %" in text
+    assert 'href="http://lab.example:8080/compare?a=' in text and "s3cr3t" not in text
+    assert [(a["id"], a["state"], a["attempts"]) for a in json.loads(api.body)] == \
+        [(made, "sent", 2)]
 
 
 def test_alert_given_up_after_the_last_backoff(db):
@@ -132,13 +143,12 @@ BASE = [100.0, 100.3, 99.8, 100.1, 99.9, 100.2, 99.7, 100.4, 99.6, 100.05, 99.95
 def test_a_small_step_is_found_over_the_history_once(db):
     firings = [[v * 1e6 for v in BASE[i:i + 3]] for i in range(0, 12, 3)]
     firings += [[v * 0.96e6 for v in BASE[i:i + 3]] for i in range(0, 9, 3)]
-    found, ids = [], []
+    found, ids = [], [store_firing(db, "e0", firings[0], started_at=T0.timestamp())]
     with contextlib.closing(open_store(db, read_only=True)) as store:
-        for i, values in enumerate(firings):
+        for i, values in enumerate(firings[1:], 1):
             ids.append(store_firing(db, f"e{i}", values,
                                     started_at=T0.timestamp() + 86400 * i))
-            if i:
-                found.append(judge_firing(store, "nightly", f"e{i - 1}", f"e{i}").worse)
+            found.append(judge_firing(store, "nightly", f"e{i - 1}", f"e{i}").worse)
     # Seen when the second firing after the step is judged, and only then.
     assert [len(w) for w in found] == [0, 0, 0, 0, 1, 0]
     (w,) = found[4]

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
+import pytest
 
 from hoplab.cli.main import main
 from hoplab.fleet.firing import tick
@@ -44,7 +45,8 @@ def _experiment(tmp_path: Path) -> Path:
     return path
 
 
-def _add(url: str, path: Path, alert: str, capsys) -> dt.datetime:
+def _add(url: str, path: Path, alert: str, capsys: pytest.CaptureFixture[str]
+         ) -> dt.datetime:
     assert main(["schedule", "add", "nightly", str(path), "--db", url, "--cron", "0 2 * * *",
                  "--alert", alert, "--dashboard-url", "http://lab.example:8080"]) == 0
     assert main(["schedule", "list", "--db", url, "--json"]) == 0
@@ -135,6 +137,15 @@ def test_a_bench_gone_alerts_once(db, tmp_path, capsys):
         assert tick(db, t1 - MINUTE).alerts == []          # 9 minutes: not yet
         assert len(tick(db, t1 + MINUTE).alerts) == 1      # 11 minutes
         assert tick(db, t1 + 2 * MINUTE).alerts == []
+        assert main(["schedule", "list", "--db", db]) == 0
+        assert main(["schedule", "remove", "weekly", "--db", db]) == 2
+        assert main(["schedule", "remove", "nightly", "--db", db]) == 0
+        assert main(["schedule", "list", "--db", db]) == 0
+    out, err = capsys.readouterr()
+    assert "alert http://127.0.0.1/…" in out and hook.url not in out + err
+    assert "no schedule 'weekly' (there are: nightly)" in err
+    assert out.splitlines()[-2:] == ["schedule nightly removed (its runs and alerts stay)",
+                                     "no schedules"]
     (got,) = hook.received
     assert got["kind"] == "gone" and got["benches_gone"][0]["bench"] == "bench1"
     assert got["text"] == ("nightly: bench bench1 gone: no heartbeat for 11 min (last "

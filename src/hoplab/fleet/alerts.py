@@ -121,10 +121,14 @@ def record(conn: Conn, *, key: str, document: Mapping[str, Any], has_url: bool,
 def list_alerts(db_url: str | None, *, limit: int = 100,
                 schedule: str | None = None) -> list[Alert]:
     """The newest alerts first (at most `limit`), of one schedule or all: what the
-    dashboard and `hoplab schedule alerts` show. Never holds an alert URL."""
+    dashboard and `hoplab schedule alerts` show. Never holds an alert URL. Writes
+    nothing: a store where no schedule was ever added has none."""
     from hoplab.fleet.schedule_db import connect
 
-    with connect(db_url) as conn:
+    with connect(db_url, create=False) as conn:
+        row = conn.execute("SELECT to_regclass('hoplab_fleet_alerts') AS t").fetchone()
+        if row is None or row["t"] is None:
+            return []
         return alerts(conn, limit=limit, schedule=schedule)
 
 

@@ -54,8 +54,9 @@ DDL = (
 )
 
 
-def connect(db_url: str | None) -> Conn:
-    """A connection to the store with the tables above (created if missing)."""
+def connect(db_url: str | None, *, create: bool = True) -> Conn:
+    """A connection to the store with the tables above (created if missing); without
+    `create`, one that writes nothing (whoever only reads: the dashboard)."""
     from hoplab.fleet.app import connect_kwargs, conninfo
     from hoplab.store.url import hide_password
 
@@ -64,15 +65,19 @@ def connect(db_url: str | None) -> Conn:
         # Autocommit: a statement outside `with conn.transaction()` is its own
         # transaction, and a transaction() block is a real one (not a savepoint in an
         # implicit transaction left open), so its locks end when it does.
-        conn: Conn = psycopg.connect(info, row_factory=dict_row, autocommit=True,
-                                     **connect_kwargs())
+        kwargs: dict[str, Any] = connect_kwargs()
+        if not create:      # the server refuses any write
+            kwargs["options"] = "-c default_transaction_read_only=on"
+        conn: Conn = psycopg.connect(info, row_factory=dict_row, autocommit=True, **kwargs)
     except psycopg.Error as exc:
         raise UsageError(f"cannot reach the store: {hide_password(str(exc).strip())}"
                          ) from None
+    if not create:
+        return conn
     try:
         with conn.transaction():
             # Two first uses at once would race on the catalogue: one at a time.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('hoplab hoplab_fleet_schedules'))")
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('hoplab schedules'))")
             for statement in DDL:
                 conn.execute(statement)
     except BaseException:
