@@ -163,3 +163,19 @@ def test_the_tick_runs_as_a_procrastinate_task_at_its_minute(db, tmp_path, capsy
                             ).fetchall()
     assert [(s, due) for s, due, _ in rows] == [("nightly", t1)]
     assert _jobs(db, rows[0][2]) == 5
+
+
+def test_a_firing_that_cannot_be_submitted_alerts_once(db, tmp_path, capsys):
+    with webhook() as hook:
+        t1 = _add(db, _experiment(tmp_path), hook.url, capsys)
+        with psycopg.connect(db) as conn:       # the packed files damaged in the store
+            conn.execute("UPDATE hoplab_fleet_files SET content = 'x'")
+        first = tick(db, t1)
+        assert first.fired == [] and len(first.alerts) == 1
+        assert [name for name, _ in first.errors] == ["nightly"]
+        again = tick(db, t1 + MINUTE)          # tried again, told once
+        assert (again.fired, again.alerts, len(again.errors)) == ([], [], 1)
+    (got,) = hook.received
+    assert got["kind"] == "failed" and got["text"].startswith(
+        "nightly: could not submit wan: bundle ")
+    assert got["text"].endswith("is missing or damaged")

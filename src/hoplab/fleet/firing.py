@@ -19,11 +19,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from hoplab.errors import HoplabError
 from hoplab.fleet import alerts
 from hoplab.fleet.alert_post import Attempt, send_due
 from hoplab.fleet.judge import Alerted, Key, key
 from hoplab.fleet.schedule_db import Conn, connect
-from hoplab.fleet.schedule_fleet import Bench, Fleet, QueueFleet
+from hoplab.fleet.schedule_fleet import Bench, QueueFleet
 from hoplab.fleet.schedules import Schedule, schedules
 
 GONE_AFTER = dt.timedelta(minutes=10)
@@ -35,15 +36,23 @@ class Tick:
     judged: list[tuple[str, str]] = field(default_factory=list)
     alerts: list[int] = field(default_factory=list)
     sent: list[Attempt] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)   # (schedule, why)
 
 
-def tick(db_url: str | None, now: dt.datetime, fleet: Fleet | None = None) -> Tick:
+def tick(db_url: str | None, now: dt.datetime) -> Tick:
     """Do what is due at `now` (an aware datetime); see the module doc."""
-    fleet = QueueFleet(db_url) if fleet is None else fleet
+    fleet = QueueFleet(db_url)
     done = Tick()
     with connect(db_url) as conn:
         for s in schedules(conn):
-            fired = _fire(conn, fleet, s, now)
+            try:
+                fired = _fire(conn, fleet, s, now)
+            except HoplabError as exc:
+                # Its packed files no longer load (a newer hoplab refuses them, say): the
+                # others still fire, and the team is told once per due time.
+                done.errors.append((s.name, str(exc)))
+                done.alerts += _cannot_submit(conn, s, now, str(exc))
+                continue
             if fired is not None:
                 done.fired.append((s.name, fired))
         _judge(conn, db_url, fleet, now, done)
@@ -52,7 +61,7 @@ def tick(db_url: str | None, now: dt.datetime, fleet: Fleet | None = None) -> Ti
     return done
 
 
-def _fire(conn: Conn, fleet: Fleet, s: Schedule, now: dt.datetime) -> str | None:
+def _fire(conn: Conn, fleet: QueueFleet, s: Schedule, now: dt.datetime) -> str | None:
     due = s.due(now)
     if due < s.added_at:
         return None         # its last due time came before it was added
@@ -70,7 +79,17 @@ def _fire(conn: Conn, fleet: Fleet, s: Schedule, now: dt.datetime) -> str | None
     return experiment_id
 
 
-def _judge(conn: Conn, db_url: str | None, fleet: Fleet, now: dt.datetime,
+def _cannot_submit(conn: Conn, s: Schedule, now: dt.datetime, why: str) -> list[int]:
+    document = {"text": f"{s.name}: could not submit {s.experiment}: {why}",
+                "schedule": s.name, "kind": "failed", "changes": [], "failed": [],
+                "benches_gone": []}
+    with conn.transaction():
+        made = alerts.record(conn, key=f"submit:{s.name}:{s.due(now).isoformat()}",
+                             document=document, has_url=s.alert is not None, now=now)
+    return [] if made is None else [made]
+
+
+def _judge(conn: Conn, db_url: str | None, fleet: QueueFleet, now: dt.datetime,
            done: Tick) -> None:
     from hoplab.fleet.judge import judge_firing
     from hoplab.store import open_store
@@ -127,7 +146,7 @@ def _serves(s: Schedule, bench: Bench) -> bool:
     return all(bench.labels.get(k) == v for k, v in s.where.items())
 
 
-def _gone(conn: Conn, fleet: Fleet, now: dt.datetime) -> list[int]:
+def _gone(conn: Conn, fleet: QueueFleet, now: dt.datetime) -> list[int]:
     made: list[int] = []
     gone = [b for b in fleet.benches() if now - b.last_heartbeat > GONE_AFTER]
     if not gone:

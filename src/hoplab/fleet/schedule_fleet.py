@@ -1,12 +1,11 @@
-"""What tick asks of the fleet (firing.Fleet), from the fleet's own functions and
-tables: submit.enqueue and finished, and the benches' heartbeats."""
+"""What tick asks of the fleet, from the fleet's own functions and tables:
+submit.enqueue and finished, and the benches' heartbeats."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -14,17 +13,6 @@ class Bench:
     name: str
     labels: Mapping[str, str]
     last_heartbeat: dt.datetime
-
-
-class Fleet(Protocol):
-    """What tick asks of the fleet's queue."""
-
-    def enqueue(self, bundle: str, *, benches: Sequence[str], where: Mapping[str, str],
-                labels: Mapping[str, str]) -> str: ...
-
-    def finished(self, experiment_id: str) -> bool: ...
-
-    def benches(self) -> list[Bench]: ...
 
 
 class QueueFleet:
