@@ -49,3 +49,14 @@ def test_sqlite_store_is_refused_naming_postgresql(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "PostgreSQL" in err and "docs/fleet.md" in err
     assert not (tmp_path / "runs.db").exists()
+
+
+def test_unreadable_alert_file_exits_2_naming_it(tmp_path, capsys):
+    exp = tmp_path / "wan.toml"
+    (tmp_path / "hook").write_text("\n")
+    assert main(_add(exp, "--alert-file", str(tmp_path / "none"))) == 2
+    assert main(_add(exp, "--alert-file", str(tmp_path / "hook"))) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"hoplab: error: --alert-file {tmp_path / 'none'}: cannot read it "
+                   "(FileNotFoundError)",
+                   f"hoplab: error: --alert-file {tmp_path / 'hook'}: its first line is empty"]

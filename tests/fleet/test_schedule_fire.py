@@ -45,10 +45,14 @@ def _experiment(tmp_path: Path) -> Path:
     return path
 
 
-def _add(url: str, path: Path, alert: str, capsys: pytest.CaptureFixture[str]
-         ) -> dt.datetime:
+def _add(url: str, path: Path, alert: str, capsys: pytest.CaptureFixture[str],
+         from_file: bool = False) -> dt.datetime:
+    given = ["--alert", alert]
+    if from_file:           # kept out of argv: read from a file
+        (path.parent / "hook").write_text(alert + "\n")
+        given = ["--alert-file", str(path.parent / "hook")]
     assert main(["schedule", "add", "nightly", str(path), "--db", url, "--cron", "0 2 * * *",
-                 "--alert", alert, "--dashboard-url", "http://lab.example:8080"]) == 0
+                 *given, "--dashboard-url", "http://lab.example:8080"]) == 0
     assert main(["schedule", "list", "--db", url, "--json"]) == 0
     out = capsys.readouterr().out
     (listed,) = json.loads(out[out.index("["):])
@@ -129,7 +133,7 @@ def test_fired_once_judged_and_alerted_when_worse(db, tmp_path, capsys):
 
 def test_a_bench_gone_alerts_once(db, tmp_path, capsys):
     with webhook() as hook:
-        t1 = _add(db, _experiment(tmp_path), hook.url, capsys)
+        t1 = _add(db, _experiment(tmp_path), hook.url, capsys, from_file=True)
         with psycopg.connect(db) as conn:
             conn.execute("INSERT INTO hoplab_fleet_benches (name, labels, machine, pid, "
                          "state, heartbeat) VALUES ('bench1', '{\"device\": \"erx\"}', "

@@ -37,9 +37,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="only benches with this label take its runs (repeatable)")
     add.add_argument("--bench", action="append", default=[], metavar="NAME",
                      help="only these benches take its runs (repeatable)")
-    add.add_argument("--alert", metavar="URL",
-                     help="POST alerts here as JSON (a Slack webhook, say); a secret: "
-                          "stored, never shown whole")
+    alert = add.add_mutually_exclusive_group()
+    alert.add_argument("--alert", metavar="URL",
+                       help="POST alerts here as JSON (a Slack webhook, say); a secret: "
+                            "stored, never shown whole")
+    alert.add_argument("--alert-file", metavar="FILE",
+                       help="the alert URL read from FILE's first line instead, so that it "
+                            "is in no command line or shell history")
     add.add_argument("--dashboard-url", metavar="URL",
                      help="the team's `hoplab serve` address: alerts link to its "
                           "comparison of the runs (relative links otherwise)")
@@ -88,7 +92,8 @@ def _add(args: argparse.Namespace) -> int:
     name = schedules.check_name(args.name)
     cron = schedules.check_cron(args.cron)
     tz = schedules.check_tz(args.tz)
-    alert = None if args.alert is None else schedules.check_alert(args.alert)
+    given = _alert_url(args)
+    alert = None if given is None else schedules.check_alert(given)
     where = dict(kv.split(w, "--where", "--where device=erx") for w in args.where)
     if args.dashboard_url is not None and not args.dashboard_url.startswith(
             ("http://", "https://")):
@@ -110,6 +115,20 @@ def _add(args: argparse.Namespace) -> int:
           f'"{cron}" {tz}, next {added.next(now):%Y-%m-%d %H:%M} UTC; alerts to '
           f"{added.alert or 'nowhere (no --alert)'}")
     return 0
+
+
+def _alert_url(args: argparse.Namespace) -> str | None:
+    if args.alert_file is None:
+        return args.alert if args.alert is None else str(args.alert)
+    try:
+        with open(args.alert_file, encoding="utf-8") as f:
+            line = f.readline().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--alert-file {args.alert_file}: cannot read it "
+                         f"({type(exc).__name__})") from None
+    if not line:
+        raise UsageError(f"--alert-file {args.alert_file}: its first line is empty")
+    return line
 
 
 def _list(args: argparse.Namespace) -> int:
