@@ -91,40 +91,49 @@ def _cannot_submit(conn: Conn, s: Schedule, now: dt.datetime, why: str) -> list[
 
 def _judge(conn: Conn, db_url: str | None, fleet: QueueFleet, now: dt.datetime,
            done: Tick) -> None:
+    pending = conn.execute(
+        """SELECT id FROM hoplab_fleet_firings
+           WHERE judged_at IS NULL AND experiment_id IS NOT NULL ORDER BY due""").fetchall()
+    for firing in (r["id"] for r in pending):
+        try:
+            _judge_one(conn, db_url, fleet, now, done, firing)
+        except HoplabError as exc:      # the store unreadable now: judged at a later tick
+            done.errors.append((f"firing {firing}", str(exc)))
+
+
+def _judge_one(conn: Conn, db_url: str | None, fleet: QueueFleet, now: dt.datetime,
+               done: Tick, firing: int) -> None:
     from hoplab.fleet.judge import judge_firing
     from hoplab.store import open_store
 
-    pending = conn.execute(
-        """SELECT id FROM hoplab_fleet_firings WHERE judged_at IS NULL AND experiment_id IS NOT NULL
-           ORDER BY due""").fetchall()
-    for firing in (r["id"] for r in pending):
-        with conn.transaction():
-            row = conn.execute(
-                """SELECT f.*, s.dashboard_url, s.alert_url IS NOT NULL AS has_url
-                   FROM hoplab_fleet_firings f
-                   LEFT JOIN hoplab_fleet_schedules s ON s.name = f.schedule
-                   WHERE f.id = %s AND f.judged_at IS NULL FOR UPDATE OF f SKIP LOCKED""",
-                (firing,)).fetchone()
-            if row is None or not fleet.finished(row["experiment_id"]):
-                continue
-            before = conn.execute(
-                """SELECT experiment_id FROM hoplab_fleet_firings WHERE schedule = %s AND due < %s
-                   AND experiment_id IS NOT NULL ORDER BY due DESC LIMIT 1""",
-                (row["schedule"], row["due"])).fetchone()
-            previous = None if before is None else before["experiment_id"]
-            with open_store(db_url, read_only=True) as store:
-                verdict = judge_firing(store, row["schedule"], previous, row["experiment_id"],
-                                       alerted=_alerted(conn))
-            document = alerts.firing_document(
-                row["schedule"], verdict, dashboard=row["dashboard_url"],
-                experiment_id=row["experiment_id"], previous=previous)
-            if document is not None:
-                made = alerts.record(conn, key=f"firing:{firing}", document=document,
-                                     has_url=bool(row["has_url"]), now=now)
-                done.alerts += [] if made is None else [made]
-            conn.execute("UPDATE hoplab_fleet_firings SET judged_at = %s WHERE id = %s",
-                         (now, firing))
-            done.judged.append((row["schedule"], row["experiment_id"]))
+    with conn.transaction():
+        row = conn.execute(
+            """SELECT f.*, s.dashboard_url, s.alert_url IS NOT NULL AS has_url
+               FROM hoplab_fleet_firings f
+               LEFT JOIN hoplab_fleet_schedules s ON s.name = f.schedule
+               WHERE f.id = %s AND f.judged_at IS NULL FOR UPDATE OF f SKIP LOCKED""",
+            (firing,)).fetchone()
+        if row is None or not fleet.finished(row["experiment_id"]):
+            return
+        before = conn.execute(
+            """SELECT experiment_id FROM hoplab_fleet_firings
+               WHERE schedule = %s AND due < %s AND experiment_id IS NOT NULL
+               ORDER BY due DESC LIMIT 1""",
+            (row["schedule"], row["due"])).fetchone()
+        previous = None if before is None else before["experiment_id"]
+        with open_store(db_url, read_only=True) as store:
+            verdict = judge_firing(store, row["schedule"], previous, row["experiment_id"],
+                                   alerted=_alerted(conn))
+        document = alerts.firing_document(
+            row["schedule"], verdict, dashboard=row["dashboard_url"],
+            experiment_id=row["experiment_id"], previous=previous)
+        if document is not None:
+            made = alerts.record(conn, key=f"firing:{firing}", document=document,
+                                 has_url=bool(row["has_url"]), now=now)
+            done.alerts += [] if made is None else [made]
+        conn.execute("UPDATE hoplab_fleet_firings SET judged_at = %s WHERE id = %s",
+                     (now, firing))
+        done.judged.append((row["schedule"], row["experiment_id"]))
 
 
 def _alerted(conn: Conn) -> Alerted:
