@@ -29,6 +29,7 @@ OTHER_TESTS = {
     "clean": "removes labs (tests/lab)",
     "bisect": "bisect run runs experiments on a lab (tests/lab/test_bisect.py)",
     "serve": "serves until stopped (tests/web)",
+    "schedule": "needs the fleet's PostgreSQL store (tests/fleet/test_schedule_fire.py)",
 }
 
 # Files a command reads, as it names them: real captured outputs.

@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("samplers", "profile"),
     ("kinds",),             # the test kinds (plug-ins)
     ("run",),               # orchestration: a run, an experiment, a bisection
+    ("fleet",),             # benches and the job queue in PostgreSQL (procrastinate)
     ("importers",),         # other tools' result files -> runs
     ("render",),            # tables, plots, the report
     ("web",),               # the dashboard
@@ -41,7 +42,8 @@ DYNAMIC: dict[str, tuple[str, ...]] = {
     # The command line imports only the module of the command being run (COMMANDS).
     "hoplab.cli.main": tuple(f"hoplab.cli.{m}" for m in (
         "doctor", "check", "lab", "run", "runs", "compare", "report", "serve", "profile",
-        "clean", "plot", "trend", "annotate", "import_", "export", "migrate", "bisect")),
+        "clean", "plot", "trend", "annotate", "import_", "export", "migrate", "bisect",
+        "submit", "worker", "fleet", "schedule")),
 }
 
 

@@ -73,14 +73,13 @@ def test_one_json_safe_and_one_rate_scale() -> None:
 def test_run_json_has_null_for_a_figure_that_could_not_be_computed() -> None:
     from types import SimpleNamespace
 
-    from hoplab.cli.run import _json
+    from hoplab.cli.run import run_json
 
     rec = RunRecord(experiment="e", test="mix", kind="custom", repetition=1, variant={},
                     labels={}, started_at=1.7e9, id=1,
                     metrics=[Metric("jain_index", math.nan, "index"),
                              Metric("goodput", 0.0, "bit/s")])
     exp = SimpleNamespace(name="e", seed=1)
-    runner = SimpleNamespace(experiment_id=1, records=[rec])
-    data = _json(exp, runner, "store", False)  # type: ignore[arg-type]
+    data = run_json(exp, "1", [rec], "store", False)  # type: ignore[arg-type]
     assert _strict(json.dumps(data))["runs"][0]["metrics"] == {"jain_index": None,
                                                                 "goodput": 0.0}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hoplab import kv
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from hoplab.record import RunRecord
-    from hoplab.run.experiment import ExperimentRunner, Job
+    from hoplab.run.experiment import Job
     from hoplab.run.experiment import Progress as RunProgress
     from hoplab.spec.experiment import Experiment, Test, Variant
 
@@ -94,23 +95,24 @@ def stored_line(ids: list[int], store: str, experiment_id: str | None) -> str:
             f"{experiment_id}); see hoplab runs, hoplab show ID")
 
 
-def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupted: bool
-          ) -> dict[str, Any]:
+def run_json(exp: Experiment, experiment_id: str, records: Sequence[RunRecord],
+             store_desc: str, interrupted: bool) -> dict[str, Any]:
+    """What `hoplab run --json` prints (and `hoplab submit --wait --json`)."""
     from hoplab.jsonsafe import json_safe
     from hoplab.render.summary import summary_rows
 
     # A figure that could not be computed (NaN: Jain's index when no host got a byte)
     # is null: JSON has no NaN.
     out: dict[str, Any] = json_safe({
-        "experiment": exp.name, "experiment_id": runner.experiment_id, "seed": exp.seed,
+        "experiment": exp.name, "experiment_id": experiment_id, "seed": exp.seed,
         "store": store_desc, "interrupted": interrupted,
         "runs": [{"id": r.id, "test": r.test, "kind": r.kind, "variant": r.variant,
                   "repetition": r.repetition, "status": r.status, "error": r.error,
                   "metrics": {m.name: m.value for m in r.metrics
                               if m.flow is None and m.node is None and m.key is None},
                   "grade": r.metadata.get("grade")}
-                 for r in runner.records],
-        "summary": summary_rows(runner.records),
+                 for r in records],
+        "summary": summary_rows(records),
     })
     return out
 
@@ -160,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             interrupted = True
         if args.json:
-            json.dump(_json(exp, runner, store.describe(), interrupted), sys.stdout, indent=2)
+            json.dump(run_json(exp, runner.experiment_id, runner.records, store.describe(),
+                               interrupted), sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
             console.print(summary_table(runner.records, title=f"{exp.name}: median over "

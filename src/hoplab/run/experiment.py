@@ -166,6 +166,9 @@ class ExperimentRunner:
         # Each device's boot id and uptime as the previous run saw them.
         self._boots: dict[str, tuple[str, float]] = {}
         self._host = host_metadata(self.caps)
+        # run_job's: the checks `run` makes first, made once, and the working directory.
+        self._checked = False
+        self._workdir: Path | None = None
 
     def _lab_for(self, index: int) -> tuple[UpResult, dict[str, Any]]:
         if self._up is not None and self._up[0] == index:
@@ -305,6 +308,28 @@ class ExperimentRunner:
                 for warning in build.take_back(handed):
                     self.progress.note(f"warning: {warning}")
         return self.records
+
+    def run_job(self, job: Job, order: int) -> RunRecord:
+        """One given run, the `order`th of the experiment (a fleet's job): stored like
+        those of `run`. The variant's lab stays up for the next job of the same variant
+        until `close`; KeyboardInterrupt is raised after the run is stored interrupted."""
+        if not self._checked:
+            check_machine(self.exp, self.caps)
+            for v in self.exp.variants:
+                build.check_devices(v.lab, *test_tools(v.lab, v.tests))
+            self._checked = True
+        if self._workdir is None:
+            self._workdir = run_workdir.make()
+        return self._one(order, job, self._workdir)
+
+    def close(self) -> None:
+        """Take down the lab run_job left up, and remove its working directory."""
+        try:
+            self._down()
+        finally:
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+                self._workdir = None
 
     def _run_jobs(self) -> None:
         jobs = schedule(self.exp)

@@ -160,6 +160,7 @@ class Dashboard:
             (re.compile(r"/api/compare"), self.api_compare),
             (re.compile(r"/api/trend"), self.api_trend),
             (re.compile(r"/api/changes"), self.api_changes),
+            (re.compile(r"/alerts"), self.alerts), (re.compile(r"/api/alerts"), self.api_alerts),
             (re.compile(r"/static/plotly\.min\.js"), self.plotly),
             (re.compile(r"/favicon\.ico"), lambda query: Response(204, b"", "image/x-icon")),
         ]
@@ -216,6 +217,24 @@ class Dashboard:
             return Response(503, b'{"error":"still judging the store; try again"}',
                             "application/json", {"Retry-After": "2"})
         return _json(json_safe(changes_json(found, self.store.annotations())))
+
+    def _alerts(self) -> list[Any] | None:
+        """The schedules' alerts (fleet/alerts.py), newest first; None on SQLite."""
+        from hoplab.fleet.alerts import list_alerts
+
+        if self.store.location.backend != "postgresql":
+            return None
+        url = self.store.location.url.render_as_string(hide_password=False)
+        return list_alerts(url, limit=PAGE_ROWS)
+
+    def alerts(self, query: dict[str, list[str]]) -> Response:
+        from hoplab.web.alerts import alerts_page
+
+        return _html(alerts_page(self._alerts(), self.desc))
+
+    def api_alerts(self, query: dict[str, list[str]]) -> Response:
+        found = self._alerts()
+        return _json(json_safe([a.as_json() for a in found or []]))
 
     def runs(self, query: dict[str, list[str]]) -> Response:
         filters = _filters(query)

@@ -1,0 +1,74 @@
+"""`hoplab worker --db URL --bench NAME`: this machine as a bench of the fleet."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+
+from hoplab.cli import store_arg
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("worker", help="take runs of submitted experiments from the fleet's "
+                                      "queue (a bench)",
+                       description="Serve as bench NAME: take one job (one run of a submitted "
+                                   "experiment) at a time from the queue in the PostgreSQL "
+                                   "store, run it and store it labelled bench=NAME. SIGTERM "
+                                   "finishes the current run and exits 0; Ctrl-C or a second "
+                                   "signal interrupts it (its job goes back to the queue). "
+                                   "See docs/fleet.md.")
+    store_arg.add(p)
+    p.add_argument("--bench", required=True, help="this bench's name (unique in the fleet)")
+    p.add_argument("--label", dest="labels", action="append", default=[],
+                   metavar="KEY=VALUE", help="a label of this bench (device=erx); jobs "
+                                             "submitted --where KEY=VALUE need it")
+    p.add_argument("--lab-name", help="name of the bench's lab (default: from the bench's "
+                                      "name); `hoplab clean NAME` removes it after a crash")
+    p.add_argument("--heartbeat", type=float, default=10.0, metavar="SECONDS",
+                   help="heartbeat interval; a bench silent for 3 of them is gone and its "
+                        "job runs again elsewhere (default 10)")
+    p.set_defaults(func=run, needs_root=True)
+
+
+def bench_lab_name(bench: str) -> str:
+    """The bench's own lab name: its name if that is a valid lab name, else one made from
+    it, so two benches on one machine never share a lab."""
+    from hoplab.spec.names import lab_name
+
+    try:
+        return lab_name(bench)
+    except ValueError:
+        return "b" + hashlib.sha256(bench.encode()).hexdigest()[:10]
+
+
+def run(args: argparse.Namespace) -> int:
+    from hoplab import kv
+    from hoplab.errors import UsageError
+    from hoplab.fleet.app import conninfo
+    from hoplab.fleet.jobs import BenchRuns
+    from hoplab.fleet.submit import connect
+    from hoplab.fleet.worker import BenchConfig, BenchWorker, describe
+    from hoplab.spec.names import given, lab_name
+
+    db = store_arg.url(args)
+    conninfo(db)  # a SQLite store is refused before anything else
+    if not args.bench.strip():
+        raise UsageError("--bench: give the bench a name")
+    if args.heartbeat <= 0:
+        raise UsageError(f"--heartbeat {args.heartbeat:g}: must be more than 0 s")
+    labels = kv.parse(args.labels, "--label", "--label device=erx")
+    if "bench" in labels:
+        raise UsageError("--label bench=...: `bench` is the bench's name (--bench)")
+    lab = given(lab_name, args.lab_name, "worker --lab-name") if args.lab_name \
+        else bench_lab_name(args.bench)
+    connect(db).close()  # reachable, and the fleet's tables made
+    config = BenchConfig(args.bench, labels, lab, heartbeat_s=args.heartbeat)
+    with store_arg.writing(args) as store:
+        runs = BenchRuns(db, store, args.bench, labels, lab)
+        print(f"hoplab: {describe(config)} serving {store.describe()}", file=sys.stderr,
+              flush=True)
+        code = BenchWorker(db, config, runs).serve()
+    print(f"hoplab: bench {args.bench} stopped" + (" (interrupted; its job is back in the "
+                                                   "queue)" if code else ""), file=sys.stderr)
+    return code

@@ -1,0 +1,121 @@
+"""What a bench does with one job: the run it names, by hoplab's own ExperimentRunner,
+stored labelled with the bench and its labels, the submitted experiment's id, seed and
+order; not run again if the store already holds its ok run (a bench that died between
+storing it and marking the job done)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hoplab.fleet import devices
+
+if TYPE_CHECKING:
+    from hoplab.record import RunRecord
+    from hoplab.run.experiment import ExperimentRunner, Progress
+    from hoplab.store import Store
+
+# The label each fleet run carries: the queue's job id, the same on every attempt.
+JOB_LABEL = "fleet_job"
+
+
+@dataclass(frozen=True)
+class JobArgs:
+    job_id: int
+    experiment_id: str
+    bundle_id: str
+    order: int
+    variant: int
+    test: int
+    repetition: int
+
+    @classmethod
+    def of(cls, job_id: int, args: Mapping[str, Any]) -> JobArgs:
+        return cls(job_id, str(args["experiment_id"]), str(args["bundle_id"]),
+                   int(args["order"]), int(args["variant"]), int(args["test"]),
+                   int(args["repetition"]))
+
+
+@dataclass
+class _Labelled:
+    """The store, adding the bench's labels to every run it saves."""
+
+    store: Store
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def save_run(self, run: RunRecord) -> int:
+        run.labels.update(self.labels)
+        return self.store.save_run(run)
+
+
+class BenchRuns:
+    """The runs of one bench: one experiment's runner at a time, its lab kept up between
+    jobs of the same variant (a device's lab is taken down after each run, before its
+    lock is let go)."""
+
+    def __init__(self, db_url: str | None, store: Store, bench: str,
+                 labels: Mapping[str, str], lab_name: str,
+                 progress: Progress | None = None) -> None:
+        self.db_url = db_url
+        self.sink = _Labelled(store)
+        self.bench, self.labels, self.lab_name = bench, dict(labels), lab_name
+        self.progress = progress
+        self._runner: ExperimentRunner | None = None
+        self._bundles = tempfile.TemporaryDirectory(prefix="hoplab-bundles-")
+
+    def already_ok(self, job: JobArgs) -> bool:
+        return bool(self.sink.store.list_runs(
+            {"experiment_id": job.experiment_id, JOB_LABEL: str(job.job_id), "status": "ok"},
+            figures=False, limit=1))
+
+    def _runner_for(self, job: JobArgs) -> ExperimentRunner:
+        import psycopg
+
+        from hoplab.fleet.app import connect_kwargs, conninfo
+        from hoplab.fleet.bundle import unpack
+        from hoplab.run.experiment import ExperimentRunner
+        from hoplab.spec.experiment_loader import load_experiment
+
+        if self._runner is not None and self._runner.experiment_id == job.experiment_id:
+            return self._runner
+        self.close()
+        # A connection of its own, only while a new experiment's files are fetched.
+        with psycopg.connect(conninfo(self.db_url), **connect_kwargs()) as conn:
+            path = unpack(conn, job.bundle_id, Path(self._bundles.name))
+        exp = load_experiment(path)
+        runner = ExperimentRunner(exp, self.sink, self.progress, lab_name=self.lab_name)
+        runner.experiment_id = job.experiment_id
+        self._runner = runner
+        return runner
+
+    def run(self, job: JobArgs, experiment_labels: Mapping[str, str]) -> RunRecord:
+        """The job's run, stored; KeyboardInterrupt once it is stored interrupted."""
+        from hoplab.run.experiment import Job
+
+        runner = self._runner_for(job)
+        self.sink.labels = {**experiment_labels, **self.labels, "bench": self.bench,
+                            JOB_LABEL: str(job.job_id)}
+        lab = runner.exp.variants[job.variant].lab
+        keys = devices.device_keys(lab)
+        with devices.holding(self.db_url, keys):
+            try:
+                return runner.run_job(Job(job.variant, job.test, job.repetition), job.order)
+            finally:
+                if keys:
+                    runner.close()
+
+    def idle(self) -> None:
+        """No job waits: the lab comes down (it is built again for the next one)."""
+        self.close()
+
+    def close(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            runner.close()
+
+    def remove(self) -> None:
+        self.close()
+        self._bundles.cleanup()

@@ -1,0 +1,84 @@
+"""The fleet's tables: procrastinate's (its jobs, workers and their heartbeats), and
+hoplab's own, beside the store's runs:
+
+- hoplab_fleet_files: every file a submitted experiment names, by its SHA-256;
+- hoplab_fleet_bundles: an experiment file and the files it names, by relative path;
+- hoplab_fleet_experiments: each submitted experiment, its bundle, seed and routing;
+- hoplab_fleet_routes: the queue of each set of benches (--bench) and labels (--where);
+- hoplab_fleet_benches: each bench, its labels, machine, state, heartbeat, current job;
+- hoplab_fleet_errors: why a bench could not run a job at all (no run was stored).
+
+`ensure` creates what is missing, once, whoever comes first: under an advisory lock, so
+two benches starting together never both apply procrastinate's schema.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from hoplab.fleet.app import connect_kwargs, conninfo
+
+# pg_advisory_xact_lock's key for creating the schema ("hoplab-fleet-schema").
+_SCHEMA_LOCK = 0x686F706C6162
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS hoplab_fleet_files (
+    sha256 text PRIMARY KEY,
+    size bigint NOT NULL,
+    content bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hoplab_fleet_bundles (
+    id text PRIMARY KEY,
+    experiment text NOT NULL,
+    files jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS hoplab_fleet_routes (
+    queue text PRIMARY KEY,
+    benches jsonb NOT NULL,
+    where_labels jsonb NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hoplab_fleet_experiments (
+    id text PRIMARY KEY,
+    bundle_id text NOT NULL REFERENCES hoplab_fleet_bundles(id),
+    name text NOT NULL,
+    seed bigint NOT NULL,
+    jobs integer NOT NULL,
+    queue text NOT NULL,
+    labels jsonb NOT NULL,
+    submitted_at timestamptz NOT NULL DEFAULT now(),
+    cancelled boolean NOT NULL DEFAULT false
+);
+CREATE TABLE IF NOT EXISTS hoplab_fleet_benches (
+    name text PRIMARY KEY,
+    labels jsonb NOT NULL,
+    machine text NOT NULL,
+    pid integer NOT NULL,
+    worker_id bigint,
+    state text NOT NULL,
+    heartbeat timestamptz NOT NULL DEFAULT now(),
+    heartbeat_s real NOT NULL DEFAULT 10,
+    current_job bigint,
+    started_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS hoplab_fleet_errors (
+    job_id bigint PRIMARY KEY,
+    bench text NOT NULL,
+    error text NOT NULL,
+    at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS hoplab_fleet_jobs_experiment
+    ON procrastinate_jobs ((args->>'experiment_id'));
+"""
+
+
+def ensure(db_url: str | None) -> None:
+    """procrastinate's schema (if its jobs table is missing) and hoplab's fleet tables."""
+    from procrastinate.schema import SchemaManager
+
+    with psycopg.connect(conninfo(db_url), **connect_kwargs()) as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        row = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+        if row is None or row[0] is None:
+            conn.execute(SchemaManager.get_schema())
+        conn.execute(TABLES)

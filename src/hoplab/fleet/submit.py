@@ -1,0 +1,117 @@
+"""Submitting an experiment to the fleet, and asking how far it got.
+
+    bundle_id = pack(db_url, Path("nat.toml"))          # the files, content-addressed
+    experiment_id = enqueue(db_url, bundle_id, where={"device": "erx"},
+                            labels={"schedule": "nightly"})
+    finished(db_url, experiment_id)                      # True once no job waits or runs
+
+pack(db_url: str | None, path: Path) -> str
+    Load and validate the experiment (SpecError, exit 2, naming file, line and key),
+    store it and every file it names (hoplab.fleet.bundle) in the store; the bundle's id.
+enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
+        where: Mapping[str, str] = {}, labels: Mapping[str, str] = {}) -> str
+    One job per variant x test x repetition, queued in the experiment's seeded order,
+    for any of `benches` (all when empty) that has every label of `where`; `labels`
+    are added to each run's labels. The experiment's id (its runs' experiment_id).
+finished(db_url: str | None, experiment_id: str) -> bool
+    No job of the experiment is waiting or running.
+cancel(db_url: str | None, experiment_id: str) -> int
+    Its waiting jobs cancelled (a running one ends its run); how many.
+
+`db_url` is a store URL as --db takes it (None: $HOPLAB_DB); a SQLite store is a
+UsageError naming PostgreSQL and docs/fleet.md.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from hoplab.errors import UsageError
+from hoplab.fleet import bundle, schema
+from hoplab.fleet.app import connect_kwargs, conninfo, make_app, task
+from hoplab.fleet.routes import queue_of
+
+_EMPTY: Mapping[str, str] = {}
+
+
+def connect(db_url: str | None) -> psycopg.Connection[tuple[Any, ...]]:
+    """A connection to the store's PostgreSQL, its fleet tables made if missing."""
+    from hoplab.store.url import hide_password
+
+    info = conninfo(db_url)
+    try:
+        schema.ensure(db_url)
+        return psycopg.connect(info, autocommit=True, **connect_kwargs())
+    except psycopg.OperationalError as e:
+        raise UsageError(f"cannot reach the fleet's store: "
+                         f"{hide_password(str(e).strip().splitlines()[0])}") from None
+
+
+def pack(db_url: str | None, path: Path) -> str:
+    from hoplab.spec.experiment_loader import load_experiment
+
+    exp = load_experiment(path)
+    with connect(db_url) as conn:
+        return bundle.store(conn, exp)
+
+
+def enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
+            where: Mapping[str, str] = _EMPTY, labels: Mapping[str, str] = _EMPTY) -> str:
+    from hoplab.run.experiment import schedule
+    from hoplab.spec.experiment_loader import load_experiment
+
+    experiment_id = secrets.token_hex(6)
+    queue = queue_of(benches, where)
+    with connect(db_url) as conn, tempfile.TemporaryDirectory(prefix="hoplab-submit-") as d:
+        exp = load_experiment(bundle.unpack(conn, bundle_id, Path(d)))
+        jobs = schedule(exp)
+        with conn.transaction():
+            conn.execute("INSERT INTO hoplab_fleet_routes (queue, benches, where_labels) "
+                         "VALUES (%s, %s, %s) ON CONFLICT (queue) DO NOTHING",
+                         (queue, json.dumps(sorted(set(benches))),
+                          json.dumps(dict(sorted(where.items())))))
+            conn.execute("INSERT INTO hoplab_fleet_experiments (id, bundle_id, name, seed, "
+                         "jobs, queue, labels) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                         (experiment_id, bundle_id, exp.name, exp.seed, len(jobs), queue,
+                          json.dumps(dict(labels))))
+    app = make_app(db_url)
+    with app.open():
+        # In the seeded order: a queue hands out its jobs by id.
+        task(app).configure(queue=queue).batch_defer(*[
+            {"experiment_id": experiment_id, "bundle_id": bundle_id, "order": order,
+             "variant": job.variant, "test": job.test, "repetition": job.repetition}
+            for order, job in enumerate(jobs)])
+    return experiment_id
+
+
+def job_states(conn: psycopg.Connection[tuple[Any, ...]], experiment_id: str
+               ) -> dict[str, int]:
+    """How many of the experiment's jobs are in each of procrastinate's states."""
+    rows = conn.execute("SELECT status::text, count(*) FROM procrastinate_jobs "
+                        "WHERE args->>'experiment_id' = %s GROUP BY status",
+                        (experiment_id,)).fetchall()
+    return {str(s): int(n) for s, n in rows}
+
+
+def finished(db_url: str | None, experiment_id: str) -> bool:
+    with connect(db_url) as conn:
+        states = job_states(conn, experiment_id)
+    return not states.get("todo") and not states.get("doing")
+
+
+def cancel(db_url: str | None, experiment_id: str) -> int:
+    with connect(db_url) as conn, conn.transaction():
+        known = conn.execute("UPDATE hoplab_fleet_experiments SET cancelled = true "
+                             "WHERE id = %s", (experiment_id,)).rowcount
+        if not known:
+            raise UsageError(f"no experiment {experiment_id} was submitted to this store")
+        return conn.execute("UPDATE procrastinate_jobs SET status = 'cancelled' "
+                            "WHERE status = 'todo' AND args->>'experiment_id' = %s",
+                            (experiment_id,)).rowcount

@@ -1,0 +1,171 @@
+"""`hoplab worker`: a bench's loop. It takes one job at a time from the queues it may
+serve, runs it (hoplab.fleet.jobs) and marks it done; with no job waiting it takes its
+lab down and waits for a notification (or the next poll).
+
+Signals: the first SIGTERM or SIGHUP (or `hoplab fleet drain`) lets the current run
+finish, then the lab comes down and the bench exits 0. Ctrl-C, or a second signal,
+interrupts the run: it is stored as interrupted and its job goes back to the queue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import FrameType
+
+from hoplab.fleet.app import ANY_QUEUE
+from hoplab.fleet.beat import Beat
+from hoplab.fleet.jobs import BenchRuns, JobArgs
+from hoplab.fleet.routes import matches
+
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    name: str
+    labels: Mapping[str, str]
+    lab_name: str
+    heartbeat_s: float = 10.0
+    # Without a notification, how often an idle bench looks for a job.
+    poll_s: float = 2.0
+
+
+@dataclass
+class Claim:
+    """One job taken: how long the claim took (the bench's figure of the queue)."""
+
+    job_id: int
+    seconds: float
+
+
+class BenchWorker:
+    def __init__(self, db_url: str | None, config: BenchConfig, runs: BenchRuns) -> None:
+        self.db_url = db_url
+        self.config = config
+        self.runs = runs
+        self.stopping = False
+        self.interrupted = False
+        self.claims: list[Claim] = []
+        self._running = False
+        self._wake = threading.Event()
+        self._queues: list[str] = [ANY_QUEUE]
+        self.beat = Beat(db_url, config.name, heartbeat_s=config.heartbeat_s,
+                         on_wake=self._wake.set, on_drain=self._drain)
+
+    # --- signals ---------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        self.stopping = True
+        self._wake.set()
+
+    def _signal(self, signum: int, _frame: FrameType | None) -> None:
+        if signum != signal.SIGINT and not (self.stopping and self._running):
+            self._drain()
+            return
+        # Interrupt: the unwinding (storing the run, the lab down, the job put back)
+        # must not be cut short by a third signal.
+        for sig in _STOPS:
+            signal.signal(sig, signal.SIG_IGN)
+        self.interrupted = True
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    # --- the loop --------------------------------------------------------------------
+
+    def _routes(self) -> None:
+        rows = self.beat.query("SELECT queue, benches, where_labels FROM hoplab_fleet_routes")
+        mine = sorted(str(r["queue"]) for r in rows
+                      if matches(self.config.name, self.config.labels, list(r["benches"]),
+                                 dict(r["where_labels"])))
+        self._queues = [ANY_QUEUE, *mine]
+
+    def _state(self, state: str, job_id: int | None) -> None:
+        self.beat.execute("UPDATE hoplab_fleet_benches SET state = %(state)s, current_job = "
+                          "%(job)s WHERE name = %(name)s AND state <> 'draining'",
+                          state=state, job=job_id, name=self.config.name)
+
+    def _experiment(self, experiment_id: str) -> tuple[dict[str, str], bool]:
+        rows = self.beat.query("SELECT labels, cancelled FROM hoplab_fleet_experiments "
+                               "WHERE id = %(id)s", id=experiment_id)
+        if not rows:
+            return {}, False
+        return dict(rows[0]["labels"]), bool(rows[0]["cancelled"])
+
+    def _take(self) -> JobArgs | None:
+        t0 = time.perf_counter()
+        job = self.beat.fetch(self._queues)
+        if job is None or job.id is None:
+            return None
+        self.claims.append(Claim(job.id, time.perf_counter() - t0))
+        return JobArgs.of(job.id, job.task_kwargs)
+
+    def _do(self, job: JobArgs) -> None:
+        self._state("busy", job.job_id)
+        labels, cancelled = self._experiment(job.experiment_id)
+        if cancelled:
+            self.beat.finish(job.job_id, False)
+            return
+        if self.runs.already_ok(job):
+            self.beat.finish(job.job_id, True)
+            return
+        self._running = True
+        try:
+            rec = self.runs.run(job, labels)
+        except KeyboardInterrupt:
+            self.beat.retry(job.job_id)
+            raise
+        except Exception as e:  # cannot run it here at all (a tool missing, a bad bundle)
+            self._error(job, e)
+            self.beat.finish(job.job_id, False)
+            return
+        finally:
+            self._running = False
+        self.beat.finish(job.job_id, rec.status == "ok")
+
+    def _error(self, job: JobArgs, e: Exception) -> None:
+        self.beat.execute(
+            "INSERT INTO hoplab_fleet_errors (job_id, bench, error) VALUES (%(job)s, "
+            "%(bench)s, %(error)s) ON CONFLICT (job_id) DO UPDATE SET bench = "
+            "EXCLUDED.bench, error = EXCLUDED.error, at = now()",
+            job=job.job_id, bench=self.config.name, error=f"{type(e).__name__}: {e}"
+            if not isinstance(e, ValueError | OSError) else str(e))
+
+    def serve(self) -> int:
+        """Take jobs until stopped; 0, or 130 when a run was interrupted."""
+        old = {sig: signal.signal(sig, self._signal) for sig in _STOPS}
+        try:
+            self.beat.start(self.config.labels, socket.gethostname(), os.getpid())
+            self._routes()
+            while not self.stopping:
+                job = self._take()
+                if job is None:
+                    self._state("idle", None)
+                    self.runs.idle()
+                    self._wake.wait(self.config.poll_s)
+                    self._wake.clear()
+                    self._routes()
+                    continue
+                self._do(job)
+        except KeyboardInterrupt:
+            self.interrupted = True
+        finally:
+            # The lab down first, shielded; then the bench says it stopped.
+            for sig in _STOPS:
+                signal.signal(sig, signal.SIG_IGN)
+            try:
+                self.runs.remove()
+            finally:
+                self.beat.stop()
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+        return 130 if self.interrupted else 0
+
+
+def describe(config: BenchConfig) -> str:
+    return f"bench {config.name} ({json.dumps(dict(config.labels))}), lab {config.lab_name}"
