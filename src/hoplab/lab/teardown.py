@@ -31,7 +31,7 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
     """Remove everything the record lists. Returns warnings; never stops half way."""
     from hoplab.nodes.executor import ExecutorError, ProcessId
     from hoplab.nodes.registry import close_all, state_executors, this_machine, wire_executors
-    from hoplab.nodes.tracking import recorded, recorded_undo
+    from hoplab.nodes.tracking import recorded
 
     warnings: list[str] = []
     live = [n for n in state.namespaces if netns.exists(n)]
@@ -59,17 +59,7 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
             ex.stop_recorded(ProcessId(proc.node, proc.pid, proc.start))
         except HoplabError as exc:
             warnings.append(f"{proc.role} on {proc.node} (pid {proc.pid}): {exc}")
-    for node, argv in recorded_undo(state):
-        # What a test put on a node and a killed run left: an nft table on a device.
-        try:
-            done = nodes[node].run(argv, timeout=30)
-        except (ExecutorError, OSError, TimeoutError, KeyError) as exc:
-            warnings.append(f"node {node}: {' '.join(argv)}: {exc}")
-            continue
-        # Already gone (the run took it away and was killed before it could say so).
-        if done.returncode != 0 and "No such file" not in done.stderr:
-            warnings.append(f"node {node}: {' '.join(argv)}: exit {done.returncode}: "
-                            f"{(done.stderr or done.stdout).strip()[:200]}")
+    warnings += _undo_recorded(state, nodes)
     warnings += _remove_device_dirs(state, nodes)
     from hoplab.lab.devices.nics import give_back_nics
     from hoplab.lab.devices.settings import restore
@@ -91,6 +81,26 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
         shutil.rmtree(ETC_NETNS / ns, ignore_errors=True)
     shutil.rmtree(state.rundir, ignore_errors=True)
     state.path.unlink(missing_ok=True)
+    return warnings
+
+
+def _undo_recorded(state: LabState, nodes: Mapping[str, Executor]) -> list[str]:
+    """What a test put on a node and a killed run left (an nft table on a device), taken
+    away by the command the test logged with it."""
+    from hoplab.nodes.executor import ExecutorError
+    from hoplab.nodes.tracking import recorded_undo
+
+    warnings = []
+    for node, argv in recorded_undo(state):
+        try:
+            done = nodes[node].run(argv, timeout=30)
+        except (ExecutorError, OSError, TimeoutError, KeyError) as exc:
+            warnings.append(f"node {node}: {' '.join(argv)}: {exc}")
+            continue
+        # Already gone (the run took it away and was killed before it could say so).
+        if done.returncode != 0 and "No such file" not in done.stderr:
+            warnings.append(f"node {node}: {' '.join(argv)}: exit {done.returncode}: "
+                            f"{(done.stderr or done.stdout).strip()[:200]}")
     return warnings
 
 
