@@ -6,6 +6,8 @@ do to it:
 - read it through DNS rebinding (evil.example resolving to 127.0.0.1): a request
   whose Host is not an address of this server, localhost or a name given with
   --allow-host, at the serving port, gets 403 (HostCheck);
+- read it at all, for a team's dashboard on the network, without the token given with
+  --token-file (web/token.py);
 - change anything: GET and HEAD only, every other method gets 405 (ReadOnly);
 - run script in its origin: every answer carries a Content-Security-Policy (only the
   page's own scripts, by nonce; the flame graph SVG in a sandbox of its own);
@@ -278,8 +280,9 @@ def _log_config(quiet: bool) -> dict[str, Any]:
     when something is wrong."""
     return {"version": 1, "disable_existing_loggers": False,
             "formatters": {"line": {"format": "%(message)s"}},
+            "filters": {"token": {"()": "hoplab.web.token.RedactToken"}},
             "handlers": {"err": {"class": "logging.StreamHandler", "formatter": "line",
-                                 "stream": "ext://sys.stderr"}},
+                                 "stream": "ext://sys.stderr", "filters": ["token"]}},
             "loggers": {"uvicorn": {"handlers": ["err"], "level": "WARNING",
                                     "propagate": False},
                         "uvicorn.access": {"handlers": ["err"], "propagate": False,
@@ -327,16 +330,22 @@ class DashboardServer:
         self.close()
 
 
-def make_app(dashboard: Dashboard, bound: str, port: int, allow_hosts: Iterable[str] = ()
-             ) -> Starlette:
+def make_app(dashboard: Dashboard, bound: str, port: int, allow_hosts: Iterable[str] = (),
+             token: str | None = None) -> Starlette:
+    from hoplab.web.token import TokenCheck
+
+    guards = [Middleware(ReadOnly),
+              Middleware(HostCheck, bound=bound, port=port, names=tuple(allow_hosts))]
+    if token is not None:
+        guards.append(Middleware(TokenCheck, token=token))
     return Starlette(
         routes=[Route("/{path:path}", Pages(dashboard).answer, methods=["GET", "HEAD"])],
-        middleware=[Middleware(ReadOnly),
-                    Middleware(HostCheck, bound=bound, port=port, names=tuple(allow_hosts))])
+        middleware=guards)
 
 
 def make_server(store: Store, host: str = "127.0.0.1", port: int = 8080,
-                quiet: bool = False, allow_hosts: Iterable[str] = ()) -> DashboardServer:
+                quiet: bool = False, allow_hosts: Iterable[str] = (),
+                token: str | None = None) -> DashboardServer:
     """OSError if the address cannot be bound."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -353,5 +362,5 @@ def make_server(store: Store, host: str = "127.0.0.1", port: int = 8080,
     # What changed takes seconds to find in a large store the first time: from now, not
     # from the first request.
     dashboard.warm()
-    app = make_app(dashboard, bound, int(real_port), allow_hosts)
+    app = make_app(dashboard, bound, int(real_port), allow_hosts, token)
     return DashboardServer(app, sock, quiet)
