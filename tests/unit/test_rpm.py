@@ -5,13 +5,19 @@ through a 20 Mbit/s hoplab-wire link), and the client's output parser."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
+import subprocess
+from pathlib import Path, PurePosixPath
 
 import pytest
 
 from hoplab.analysis import rpm as algo
-from hoplab.kinds.responsiveness import figures_of, goodput_by_way
+from hoplab.errors import SpecError
+from hoplab.kinds.responsiveness import RpmOptions, figures_of, goodput_by_way
+from hoplab.run.server_home import write_local
+from hoplab.spec.experiment import Test
+from hoplab.spec.experiment_loader import load_experiment
 from hoplab.tools import ToolOutputError, rpm_client, rpm_server
+from tests.helpers.lab_text import chain3
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "rpm"
 FIFO = DATA / "down-20mbit-fifo1000.ndjson"
@@ -172,3 +178,56 @@ def test_the_servers_certificate_names_its_address() -> None:
         x509.SubjectAlternativeName).value
     assert [str(a) for a in san.get_values_for_type(x509.IPAddress)] == ["10.9.0.2"]
     assert b"PRIVATE KEY" in key
+
+
+def _load(tmp_path: Path, keys: str) -> list[Test]:
+    (tmp_path / "lab.toml").write_text(chain3("c"))
+    path = tmp_path / "exp.toml"
+    path.write_text('lab = "lab.toml"\n[[tests]]\nname = "rpm"\nkind = "responsiveness"\n'
+                    'from = "client"\nto = "server"\n' + keys)
+    return [t for v in load_experiment(path).variants for t in v.tests]
+
+
+def test_a_responsiveness_test_loads_with_the_drafts_defaults(tmp_path: Path) -> None:
+    (test,) = _load(tmp_path, "")
+    (flow,) = test.flows
+    assert (flow.kind, flow.src, flow.dst, flow.duration_s, flow.family) == (
+        "responsiveness", "client", "server", 20.0, 4)
+    assert flow.options_as(RpmOptions) == RpmOptions(direction="both", congestion=None)
+    (test,) = _load(tmp_path, 'direction = "up"\ncongestion = "cubic"\nduration = "8s"\n')
+    assert test.flows[0].options_as(RpmOptions) == RpmOptions("up", "cubic")
+    assert test.flows[0].duration_s == 8.0
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ('direction = "sideways"', r"tests\[0\]\.direction"),
+    ('duration = "1s"', r"tests\[0\]\.duration.*2s to 10min"),
+    ('congestion = "Cubic!"', r"tests\[0\]\.congestion"),
+    ('flows = 2', r"tests\[0\]\.flows.*unknown key"),
+])
+def test_bad_options_name_their_key(tmp_path: Path, keys: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        _load(tmp_path, keys + "\n")
+
+
+def test_the_client_is_told_the_plan() -> None:
+    plan = rpm_client.Plan("https://10.0.0.2:4043/.well-known/nq", 8.0, "up", "cubic")
+    assert rpm_client.argv("/py", plan) == [
+        "/py", "-m", "hoplab.tools.rpm_client", "https://10.0.0.2:4043/.well-known/nq",
+        "--duration", "8", "--direction", "up", "--congestion", "cubic"]
+    with pytest.raises(ValueError):
+        rpm_client.argv("/py", rpm_client.Plan(plan.config_url, 8.0, "bidir"))
+
+
+def test_nginx_accepts_the_servers_configuration(tmp_path: Path) -> None:
+    # nginx's own check of the files as they are written for a run (it opens no socket).
+    files = rpm_server.files(PurePosixPath(tmp_path), "10.1.2.3", 4043, ipv6=False)
+    write_local(tmp_path, files)
+    conf = files[rpm_server.CONFIG].decode()
+    assert "listen 0.0.0.0:4043 ssl http2;" in conf and "proxy_request_buffering off;" in conf
+    done = subprocess.run(["nginx", "-t", "-p", f"{tmp_path}/", "-c",
+                           str(tmp_path / rpm_server.CONFIG), "-e", "stderr"],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    v6 = rpm_server.config(PurePosixPath(tmp_path), 4043, ipv6=True)
+    assert "listen [::]:4043 ipv6only=on ssl http2;" in v6
