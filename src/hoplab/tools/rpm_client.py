@@ -342,7 +342,9 @@ class _Client:
         tcp = marks["connection.connect_tcp.complete"] - marks["connection.connect_tcp.started"]
         tls = (marks["connection.start_tls.complete"] - marks["connection.start_tls.started"]
                if "connection.start_tls.started" in marks else None)
-        http = end - marks["http2.send_request_headers.started"]
+        # http2.send_request_headers, or http11's from a server without HTTP/2.
+        sent = next(t for k, t in marks.items() if k.endswith("send_request_headers.started"))
+        http = end - sent
         probe = algo.Foreign(self.interval, 1000 * tcp,
                              None if tls is None else 1000 * tls / rtts, 1000 * http)
         self.foreign.append(probe)
