@@ -218,6 +218,18 @@ register(
     _m("ndr_latency_ms", "ms", "latency at NDR", "lower"),
 )
 
+# Responsiveness under working conditions (draft-ietf-ippm-responsiveness; the
+# responsiveness kind): round trips per minute, the foreign and self probes' trimmed
+# means that make it, the load's goodput per direction (key "up", "down") and the
+# draft's confidence (1 low, 2 medium, 3 high).
+register(
+    _m("rpm", "RPM", "RPM", "higher"),
+    _m("rpm_foreign_ms", "ms", "foreign probe RTT", "lower"),
+    _m("rpm_self_ms", "ms", "self probe RTT", "lower"),
+    _m("rpm_goodput", "bit/s", "RPM load goodput", "higher"),
+    _m("rpm_confidence", "level", "RPM confidence", "neutral"),
+)
+
 
 
 def loss_ratio(sent: float, received: float) -> float:

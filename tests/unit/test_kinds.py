@@ -187,7 +187,8 @@ def test_the_registry_loads_the_builtin_kinds_when_first_asked() -> None:
             "print(' '.join(kind_registry.names()))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout
-    assert out.split() == ["tcp", "udp", "ping", "probe", "rrul", "custom", "web", "throughput"]
+    assert out.split() == ["tcp", "udp", "ping", "probe", "rrul", "custom", "web", "throughput",
+                           "responsiveness"]
 
 
 def test_asking_before_the_kinds_can_be_loaded_is_a_fault(
