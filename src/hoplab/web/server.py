@@ -337,7 +337,7 @@ def make_app(dashboard: Dashboard, bound: str, port: int, allow_hosts: Iterable[
     guards = [Middleware(ReadOnly),
               Middleware(HostCheck, bound=bound, port=port, names=tuple(allow_hosts))]
     if token is not None:
-        guards.append(Middleware(TokenCheck, token=token))
+        guards.append(Middleware(TokenCheck, token=token, plain=plain))
     return Starlette(
         routes=[Route("/{path:path}", Pages(dashboard).answer, methods=["GET", "HEAD"])],
         middleware=guards)

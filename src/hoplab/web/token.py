@@ -14,6 +14,7 @@ import logging
 import re
 import secrets
 import stat
+from collections.abc import Callable
 from http.cookies import SimpleCookie
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
@@ -49,8 +50,10 @@ def read_token(path: Path) -> str:
 class TokenCheck:
     """401 for a request without the token; `?token=` becomes a cookie and a redirect."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app, self.token = app, token.encode()
+    def __init__(self, app: ASGIApp, token: str,
+                 plain: Callable[[int, str, dict[str, str]], ASGIApp]) -> None:
+        # plain: the server's plain-text answer (its security headers).
+        self.app, self.token, self.plain = app, token.encode(), plain
 
     def _good(self, given: str | bytes | None) -> bool:
         if given is None:
@@ -62,8 +65,7 @@ class TokenCheck:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        from hoplab.web.server import plain
-
+        plain = self.plain
         headers = dict(scope["headers"])
         auth = headers.get(b"authorization", b"")
         if auth[:7].lower() == b"bearer " and self._good(auth[7:].strip()):
