@@ -34,6 +34,7 @@ from hoplab.run.paths import flow_ends, routers_crossed
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
 from hoplab.run.profiling import PhaseProfiler
 from hoplab.samplers import Samplers, Target, sampler_metrics
+from hoplab.samplers.tcp_info import FlowSocket
 from hoplab.spec.experiment import Flow, Test
 
 # How long past its planned end a client may run before it is stopped as hung.
@@ -52,6 +53,24 @@ class TestResult:
     profile: dict[str, Any] | None = None
 
 
+def tcp_senders(test: Test, plan: Plan) -> dict[str, list[FlowSocket]]:
+    """The nodes that send the test's bulk TCP data, each with how to find each of its
+    flows' sockets (by the flow's server port): a flow's client sends it up, its
+    server down, both a --bidir flow."""
+    out: dict[str, list[FlowSocket]] = {}
+    for i, flow in enumerate(test.flows):
+        server = server_for(flow, i, plan) if flow.bulk else None
+        if server is None or server.proto != "tcp":
+            continue
+        ways = ("up", "down") if flow.direction == "bidir" else (flow.direction,)
+        for way in ways:
+            node = server.node if way == "down" else flow.src
+            out.setdefault(node, []).append(FlowSocket(
+                flow.name, server.port, local=way == "down",
+                key=way if flow.direction == "bidir" else None))
+    return out
+
+
 def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> list[Target]:
     kinds = frozenset(test.samplers.kinds) - {"cpu"}
     if not kinds:
@@ -63,9 +82,15 @@ def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> li
         chosen = routers_crossed(test, plan)
         # Retransmits happen at the senders: the ends keep a TCP counter.
         ends = flow_ends(test) if "tcp" in kinds else []
-    node_kinds = kinds - {"wire"}
-    targets = [Target(n, nodes[n], node_kinds) for n in chosen] if node_kinds else []
-    targets += [Target(n, nodes[n], frozenset({"tcp"})) for n in ends if n not in chosen]
+    # A flow's own TCP state is read where its data leaves, whichever nodes are watched.
+    senders = tcp_senders(test, plan) if "tcp_info" in kinds else {}
+    node_kinds = kinds - {"wire", "tcp_info"}
+    own: dict[str, frozenset[str]] = dict.fromkeys(chosen, node_kinds) if node_kinds else {}
+    for n in ends:
+        own.setdefault(n, frozenset({"tcp"}))
+    for n in senders:
+        own[n] = own.get(n, frozenset()) | {"tcp_info"}
+    targets = [Target(n, nodes[n], k, tuple(senders.get(n, ()))) for n, k in own.items()]
     if "wire" in kinds:
         # Links carried by hoplab-wire: its frame and drop counters, per direction.
         targets += [Target(name, ex, frozenset({"wire"}))
