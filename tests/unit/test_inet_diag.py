@@ -52,9 +52,9 @@ def test_the_same_sockets_as_ss_prints_them() -> None:
                 (s.mss, s.congestion, s.min_rtt_ms)
     # The idle control connection did not change between the dump and ss: every field.
     ctl = next(s for s in dump(UP) if s.congestion == "bbr")
-    (printed,) = [s for s in ss.parse((DATA / f"{UP}.ss.txt").read_text())
+    (ctl_printed,) = [s for s in ss.parse((DATA / f"{UP}.ss.txt").read_text())
                   if s.congestion == "bbr"]
-    assert ctl == replace(printed, bytes_retrans=0, retrans_total=0, notsent=0)
+    assert ctl == replace(ctl_printed, bytes_retrans=0, retrans_total=0, notsent=0)
 
 
 def test_a_download_over_ipv6_on_its_server() -> None:
