@@ -27,14 +27,13 @@ from hoplab.lab.state import find
 from hoplab.nodes.executor import Executor
 from hoplab.nodes.registry import close_all, executors, is_local, wire_executors
 from hoplab.record import Metric, RawOutput, Series
-from hoplab.run import server_home
+from hoplab.run import server_home, tcp_flows
 from hoplab.run.flows import client_argv, server_for
 from hoplab.run.outcome import collect
 from hoplab.run.paths import flow_ends, routers_crossed
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
 from hoplab.run.profiling import PhaseProfiler
 from hoplab.samplers import Samplers, Target, sampler_metrics
-from hoplab.samplers.tcp_info import FlowSocket
 from hoplab.spec.experiment import Flow, Test
 
 # How long past its planned end a client may run before it is stopped as hung.
@@ -53,24 +52,6 @@ class TestResult:
     profile: dict[str, Any] | None = None
 
 
-def tcp_senders(test: Test, plan: Plan) -> dict[str, list[FlowSocket]]:
-    """The nodes that send the test's bulk TCP data, each with how to find each of its
-    flows' sockets (by the flow's server port): a flow's client sends it up, its
-    server down, both a --bidir flow."""
-    out: dict[str, list[FlowSocket]] = {}
-    for i, flow in enumerate(test.flows):
-        server = server_for(flow, i, plan) if flow.bulk else None
-        if server is None or server.proto != "tcp":
-            continue
-        ways = ("up", "down") if flow.direction == "bidir" else (flow.direction,)
-        for way in ways:
-            node = server.node if way == "down" else flow.src
-            out.setdefault(node, []).append(FlowSocket(
-                flow.name, server.port, local=way == "down",
-                key=way if flow.direction == "bidir" else None))
-    return out
-
-
 def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> list[Target]:
     kinds = frozenset(test.samplers.kinds) - {"cpu"}
     if not kinds:
@@ -83,7 +64,7 @@ def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> li
         # Retransmits happen at the senders: the ends keep a TCP counter.
         ends = flow_ends(test) if "tcp" in kinds else []
     # A flow's own TCP state is read where its data leaves, whichever nodes are watched.
-    senders = tcp_senders(test, plan) if "tcp_info" in kinds else {}
+    senders = tcp_flows.senders(test, plan) if "tcp_info" in kinds else {}
     node_kinds = kinds - {"wire", "tcp_info"}
     own: dict[str, frozenset[str]] = dict.fromkeys(chosen, node_kinds) if node_kinds else {}
     for n in ends:
@@ -214,7 +195,7 @@ def _stop(group: ProcessGroup, samplers: Samplers | None, profiler: PhaseProfile
             group.record.removed_dir(home.executor.node, str(home.path))
 
 
-def _figures(test: Test, result: TestResult, started: list[tuple[Flow, Proc]],
+def _figures(test: Test, plan: Plan, result: TestResult, started: list[tuple[Flow, Proc]],
              errors: list[str], t0: float) -> None:
     """Each flow's outcome from its client's output, and the test's figures, into
     `result`, with the clients' errors first."""
@@ -235,6 +216,8 @@ def _figures(test: Test, result: TestResult, started: list[tuple[Flow, Proc]],
         result.metrics += metrics
         result.notes.update(notes)
         result.metrics += sampler_metrics(result.series, window=window)
+        result.metrics += tcp_flows.rfc6349_metrics(test, plan, result.series, result.metrics,
+                                                    window)
     except Exception as e:  # a fault in a figure must not lose the measurement
         result.errors.append(_fault("figures", e))
 
@@ -298,7 +281,7 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
     if own_procedure:
         result.metrics += sampler_metrics(result.series, window=(0.0, result.duration_s))
     else:
-        _figures(test, result, started, errors, t0)
+        _figures(test, plan, result, started, errors, t0)
     if profiler is not None:
         prof = profiler.finish()
         result.raw += prof.raw
