@@ -85,25 +85,31 @@ def test_one_cubic_flow_through_20mbit_and_a_queue_of_three_bdps(tmp_path: Path)
     srtt = _one(run, "tcp.srtt", "client")
     rate = _one(run, "tcp.delivery_rate", "client")
     assert cwnd.flow == "cubic" and cwnd.t == srtt.t == rate.t
-    # The ramp ends in a loss once the queue is full. The steady part is the congestion
-    # avoidance that follows: from the least cwnd after that cut to its next peak.
-    assert _one(run, "tcp.retrans", "client").v[-1] > 0
-    w = cwnd.v
-    cut = next(i for i in range(len(w) - 1) if w[i + 1] < w[i])
-    first = next(i for i in range(cut, len(w) - 1) if w[i + 1] > w[i])
-    last = next((i for i in range(first, len(w) - 1) if w[i + 1] < w[i]), len(w) - 1)
-    steady = range(first, last + 1)
+    # The ramp ends in a loss once the queue is full, and cubic loses again each time its
+    # window has grown back past the queue (3 s later here). The steady part: the longest
+    # stretch between two rises of the retransmission count, less its first 0.3 s (the
+    # recovery's end, the queue it drained), where cwnd only grows.
+    retrans = _one(run, "tcp.retrans", "client")
+    assert retrans.t == cwnd.t and retrans.v[-1] > 0
+    stretches: list[list[int]] = []
+    for i, v in enumerate(retrans.v):
+        if v > 0 and (i == 0 or v != retrans.v[i - 1]):
+            stretches.append([])
+        if stretches:
+            stretches[-1].append(i)
+    longest = max(stretches, key=lambda idx: cwnd.t[idx[-1]] - cwnd.t[idx[0]])
+    steady = [i for i in longest if cwnd.t[i] >= cwnd.t[longest[0]] + 0.3]
     shown = [(round(t, 1), v, round(r), round(d / 1e6, 2))
-             for t, v, r, d in zip(cwnd.t, w, srtt.v, rate.v, strict=True)]
-    assert cwnd.t[last] - cwnd.t[first] >= 1.0, shown
+             for t, v, r, d in zip(cwnd.t, cwnd.v, srtt.v, rate.v, strict=True)]
+    assert cwnd.t[steady[-1]] - cwnd.t[steady[0]] >= 1.0, shown
     got = statistics.median(rate.v[i] for i in steady)
     assert abs(got - PAYLOAD_BPS) <= 0.015 * PAYLOAD_BPS, (got, shown)
     # Never below the path's own RTT; above it by the queue, which grows with cwnd.
     assert min(srtt.v) >= BASE_RTT_MS
     assert BASE_RTT_MS <= min(_one(run, "tcp.min_rtt", "client").v) <= BASE_RTT_MS + 1.5
-    half = len(steady) // 2
-    early = statistics.median(srtt.v[i] for i in steady[:half])
-    later = statistics.median(srtt.v[i] for i in steady[half:])
+    third = len(steady) // 3
+    early = statistics.median(srtt.v[i] for i in steady[:third])
+    later = statistics.median(srtt.v[i] for i in steady[-third:])
     assert BASE_RTT_MS < early < later, (early, later, shown)
 
     # RFC 6349's figures, from the same series and the run's goodput.
