@@ -2,10 +2,11 @@
 (what `ss -tin` prints), at the samplers' interval (10 Hz by default).
 
 A namespace's counter source dumps its established TCP sockets over netlink once per
-tick (hoplab.tools.inet_diag: 0.5 ms of CPU per dump with one flow, where a forked
-`ss -tinH` costs 2.6 ms); this module picks each flow's data socket among them and
-names the series. Which socket: on the node of the flow's client, the one whose peer is
-the server's port; on the server's node (a download), the one whose own port it is.
+tick (hoplab.tools.inet_diag: 0.8 ms of CPU per sample with one flow, where a forked
+`ss -tinH` costs 3.1 ms: bench/tcp_info.py); this module picks each flow's data socket
+among them and names the series. Which socket: on the node of the flow's client, the
+one whose peer is the server's port; on the server's node (a download), the one whose
+own port it is.
 iperf3 makes two connections to that port, its control connection first, so the data
 socket is the one that has carried the most (bytes sent and not yet sent), chosen once
 it has carried DATA_FLOOR bytes (the control connection's exchange before the test is

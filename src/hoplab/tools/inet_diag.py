@@ -4,8 +4,9 @@
 pyroute2 encodes the request and decodes the reply (its MarshalDiag: inet_diag_msg with
 the INET_DIAG_INFO and INET_DIAG_CONG attributes); the caller owns the netlink socket, so
 a thread that entered a namespace asks that namespace's kernel. Measured on the 2-core
-target with one iperf3 flow in the namespace (3 sockets): a dump and its decoding cost
-0.5 ms of CPU; `ss -tinH` forked from the same thread 2.6 ms (2.3 of it in ss).
+target with one iperf3 flow in the namespace (bench/tcp_info.py): dumps of both families
+and their decoding cost 0.8 ms of CPU per sample; `ss -tinH` forked from the same thread
+3.1 ms, a long-lived shell loop of `ss -tinH; sleep 0.1` 3.6 ms.
 
 Units as ss prints them, so both read into one `Socket`: RTTs in ms (the kernel keeps
 microseconds), rates in bit/s (the kernel keeps bytes/s). A pacing rate of ~0 (no limit)
