@@ -8,12 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from hoplab.analysis import rfc6349
 from hoplab.lab.plan import Plan, plan_lab
 from hoplab.nodes.executor import Snapshot
 from hoplab.nodes.fake import FakeExecutor
-from hoplab.record import Metric, Series
+from hoplab.record import Metric, RunRecord, Series
+from hoplab.render.run_view import run_view
 from hoplab.run.execute import sampler_targets
 from hoplab.run.tcp_flows import ideal_rates, rfc6349_metrics, senders
 from hoplab.samplers import Samplers, Target
@@ -162,3 +164,24 @@ def test_the_sampler_records_each_flows_socket_from_a_nodes_snapshots() -> None:
     assert cwnd.v[:2] == [227, 228] and set(cwnd.v[1:]) == {228}
     assert series["tcp.delivery_rate"].unit == "bit/s"
     assert series["tcp.srtt"].v[0] == pytest.approx(133.397)
+
+
+def test_show_has_a_row_per_flow_and_sender_with_its_tcp_state() -> None:
+    rec = RunRecord(experiment="e", test="t", kind="tcp", repetition=1, variant={},
+                    labels={}, started_at=0.0, metrics=[
+                        Metric("tcp.cwnd", 160.0, "segments", flow="t", node="client",
+                               key="up"),
+                        Metric("tcp.delivery_rate", 19.1e6, "bit/s", flow="t",
+                               node="client", key="up"),
+                        Metric("tcp_efficiency", 99.8, "%", flow="t", node="client",
+                               key="up"),
+                        Metric("tcp.srtt", 95.6, "ms", flow="t", node="server", key="down"),
+                        Metric("transfer_time_ratio", 1.031, "ratio")])
+    con = Console(width=240, record=True, color_system=None)
+    con.print(run_view(rec, "runs.db"))
+    lines = con.export_text().splitlines()
+    up = next(line for line in lines if "t @ client up" in line)
+    assert [c.strip() for c in up.split("│") if c.strip()][1:] == [
+        "160", "-", "19.1 Mbit/s", "99.8 %"]
+    assert "95.6 ms" in next(line for line in lines if "t @ server down" in line)
+    assert any("transfer time ratio" in line and "1.031" in line for line in lines)

@@ -89,6 +89,8 @@ IFACE_COLUMNS = ("iface.rx_bps", "iface.tx_bps", "iface.tx_pps", "iface.rx_drops
                  "iface.tx_drops")
 QDISC_COLUMNS = ("qdisc.sent_bytes", "qdisc.drops", "qdisc.overlimits",
                  "qdisc.backlog_packets_max", "qdisc.backlog_bytes_max")
+TCP_STATE_COLUMNS = ("tcp.cwnd", "tcp.srtt", "tcp.rttvar", "tcp.min_rtt", "tcp.delivery_rate",
+                     "tcp.pacing_rate", "tcp.retrans", "tcp_efficiency", "buffer_delay_pct")
 QDISC_PACKETS = ("a qdisc packet is what the kernel queued: with GSO, a super-frame of up to "
                  "64 KiB is one; the bytes say how much it held")
 
@@ -126,8 +128,16 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
     cost = {m.node: {m.name: m} for m in rec.metrics if m.name == "sampler.cpu" and m.node}
     tcp = {node: {"tcp.retrans_segs": m} for node, row in _grouped(rec.metrics, "tcp.").items()
            for name, m in row.items() if name == "tcp.retrans_segs"}
+    # A TCP flow's own state on its sender (tcp_info): "flow @ node", a bidir flow's key.
+    state: dict[str, dict[str, Metric]] = {}
+    for m in rec.metrics:
+        if m.flow is not None and m.node is not None and m.name in TCP_STATE_COLUMNS:
+            where = f"{m.node} {m.key}" if m.key else m.node
+            state.setdefault(f"{m.flow} @ {where}", {})[m.name] = m
     tables = [
         _matrix("per flow", flows, "flow", FLOW_COLUMNS),
+        _matrix("TCP state per flow on its sender (tcp_info; medians over the load phase)",
+                state, "flow", TCP_STATE_COLUMNS),
         _matrix("per sending host", hosts, "host", ("host_rate", "host_share")),
         _matrix("CPU in the load phase (host-wide: the lab's namespaces share the host's "
                 "cores; a device's cores are its own)", cpu_rows, "core", CPU_COLUMNS),
