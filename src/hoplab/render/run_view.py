@@ -103,6 +103,17 @@ def _grouped(metrics: Sequence[Metric], prefix: str) -> dict[str, dict[str, Metr
     return rows
 
 
+def _tcp_state(found: Sequence[Metric]) -> dict[str, dict[str, Metric]]:
+    """A TCP flow's own state on its sender (tcp_info) by "flow @ node" (and a bidir
+    flow's key)."""
+    rows: dict[str, dict[str, Metric]] = {}
+    for m in found:
+        if m.flow is not None and m.node is not None and m.name in TCP_STATE_COLUMNS:
+            where = f"{m.node} {m.key}" if m.key else m.node
+            rows.setdefault(f"{m.flow} @ {where}", {})[m.name] = m
+    return rows
+
+
 def run_view(rec: RunRecord, store: str) -> RenderableType:
     parts: list[RenderableType] = [_header(rec, store)]
     whole = [m for m in rec.metrics if m.flow is None and m.node is None and m.key is None]
@@ -128,16 +139,10 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
     cost = {m.node: {m.name: m} for m in rec.metrics if m.name == "sampler.cpu" and m.node}
     tcp = {node: {"tcp.retrans_segs": m} for node, row in _grouped(rec.metrics, "tcp.").items()
            for name, m in row.items() if name == "tcp.retrans_segs"}
-    # A TCP flow's own state on its sender (tcp_info): "flow @ node", a bidir flow's key.
-    state: dict[str, dict[str, Metric]] = {}
-    for m in rec.metrics:
-        if m.flow is not None and m.node is not None and m.name in TCP_STATE_COLUMNS:
-            where = f"{m.node} {m.key}" if m.key else m.node
-            state.setdefault(f"{m.flow} @ {where}", {})[m.name] = m
     tables = [
         _matrix("per flow", flows, "flow", FLOW_COLUMNS),
         _matrix("TCP state per flow on its sender (tcp_info; medians over the load phase)",
-                state, "flow", TCP_STATE_COLUMNS),
+                _tcp_state(rec.metrics), "flow", TCP_STATE_COLUMNS),
         _matrix("per sending host", hosts, "host", ("host_rate", "host_share")),
         _matrix("CPU in the load phase (host-wide: the lab's namespaces share the host's "
                 "cores; a device's cores are its own)", cpu_rows, "core", CPU_COLUMNS),
