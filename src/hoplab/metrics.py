@@ -200,6 +200,15 @@ register(
     _m("retransmits", "count", "retrans", "lower"),
 )
 
+# RFC 6349's figures of TCP tests, from the tcp_info sampler's series (analysis/rfc6349.py):
+# bytes not retransmitted over bytes sent; the loaded RTT's excess over the idle one as a
+# share of it; the actual transfer time over the ideal one (the bottleneck's payload rate).
+register(
+    _m("tcp_efficiency", "%", "TCP efficiency", "higher"),
+    _m("buffer_delay_pct", "%", "buffer delay", "lower"),
+    _m("transfer_time_ratio", "ratio", "transfer time ratio", "lower"),
+)
+
 # RFC 2544 throughput (the throughput kind), each keyed by its frame size ("64", "imix";
 # "64 up" when a test searches both ways; "64 0.5%" for a second loss target): the
 # highest rate with no loss (NDR) or loss within a target (PDR), in frames/s and in bit/s
@@ -309,6 +318,18 @@ register(
     _m("qdisc.sent_packets", "packets", "qdisc sent pkts", "neutral"),
     _m("tcp.retrans_segs", "segments", "TCP retransmitted segments", "lower"),
     _m("tcp.lost_retransmit", "segments", "TCP lost retransmits", "lower"),
+    # A TCP flow's own state on its sender (the tcp_info sampler, samplers/tcp_info.py):
+    # series per flow, and per flow their median over the load phase (min_rtt: the least;
+    # retrans and bytes: their increase), samplers/summary.py.
+    _m("tcp.cwnd", "segments", "cwnd", "neutral"),
+    _m("tcp.srtt", "ms", "smoothed RTT", "lower"),
+    _m("tcp.rttvar", "ms", "RTT variance", "lower"),
+    _m("tcp.min_rtt", "ms", "TCP min RTT", "lower"),
+    _m("tcp.pacing_rate", "bit/s", "pacing rate", "neutral"),
+    _m("tcp.delivery_rate", "bit/s", "delivery rate", "higher"),
+    _m("tcp.retrans", "segments", "TCP retransmits (tcp_info)", "lower"),
+    _m("tcp.bytes_sent", "bytes", "TCP bytes sent", "neutral"),
+    _m("tcp.bytes_retrans", "bytes", "TCP bytes retransmitted", "lower"),
     # hoplab-wire: what it drops for its configured loss or duplicates is the
     # impairment asked for; what it drops because its queue is full is a verdict.
     _m("wire.passed", "frames", "wire passed", "neutral"),

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from hoplab import kinds, metrics
+from hoplab.analysis import rfc6349
 from hoplab.analysis.groups import compare_groups
 from hoplab.importers import Options, load_file
 from hoplab.kinds.figures import run_figures
@@ -29,10 +31,11 @@ from hoplab.nodes.ssh_counters import COST_SERIES
 from hoplab.profile import analyze
 from hoplab.record import Metric, RunRecord, Series
 from hoplab.render.html import run_tables
-from hoplab.samplers import cpu, ifaces, qdisc, tcp, wire
+from hoplab.samplers import cpu, ifaces, qdisc, tcp, tcp_info, wire
 from hoplab.samplers.summary import sampler_metrics
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.experiment import Test as TestSpec
+from hoplab.tools import inet_diag
 from hoplab.tools.tc import parse_tc_json
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -131,6 +134,13 @@ def _sampler_series() -> list[Series]:
     out += [_ramp(name, unit, "w1", d, [0.0, 5.0]) for name, unit, _ in wire.FIELDS
             for d in wire.DIRECTIONS]
     out.append(_ramp(*COST_SERIES, "router", None, [0.6, 0.5]))
+    # tcp_info: a flow's socket from a captured netlink dump, as the sampler records it.
+    sock = next(s for s in inet_diag.parse(
+        (DATA / "inet_diag" / "cubic-up-20mbit-40ms-q200-client.bin").read_bytes())
+        if s.local_port == 50001)
+    for name, v in tcp_info.values(sock):
+        ramp = _ramp(name, metrics.unit(name), "client", None, [v, v])
+        out.append(replace(ramp, flow="bulk"))
     return out
 
 
@@ -144,6 +154,8 @@ def _imported() -> Iterator[tuple[str, list[Metric]]]:
 def _all_produced() -> list[tuple[str, Metric]]:
     found = [(what, m) for what, ms in _test_runs() for m in ms]
     found += [("samplers", m) for m in sampler_metrics(_sampler_series(), window=(0.0, 20.0))]
+    found += [("rfc6349", m) for m in rfc6349.figures(
+        _sampler_series(), (0.0, 20.0), goodput={None: 18e6}, ideal={None: 19.1e6})]
     found += [(what, m) for what, ms in _imported() for m in ms]
     categories = [c.name for c in analyze.load_categories()]
     found += [("profile", Metric(f"profile.{c}", 10.0, "%"))
@@ -158,7 +170,8 @@ def test_every_produced_metric_is_registered_with_its_unit() -> None:
     assert {"goodput_up", "throughput_p5_down", "wire.dropped_queue", "cpu.softirq",
             "qdisc.backlog_bytes_max", "tcp.retrans_segs", "iface.rx_bps", "latency_increase",
             "owd_up_median", "loss_down", "jain_index", "host_share", "web_ttfb_p95",
-            "web_load_stddev", "web_failed", "sampler.cpu"} <= names
+            "web_load_stddev", "web_failed", "sampler.cpu", "tcp.srtt", "tcp.delivery_rate",
+            "tcp_efficiency", "buffer_delay_pct", "transfer_time_ratio"} <= names
     unknown = sorted({f"{m.name} (from {what})" for what, m in produced
                       if metrics.find(m.name) is None})
     assert not unknown, f"metrics missing from hoplab/metrics.py: {unknown}"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
@@ -73,8 +74,8 @@ def ys(line: Line2D) -> np.ndarray:
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_kind_renders_to_every_format(kind: str, suffix: str, tmp_path: Path) -> None:
-    runs = [_throughput_run()] if kind == "throughput" else [make_run()] \
-        if kind in SINGLE_RUN else [
+    runs = [_throughput_run()] if kind == "throughput" else [_tcp_run()] \
+        if kind == "tcpinfo" else [make_run()] if kind in SINGLE_RUN else [
         make_run(i, hops=h, rep=r, goodput=80e6 + i * 1e6)
         for i, (h, r) in enumerate([(1, 1), (1, 2), (2, 1), (2, 2)], 1)]
     out = save(figure(kind, runs), tmp_path / f"x{suffix}")
@@ -257,3 +258,39 @@ def test_timeline_lays_runs_end_to_end() -> None:
     assert np.allclose(ys(line), [1.0, 2.0])
     with pytest.raises(UsageError, match="no throughput series of flow 'scp'"):
         figure("timeline", [a], flow="scp")
+
+
+def _tcp_run() -> RunRecord:
+    """make_run() with a --bidir flow's tcp_info series, as the sampler records them."""
+    run = make_run()
+    t = [0.1 * i for i in range(1, 41)]
+    for flow, node, key, scale in (("bulk", "client", "up", 1.0), ("bulk", "server", "down", 2.0)):
+        run.series += [
+            Series("tcp.cwnd", "segments", t, [10.0 * scale + i for i in range(40)],
+                   node=node, flow=flow, key=key),
+            Series("tcp.srtt", "ms", t, [40.0 + i for i in range(40)], node=node, flow=flow,
+                   key=key),
+            Series("tcp.min_rtt", "ms", t, [40.0] * 40, node=node, flow=flow, key=key),
+            Series("tcp.delivery_rate", "bit/s", t, [19.1e6 * scale] * 40, node=node,
+                   flow=flow, key=key)]
+    run.metrics.append(Metric("tcp.delivery_rate", 19.1e6, "bit/s", flow="bulk",
+                              node="client", key="up"))
+    return run
+
+
+def test_tcpinfo_draws_each_flows_cwnd_rtt_and_delivery_rate() -> None:
+    fig = figure("tcpinfo", [_tcp_run()])
+    cwnd, srtt, rate = fig.axes
+
+    def named(ax: Axes) -> list[str]:
+        return [label(ln) for ln in ax.get_lines() if not label(ln).startswith("_")]
+
+    assert named(cwnd) == ["bulk @ client, up", "bulk @ server, down"]
+    assert ys(cwnd.get_lines()[1])[0] == 20.0
+    assert named(srtt)[2:] == ["bulk @ client, up: least RTT", "bulk @ server, down: least RTT"]
+    # Rates in Mbit/s; the legend quotes the stored median over the load phase.
+    assert rate.get_ylabel() == "delivery rate (Mbit/s)"
+    assert ys(rate.get_lines()[1])[0] == pytest.approx(38.2)
+    assert label(rate.get_lines()[0]) == "bulk @ client, up: median 19.1 Mbit/s (load phase)"
+    with pytest.raises(UsageError, match="no tcp_info series"):
+        figure("tcpinfo", [make_run()])

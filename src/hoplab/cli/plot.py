@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "variant over repetitions), ping (ping streams over time), cpu (per-core "
                     "CPU stacked by user, system, irq, softirq), timeline (one flow's "
                     "throughput through several runs end to end, in the order given: "
-                    "--flow NAME). Legends quote the runs' stored figures, as `hoplab show` "
+                    "--flow NAME), tcpinfo (each TCP flow's cwnd, smoothed RTT and "
+                    "delivery rate over time, from the tcp_info sampler). Legends quote "
+                    "the runs' stored figures, as `hoplab show` "
                     "prints them, for the phase they belong to (rrul: idle and loaded RTT; "
                     "its CDF one curve per phase).")
     p.add_argument("runs", nargs="+", metavar="RUN")

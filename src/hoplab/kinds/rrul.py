@@ -11,7 +11,7 @@ from hoplab.kind_registry import Kind, Option, Reader, register
 from hoplab.kinds.figures import figures, phase_latency
 from hoplab.kinds.ping import PingOptions
 from hoplab.kinds.probe import PROBE_METRICS, ProbeOptions
-from hoplab.kinds.tcp import BULK_METRICS, bulk_flows
+from hoplab.kinds.tcp import BULK_METRICS, RFC6349_METRICS, bulk_flows
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.locate import Path
@@ -62,5 +62,5 @@ KIND = register(Kind(
     headline=("goodput_up", "goodput_down", "latency_idle", "latency_load",
               "latency_increase"),
     metrics=(*BULK_METRICS, *PROBE_METRICS, "latency_idle", "latency_load",
-             "latency_load_p95", "latency_increase"),
+             "latency_load_p95", "latency_increase", *RFC6349_METRICS),
     notes=("grade",)))

@@ -353,8 +353,16 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
     return bulk_flows(name, "tcp", src, dst, o), []
 
 
+# RFC 6349's figures of a TCP test (hoplab.run.tcp_flows), the tcp_info sampler's.
+RFC6349_METRICS = ("tcp_efficiency", "buffer_delay_pct", "transfer_time_ratio")
+BOTTLENECK = Option(parse_rate, (
+    "the path's bottleneck rate as a shaper counts it (Ethernet frames: a full TCP segment "
+    "is a 1514-byte frame), for RFC 6349's `transfer_time_ratio` where the lab does not "
+    "shape the path itself (a device's link)"), "the lab's slowest shaped link on the path")
+
 KIND = register(Kind(
-    name="tcp", options=OPTIONS, expand=_expand, figures=figures(),
+    name="tcp", options={**OPTIONS, "bottleneck": BOTTLENECK}, expand=_expand,
+    figures=figures(),
     # Not sent_rate: what TCP was handed, not what arrived (metrics.py says why).
     headline=("goodput", "throughput_p5", "retransmits"),
-    metrics=BULK_METRICS, flow=iperf3_tool(udp=False)))
+    metrics=(*BULK_METRICS, *RFC6349_METRICS), flow=iperf3_tool(udp=False)))

@@ -21,6 +21,7 @@ from hoplab.errors import HoplabError
 
 if TYPE_CHECKING:
     # Only named in annotations: `lab up` imports this module and need not load the parsers.
+    from hoplab.tools.ss import Socket
     from hoplab.tools.tc import QdiscStats
 
 
@@ -108,13 +109,16 @@ class Snapshot:
     covers it). What a node cannot give is None here and named in `missing` with the
     reason, never zero. `wire` is the counters file of a userspace wire (hoplab-wire's
     JSON) that a node was made with. `extra` carries series only some nodes have:
-    (name, unit, key, value), e.g. the sampler's own CPU share on a device."""
+    (name, unit, key, value), e.g. the sampler's own CPU share on a device. `sockets`
+    are the node's established TCP sockets with their tcp_info (the tcp_info sampler
+    picks each flow's among them)."""
     proc_stat: str | None = None
     net_dev: str | None = None
     snmp: str | None = None
     netstat: str | None = None
     qdiscs: list[QdiscStats] | None = None
     wire: str | None = None
+    sockets: list[Socket] | None = None
     extra: list[tuple[str, str, str | None, float]] = field(default_factory=list)
     missing: dict[str, str] = field(default_factory=dict)
 
@@ -201,7 +205,7 @@ class Executor(Protocol):
         tool versions, uptime."""
 
     def counters(self, kinds: frozenset[str]) -> CounterSource:
-        """A counter source for the sampler kinds (ifaces, qdisc, tcp, wire, cpu);
+        """A counter source for the sampler kinds (ifaces, qdisc, tcp, tcp_info, wire, cpu);
         call it in the thread that will read it."""
 
     def check_rebooted(self) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 
     from pyroute2 import IPRoute
 
+    from hoplab.tools.ss import Socket
     from hoplab.tools.tc import QdiscStats
 
 
@@ -143,6 +145,7 @@ class NetnsCounters:
         self.stats = stats
         self._ctx: AbstractContextManager[None] | None = None
         self._ipr: IPRoute | None = None
+        self._diag: socket.socket | None = None
         self._names: dict[int, str] = {}
         if netns is not None:
             self._ctx = ns_lib.entered(netns)
@@ -153,6 +156,13 @@ class NetnsCounters:
                 from pyroute2 import IPRoute
 
                 self._ipr = IPRoute()
+            if "tcp_info" in kinds:
+                from hoplab.tools.inet_diag import NETLINK_SOCK_DIAG
+
+                # Made after setns(): it asks this namespace's kernel.
+                self._diag = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
+                                           NETLINK_SOCK_DIAG)
+                self._diag.bind((0, 0))
         except BaseException:
             self.close()
             raise
@@ -179,12 +189,17 @@ class NetnsCounters:
         if "wire" in self.kinds and self.stats is not None:
             with suppress(OSError):     # not written yet: nothing to record
                 snap.wire = _text(self.stats)
+        if self._diag is not None:
+            snap.sockets = _tcp_sockets(self._diag)
         return snap
 
     def close(self) -> None:
         if self._ipr is not None:
             self._ipr.close()
             self._ipr = None
+        if self._diag is not None:
+            self._diag.close()
+            self._diag = None
         if self._ctx is not None:
             ctx, self._ctx = self._ctx, None
             ctx.__exit__(None, None, None)
@@ -207,6 +222,21 @@ def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[QdiscStats]:
         names.update({link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()})
         # An interface deleted between the two dumps has no name any more: leave it out.
         return from_netlink([m for m in msgs if m["index"] in names], names)
+
+
+def _tcp_sockets(diag: socket.socket) -> list[Socket]:
+    """The namespace's established TCP sockets of both families, with their tcp_info
+    (hoplab.tools.inet_diag: a netlink dump, no fork)."""
+    from hoplab.tools import inet_diag
+
+    out: list[Socket] = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        diag.send(inet_diag.request(family))
+        data = b""
+        while not inet_diag.complete(data):
+            data += diag.recv(65536)
+        out += inet_diag.parse(data)
+    return out
 
 
 def _default_stops() -> None:

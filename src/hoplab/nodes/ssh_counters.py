@@ -54,6 +54,8 @@ WHY = {
     "tc": "tc is not installed on the device (OpenWrt package tc-tiny or tc-full)",
     "dev": "/proc/net/dev is not on the device",
     "stat": "/proc/stat is not readable on the device",
+    "tcp_info": "a device's sockets are not sampled (hoplab reads tcp_info over netlink "
+                "in namespaces only)",
 }
 
 
@@ -162,6 +164,8 @@ class DeviceCounterSource:
             if self.paths[w] not in self.files:
                 self.missing[{"stat": "cpu", "dev": "ifaces", "snmp": "tcp",
                               "netstat": "tcp.lost_retransmit"}[w]] = WHY[w]
+        if "tcp_info" in self.kinds:
+            self.missing["tcp_info"] = WHY["tcp_info"]
         self.tc: str | None = None
         if "qdisc" in self.kinds:
             self.tc = "tc-json" if "tc-json" in found else "tc-text" if "tc-text" in found \

@@ -9,7 +9,8 @@ its own curve), box (a metric across repetitions, per variant), bars (median per
 variant with min-max error bars), ping (ping streams over time, lines or
 points), cpu (per-core CPU stacked by user, system, irq and softirq), timeline
 (one flow through several runs end to end), throughput (RFC 2544's no-drop rate
-by frame size, with the generator's ceiling). Figures are plain
+by frame size, with the generator's ceiling), tcpinfo (each TCP flow's cwnd, smoothed
+RTT and delivery rate over time, from the tcp_info sampler). Figures are plain
 matplotlib.figure.Figure objects, never registered with pyplot, so nothing has
 to be closed. Lines of more than MAX_POINTS points are thinned for drawing (the
 minimum and maximum of each stretch are kept); every figure a legend quotes is
@@ -48,6 +49,8 @@ def figure(kind: str, runs: Sequence[RunRecord], *, metric: str | None = None,
         return plots_time.ping(runs[0], style=style)
     if kind == "cpu":
         return plots_time.cpu(runs[0])
+    if kind == "tcpinfo":
+        return plots_time.tcpinfo(runs[0])
     if kind == "timeline":
         return plots_timeline.timeline(runs, flow)
     if kind == "throughput":

@@ -1,4 +1,5 @@
-"""Figures of one run over time: throughput and latency, ping streams, per-core CPU."""
+"""Figures of one run over time: throughput and latency, ping streams, per-core CPU, TCP
+flows' own state (tcp_info)."""
 
 from __future__ import annotations
 
@@ -174,6 +175,55 @@ def cpu(run: RunRecord) -> Figure:
                 transform=ax.transAxes, va="top",
                 bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
     axes[0].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[-1].set_xlabel("time since the run started (s)")
+    draw_phases(axes, run)
+    return fig
+
+
+# tcp_info's panels: (series, axis label); rates are scaled to the largest.
+TCP_PANELS = (("tcp.cwnd", "cwnd (segments)"), ("tcp.srtt", "smoothed RTT (ms)"),
+              ("tcp.delivery_rate", "delivery rate"))
+
+
+def _sender_name(s: Series) -> str:
+    """A flow's line: its name, and where it was read (a --bidir flow has two senders)."""
+    where = f"{s.node}, {s.key}" if s.key else s.node
+    return f"{s.flow} @ {where}" if where else str(s.flow)
+
+
+def tcpinfo(run: RunRecord) -> Figure:
+    """Each TCP flow's cwnd, smoothed RTT (with the least RTT it saw, dashed) and
+    delivery rate over time, as the tcp_info sampler read them on its sender."""
+    by = {name: [s for s in run.series if s.name == name and s.flow is not None and s.t]
+          for name, _ in (*TCP_PANELS, ("tcp.min_rtt", ""))}
+    if not any(by[name] for name, _ in TCP_PANELS):
+        raise UsageError(f"run {run.id} has no tcp_info series (tcp.cwnd, tcp.srtt, "
+                         f"tcp.delivery_rate): the tcp_info sampler reads TCP flows' "
+                         f"senders on namespaces, where a test's samplers include it")
+    fig, axes = new_figure(rows=len(TCP_PANELS), height=2.8)
+    fig.suptitle(f"{run_title(run)}: TCP state per flow", fontsize=11)
+    for ax, (name, label) in zip(axes, TCP_PANELS, strict=True):
+        lines = by[name]
+        div, unit = (rate_scale(max(max(s.v) for s in lines)) if lines else (1.0, "bit/s")) \
+            if name == "tcp.delivery_rate" else (1.0, "")
+        colors = {}
+        for s in lines:
+            t, v = decimate(s.t, s.v)
+            (line,) = ax.plot(t, v / div, linewidth=1,
+                              label=_named(_sender_name(s), quoted.flow_state(run, s)))
+            colors[(s.flow, s.node, s.key)] = line.get_color()
+        entries = len(lines)
+        if name == "tcp.srtt":
+            for s in by["tcp.min_rtt"]:
+                color = colors.get((s.flow, s.node, s.key))
+                if color is not None:
+                    ax.plot(s.t, s.v, linewidth=0.8, linestyle="--", color=color,
+                            label=f"{_sender_name(s)}: least RTT")
+                    entries += 1
+        ax.set_ylabel(f"{label} ({unit})" if unit else label)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        legend(ax, entries)
     axes[-1].set_xlabel("time since the run started (s)")
     draw_phases(axes, run)
     return fig

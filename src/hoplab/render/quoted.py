@@ -151,3 +151,12 @@ def distribution(run: RunRecord, series: str = "rtt") -> list[Samples]:
                         f"median {figure(pooled, f'{series}_median')}")]
     return [Samples(s.flow or series, [v for v in s.v if math.isfinite(v)],
                     flow_latency(run, s)) for s in found]
+
+
+def flow_state(run: RunRecord, s: Series) -> str:
+    """A flow's tcp_info line (tcp.cwnd, tcp.srtt, tcp.delivery_rate...): the median
+    over the load the run stored for that flow on that node, "" if none."""
+    v = run.metric(s.name, flow=s.flow, node=s.node, key=s.key)
+    if v is None or not math.isfinite(v):
+        return ""
+    return f"median {figure(v, s.name)}" + (f" ({LOAD} phase)" if phased(run) else "")

@@ -89,6 +89,8 @@ IFACE_COLUMNS = ("iface.rx_bps", "iface.tx_bps", "iface.tx_pps", "iface.rx_drops
                  "iface.tx_drops")
 QDISC_COLUMNS = ("qdisc.sent_bytes", "qdisc.drops", "qdisc.overlimits",
                  "qdisc.backlog_packets_max", "qdisc.backlog_bytes_max")
+TCP_STATE_COLUMNS = ("tcp.cwnd", "tcp.srtt", "tcp.rttvar", "tcp.min_rtt", "tcp.delivery_rate",
+                     "tcp.pacing_rate", "tcp.retrans", "tcp_efficiency", "buffer_delay_pct")
 QDISC_PACKETS = ("a qdisc packet is what the kernel queued: with GSO, a super-frame of up to "
                  "64 KiB is one; the bytes say how much it held")
 
@@ -98,6 +100,17 @@ def _grouped(metrics: Sequence[Metric], prefix: str) -> dict[str, dict[str, Metr
     for m in metrics:
         if m.name.startswith(prefix) and m.node:
             rows.setdefault(f"{m.node} {m.key}" if m.key else m.node, {})[m.name] = m
+    return rows
+
+
+def _tcp_state(found: Sequence[Metric]) -> dict[str, dict[str, Metric]]:
+    """A TCP flow's own state on its sender (tcp_info) by "flow @ node" (and a bidir
+    flow's key)."""
+    rows: dict[str, dict[str, Metric]] = {}
+    for m in found:
+        if m.flow is not None and m.node is not None and m.name in TCP_STATE_COLUMNS:
+            where = f"{m.node} {m.key}" if m.key else m.node
+            rows.setdefault(f"{m.flow} @ {where}", {})[m.name] = m
     return rows
 
 
@@ -128,6 +141,8 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
            for name, m in row.items() if name == "tcp.retrans_segs"}
     tables = [
         _matrix("per flow", flows, "flow", FLOW_COLUMNS),
+        _matrix("TCP state per flow on its sender (tcp_info; medians over the load phase)",
+                _tcp_state(rec.metrics), "flow", TCP_STATE_COLUMNS),
         _matrix("per sending host", hosts, "host", ("host_rate", "host_share")),
         _matrix("CPU in the load phase (host-wide: the lab's namespaces share the host's "
                 "cores; a device's cores are its own)", cpu_rows, "core", CPU_COLUMNS),

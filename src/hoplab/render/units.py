@@ -50,7 +50,7 @@ def value(v: float, unit: str) -> str:
         return f"{v:.0f}/s"
     if unit == "flag":
         return "yes" if v else "no"
-    if unit == "index":
+    if unit in ("index", "ratio"):
         return f"{v:.3f}"
     return f"{v:.4g} {unit}"
 

@@ -27,7 +27,7 @@ from hoplab.lab.state import find
 from hoplab.nodes.executor import LOCAL_MACHINE, Executor
 from hoplab.nodes.registry import close_all, executors, is_local, wire_executors
 from hoplab.record import Metric, RawOutput, Series
-from hoplab.run import server_home
+from hoplab.run import server_home, tcp_flows
 from hoplab.run.flows import client_argv, server_for
 from hoplab.run.outcome import collect
 from hoplab.run.paths import flow_ends, routers_crossed
@@ -71,9 +71,15 @@ def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> li
         chosen = routers_crossed(test, plan)
         # Retransmits happen at the senders: the ends keep a TCP counter.
         ends = flow_ends(test) if "tcp" in kinds else []
-    node_kinds = kinds - {"wire"}
-    targets = [Target(n, nodes[n], node_kinds) for n in chosen] if node_kinds else []
-    targets += [Target(n, nodes[n], frozenset({"tcp"})) for n in ends if n not in chosen]
+    # A flow's own TCP state is read where its data leaves, whichever nodes are watched.
+    senders = tcp_flows.senders(test, plan) if "tcp_info" in kinds else {}
+    node_kinds = kinds - {"wire", "tcp_info"}
+    own: dict[str, frozenset[str]] = dict.fromkeys(chosen, node_kinds) if node_kinds else {}
+    for n in ends:
+        own.setdefault(n, frozenset({"tcp"}))
+    for n in senders:
+        own[n] = own.get(n, frozenset()) | {"tcp_info"}
+    targets = [Target(n, nodes[n], k, tuple(senders.get(n, ()))) for n, k in own.items()]
     if "wire" in kinds:
         # Links carried by hoplab-wire: its frame and drop counters, per direction.
         targets += [Target(name, ex, frozenset({"wire"}))
@@ -197,7 +203,7 @@ def _stop(group: ProcessGroup, samplers: Samplers | None, profiler: PhaseProfile
             group.record.removed_dir(home.executor.node, str(home.path))
 
 
-def _figures(test: Test, result: TestResult, started: list[tuple[Flow, Proc]],
+def _figures(test: Test, plan: Plan, result: TestResult, started: list[tuple[Flow, Proc]],
              errors: list[str], t0: float) -> None:
     """Each flow's outcome from its client's output, and the test's figures, into
     `result`, with the clients' errors first."""
@@ -218,6 +224,8 @@ def _figures(test: Test, result: TestResult, started: list[tuple[Flow, Proc]],
         result.metrics += metrics
         result.notes.update(notes)
         result.metrics += sampler_metrics(result.series, window=window)
+        result.metrics += tcp_flows.rfc6349_metrics(test, plan, result.series, result.metrics,
+                                                    window)
     except Exception as e:  # a fault in a figure must not lose the measurement
         result.errors.append(_fault("figures", e))
 
@@ -281,7 +289,7 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
     if own_procedure:
         result.metrics += sampler_metrics(result.series, window=(0.0, result.duration_s))
     else:
-        _figures(test, result, started, errors, t0)
+        _figures(test, plan, result, started, errors, t0)
     if profiler is not None:
         prof = profiler.finish()
         result.raw += prof.raw

@@ -1,4 +1,5 @@
-"""Sample CPU, interface, qdisc and TCP counters on lab nodes while a test runs.
+"""Sample CPU, interface, qdisc and TCP counters, and TCP flows' own state (tcp_info), on
+lab nodes while a test runs.
 
 One thread per target opens its node's counter source (Executor.counters) and
 reads it once per tick: a namespace's source enters the namespace once and
@@ -40,7 +41,9 @@ import hoplab.samplers.cpu as cpu
 import hoplab.samplers.ifaces as ifaces
 import hoplab.samplers.qdisc as qdisc
 import hoplab.samplers.tcp as tcp
+import hoplab.samplers.tcp_info as tcp_info
 import hoplab.samplers.wire as wire
+from hoplab import metrics
 from hoplab.nodes.executor import Executor, Snapshot
 from hoplab.record import Series
 from hoplab.spec.experiment import SAMPLER_KINDS as SAMPLER_KINDS
@@ -57,21 +60,24 @@ class Target:
     node: str                # the lab node name (a wire's short name, w.INDEX)
     executor: Executor       # where its counters are read
     kinds: frozenset[str]    # subset of NODE_KINDS (cpu of the host is a thread of its own)
+    # The flows whose data this node sends, for tcp_info: how to find each one's socket.
+    flows: tuple[tcp_info.FlowSocket, ...] = ()
 
 
 class _Recorder:
     """Series of one sampler thread, in the order they first appear."""
 
     def __init__(self) -> None:
-        self.series: dict[tuple[str, str | None, str | None], Series] = {}
+        self.series: dict[tuple[str, str | None, str | None, str | None], Series] = {}
         # When the newest recorded sample began to be read (the run's clock).
         self.began: float | None = None
 
     def add(self, name: str, unit: str, node: str | None, key: str | None, t: float,
-            v: float) -> None:
-        s = self.series.get((name, node, key))
+            v: float, flow: str | None = None) -> None:
+        s = self.series.get((name, node, key, flow))
         if s is None:
-            s = self.series[(name, node, key)] = Series(name, unit, [], [], node=node, key=key)
+            s = self.series[(name, node, key, flow)] = Series(name, unit, [], [], node=node,
+                                                              key=key, flow=flow)
         s.t.append(t)
         s.v.append(v)
 
@@ -157,8 +163,8 @@ class Samplers:
             if th.is_alive():
                 self._error(f"{th.name}: did not stop within {STOP_TIMEOUT_S:g} s")
             # Copies, so a thread that would not stop cannot change what we return.
-            out += [Series(s.name, s.unit, list(s.t), list(s.v), node=s.node, key=s.key)
-                    for s in list(rec.series.values())]
+            out += [Series(s.name, s.unit, list(s.t), list(s.v), node=s.node, key=s.key,
+                           flow=s.flow) for s in list(rec.series.values())]
         self._result = out
         return out
 
@@ -234,7 +240,7 @@ class Samplers:
         try:
             if not self._begin(gate):
                 return
-            state = _TargetState()
+            state = _TargetState(tcp_info.Picker(tg.flows))
             wait = self._ticks(gate.ready)
             while True:
                 began = self._now()
@@ -267,6 +273,9 @@ class Samplers:
                 for st, pct in (got or {}).items():
                     rec.add(f"cpu.{st}", "%", node, row, t, pct)
             state.cpu = cur
+        for f, sock in state.sockets.pick(snap.sockets or ()):
+            for name, reading in tcp_info.values(sock):
+                rec.add(name, metrics.unit(name), node, f.key, t, reading, flow=f.flow)
         extra = [*wire.series(snap.wire), *snap.extra] if snap.wire is not None else snap.extra
         for name, unit, key, amount in extra:
             rec.add(name, unit, node, key, t, amount)
@@ -288,6 +297,7 @@ class _Gate:
 class _TargetState:
     """What one target's thread keeps between samples."""
 
-    def __init__(self) -> None:
+    def __init__(self, sockets: tcp_info.Picker) -> None:
         self.cpu: dict[str, cpu.CpuTimes] = {}
         self.missing: set[str] = set()
+        self.sockets = sockets

@@ -6,6 +6,9 @@ in _increase), interface counters also a mean rate
 (iface.rx_bps/tx_bps in bit/s, iface.rx_pps/tx_pps in packets/s); qdisc
 backlogs give their maximum in bytes and in the qdisc's packets, where a GSO
 super-frame is one (qdisc.backlog_bytes_max, qdisc.backlog_packets_max);
+A TCP flow's state (tcp_info: tcp.cwnd, tcp.srtt, tcp.rttvar, tcp.pacing_rate,
+tcp.delivery_rate) gives its median over the window, tcp.min_rtt its least; its
+retrans and bytes are counters like the others.
 CPU shares (cpu.*, and sampler.cpu, the device sampler's own share of one core)
 give their mean over the window, each sample weighted by the part of
 the interval it covers that lies inside the window: a sample taken at the very
@@ -23,6 +26,7 @@ import math
 from collections.abc import Sequence
 from itertools import pairwise
 
+from hoplab.analysis.stats import median
 from hoplab.record import Metric, Series
 
 _SAMPLED = ("cpu.", "iface.", "qdisc.", "tcp.", "wire.", "sampler.")
@@ -30,6 +34,8 @@ _SAMPLED = ("cpu.", "iface.", "qdisc.", "tcp.", "wire.", "sampler.")
 _SHARES = ("cpu.", "sampler.cpu")
 _GAUGES = frozenset({"qdisc.backlog_bytes", "qdisc.backlog_packets", "wire.queue_bytes",
                      "wire.held_bytes", "wire.queue_packets", "wire.flows_active"})
+_MEDIANS = frozenset({"tcp.cwnd", "tcp.srtt", "tcp.rttvar", "tcp.pacing_rate",
+                      "tcp.delivery_rate"})
 _RATES = {"iface.rx_bytes": ("iface.rx_bps", 8.0, "bit/s"),
           "iface.tx_bytes": ("iface.tx_bps", 8.0, "bit/s"),
           "iface.rx_packets": ("iface.rx_pps", 1.0, "packets/s"),
@@ -140,6 +146,10 @@ def sampler_metrics(series: Sequence[Series], *,
             continue
         if s.name in _GAUGES:
             metric(f"{s.name}_max", max(s.v[i] for i in idx), s.unit)
+        elif s.name in _MEDIANS:
+            metric(s.name, median([s.v[i] for i in idx]), s.unit)
+        elif s.name == "tcp.min_rtt":
+            metric(s.name, min(s.v[i] for i in idx), s.unit)
         elif len(idx) >= 2:
             delta = counter_delta(s, window)
             metric(s.name, delta, s.unit)

@@ -19,7 +19,7 @@ from hoplab.spec.model import Lab
 T = TypeVar("T")
 
 DIRECTIONS = ("up", "down", "bidir")
-SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp", "wire")
+SAMPLER_KINDS = ("cpu", "ifaces", "qdisc", "tcp", "tcp_info", "wire")
 
 
 @dataclass(frozen=True)
