@@ -47,7 +47,8 @@ PACKAGES = ("hoplab.store", "hoplab.analysis", "hoplab.web", "hoplab.run", "hopl
             "hoplab.profile", "hoplab.importers")
 NOTHING_HEAVY = LIBRARIES + PACKAGES
 COMMANDS = ["doctor", "check", "lab", "run", "runs", "show", "compare", "report", "serve",
-            "flamegraph", "profile", "fold", "clean", "plot", "trend", "annotate", "import",
+            "flamegraph", "profile", "fold", "clean", "plot", "trend", "annotate", "baseline",
+            "import",
             "export", "migrate", "bisect"]
 
 

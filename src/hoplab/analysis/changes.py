@@ -11,8 +11,9 @@ questions, each answered by the one analysis that answers it elsewhere:
 - its latest change point: analysis/trend.py analyse with the default detector, on the
   same points `hoplab trend METRIC --by KEY` reads (series_trend's TrendPoint and
   order), so the home shows what `hoplab trend` says;
-- its latest runs against their baseline, the value before them in the series' order:
-  analysis/groups.py compare_groups, as `hoplab compare` judges them.
+- its latest runs against their baseline: the value pinned with `hoplab baseline` (its
+  runs when pinned, those still stored), else the value before them in the series'
+  order: analysis/groups.py compare_groups, as `hoplab compare` judges them.
 
 Each change is worse or better by the metric's direction (the metric registry), and
 they are listed in the one order of changes, analysis/verdicts.py rank: the largest
@@ -38,7 +39,7 @@ from hoplab.analysis.ranks import min_p
 from hoplab.analysis.series_trend import TrendPoint, order_points
 from hoplab.analysis.trend import analyse
 from hoplab.errors import UsageError
-from hoplab.store import Annotation, RunSummary, Store
+from hoplab.store import Annotation, Baseline, RunSummary, Store
 
 ORDER_LABELS = ("version", "commit")     # labels a series is ordered by, in this preference
 TIME = ("experiment_id", "started_at")   # else by time: each invocation of the experiment,
@@ -72,13 +73,42 @@ class Series:
         return {"experiment": self.experiment, "test": self.test, **dict(self.variant),
                 **dict(self.labels)}
 
+    def key(self) -> str:
+        """The series as the store keeps it beside a baseline (JSON text)."""
+        return json.dumps([self.experiment, self.test, self.kind, self.by,
+                           [list(p) for p in self.variant], [list(p) for p in self.labels]])
+
+    @staticmethod
+    def of_key(text: str) -> Series:
+        experiment, test, kind, by, variant, labels = json.loads(text)
+        return Series(experiment=experiment, test=test, kind=kind, by=by,
+                      variant=tuple((str(k), str(v)) for k, v in variant),
+                      labels=tuple((str(k), str(v)) for k, v in labels))
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A series' pinned baseline (`hoplab baseline`): the value of its order and the
+    runs it had when pinned."""
+
+    id: int
+    value: str | float
+    runs: frozenset[int]
+
+
+def pins_of(baselines: Iterable[Baseline]) -> dict[Series, Pin]:
+    """The store's baselines by series."""
+    return {Series.of_key(b.series): Pin(b.id, json.loads(b.value), frozenset(b.runs))
+            for b in baselines}
+
 
 @dataclass(frozen=True)
 class Change:
     series: Series
     metric: str
     source: str                              # "step": its latest change point; "latest":
-                                             # its latest runs against the value before
+                                             # its latest runs against the value before;
+                                             # "baseline": against the pinned baseline
     before: str | float                      # the values of `by` on both sides
     after: str | float
     median_before: float
@@ -104,6 +134,7 @@ class WhatChanged:
     series: int                              # every series
     runs: int                                # every finished run read
     state: tuple[int, int]                   # the store's (highest id, runs) it is of
+    baselines: tuple[int, ...] = ()          # and the ids of the baselines pinned then
 
 
 def _text(value: object) -> str:
@@ -123,7 +154,7 @@ def series_of(run: RunSummary) -> Series:
                   labels=tuple(sorted((k, str(v)) for k, v in run.labels.items() if k != by)))
 
 
-def _x(run: RunSummary, by: str) -> str | float:
+def x_of(run: RunSummary, by: str) -> str | float:
     """The run's value of `by`, as series_trend reads it for `hoplab trend --by`."""
     if by in TIME:
         return run.started_at if by == "started_at" else str(run.experiment_id)
@@ -137,7 +168,7 @@ def points(series: Series, runs: Sequence[RunSummary], metric: str) -> list[Tren
     for r in runs:
         value = r.metrics.get(metric)
         if value is not None and math.isfinite(value):
-            grouped.setdefault(_x(r, series.by), []).append(r)
+            grouped.setdefault(x_of(r, series.by), []).append(r)
     found = [TrendPoint(value=x, runs=tuple(r.id for r in rs),
                         values=tuple(r.metrics[metric] for r in rs),
                         started_at=min(r.started_at for r in rs),
@@ -179,20 +210,44 @@ def comparable(pts: Sequence[TrendPoint], alpha: float = ALPHA) -> bool:
     return len(pts) >= 2 and min_p(len(pts[-2].runs), len(pts[-1].runs)) <= alpha
 
 
+def sides(pts: Sequence[TrendPoint], pin: Pin | None = None, alpha: float = ALPHA
+          ) -> tuple[TrendPoint, TrendPoint, str] | None:
+    """The two values the latest runs are judged between, and how they were chosen: the
+    pinned baseline's runs (those with the figure) and the latest value ("baseline"),
+    else the latest two values ("latest"); None when the latest value is the baseline
+    itself or the runs are too few for the rank test to reach alpha."""
+    if pin is not None and pts:
+        found = [(r, v, p.started_at) for p in pts for r, v in zip(p.runs, p.values, strict=True)
+                 if r in pin.runs]
+        if found:
+            if pts[-1].value == pin.value:
+                return None
+            base = TrendPoint(value=pin.value, runs=tuple(r for r, _, _ in found),
+                              values=tuple(v for _, v, _ in found),
+                              started_at=min(t for _, _, t in found), tests=pts[-1].tests)
+            enough = min_p(len(base.runs), len(pts[-1].runs)) <= alpha
+            return (base, pts[-1], "baseline") if enough else None
+    return (pts[-2], pts[-1], "latest") if comparable(pts, alpha) else None
+
+
 def latest_changes(series: Series, store: Store, names: Sequence[str],
                    per_metric: dict[str, list[TrendPoint]],
-                   per_flow: bool | Callable[[str], bool] = False) -> list[Change]:
-    """The latest runs of each metric against the value before them, judged by
+                   per_flow: bool | Callable[[str], bool] = False,
+                   pin: Pin | None = None) -> list[Change]:
+    """The latest runs of each metric against their baseline (`sides`), judged by
     compare_groups (as `hoplab compare` would, their selections being the two values):
     the metrics it calls worse or better."""
     from hoplab.analysis.groups import compare_groups
 
     out = []
     todo: dict[tuple[tuple[int, ...], tuple[int, ...]], list[str]] = {}
+    pair: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[TrendPoint, TrendPoint, str]] = {}
     for name in names:
-        pts = per_metric.get(name, [])
-        if comparable(pts):
-            todo.setdefault((pts[-2].runs, pts[-1].runs), []).append(name)
+        found = sides(per_metric.get(name, []), pin)
+        if found is not None:
+            key = (found[0].runs, found[1].runs)
+            todo.setdefault(key, []).append(name)
+            pair[key] = found
     trials = registry.trial_series()
     for (ids_a, ids_b), wanted in todo.items():
         a = [store.get_run(i, series=trials) for i in ids_a]
@@ -201,18 +256,18 @@ def latest_changes(series: Series, store: Store, names: Sequence[str],
             result = compare_groups(a, b, wanted, per_flow=per_flow)
         except UsageError:          # measured differently: nothing to say between them
             continue
-        pts = per_metric[wanted[0]]
+        before, after, source = pair[(ids_a, ids_b)]
         for g in result.groups:
             for m in g.metrics:
                 if m.verdict not in (verdicts.WORSE, verdicts.BETTER) or m.flow is not None:
                     continue
                 out.append(Change(
-                    series=series, metric=m.metric, source="latest", before=pts[-2].value,
-                    after=pts[-1].value, median_before=m.a_median, median_after=m.b_median,
+                    series=series, metric=m.metric, source=source, before=before.value,
+                    after=after.value, median_before=m.a_median, median_after=m.b_median,
                     change_pct=m.change_pct, ci_pct=(m.ci_low_pct, m.ci_high_pct),
                     p=m.p_value, verdict=m.verdict, runs_before=g.a_ids, runs_after=g.b_ids,
                     n_before=len(m.a_values), n_after=len(m.b_values),
-                    started_before=pts[-2].started_at, started_after=pts[-1].started_at))
+                    started_before=before.started_at, started_after=after.started_at))
     return out
 
 
@@ -223,18 +278,20 @@ def _may_judge(runs: Sequence[RunSummary], by: str) -> bool:
     only takes values and runs away."""
     if len(runs) >= 8:
         return True
-    return len({_x(r, by) for r in runs}) >= 2 * MIN_SIZE
+    return len({x_of(r, by) for r in runs}) >= 2 * MIN_SIZE
 
 
 def judge_series(series: Series, runs: Sequence[RunSummary], store: Store,
-                 names: Sequence[str]) -> tuple[Change, ...] | None:
-    """The series' changes (as what_changed lists them), or None when it is too short
-    to tell."""
+                 names: Sequence[str], pin: Pin | None = None
+                 ) -> tuple[Change, ...] | None:
+    """The series' changes (as what_changed lists them), its latest runs judged against
+    `pin` when it has one; None when it is too short to tell."""
     per_metric = {n: points(series, runs, n) for n in names}
-    if not any(len(p) >= 2 * MIN_SIZE or comparable(p) for p in per_metric.values()):
+    if not any(len(p) >= 2 * MIN_SIZE or sides(p, pin) is not None
+               for p in per_metric.values()):
         return None
     changes = [c for n in names if (c := latest_step(series, n, per_metric[n])) is not None]
-    changes += latest_changes(series, store, names, per_metric)
+    changes += latest_changes(series, store, names, per_metric, pin=pin)
     files: dict[int, str | None] = {}
     for c in changes:
         run = c.runs_after[0]
@@ -243,6 +300,31 @@ def judge_series(series: Series, runs: Sequence[RunSummary], store: Store,
             files[run] = source if isinstance(source, str) else None
     return tuple(dataclasses.replace(c, experiment_file=files[c.runs_after[0]])
                  for c in changes)
+
+
+def pinned_changes(store: Store, runs: Sequence[RunSummary],
+                   headlines: Mapping[str, Sequence[str]]) -> list[Change]:
+    """Of `runs` (a report's), the latest runs of every series with a pinned baseline
+    judged against it, as the dashboard's home judges them, in the one order of changes."""
+    pins = pins_of(store.baselines())
+    groups: dict[Series, list[RunSummary]] = {}
+    for r in runs:
+        if r.status == "ok":
+            groups.setdefault(series_of(r), []).append(r)
+    found: list[Change] = []
+    for series, members in groups.items():
+        pin = pins.get(series)
+        if pin is None:
+            continue
+        names = [n for n in headlines.get(series.kind, ()) if registry.find(n) is not None]
+        have = {r.id for r in members}
+        # The baseline's runs, when the report does not hold them itself.
+        members = [*members, *(r for r in store.runs_with_figures(
+            names, filters=series.filters()) if r.id in pin.runs and r.id not in have)]
+        per_metric = {n: points(series, members, n) for n in names}
+        found += latest_changes(series, store, names, per_metric, pin=pin)
+    return sorted(found, key=lambda c: (verdicts.rank(c.verdict, c.change_pct),
+                                        natural_key(c.series.title), c.metric))
 
 
 class ChangeIndex:
@@ -257,6 +339,7 @@ class ChangeIndex:
         self.headlines = {k: [n for n in v if registry.find(n) is not None]
                           for k, v in headlines.items()}
         self._judged: dict[Series, tuple[Change, ...]] = {}
+        self._pins: dict[Series, Pin] = {}
         self._series = 0
         self._runs = 0
         self._found: WhatChanged | None = None
@@ -265,19 +348,23 @@ class ChangeIndex:
     def refresh(self, store: Store) -> WhatChanged:
         """What changed in `store` now."""
         state = store.state()
+        pins = pins_of(store.baselines())
+        ids = tuple(sorted(p.id for p in pins.values()))
         with self._lock:
             old = self._found
-            if old is not None and old.state == state:
+            if old is not None and old.state == state and old.baselines == ids:
                 return old
             top, count = old.state if old is not None else (0, 0)
             # Cleared first: a pass that fails half way leaves the next to start over.
             self._found = None
+            moved = {s for s in {*pins, *self._pins} if pins.get(s) != self._pins.get(s)}
+            self._pins = pins
             if old is not None and state[0] >= top and \
                     store.count_ids(top + 1, state[0]) == state[1] - count:
-                self._add(store, top)
+                self._add(store, top, moved)
             else:               # first, or runs deleted: everything again
                 self._all(store)
-            self._found = self._answer(state)
+            self._found = self._answer(state, ids)
             return self._found
 
     def _names(self, kinds: Iterable[str]) -> set[str]:
@@ -297,24 +384,27 @@ class ChangeIndex:
                 r.metrics.update(figures.get(r.id, {}))
             self._judge(store, series, members)
 
-    def _add(self, store: Store, top: int) -> None:
+    def _add(self, store: Store, top: int, moved: Iterable[Series] = ()) -> None:
+        """Judge again the series with runs above `top` and those whose baseline was
+        pinned, moved or removed (`moved`)."""
         new = store.runs_with_figures((), after=top)
         self._runs += len(new)
-        for series in dict.fromkeys(series_of(r) for r in new):
+        for series in dict.fromkeys([*(series_of(r) for r in new), *moved]):
             members = [r for r in store.runs_with_figures(
                 self._names([series.kind]), filters=series.filters()) if series_of(r) == series]
-            if all(r.id > top for r in members):
+            if members and all(r.id > top for r in members):
                 self._series += 1
             self._judged.pop(series, None)
             if _may_judge(members, series.by):
                 self._judge(store, series, members)
 
     def _judge(self, store: Store, series: Series, members: Sequence[RunSummary]) -> None:
-        found = judge_series(series, members, store, self.headlines.get(series.kind, []))
+        found = judge_series(series, members, store, self.headlines.get(series.kind, []),
+                             self._pins.get(series))
         if found is not None:
             self._judged[series] = found
 
-    def _answer(self, state: tuple[int, int]) -> WhatChanged:
+    def _answer(self, state: tuple[int, int], baselines: tuple[int, ...]) -> WhatChanged:
         changes = sorted((c for found in self._judged.values() for c in found),
                          key=lambda c: (verdicts.rank(c.verdict, c.change_pct),
                                         natural_key(c.series.title), c.metric))
@@ -322,7 +412,7 @@ class ChangeIndex:
                         key=lambda s: natural_key(s.title))
         return WhatChanged(changes=tuple(changes), steady=tuple(steady),
                            cannot_tell=self._series - len(self._judged), series=self._series,
-                           runs=self._runs, state=state)
+                           runs=self._runs, state=state, baselines=baselines)
 
 
 def notes_of(change: Change, notes: Sequence[Annotation]) -> list[Annotation]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from hoplab import metrics
 from hoplab.analysis import verdicts
-from hoplab.analysis.changes import direction
+from hoplab.analysis.changes import Change, direction
 from hoplab.analysis.groups import Comparison
 from hoplab.analysis.trend import Trend, TrendChange, shown
 from hoplab.render import comparison as view
@@ -101,10 +101,36 @@ def trend_answer(trends: Sequence[Trend]) -> Html:
                          "verdict"), rows, numeric=(3, 4, 5), cls="cards biggest"))
 
 
+def pinned_answer(changes: Sequence[Change]) -> Html:
+    """The latest runs of the series with a pinned baseline (`hoplab baseline`), judged
+    against it (analysis/changes.py pinned_changes), largest regression first."""
+    def between(c: Change) -> str:
+        return f"{shown(c.before, c.series.by)} → {shown(c.after, c.series.by)}"
+
+    lead = changes[0]
+    more = len(changes) - 1
+    said = (f"against the pinned baseline: {lead.series.title}: {metrics.label(lead.metric)} "
+            f"{view.pct(lead.change_pct)} {view.interval(*lead.ci_pct)} "
+            f"{verdicts.word(lead.verdict)}, {between(lead)}").replace("  ", " ")
+    rows = [(f"{c.series.title}: {metrics.label(c.metric)}", between(c),
+             f"{figure(c.median_before, c.metric)} → {figure(c.median_after, c.metric)}",
+             view.pct(c.change_pct), view.interval(*c.ci_pct) or "-",
+             "-" if c.p is None else f"{c.p:.2g}", _verdict(verdicts.word(c.verdict), c.verdict))
+            for c in changes[:SHOWN]]
+    return Html(f'<p class="answer" id="pinned">{esc(said)}'
+                f"{esc(f'; {more} more' if more else '')}</p>"
+                + table(("series: metric", "baseline → latest", "before → after", "change",
+                         "95 % CI", "p", "verdict"), rows, numeric=(3, 4, 5),
+                        cls="cards biggest"))
+
+
 def answer_html(result: Comparison | None, why: str, trends: Sequence[Trend],
-                runs: int) -> Html:
-    """The first screen of a report of `runs` runs (several)."""
+                runs: int, pinned: Sequence[Change] = ()) -> Html:
+    """The first screen of a report of `runs` runs (several); `pinned`: the latest runs
+    against their series' pinned baselines, first when there are any."""
     parts = ['<section id="answer">']
+    if pinned:
+        parts.append(str(pinned_answer(pinned)))
     if trends:
         parts.append(str(trend_answer(trends)))
     if result is not None:

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 # Raise with a new step in migrations.MIGRATIONS whenever the tables change.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Columns of `runs` that list_runs filters on in SQL; other keys are labels or variants.
 FILTER_COLUMNS = ("id", "experiment", "experiment_id", "test", "kind", "status")
@@ -29,6 +29,7 @@ class Tables:
     schema_version: sa.Table
     run_labels: sa.Table | None = None     # from version 3
     annotations: sa.Table | None = None    # from version 4
+    baselines: sa.Table | None = None      # from version 5
 
 
 def _run_fk() -> sa.Column[int]:
@@ -148,6 +149,23 @@ def _annotations(md: sa.MetaData) -> sa.Table:
     )
 
 
+def _baselines(md: sa.MetaData) -> sa.Table:
+    # The value a series' latest runs are judged against (`hoplab baseline`), instead of
+    # the value before them: one per series. `series` is the series' identity as
+    # analysis/changes.py spells it (JSON text: the store does not know what a series
+    # is); `value` the pinned value of its order (a version, a commit, an experiment id
+    # or a start time), as JSON; `runs` the ids of its runs when pinned (JSON list).
+    return sa.Table(
+        "baselines", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("series", sa.Text, nullable=False, unique=True),
+        sa.Column("value", sa.Text, nullable=False),
+        sa.Column("runs", sa.Text, nullable=False),
+        sa.Column("selection", sa.Text, nullable=False),
+        sa.Column("created_at", sa.Double, nullable=False),
+    )
+
+
 def build(version: int = SCHEMA_VERSION) -> Tables:
     """The tables at schema `version` (1 up to SCHEMA_VERSION)."""
     if not 1 <= version <= SCHEMA_VERSION:
@@ -163,7 +181,8 @@ def build(version: int = SCHEMA_VERSION) -> Tables:
     )
     return Tables(md, runs, metrics, series, raw_outputs, schema_version,
                   _run_labels(md) if version >= 3 else None,
-                  _annotations(md) if version >= 4 else None)
+                  _annotations(md) if version >= 4 else None,
+                  _baselines(md) if version >= 5 else None)
 
 
 TABLES = build()

@@ -116,9 +116,11 @@ class _Refresher:
 
     def get(self, wait: float) -> WhatChanged | None:
         self._asked = asked = self.store.state()
+        pinned = tuple(sorted(b.id for b in self.store.baselines()))
         deadline = time.monotonic() + wait
         # A pass started for an older state may be under way: then one more.
-        while (self.latest is None or self.latest.state != asked) and \
+        while (self.latest is None or self.latest.state != asked
+               or self.latest.baselines != pinned) and \
                 (left := deadline - time.monotonic()) > 0:
             before = self.latest
             self.start().wait(left)

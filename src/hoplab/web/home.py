@@ -56,7 +56,8 @@ def bisect_line(change: Change) -> str | None:
 def _row(c: Change, notes: Sequence[Annotation]) -> str:
     name = c.metric
     cls = {verdicts.WORSE: "worse", verdicts.BETTER: "better"}.get(c.verdict, "na")
-    what = "change point" if c.source == "step" else "latest runs"
+    what = {"step": "change point", "baseline": "latest runs against the pinned baseline"
+            }.get(c.source, "latest runs")
     ci_text = interval(*c.ci_pct)
     rests = (f"stretches of {c.n_before}+{c.n_after} repetitions" if c.source == "step"
              else f"{c.n_before}+{c.n_after} runs")
