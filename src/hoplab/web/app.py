@@ -28,9 +28,9 @@ from hoplab.render.page import plotly_js
 from hoplab.store import Store
 from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
+from hoplab.web.views import RESERVED, CompareView, TrendView
 
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
-_RESERVED = {"q", "metric", "by", "order", "step", "page", "limit", "offset"}
 # Rows a page or a JSON answer holds at most, so that one request's time and memory do
 # not grow with the store; more are a further page (?page=2, ?offset=N).
 PAGE_ROWS = 200
@@ -68,7 +68,7 @@ def _filters(query: dict[str, list[str]]) -> dict[str, str]:
     "key=value,key=value": the command line's --filter, analysis/select.py)."""
     from hoplab.analysis.select import conditions
 
-    out = {k: v[-1] for k, v in query.items() if k not in _RESERVED and v and v[-1]}
+    out = {k: v[-1] for k, v in query.items() if k not in RESERVED and v and v[-1]}
     out.update(conditions((query.get("q") or [""])[-1].split(), "filter"))
     return out
 
@@ -131,6 +131,22 @@ class _Refresher:
     def state(self) -> tuple[int, int]:
         """The store's state at the last request (what the page says it is behind)."""
         return self._asked
+
+
+def _detector(query: dict[str, list[str]]) -> str:
+    """A trend's change-point detector, as `hoplab trend --detector` takes it (the
+    registered ones; empty: the default)."""
+    from hoplab.analysis import detectors
+
+    name = (query.get("detector") or [""])[-1].strip()
+    return detectors.get(name or detectors.DEFAULT).name
+
+
+def _metrics(query: dict[str, list[str]]) -> list[str] | None:
+    """A comparison's metrics (?metric=goodput,rtt_median: `hoplab compare --metric`);
+    None: every one."""
+    names = [m.strip() for v in query.get("metric", []) for m in v.split(",") if m.strip()]
+    return names or None
 
 
 def _order(query: dict[str, list[str]]) -> str:
@@ -266,17 +282,19 @@ class Dashboard:
         trials = metrics.trial_series()
         sides = [[self.store.get_run(i, series=trials) for i in side] for side in ids]
         # As `hoplab compare`: without per_flow, custom tests still compare each flow.
-        per_flow = True if (query.get("per_flow") or [""])[-1] in ("1", "on", "true") \
-            else kinds.per_flow
-        return a, b, compare_groups(sides[0], sides[1], per_flow=per_flow), ids
+        per_flow = True if _per_flow(query) else kinds.per_flow
+        return a, b, compare_groups(sides[0], sides[1], _metrics(query), per_flow=per_flow), ids
 
     def compare(self, query: dict[str, list[str]]) -> Response:
+        view = CompareView(a=(query.get("a") or [""])[-1].strip(),
+                                 b=(query.get("b") or [""])[-1].strip(),
+                                 metrics=tuple(_metrics(query) or ()),
+                                 per_flow=_per_flow(query))
         try:
-            a, b, result, ids = self._compare(query)
+            _, _, result, ids = self._compare(query)
         except UsageError as exc:
-            a, b = ((query.get(k) or [""])[-1] for k in ("a", "b"))
-            return _html(pages.compare_page(a, b, self.desc, error=str(exc)), 400)
-        return _html(pages.compare_page(a, b, self.desc, result, ids))
+            return _html(pages.compare_page(view, self.desc, error=str(exc)), 400)
+        return _html(pages.compare_page(view, self.desc, result, ids))
 
     def api_compare(self, query: dict[str, list[str]]) -> Response:
         _, _, result, ids = self._compare(query)
@@ -295,6 +313,7 @@ class Dashboard:
         metric = (query.get("metric") or [""])[-1].strip()
         by = (query.get("by") or ["started_at"])[-1].strip() or "started_at"
         filters = _filters(query)
+        detector = _detector(query)
         if not metric:
             return metric, by, filters, None, None
         found = trend_points(self.store, metric, filters, by, order=_order(query),
@@ -303,16 +322,18 @@ class Dashboard:
             self._check(filters)
         # The change points are those `hoplab trend` finds (analysis/trend.py decides).
         return (metric, by, filters, [(p.value, p.median, len(p.values)) for p in found],
-                analyse(metric, by, found) if found else None)
+                analyse(metric, by, found, detector=detector) if found else None)
 
     def trend(self, query: dict[str, list[str]]) -> Response:
+        step = (query.get("step") or [""])[-1].strip() or None
         try:
             metric, by, filters, points, found = self._trend(query)
         except UsageError as exc:
-            return _html(pages.trend_page("", "started_at", {}, self.desc, error=str(exc)), 400)
-        step = (query.get("step") or [""])[-1].strip() or None
-        return _html(pages.trend_page(metric, by, filters, self.desc, points, found=found,
-                                      order=_order(query), step=step,
+            view = TrendView(metric=(query.get("metric") or [""])[-1], by="started_at")
+            return _html(pages.trend_page(view, self.desc, error=str(exc)), 400)
+        view = TrendView(metric=metric, by=by, filters=filters, order=_order(query),
+                               detector=_detector(query), step=step)
+        return _html(pages.trend_page(view, self.desc, points, found=found,
                                       notes=self.store.annotations()))
 
     def api_trend(self, query: dict[str, list[str]]) -> Response:
@@ -322,7 +343,7 @@ class Dashboard:
         if points is None:
             raise UsageError("give a metric: /api/trend?metric=goodput&by=hops&test=...")
         return _json(json_safe({"metric": metric, "by": by, "order": _order(query),
-                                "filters": filters,
+                                "detector": _detector(query), "filters": filters,
                                 "points": [{"x": x, "median": m, "runs": n}
                                            for x, m, n in points],
                                 "change_points": to_json(found)["change_points"]
@@ -371,6 +392,10 @@ class Dashboard:
     def plotly(self, query: dict[str, list[str]]) -> Response:
         return Response(200, _plotly_bytes(), "text/javascript; charset=utf-8",
                         {"Cache-Control": "public, max-age=86400"})
+
+
+def _per_flow(query: dict[str, list[str]]) -> bool:
+    return (query.get("per_flow") or [""])[-1] in ("1", "on", "true")
 
 
 _BUNDLE: dict[str, bytes] = {}
