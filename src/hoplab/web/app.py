@@ -28,7 +28,7 @@ from hoplab.render.page import plotly_js
 from hoplab.store import Store
 from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
-from hoplab.web.views import RESERVED, CompareView, TrendView
+from hoplab.web.views import RESERVED, CompareView, OverlayView, TrendView
 
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
 # Rows a page or a JSON answer holds at most, so that one request's time and memory do
@@ -43,6 +43,7 @@ CHANGES_WAIT_S = 5.0        # the home waits this long for what changed, then sh
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
 # bounded whatever the store holds (the CLI has none; it is not open to web pages).
 MAX_SIDE_RUNS = 1000
+MAX_OVERLAY_RUNS = 50       # a group's runs, each read with its series
 _MOST = 10**12              # a page, limit or offset: past the rows any store holds
 
 
@@ -172,6 +173,7 @@ class Dashboard:
             (re.compile(r"/run/([0-9]+)"), self.run),
             (re.compile(r"/run/([0-9]+)/flamegraph\.svg"), self.flame),
             (re.compile(r"/compare"), self.compare), (re.compile(r"/trend"), self.trend),
+            (re.compile(r"/overlay"), self.overlay),
             (re.compile(r"/api/runs"), self.api_runs),
             (re.compile(r"/api/run/([0-9]+)"), self.api_run),
             (re.compile(r"/api/run/([0-9]+)/charts"), self.api_charts),
@@ -295,6 +297,23 @@ class Dashboard:
         except UsageError as exc:
             return _html(pages.compare_page(view, self.desc, error=str(exc)), 400)
         return _html(pages.compare_page(view, self.desc, result, ids))
+
+    def overlay(self, query: dict[str, list[str]]) -> Response:
+        from hoplab.analysis.select import select
+        from hoplab.render.charts_overlay import overlay_chart
+        from hoplab.render.overlay import groups_of
+
+        view = OverlayView(tuple(s.strip() for s in query.get("sel", []) if s.strip()))
+        if not view.selections:
+            return _html(pages.overlay_page(view, self.desc))
+        try:
+            chosen = [(spec, [self.store.get_run(i) for i in
+                              select(self.store, spec, limit=MAX_OVERLAY_RUNS)])
+                      for spec in view.selections]
+            found = overlay_chart(*groups_of(chosen))
+        except UsageError as exc:
+            return _html(pages.overlay_page(view, self.desc, error=str(exc)), 400)
+        return _html(pages.overlay_page(view, self.desc, found))
 
     def api_compare(self, query: dict[str, list[str]]) -> Response:
         _, _, result, ids = self._compare(query)

@@ -38,10 +38,11 @@ from hoplab.render.trend_html import (
 )
 from hoplab.render.units import pairs
 from hoplab.store import Annotation, RunSummary
-from hoplab.web.views import CompareView, TrendView, runs_link
+from hoplab.web.views import CompareView, OverlayView, TrendView, runs_link
 
 _NAV = ('<nav><a href="/">what changed</a><a href="/runs">runs</a>'
-        '<a href="/compare">compare</a><a href="/trend">trend</a></nav>')
+        '<a href="/compare">compare</a><a href="/trend">trend</a>'
+        '<a href="/overlay">overlay</a></nav>')
 _HEAD = (f'<script src="/static/plotly.min.js"></script><script>{DRAW_JS}</script>')
 
 
@@ -184,8 +185,25 @@ def compare_page(view: CompareView, store: str, result: Comparison | None = None
         parts.append(f'<p id="headline" class="answer">{esc(headline(result, a, b))}</p>'
                      f"<p>A: runs {links(ids[0])}<br>B: runs {links(ids[1])}</p>"
                      f'<p id="summary">{esc(summary(result))}</p>'
-                     + comparison_html(result, link="/run/%d") + view_link(view.link()))
+                     + comparison_html(result, link="/run/%d")
+                     + f'<p><a id="overlay-link" href="{esc(OverlayView((a, b)).link())}">'
+                     "A and B over time, overlaid</a></p>" + view_link(view.link()))
     return _page("Compare", "".join(parts), store)
+
+
+def overlay_page(view: OverlayView, store: str, found: Chart | None = None,
+                 error: str | None = None) -> str:
+    """Several selections' throughput and RTT over time on shared axes (render/overlay.py
+    groups and captions them); a form of as many selections as given, and one more."""
+    boxes = "".join(f'<input type="text" name="sel" value="{esc(s)}" placeholder="qos=on, '
+                    f'4-6"> ' for s in (*view.selections, ""))
+    parts = [f'<form method="get" action="/overlay">groups {boxes}<button>overlay</button>'
+             "</form>"]
+    if error:
+        parts.append(f'<p class="worse">{esc(error)}</p>')
+    if found is not None:
+        parts += [chart(found), view_link(view.link())]
+    return _page("Overlay", "".join(parts), store, charts=found is not None)
 
 
 def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, by: str,

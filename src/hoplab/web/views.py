@@ -63,3 +63,11 @@ def runs_link(filters: Mapping[str, str], page: int = 1) -> str:
     params = {"page": str(page)} if page > 1 else {}
     text = _with_filters(params, filters)
     return "/runs?" + text if text else "/runs"
+
+
+@dataclass(frozen=True)
+class OverlayView:
+    selections: tuple[str, ...]
+
+    def link(self) -> str:
+        return "/overlay?" + urlencode([("sel", s) for s in self.selections])
