@@ -40,7 +40,7 @@ def test_a_schema_4_store_gains_baselines_after_a_copy_is_kept(tmp_path: Path) -
                              "VALUES ('version', 'v45', NULL, 'kernel bump', 1.0)"))
     engine.dispose()
     with open_store(str(path)) as store:
-        assert (store.migrated_from, SCHEMA_VERSION) == (4, 5)
+        assert (store.migrated_from, SCHEMA_VERSION) == (4, 6)
         assert store.backup == Path(f"{path}.bak-schema4")
         assert store.baselines() == []
         assert [a.text for a in store.annotations()] == ["kernel bump"]

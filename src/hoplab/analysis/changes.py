@@ -39,12 +39,15 @@ from hoplab.analysis.ranks import min_p
 from hoplab.analysis.series_trend import TrendPoint, order_points
 from hoplab.analysis.trend import analyse
 from hoplab.errors import UsageError
-from hoplab.store import Annotation, Baseline, RunSummary, Store
+from hoplab.store import Annotation, Baseline, Kept, RunSummary, Store
 
 ORDER_LABELS = ("version", "commit")     # labels a series is ordered by, in this preference
 TIME = ("experiment_id", "started_at")   # else by time: each invocation of the experiment,
                                          # or each run when it names none (imported)
 ALPHA = 0.05
+# Raise when what a kept judgement holds, or how a series is judged, changes: what was
+# kept by an older hoplab is then judged again rather than read.
+KEEP_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -327,19 +330,51 @@ def pinned_changes(store: Store, runs: Sequence[RunSummary],
                                         natural_key(c.series.title), c.metric))
 
 
+def judge_key(names: Sequence[str], pin: Pin | None) -> str:
+    """What judged a series, as kept beside its changes: a kept judgement is read only by
+    an index that would judge alike."""
+    from hoplab.analysis.detectors import DEFAULT
+
+    return json.dumps([KEEP_VERSION, DEFAULT, ALPHA, list(names), pin.id if pin else 0])
+
+
+def encode(found: tuple[Change, ...] | None) -> str:
+    """A series' judgement (judge_series) as the store keeps it."""
+    if found is None:
+        return "null"
+    return json.dumps([{f.name: getattr(c, f.name) for f in dataclasses.fields(Change)
+                        if f.name != "series"} for c in found])
+
+
+def decode(series: Series, text: str) -> tuple[Change, ...] | None:
+    data = json.loads(text)
+    if data is None:
+        return None
+    return tuple(Change(series=series, **{
+        **d, "ci_pct": tuple(d["ci_pct"]), "runs_before": tuple(d["runs_before"]),
+        "runs_after": tuple(d["runs_after"])}) for d in data)
+
+
 class ChangeIndex:
     """what_changed of a store, kept: computed whole once, then, when runs have only been
     added since (Store.state), again for the series those runs belong to, read back from
     the store. Judging every series of 100,000 runs takes seconds; answering from the
     index takes milliseconds, and a new run costs what its own series costs (a second
-    for 1,000 versions x 3 repetitions, milliseconds for a short one). Safe to share
+    for 1,000 versions x 3 repetitions, milliseconds for a short one). A series whose
+    judgement the store keeps (keep_judged: `hoplab run`, `import`, `baseline` and
+    `migrate` keep them) is read, not judged, while its last run and number of runs are
+    those judged. With `keep`, what it judges is kept in the store too. Safe to share
     between threads: one refresh at a time."""
 
-    def __init__(self, headlines: Mapping[str, Sequence[str]]) -> None:
+    def __init__(self, headlines: Mapping[str, Sequence[str]], keep: bool = False) -> None:
         self.headlines = {k: [n for n in v if registry.find(n) is not None]
                           for k, v in headlines.items()}
+        self.keep = keep
+        self.computed = 0                    # series judged (not read from the store)
         self._judged: dict[Series, tuple[Change, ...]] = {}
         self._pins: dict[Series, Pin] = {}
+        self._kept: dict[str, Kept] = {}
+        self._to_keep: dict[str, Kept] = {}
         self._series = 0
         self._runs = 0
         self._found: WhatChanged | None = None
@@ -359,16 +394,44 @@ class ChangeIndex:
             self._found = None
             moved = {s for s in {*pins, *self._pins} if pins.get(s) != self._pins.get(s)}
             self._pins = pins
+            self._kept = store.kept_changes()
             if old is not None and state[0] >= top and \
                     store.count_ids(top + 1, state[0]) == state[1] - count:
                 self._add(store, top, moved)
             else:               # first, or runs deleted: everything again
                 self._all(store)
+            self._store_kept(store)
             self._found = self._answer(state, ids)
             return self._found
 
+    def keep_series(self, store: Store, ids: Iterable[int]) -> int:
+        """Judge the series the runs `ids` belong to and keep the judgements in the store
+        (`keep` or not); how many series were judged."""
+        wanted = set(ids)
+        with self._lock:
+            self._pins = pins_of(store.baselines())
+            self._kept = store.kept_changes()
+            new = [r for r in store.runs_with_figures((), after=min(wanted, default=1) - 1)
+                   if r.id in wanted]
+            for series in dict.fromkeys(series_of(r) for r in new):
+                members = self._members(store, series)
+                if _may_judge(members, series.by):
+                    self._judge(store, series, members, force=True)
+            done = len(self._to_keep)
+            self._store_kept(store, always=True)
+            return done
+
+    def _store_kept(self, store: Store, always: bool = False) -> None:
+        if (self.keep or always) and self._to_keep:
+            store.keep_changes(self._to_keep)
+        self._to_keep = {}
+
     def _names(self, kinds: Iterable[str]) -> set[str]:
         return {n for k in kinds for n in self.headlines.get(k, ())}
+
+    def _members(self, store: Store, series: Series) -> list[RunSummary]:
+        return [r for r in store.runs_with_figures(
+            self._names([series.kind]), filters=series.filters()) if series_of(r) == series]
 
     def _all(self, store: Store) -> None:
         runs = store.runs_with_figures(())
@@ -376,10 +439,12 @@ class ChangeIndex:
         for r in runs:
             groups.setdefault(series_of(r), []).append(r)
         wanted = {s: rs for s, rs in groups.items() if _may_judge(rs, s.by)}
-        figures = store.figures_of([r.id for rs in wanted.values() for r in rs],
-                                   self._names({s.kind for s in wanted}))
         self._judged, self._series, self._runs = {}, len(groups), len(runs)
-        for series, members in wanted.items():
+        # Those the store keeps a valid judgement of are read; the others' figures read.
+        todo = {s: rs for s, rs in wanted.items() if not self._read_kept(s, rs)}
+        figures = store.figures_of([r.id for rs in todo.values() for r in rs],
+                                   self._names({s.kind for s in todo}))
+        for series, members in todo.items():
             for r in members:
                 r.metrics.update(figures.get(r.id, {}))
             self._judge(store, series, members)
@@ -390,17 +455,36 @@ class ChangeIndex:
         new = store.runs_with_figures((), after=top)
         self._runs += len(new)
         for series in dict.fromkeys([*(series_of(r) for r in new), *moved]):
-            members = [r for r in store.runs_with_figures(
-                self._names([series.kind]), filters=series.filters()) if series_of(r) == series]
+            members = self._members(store, series)
             if members and all(r.id > top for r in members):
                 self._series += 1
             self._judged.pop(series, None)
             if _may_judge(members, series.by):
                 self._judge(store, series, members)
 
-    def _judge(self, store: Store, series: Series, members: Sequence[RunSummary]) -> None:
+    def _judge_key(self, series: Series) -> str:
+        return judge_key(self.headlines.get(series.kind, []), self._pins.get(series))
+
+    def _read_kept(self, series: Series, members: Sequence[RunSummary]) -> bool:
+        """Take the series' kept judgement if it is of these runs, judged alike."""
+        kept = self._kept.get(series.key())
+        if kept is None or (kept.last_run, kept.runs, kept.judge) != (
+                max(r.id for r in members), len(members), self._judge_key(series)):
+            return False
+        found = decode(series, kept.changes)
+        if found is not None:
+            self._judged[series] = found
+        return True
+
+    def _judge(self, store: Store, series: Series, members: Sequence[RunSummary],
+               force: bool = False) -> None:
+        if not force and self._read_kept(series, members):
+            return
         found = judge_series(series, members, store, self.headlines.get(series.kind, []),
                              self._pins.get(series))
+        self.computed += 1
+        self._to_keep[series.key()] = Kept(max(r.id for r in members), len(members),
+                                           self._judge_key(series), encode(found))
         if found is not None:
             self._judged[series] = found
 
@@ -426,6 +510,17 @@ def notes_of(change: Change, notes: Sequence[Annotation]) -> list[Annotation]:
             if (n.key == series.by and n.value in values)
             or (n.key is not None and (n.key, n.value) in own)
             or (n.at is not None and change.started_before <= n.at <= change.started_after)]
+
+
+def keep_judged(store: Store, headlines: Mapping[str, Sequence[str]],
+                ids: Iterable[int] | None = None) -> int:
+    """Judge the series of the runs `ids` (None: every series) and keep the judgements in
+    the store, for the dashboard's home to read; how many series were judged."""
+    index = ChangeIndex(headlines, keep=True)
+    if ids is None:
+        index.refresh(store)
+        return index.computed
+    return index.keep_series(store, ids)
 
 
 def what_changed(store: Store, headlines: Mapping[str, Sequence[str]]) -> WhatChanged:

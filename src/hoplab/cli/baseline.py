@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hoplab import numbers
@@ -52,10 +53,19 @@ def run_baseline(args: argparse.Namespace) -> int:
         store_arg.said_upgraded(store)
         if base_id is not None:
             gone = store.remove_baseline(base_id)
+            _keep(store, gone.runs)
             print(f"removed baseline {gone.id} ({_series_title(gone.series)}: "
                   f"{_value(gone.series, gone.value)})")
             return 0
         return _pin(store, args.selection)
+
+
+def _keep(store: Store, ids: Sequence[int]) -> None:
+    """The series judged again against their new baselines, kept for the home."""
+    from hoplab.analysis.changes import keep_judged
+    from hoplab.kinds import HEADLINES
+
+    keep_judged(store, HEADLINES, ids)
 
 
 def _pin(store: Store, selection: str) -> int:
@@ -67,6 +77,7 @@ def _pin(store: Store, selection: str) -> int:
     runs = [r for r in store.runs_with_figures(()) if r.id in ids]
     found = pins_of_selection(runs, selection)
     made = store.pin_baselines([(s.key(), value_text(v), rs) for s, v, rs in found], selection)
+    _keep(store, [i for _, _, rs in found for i in rs])
     for new, (series, value, rs) in zip(made, found, strict=True):
         print(f"baseline {new}: {series.title} by {series.by}: {shown(value, series.by)} "
               f"(runs {id_list(rs)})")

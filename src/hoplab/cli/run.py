@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from hoplab import kv
 from hoplab.cli import store_arg
+from hoplab.errors import HoplabError
 from hoplab.lab.signals import terminate_as_interrupt
 from hoplab.spec.names import given, lab_name
 
@@ -125,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         TimeRemainingColumn,
     )
 
+    from hoplab.analysis.changes import keep_judged
+    from hoplab.kinds import HEADLINES
     from hoplab.render.console import console as make_console
     from hoplab.render.summary import summary_table
     from hoplab.run.experiment import ExperimentRunner
@@ -159,6 +162,13 @@ def run(args: argparse.Namespace) -> int:
                     runner.run()
         except KeyboardInterrupt:
             interrupted = True
+        # The dashboard's home reads each series' judged changes from the store; the
+        # runs are stored whatever becomes of that (the home judges what it lacks).
+        try:
+            keep_judged(store, HEADLINES, [r.id for r in runner.records if r.id is not None])
+        except HoplabError as exc:
+            print(f"hoplab: note: the runs' series were not judged for the dashboard: {exc}",
+                  file=sys.stderr)
         if args.json:
             json.dump(_json(exp, runner, store.describe(), interrupted), sys.stdout, indent=2)
             sys.stdout.write("\n")

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from hoplab.store.store import (
         Annotation,
         Baseline,
+        Kept,
         RunSummary,
         Store,
         check_run,
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
     )
     from hoplab.store.url import DEFAULT_PATH
 
-__all__ = ["DEFAULT_PATH", "SCHEMA_VERSION", "Annotation", "Baseline", "RunSummary", "Store",
-           "check_run", "open_store"]
+__all__ = ["DEFAULT_PATH", "SCHEMA_VERSION", "Annotation", "Baseline", "Kept", "RunSummary",
+           "Store", "check_run", "open_store"]
 
 
 
@@ -35,7 +36,8 @@ def __getattr__(name: str) -> Any:
         from hoplab.store.schema import SCHEMA_VERSION
 
         return SCHEMA_VERSION
-    if name in ("Annotation", "Baseline", "RunSummary", "Store", "check_run", "open_store"):
+    if name in ("Annotation", "Baseline", "Kept", "RunSummary", "Store", "check_run",
+                "open_store"):
         from hoplab.store import store
 
         return getattr(store, name)

@@ -45,10 +45,11 @@ MAX_FILTERS = 32
 
 _RUNS, _METRICS, _SERIES, _RAW = TABLES.runs, TABLES.metrics, TABLES.series, TABLES.raw_outputs
 assert TABLES.run_labels is not None and TABLES.annotations is not None
-assert TABLES.baselines is not None
+assert TABLES.baselines is not None and TABLES.kept_changes is not None
 _LABELS = TABLES.run_labels
 _NOTES = TABLES.annotations
 _BASES = TABLES.baselines
+_KEPT = TABLES.kept_changes
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,17 @@ class Baseline:
     runs: tuple[int, ...]
     selection: str
     created_at: float
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A series' judged changes as analysis/changes.py keeps them: valid while the series'
+    highest run id and number of runs are these and `judge` is the reader's."""
+
+    last_run: int
+    runs: int
+    judge: str
+    changes: str
 
 
 @dataclass(frozen=True)
@@ -596,6 +608,24 @@ class Store:
         with self._write(f"cannot remove baseline {base_id}") as conn:
             conn.execute(_BASES.delete().where(_BASES.c.id == base_id))
         return found[0]
+
+    def keep_changes(self, rows: Mapping[str, Kept]) -> None:
+        """Keep each series' judged changes, replacing what was kept of it."""
+        if not rows:
+            return
+        now = time.time()
+        with self._write("cannot keep the judged changes") as conn:
+            conn.execute(_KEPT.delete().where(_KEPT.c.series.in_(sorted(rows))))
+            conn.execute(_KEPT.insert(), [
+                {"series": k, "last_run": v.last_run, "runs": v.runs, "judge": v.judge,
+                 "changes": v.changes, "created_at": now} for k, v in rows.items()])
+
+    def kept_changes(self) -> dict[str, Kept]:
+        """Every series' kept judged changes, by series."""
+        with self._read("cannot read the judged changes") as conn:
+            rows = conn.execute(sa.select(_KEPT)).mappings().all()
+        return {r["series"]: Kept(int(r["last_run"]), int(r["runs"]), r["judge"], r["changes"])
+                for r in rows}
 
     def state(self) -> tuple[int, int]:
         """(the highest run id, how many runs): changes whenever a run is added or
