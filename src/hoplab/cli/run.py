@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from hoplab.run.experiment import ExperimentRunner, Job
     from hoplab.run.experiment import Progress as RunProgress
     from hoplab.spec.experiment import Experiment, Test, Variant
+    from hoplab.store import Store
 
 # The runner, the store and rich are imported in the functions that use them: at the
 # top they would make `hoplab run --help` take a second.
@@ -116,6 +117,19 @@ def _json(exp: Experiment, runner: ExperimentRunner, store_desc: str, interrupte
     return out
 
 
+def _keep_judged(store: Store, ids: list[int]) -> None:
+    """The dashboard's home reads each series' judged changes from the store; the runs are
+    stored whatever becomes of that (the home judges what it lacks)."""
+    from hoplab.analysis.changes import keep_judged
+    from hoplab.kinds import HEADLINES
+
+    try:
+        keep_judged(store, HEADLINES, ids)
+    except HoplabError as exc:
+        print(f"hoplab: note: the runs' series were not judged for the dashboard: {exc}",
+              file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import (
@@ -126,8 +140,6 @@ def run(args: argparse.Namespace) -> int:
         TimeRemainingColumn,
     )
 
-    from hoplab.analysis.changes import keep_judged
-    from hoplab.kinds import HEADLINES
     from hoplab.render.console import console as make_console
     from hoplab.render.summary import summary_table
     from hoplab.run.experiment import ExperimentRunner
@@ -162,13 +174,7 @@ def run(args: argparse.Namespace) -> int:
                     runner.run()
         except KeyboardInterrupt:
             interrupted = True
-        # The dashboard's home reads each series' judged changes from the store; the
-        # runs are stored whatever becomes of that (the home judges what it lacks).
-        try:
-            keep_judged(store, HEADLINES, [r.id for r in runner.records if r.id is not None])
-        except HoplabError as exc:
-            print(f"hoplab: note: the runs' series were not judged for the dashboard: {exc}",
-                  file=sys.stderr)
+        _keep_judged(store, [r.id for r in runner.records if r.id is not None])
         if args.json:
             json.dump(_json(exp, runner, store.describe(), interrupted), sys.stdout, indent=2)
             sys.stdout.write("\n")
