@@ -13,13 +13,15 @@ from collections.abc import Sequence
 from hoplab import metrics
 from hoplab.analysis import verdicts
 from hoplab.analysis.changes import Change, direction
-from hoplab.analysis.groups import Comparison
+from hoplab.analysis.compare import MetricComparison
+from hoplab.analysis.groups import Comparison, GroupComparison
 from hoplab.analysis.trend import Trend, TrendChange, shown
 from hoplab.render import comparison as view
 from hoplab.render.html import Html, esc, table
 from hoplab.render.units import figure
 
 SHOWN = 5                   # changes listed on the first screen; the rest follow below
+HEADLINE_ROWS = 10          # of the headline figures, at most (several test groups)
 
 
 def _verdict(word: str, verdict: str) -> Html:
@@ -42,6 +44,16 @@ def _could_see(pct: float) -> str:
     return "" if not math.isfinite(pct) else f" (these runs would see ±{pct:.1f} %)"
 
 
+def first_rows(result: Comparison) -> list[tuple[GroupComparison, MetricComparison]]:
+    """The rows of the first screen: every test's headline figures, whatever their
+    verdict (what the runs can say of each, and what they cannot: a "no clear
+    difference" says the change these runs would have seen), in the one order of
+    changes; without headline figures, the biggest changes."""
+    rows = view.biggest(result)
+    heads = [gm for gm in rows if view.is_headline(*gm)]
+    return heads[:HEADLINE_ROWS] if heads else rows[:SHOWN]
+
+
 def comparison_answer(result: Comparison) -> Html:
     """The headline, what was compared, the counts, and the biggest changes."""
     first = result.groups[0]
@@ -57,7 +69,7 @@ def comparison_answer(result: Comparison) -> Html:
              view.pct(m.change_pct), view.interval(m.ci_low_pct, m.ci_high_pct) or "-",
              "-" if m.p_value is None else f"{m.p_value:.2g}",
              _verdict(view.verdict(m) + _could_see(m.detectable_pct), m.verdict))
-            for g, m in view.biggest(result)[:SHOWN]]
+            for g, m in first_rows(result)]
     return Html(f'<p class="answer" id="headline">{esc(view.headline(result, a, b))}</p>'
                 f'<p class="note">{esc(what)}</p><p id="counts">{esc(_counts(result))}</p>'
                 + table(("metric", "A → B", "change", "95 % CI", "p", "verdict"), rows,

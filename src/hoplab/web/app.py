@@ -28,6 +28,7 @@ from hoplab.render.page import plotly_js
 from hoplab.store import Store
 from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
+from hoplab.web.home import Latest
 from hoplab.web.views import RESERVED, CompareView, OverlayView, TrendView
 
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
@@ -43,6 +44,7 @@ CHANGES_WAIT_S = 5.0        # the home waits this long for what changed, then sh
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
 # bounded whatever the store holds (the CLI has none; it is not open to web pages).
 MAX_SIDE_RUNS = 1000
+LATEST_RUNS = 400           # the latest experiment's runs the home compares, at most
 MAX_OVERLAY_RUNS = 50       # a group's runs, each read with its series
 _MOST = 10**12              # a page, limit or offset: past the rows any store holds
 
@@ -168,6 +170,7 @@ class Dashboard:
         self._charts: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self._changes = _Refresher(store)
+        self._latest: tuple[tuple[int, int], Latest | None] | None = None
         self._routes: list[tuple[re.Pattern[str], Callable[..., Response]]] = [
             (re.compile(r"/"), self.home), (re.compile(r"/runs"), self.runs),
             (re.compile(r"/run/([0-9]+)"), self.run),
@@ -226,7 +229,37 @@ class Dashboard:
                 [(k, v) for k, vs in query.items() for v in vs])})
         found = self.what_changed()
         return _html(pages.home_page(found, self.desc, self._changes.state(),
-                                     self.store.annotations()))
+                                     self.store.annotations(), self.latest()))
+
+    def latest(self) -> Latest | None:
+        """The latest experiment's comparison (its runs split in two by their one varying
+        variant or label, as `hoplab report` splits them), kept until the store changes."""
+        state = self.store.state()
+        with self._lock:
+            if self._latest is not None and self._latest[0] == state:
+                return self._latest[1]
+        found = self._latest_comparison()
+        with self._lock:
+            self._latest = (state, found)
+        return found
+
+    def _latest_comparison(self) -> Latest | None:
+        from hoplab import metrics
+        from hoplab.render.report import comparison
+
+        top = self.store.list_runs(limit=1, newest=True, figures=False)
+        if not top or top[0].experiment_id is None:
+            return None
+        eid = top[0].experiment_id
+        mine = self.store.list_runs({"experiment_id": eid, "status": "ok"},
+                                    limit=LATEST_RUNS + 1, figures=False)
+        if not 2 <= len(mine) <= LATEST_RUNS:
+            return None
+        trials = metrics.trial_series()
+        result, _ = comparison([self.store.get_run(r.id, series=trials) for r in mine])
+        if result is None:
+            return None
+        return Latest(top[0].experiment, eid, tuple(r.id for r in mine), result)
 
     def api_changes(self, query: dict[str, list[str]]) -> Response:
         from hoplab.web.home import changes_json

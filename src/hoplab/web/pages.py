@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hoplab import metrics
 from hoplab.analysis.changes import WhatChanged
@@ -39,6 +39,9 @@ from hoplab.render.trend_html import (
 from hoplab.render.units import pairs
 from hoplab.store import Annotation, RunSummary
 from hoplab.web.views import CompareView, OverlayView, TrendView, runs_link
+
+if TYPE_CHECKING:
+    from hoplab.web.home import Latest
 
 _NAV = ('<nav><a href="/">what changed</a><a href="/runs">runs</a>'
         '<a href="/compare">compare</a><a href="/trend">trend</a>'
@@ -127,18 +130,20 @@ def runs_page(runs: Sequence[RunSummary], all_runs: Sequence[RunSummary],
 
 
 def home_page(found: WhatChanged | None, store: str, state: tuple[int, int],
-              notes: Sequence[Annotation] = ()) -> str:
+              notes: Sequence[Annotation] = (), latest: Latest | None = None) -> str:
     """What changed in the store (web/home.py renders analysis/changes.py's answer);
     `state`: the store's now, which `found` may be behind while it is brought up to
-    date (None: not found yet)."""
-    from hoplab.web.home import home_body, pending
+    date (None: not found yet); `latest`: the latest experiment's comparison."""
+    from hoplab.web.home import home_body, latest_html, pending
 
     if found is None or found.state != state:
+        body = home_body(found, notes, latest) if found else \
+            (latest_html(latest) if latest else "")
         return page("What changed · hoplab", f"{_NAV}<h1>What changed</h1>"
-                    f"{pending(found, state)}{home_body(found, notes) if found else ''}"
+                    f"{pending(found, state)}{body}"
                     f'<p class="note">store: {esc(store)} (read-only)</p>',
                     '<meta http-equiv="refresh" content="3">')
-    return _page("What changed", home_body(found, notes), store)
+    return _page("What changed", home_body(found, notes, latest), store)
 
 
 def run_page(rec: RunRecord, store: str) -> str:
