@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from hoplab.errors import UsageError
-from hoplab.store import SCHEMA_VERSION, Store, migrations, open_store
+from hoplab.store import SCHEMA_VERSION, Kept, Store, migrations, open_store
 from hoplab.store.url import create_engine, parse_location
 
 
@@ -29,6 +29,17 @@ def test_baselines_are_pinned_replaced_listed_and_removed(store: Store) -> None:
     assert [b.id for b in store.baselines()] == [third]
     with pytest.raises(UsageError, match=f"no baseline {second} in .*baseline --list"):
         store.remove_baseline(second)
+
+
+def test_judged_changes_are_kept_and_replaced(store: Store) -> None:
+    assert store.kept_changes() == {}
+    first = Kept(last_run=2**33, runs=3, judge="[1]", changes="null")
+    store.keep_changes({"s1": first, "s2": Kept(5, 1, "[1]", "[]")})
+    store.keep_changes({"s1": Kept(7, 4, "[2]", '[{"metric": "goodput"}]')})
+    assert store.kept_changes() == {"s1": Kept(7, 4, "[2]", '[{"metric": "goodput"}]'),
+                                    "s2": Kept(5, 1, "[1]", "[]")}
+    store.keep_changes({"s3": first})             # a run id past 32 bits is kept whole
+    assert store.kept_changes()["s3"] == first
 
 
 def test_a_schema_4_store_gains_baselines_after_a_copy_is_kept(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ CHANGES_WAIT_S = 5.0        # the home waits this long for what changed, then sh
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
 # bounded whatever the store holds (the CLI has none; it is not open to web pages).
 MAX_SIDE_RUNS = 1000
-LATEST_RUNS = 400           # the latest experiment's runs the home compares, at most
+LATEST_RUNS = 200           # the latest experiment's runs the home compares, at most
 MAX_OVERLAY_RUNS = 50       # a group's runs, each read with its series
 _MOST = 10**12              # a page, limit or offset: past the rows any store holds
 
@@ -238,7 +238,10 @@ class Dashboard:
         with self._lock:
             if self._latest is not None and self._latest[0] == state:
                 return self._latest[1]
-        found = self._latest_comparison()
+        try:
+            found = self._latest_comparison()
+        except (UsageError, TooSlow):   # not comparable, or too long for this request:
+            found = None                # the home answers without it
         with self._lock:
             self._latest = (state, found)
         return found
