@@ -18,6 +18,14 @@ fills it; default 100,000):
 
   .venv/bin/python bench/dashboard.py                        # 100,000 runs
   .venv/bin/python bench/dashboard.py --runs 20000 --seconds 5
+
+With --home-history, instead: the home's load time (GET / on a `hoplab serve` just
+started, which judges every series unless the store keeps their judgements, then
+once more) on the 60-version history store of the version tests
+(tests/helpers/versions.py), before and after the store keeps each series' judged
+changes (analysis/changes.py keep_judged: what `hoplab run`, `import` and `migrate` do).
+
+  .venv/bin/python bench/dashboard.py --home-history --rounds 5
 """
 
 from __future__ import annotations
@@ -203,6 +211,55 @@ def slow_row(proc: subprocess.Popen[bytes], port: int) -> dict[str, str]:
     }
 
 
+def first_home(db: str) -> tuple[float, float]:
+    """Seconds of the first GET / of a server just started, and of the second."""
+    with started(SERVERS["uvicorn"], db) as (port, _):
+        first = asyncio.run(get(port, "/"))
+        second = asyncio.run(get(port, "/"))
+    assert first[0] == second[0] == 200, (first, second)
+    return first[1], second[1]
+
+
+def home_history(rounds: int) -> None:
+    from hoplab.analysis.changes import keep_judged
+    from hoplab.kinds import HEADLINES
+    from hoplab.store import open_store
+    from tests.helpers.versions import history_store
+
+    with tempfile.TemporaryDirectory(prefix="hoplab-home-") as tmp:
+        db = str(Path(tmp) / "runs.db")
+        history_store(Path(db))
+        rows = {}
+        rows["judged by the server"] = [(*first_home(db), in_process(db))
+                                        for _ in range(rounds)]
+        with open_store(db) as store:
+            t0 = time.monotonic()
+            keep_judged(store, HEADLINES)
+            kept_s = time.monotonic() - t0
+        rows["kept in the store"] = [(*first_home(db), in_process(db)) for _ in range(rounds)]
+    print(f"60 versions x 3 runs; keeping the judgements took {kept_s:.2f} s; "
+          f"median of {rounds} server starts")
+    print(f"{'':<22}  {'first GET /, s':>14}  {'second GET /, s':>15}  "
+          f"{'a fresh index, s':>16}")
+    for name, times in rows.items():
+        print(f"{name:<22}  {statistics.median(t[0] for t in times):>14.3f}  "
+              f"{statistics.median(t[1] for t in times):>15.3f}  "
+              f"{statistics.median(t[2] for t in times):>16.3f}")
+
+
+def in_process(db: str) -> float:
+    """Seconds a fresh ChangeIndex takes to answer (what a server starting does first,
+    without the server's start-up around it)."""
+    from hoplab.analysis.changes import ChangeIndex
+    from hoplab.kinds import HEADLINES
+    from hoplab.store import open_store
+
+    with open_store(db, read_only=True) as store:
+        t0 = time.monotonic()
+        ChangeIndex(HEADLINES).refresh(store)
+        return time.monotonic() - t0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=100_000)
@@ -210,7 +267,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0, help="per load (default 5)")
     ap.add_argument("--rounds", type=int, default=3, help="turns per server (default 3)")
     ap.add_argument("--servers", default="stdlib,uvicorn")
+    ap.add_argument("--home-history", action="store_true",
+                    help="measure the home's load time on the 60-version history instead")
     args = ap.parse_args()
+    if args.home_history:
+        home_history(args.rounds)
+        return 0
     names = args.servers.split(",")
     results: dict[str, dict[str, str]] = {name: {} for name in names}
     with tempfile.TemporaryDirectory(prefix="hoplab-dash-") as tmp, ExitStack() as stack:

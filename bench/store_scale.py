@@ -144,11 +144,12 @@ def fill(url: str, n: int, values: int, reps: int) -> float:
     return time.monotonic() - t0
 
 
-def _cli(args: Sequence[str]) -> float:
+def _cli(args: Sequence[str], code: int = 0) -> float:
+    """Seconds `hoplab ARGS` takes, which must exit `code`."""
     t0 = time.monotonic()
     proc = subprocess.run([HOPLAB, *args], capture_output=True, text=True, check=False)
     took = time.monotonic() - t0
-    if proc.returncode != 0:
+    if proc.returncode != code:
         raise SystemExit(f"hoplab {' '.join(args)} failed: {proc.stderr.strip()[-500:]}")
     return took
 
@@ -218,11 +219,13 @@ def measure(url: str, has_trend: bool) -> list[tuple[str, float, float]]:
         ("runs --filter experiment=nat --limit 20", ["--filter", "experiment=nat"]),
         ("runs --filter version=v0500 --limit 20", ["--filter", "version=v0500"]),
         ("runs --filter device=board-3 --limit 20", ["--filter", "device=board-3"]),
-        ("runs --filter version=v9999 --limit 20 (none)", ["--filter", "version=v9999"]),
+        # A filter that matches no run is an error naming the values there are (exit 2).
+        ("runs --filter version=v9999 --limit 20 (none: exit 2)", ["--filter", "version=v9999"]),
         ("runs --limit 20", []),
     ):
-        out.append((what, _median(partial(_cli, ["runs", *store, *args, "--limit", "20"])),
-                    1.0))
+        code = 2 if "v9999" in what else 0
+        out.append((what, _median(partial(_cli, ["runs", *store, *args, "--limit", "20"],
+                                          code)), 1.0))
     with serving(url) as base:
         # The home judges every series once (from the server's start, in a thread of its
         # own), then keeps the answer until a run is added: the first GET / waits for it.

@@ -79,3 +79,18 @@ def report_store(path: Path, runs: int = 18) -> list[int]:
             run.started_at += 10.0 * i
             ids.append(store.save_run(run))
     return ids
+
+
+DEMO_RUNS = Path(__file__).resolve().parents[1] / "data" / "demo_runs" / "demo.json.gz"
+
+
+def demo_store(path: Path) -> list[int]:
+    """A SQLite store at `path` of what `make demo` stores: the sixteen real runs of
+    examples/demo.toml in tests/data/demo_runs, in the order they ran (ids 1-16 in a
+    new store). Their ids."""
+    docs = json.loads(gzip.decompress(DEMO_RUNS.read_bytes()))
+    with open_store(str(path)) as store:
+        runs = [from_json(d) for d in docs]
+        for run in runs:
+            run.id = None
+        return store.save_runs(runs)

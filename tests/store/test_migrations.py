@@ -60,7 +60,7 @@ def test_v1_store_is_migrated_on_open(engine: sa.Engine, store_url: str) -> None
 
     with open_store(store_url) as store:
         assert store.migrated_from == 1
-        assert store.schema_version == SCHEMA_VERSION == 4
+        assert store.schema_version == SCHEMA_VERSION == 6
         run = store.get_run(run_id, raw=True)
     assert run == RunRecord(
         experiment="wan", test="bulk", kind="tcp", repetition=2, variant={"hops": 2},
@@ -77,7 +77,7 @@ def test_v1_store_is_migrated_on_open(engine: sa.Engine, store_url: str) -> None
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT hoplab_version FROM runs")).scalar() == "0.0.9"
         versions = conn.execute(sa.text("SELECT version FROM schema_version ORDER BY version"))
-        assert versions.scalars().all() == [1, 2, 3, 4]
+        assert versions.scalars().all() == [1, 2, 3, 4, 5, 6]
 
     # Opened again: nothing left to do.
     with open_store(store_url) as store:
@@ -87,6 +87,8 @@ def test_v1_store_is_migrated_on_open(engine: sa.Engine, store_url: str) -> None
         assert [r.id for r in store.list_runs({"hops": "2"})] == [run_id]
         assert store.list_runs({"hops": "3"}) == []
         assert store.annotations() == []              # the table of version 4
+        assert store.baselines() == []                # the table of version 5
+        assert store.kept_changes() == {}             # the table of version 6
 
 
 def test_failed_migration_leaves_the_store_as_it_was(

@@ -48,7 +48,7 @@ PACKAGES = ("hoplab.store", "hoplab.analysis", "hoplab.web", "hoplab.run", "hopl
 NOTHING_HEAVY = LIBRARIES + PACKAGES
 COMMANDS = ["doctor", "check", "lab", "run", "submit", "worker", "fleet", "schedule", "runs",
             "show", "compare", "report", "serve", "flamegraph", "profile", "fold", "clean",
-            "plot", "trend", "annotate", "import", "export", "migrate", "bisect"]
+            "plot", "trend", "annotate", "baseline", "import", "export", "migrate", "bisect"]
 
 
 def imported(argv: list[str], run_dir: Path, tmp_path: Path) -> tuple[int, str, set[str]]:

@@ -42,8 +42,8 @@ DYNAMIC: dict[str, tuple[str, ...]] = {
     # The command line imports only the module of the command being run (COMMANDS).
     "hoplab.cli.main": tuple(f"hoplab.cli.{m}" for m in (
         "doctor", "check", "lab", "run", "runs", "compare", "report", "serve", "profile",
-        "clean", "plot", "trend", "annotate", "import_", "export", "migrate", "bisect",
-        "submit", "worker", "fleet", "schedule")),
+        "clean", "plot", "trend", "annotate", "baseline", "import_", "export", "migrate",
+        "bisect", "submit", "worker", "fleet", "schedule")),
 }
 
 

@@ -41,7 +41,9 @@ def run_import(args: argparse.Namespace) -> int:
     # Imported here, not at the top: rich and SQLAlchemy would slow `import --help`.
     from rich.markup import escape
 
+    from hoplab.analysis.changes import keep_judged
     from hoplab.importers import Options, load_files
+    from hoplab.kinds import HEADLINES
     from hoplab.render.console import console as make_console
 
     options = Options(experiment=args.experiment, test=args.test, labels=_labels(args.labels))
@@ -51,6 +53,7 @@ def run_import(args: argparse.Namespace) -> int:
     console = make_console()
     with store_arg.writing(args) as store:
         store.save_runs(runs)
+        keep_judged(store, HEADLINES, [r.id for r in runs if r.id is not None])
         desc = store.describe()
     for path, run in zip(args.files, runs, strict=True):
         figures = ", ".join(f"{metrics.label(n)} {figure(v, n, u)}"

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plot": ("plot", "draw stored runs (PNG, SVG, PDF)"),
     "trend": ("trend", "a metric across versions, with every change point"),
     "annotate": ("annotate", "note what happened (a firmware change, a cable swapped)"),
+    "baseline": ("baseline", "pin the runs a series' latest runs are judged against"),
     "import": ("import_", "load iperf3 JSON outputs and Flent data files as runs"),
     "export": ("export", "write one run as JSON or CSV"),
     "migrate": ("migrate", "upgrade a store of an older schema (keeping a copy of a SQLite file)"),

@@ -30,4 +30,12 @@ def run_migrate(args: argparse.Namespace) -> int:
                   f"hoplab's: nothing to do")
         else:
             store_arg.said_upgraded(store, sys.stdout)
+            if store.migrated_from < 6:
+                # Schema 6 keeps each series' judged changes (the dashboard's home reads
+                # them): judged once now rather than by every server that starts.
+                from hoplab.analysis.changes import keep_judged
+                from hoplab.kinds import HEADLINES
+
+                judged = keep_judged(store, HEADLINES)
+                print(f"judged {judged} series for the dashboard's home, stored beside the runs")
     return 0

@@ -31,9 +31,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "delivery rate over time, from the tcp_info sampler). Legends quote "
                     "the runs' stored figures, as `hoplab show` "
                     "prints them, for the phase they belong to (rrul: idle and loaded RTT; "
-                    "its CDF one curve per phase).")
+                    "its CDF one curve per phase). With --overlay, each RUN is a group "
+                    "(one run or several) and the groups' total throughput and RTT over "
+                    "time are drawn on shared axes, one colour a group, captioned by the "
+                    "labels that set it apart (as Flent's multi-run plots).")
     p.add_argument("runs", nargs="+", metavar="RUN")
-    p.add_argument("--kind", required=True, choices=KINDS)
+    p.add_argument("--kind", choices=KINDS,
+                   help="what to draw (required unless --overlay, which draws time series)")
+    p.add_argument("--overlay", action="store_true",
+                   help="each RUN a group: their throughput and RTT over time on shared "
+                        "axes (up to 8 groups)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
                    help="FILE.png, .svg or .pdf (default: hoplab-RUN-KIND.png here)")
     p.add_argument("--metric", help="box, bars: the whole-run metric (default: the test "
@@ -77,12 +84,39 @@ def _default_name(runs: list[RunRecord], kind: str) -> Path:
     return Path(f"hoplab-{shown}-{kind}.png")
 
 
+def _overlay(args: argparse.Namespace) -> int:
+    from hoplab.analysis.select import select
+    from hoplab.render.console import console as make_console
+
+    if args.kind not in (None, "timeseries"):
+        raise UsageError(f"--overlay draws time series; --kind {args.kind} draws runs "
+                         "together already (drop --overlay)")
+    with store_arg.reading(args) as store:
+        chosen = [(spec, [store.get_run(i) for i in select(store, spec)])
+                  for spec in args.runs]
+    from hoplab.render.overlay import groups_of
+    from hoplab.render.plots import save
+    from hoplab.render.plots_overlay import overlay
+
+    title, groups = groups_of(chosen)
+    fig = overlay(title, groups)
+    runs = [r for _, rs in chosen for r in rs]
+    path = save(fig, args.output or _default_name(runs, "overlay"))
+    make_console().print(str(path), highlight=False, soft_wrap=True, markup=False)
+    return 0
+
+
 def run_plot(args: argparse.Namespace) -> int:
     if args.output is not None and args.output.suffix.lower() not in FORMATS:
         # Before any drawing: a typo in the name should not cost a long render.
         raise UsageError(f"{args.output}: the file must end in {', '.join(FORMATS)}")
     # Imported here, not at the top: rich and SQLAlchemy would slow `plot --help`.
     from hoplab.render.console import console as make_console
+
+    if args.overlay:
+        return _overlay(args)
+    if args.kind is None:
+        raise UsageError("give --kind KIND (or --overlay)")
 
     needs_series = args.kind in SINGLE_RUN or args.kind in ("cdf", "timeline")
     with store_arg.reading(args) as store:

@@ -28,11 +28,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from hoplab.analysis.changes import pinned_changes
     from hoplab.analysis.select import select_many
+    from hoplab.kinds import HEADLINES
     from hoplab.record import RawOutput
     from hoplab.render.console import console as make_console
     from hoplab.render.profile_html import FOLDED
-    from hoplab.render.report import build_report
+    from hoplab.render.report import build_report, summary_of
 
     start = time.monotonic()
     with store_arg.reading(args) as store:
@@ -46,7 +48,10 @@ def run_report(args: argparse.Namespace) -> int:
             runs.append(rec)
         desc = store.describe()
         notes = store.annotations()         # drawn on the trend charts they fall on
-    text = build_report(runs, desc, notes=notes)
+        # Series with a pinned baseline: their latest runs judged against it.
+        pinned = pinned_changes(store, [summary_of(r) for r in runs], HEADLINES) \
+            if len(runs) > 1 else []
+    text = build_report(runs, desc, notes=notes, pinned=pinned)
     tmp = f"{args.output}.tmp{os.getpid()}"
     try:
         with open(tmp, "w", encoding="utf-8") as f:

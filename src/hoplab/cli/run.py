@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from hoplab import kv
 from hoplab.cli import store_arg
+from hoplab.errors import HoplabError
 from hoplab.lab.signals import terminate_as_interrupt
 from hoplab.spec.names import given, lab_name
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from hoplab.run.experiment import Job
     from hoplab.run.experiment import Progress as RunProgress
     from hoplab.spec.experiment import Experiment, Test, Variant
+    from hoplab.store import Store
 
 # The runner, the store and rich are imported in the functions that use them: at the
 # top they would make `hoplab run --help` take a second.
@@ -117,6 +119,19 @@ def run_json(exp: Experiment, experiment_id: str, records: Sequence[RunRecord],
     return out
 
 
+def _keep_judged(store: Store, ids: list[int]) -> None:
+    """The dashboard's home reads each series' judged changes from the store; the runs are
+    stored whatever becomes of that (the home judges what it lacks)."""
+    from hoplab.analysis.changes import keep_judged
+    from hoplab.kinds import HEADLINES
+
+    try:
+        keep_judged(store, HEADLINES, ids)
+    except HoplabError as exc:
+        print(f"hoplab: note: the runs' series were not judged for the dashboard: {exc}",
+              file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import (
@@ -161,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
                     runner.run()
         except KeyboardInterrupt:
             interrupted = True
+        _keep_judged(store, [r.id for r in runner.records if r.id is not None])
         if args.json:
             json.dump(run_json(exp, runner.experiment_id, runner.records, store.describe(),
                                interrupted), sys.stdout, indent=2)

@@ -12,14 +12,16 @@ from collections.abc import Sequence
 
 from hoplab import metrics
 from hoplab.analysis import verdicts
-from hoplab.analysis.changes import direction
-from hoplab.analysis.groups import Comparison
+from hoplab.analysis.changes import Change, direction
+from hoplab.analysis.compare import MetricComparison
+from hoplab.analysis.groups import Comparison, GroupComparison
 from hoplab.analysis.trend import Trend, TrendChange, shown
 from hoplab.render import comparison as view
 from hoplab.render.html import Html, esc, table
 from hoplab.render.units import figure
 
 SHOWN = 5                   # changes listed on the first screen; the rest follow below
+HEADLINE_ROWS = 10          # of the headline figures, at most (several test groups)
 
 
 def _verdict(word: str, verdict: str) -> Html:
@@ -42,6 +44,16 @@ def _could_see(pct: float) -> str:
     return "" if not math.isfinite(pct) else f" (these runs would see ±{pct:.1f} %)"
 
 
+def first_rows(result: Comparison) -> list[tuple[GroupComparison, MetricComparison]]:
+    """The rows of the first screen: every test's headline figures, whatever their
+    verdict (what the runs can say of each, and what they cannot: a "no clear
+    difference" says the change these runs would have seen), in the one order of
+    changes; without headline figures, the biggest changes."""
+    rows = view.biggest(result)
+    heads = [gm for gm in rows if view.is_headline(*gm)]
+    return heads[:HEADLINE_ROWS] if heads else rows[:SHOWN]
+
+
 def comparison_answer(result: Comparison) -> Html:
     """The headline, what was compared, the counts, and the biggest changes."""
     first = result.groups[0]
@@ -57,7 +69,7 @@ def comparison_answer(result: Comparison) -> Html:
              view.pct(m.change_pct), view.interval(m.ci_low_pct, m.ci_high_pct) or "-",
              "-" if m.p_value is None else f"{m.p_value:.2g}",
              _verdict(view.verdict(m) + _could_see(m.detectable_pct), m.verdict))
-            for g, m in view.biggest(result)[:SHOWN]]
+            for g, m in first_rows(result)]
     return Html(f'<p class="answer" id="headline">{esc(view.headline(result, a, b))}</p>'
                 f'<p class="note">{esc(what)}</p><p id="counts">{esc(_counts(result))}</p>'
                 + table(("metric", "A → B", "change", "95 % CI", "p", "verdict"), rows,
@@ -101,10 +113,36 @@ def trend_answer(trends: Sequence[Trend]) -> Html:
                          "verdict"), rows, numeric=(3, 4, 5), cls="cards biggest"))
 
 
+def pinned_answer(changes: Sequence[Change]) -> Html:
+    """The latest runs of the series with a pinned baseline (`hoplab baseline`), judged
+    against it (analysis/changes.py pinned_changes), largest regression first."""
+    def between(c: Change) -> str:
+        return f"{shown(c.before, c.series.by)} → {shown(c.after, c.series.by)}"
+
+    lead = changes[0]
+    more = len(changes) - 1
+    said = (f"against the pinned baseline: {lead.series.title}: {metrics.label(lead.metric)} "
+            f"{view.pct(lead.change_pct)} {view.interval(*lead.ci_pct)} "
+            f"{verdicts.word(lead.verdict)}, {between(lead)}").replace("  ", " ")
+    rows = [(f"{c.series.title}: {metrics.label(c.metric)}", between(c),
+             f"{figure(c.median_before, c.metric)} → {figure(c.median_after, c.metric)}",
+             view.pct(c.change_pct), view.interval(*c.ci_pct) or "-",
+             "-" if c.p is None else f"{c.p:.2g}", _verdict(verdicts.word(c.verdict), c.verdict))
+            for c in changes[:SHOWN]]
+    return Html(f'<p class="answer" id="pinned">{esc(said)}'
+                f"{esc(f'; {more} more' if more else '')}</p>"
+                + table(("series: metric", "baseline → latest", "before → after", "change",
+                         "95 % CI", "p", "verdict"), rows, numeric=(3, 4, 5),
+                        cls="cards biggest"))
+
+
 def answer_html(result: Comparison | None, why: str, trends: Sequence[Trend],
-                runs: int) -> Html:
-    """The first screen of a report of `runs` runs (several)."""
+                runs: int, pinned: Sequence[Change] = ()) -> Html:
+    """The first screen of a report of `runs` runs (several); `pinned`: the latest runs
+    against their series' pinned baselines, first when there are any."""
     parts = ['<section id="answer">']
+    if pinned:
+        parts.append(str(pinned_answer(pinned)))
     if trends:
         parts.append(str(trend_answer(trends)))
     if result is not None:

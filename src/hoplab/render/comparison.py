@@ -134,13 +134,27 @@ def interval(low: float, high: float) -> str:
     return f"[{round(low, 1) + 0.0:+.1f}, {round(high, 1) + 0.0:+.1f}]"
 
 
+def is_headline(g: GroupComparison, m: MetricComparison) -> bool:
+    """Whether the row is one of its test kind's headline figures (the kind declares
+    them: goodput, the RTT under load...), of the whole run."""
+    from hoplab.render.headline import HEADLINE
+
+    return m.flow is None and m.node is None and m.metric in HEADLINE.get(g.kind, ())
+
+
 def biggest(result: Comparison) -> list[tuple[GroupComparison, MetricComparison]]:
     """Every row of every group, in the one order of changes (analysis/verdicts.py rank):
-    the largest regression first, then the improvements, then the rest."""
+    the regressions first, then the improvements, then the rest; within each, the test
+    kinds' headline figures before the others (goodput doubled before a p5 rate that
+    grew tenfold from a stall), each by the size of its change."""
     from hoplab.analysis.verdicts import rank
 
+    def order(gm: tuple[GroupComparison, MetricComparison]) -> tuple[int, bool, float]:
+        tier, size = rank(gm[1].verdict, gm[1].change_pct)
+        return tier, not is_headline(*gm), size
+
     rows = [(g, m) for g in result.groups for m in g.metrics]
-    return sorted(rows, key=lambda gm: rank(gm[1].verdict, gm[1].change_pct))
+    return sorted(rows, key=order)
 
 
 def change_text(g: GroupComparison | None, m: MetricComparison) -> str:

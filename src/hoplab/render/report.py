@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 
 from hoplab import __version__, kinds
+from hoplab.analysis.changes import Change
 from hoplab.analysis.groups import Comparison, compare_groups, split_sides
 from hoplab.analysis.trend import Trend, shown
 from hoplab.errors import UsageError
@@ -79,10 +80,12 @@ def run_section(rec: RunRecord, budget: int, cdf: bool) -> str:
 
 
 def build_report(runs: Sequence[RunRecord], store: str,
-                 budget: int = DEFAULT_POINTS, notes: Sequence[Annotation] = ()) -> str:
+                 budget: int = DEFAULT_POINTS, notes: Sequence[Annotation] = (),
+                 pinned: Sequence[Change] = ()) -> str:
     """The report of `runs` (with their series) as one HTML document: the answer first
     (render/answer.py), then the details and charts, each run, and the runs table last;
-    `notes`: the store's annotations, drawn on the trend charts they fall on."""
+    `notes`: the store's annotations, drawn on the trend charts they fall on; `pinned`:
+    the latest runs against their series' pinned baselines (changes.pinned_changes)."""
     from hoplab.analysis.trend import trends_of_runs
     from hoplab.render.answer import answer_html
 
@@ -98,7 +101,7 @@ def build_report(runs: Sequence[RunRecord], store: str,
     if len(runs) > 1:
         found, why = comparison(runs)
         trends = trends_of_runs(runs)
-        body += [answer_html(found, why, trends, len(runs)), made]
+        body += [answer_html(found, why, trends, len(runs), pinned), made]
         if found is not None:
             body += ["<h2>Comparison</h2>", comparison_html(found, link="#run-%d")]
         body += trend_sections(trends, notes)

@@ -12,11 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hoplab.store.schema import SCHEMA_VERSION
-    from hoplab.store.store import Annotation, RunSummary, Store, check_run, open_store
+    from hoplab.store.store import (
+        Annotation,
+        Baseline,
+        Kept,
+        RunSummary,
+        Store,
+        check_run,
+        open_store,
+    )
     from hoplab.store.url import DEFAULT_PATH
 
-__all__ = ["DEFAULT_PATH", "SCHEMA_VERSION", "Annotation", "RunSummary", "Store", "check_run",
-           "open_store"]
+__all__ = ["DEFAULT_PATH", "SCHEMA_VERSION", "Annotation", "Baseline", "Kept", "RunSummary",
+           "Store", "check_run", "open_store"]
 
 
 
@@ -28,7 +36,8 @@ def __getattr__(name: str) -> Any:
         from hoplab.store.schema import SCHEMA_VERSION
 
         return SCHEMA_VERSION
-    if name in ("Annotation", "RunSummary", "Store", "check_run", "open_store"):
+    if name in ("Annotation", "Baseline", "Kept", "RunSummary", "Store", "check_run",
+                "open_store"):
         from hoplab.store import store
 
         return getattr(store, name)

@@ -14,6 +14,10 @@ Version history:
      by (key, value), filled from the runs' labels and variant
   4  annotations(id, key, value, at, text, created_at): what `hoplab annotate` says
      happened, on a label value or at a time
+  5  baselines(id, series, value, runs, selection, created_at): the value pinned by
+     `hoplab baseline` that a series' latest runs are judged against
+  6  kept_changes(series, last_run, runs, judge, changes, created_at): each series'
+     judged changes, kept as runs are stored (the dashboard's home reads them)
 """
 
 from __future__ import annotations
@@ -102,9 +106,22 @@ def _v3_to_v4(conn: sa.Connection) -> None:
     table.create(conn)
 
 
+def _v4_to_v5(conn: sa.Connection) -> None:
+    table = build(5).baselines
+    assert table is not None
+    table.create(conn)
+
+
+def _v5_to_v6(conn: sa.Connection) -> None:
+    table = build(6).kept_changes
+    assert table is not None
+    table.create(conn)
+
+
 # MIGRATIONS[n] takes a store from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3,
-                                                          3: _v3_to_v4}
+                                                          3: _v3_to_v4, 4: _v4_to_v5,
+                                                          5: _v5_to_v6}
 
 
 def _too_new(version: int) -> UsageError:

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 # Raise with a new step in migrations.MIGRATIONS whenever the tables change.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 
 # Columns of `runs` that list_runs filters on in SQL; other keys are labels or variants.
 FILTER_COLUMNS = ("id", "experiment", "experiment_id", "test", "kind", "status")
@@ -29,6 +29,8 @@ class Tables:
     schema_version: sa.Table
     run_labels: sa.Table | None = None     # from version 3
     annotations: sa.Table | None = None    # from version 4
+    baselines: sa.Table | None = None      # from version 5
+    kept_changes: sa.Table | None = None   # from version 6
 
 
 def _run_fk() -> sa.Column[int]:
@@ -148,6 +150,40 @@ def _annotations(md: sa.MetaData) -> sa.Table:
     )
 
 
+def _baselines(md: sa.MetaData) -> sa.Table:
+    # The value a series' latest runs are judged against (`hoplab baseline`), instead of
+    # the value before them: one per series. `series` is the series' identity as
+    # analysis/changes.py spells it (JSON text: the store does not know what a series
+    # is); `value` the pinned value of its order (a version, a commit, an experiment id
+    # or a start time), as JSON; `runs` the ids of its runs when pinned (JSON list).
+    return sa.Table(
+        "baselines", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("series", sa.Text, nullable=False, unique=True),
+        sa.Column("value", sa.Text, nullable=False),
+        sa.Column("runs", sa.Text, nullable=False),
+        sa.Column("selection", sa.Text, nullable=False),
+        sa.Column("created_at", sa.Double, nullable=False),
+    )
+
+
+def _kept_changes(md: sa.MetaData) -> sa.Table:
+    # A series' judged changes (analysis/changes.py), kept so that the dashboard's home
+    # need not judge every series again each time a server starts: valid while the
+    # series' highest run id and number of runs are those judged, and `judge` (what
+    # judged it: the figures followed, the detector, the baseline pinned) is the
+    # reader's. `changes` is JSON the store does not read.
+    return sa.Table(
+        "kept_changes", md,
+        sa.Column("series", sa.Text, primary_key=True),
+        sa.Column("last_run", sa.BigInteger, nullable=False),
+        sa.Column("runs", sa.Integer, nullable=False),
+        sa.Column("judge", sa.Text, nullable=False),
+        sa.Column("changes", sa.Text, nullable=False),
+        sa.Column("created_at", sa.Double, nullable=False),
+    )
+
+
 def build(version: int = SCHEMA_VERSION) -> Tables:
     """The tables at schema `version` (1 up to SCHEMA_VERSION)."""
     if not 1 <= version <= SCHEMA_VERSION:
@@ -163,7 +199,9 @@ def build(version: int = SCHEMA_VERSION) -> Tables:
     )
     return Tables(md, runs, metrics, series, raw_outputs, schema_version,
                   _run_labels(md) if version >= 3 else None,
-                  _annotations(md) if version >= 4 else None)
+                  _annotations(md) if version >= 4 else None,
+                  _baselines(md) if version >= 5 else None,
+                  _kept_changes(md) if version >= 6 else None)
 
 
 TABLES = build()

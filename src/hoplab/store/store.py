@@ -45,8 +45,11 @@ MAX_FILTERS = 32
 
 _RUNS, _METRICS, _SERIES, _RAW = TABLES.runs, TABLES.metrics, TABLES.series, TABLES.raw_outputs
 assert TABLES.run_labels is not None and TABLES.annotations is not None
+assert TABLES.baselines is not None and TABLES.kept_changes is not None
 _LABELS = TABLES.run_labels
 _NOTES = TABLES.annotations
+_BASES = TABLES.baselines
+_KEPT = TABLES.kept_changes
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,31 @@ class Annotation:
             return f"{self.key}={self.value}"
         assert self.at is not None
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.at))
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The value a series' latest runs are judged against (`hoplab baseline`): `series`
+    and `value` as analysis/changes.py spells them (JSON text), the runs it had when
+    pinned, and the selection that pinned it, as typed."""
+
+    id: int
+    series: str
+    value: str
+    runs: tuple[int, ...]
+    selection: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A series' judged changes as analysis/changes.py keeps them: valid while the series'
+    highest run id and number of runs are these and `judge` is the reader's."""
+
+    last_run: int
+    runs: int
+    judge: str
+    changes: str
 
 
 @dataclass(frozen=True)
@@ -546,6 +574,58 @@ class Store:
         with self._write(f"cannot remove annotation {note_id}") as conn:
             conn.execute(_NOTES.delete().where(_NOTES.c.id == note_id))
         return found[0]
+
+    def pin_baselines(self, pins: Sequence[tuple[str, str, Sequence[int]]],
+                      selection: str) -> list[int]:
+        """Pin each (series, value, runs) as its series' baseline, replacing the one it
+        had, in one transaction; their ids."""
+        ids = []
+        with self._write("cannot pin the baseline") as conn:
+            for series, value, runs in pins:
+                conn.execute(_BASES.delete().where(_BASES.c.series == series))
+                key = conn.execute(_BASES.insert().values(
+                    series=series, value=value, runs=json.dumps(sorted(runs)),
+                    selection=selection, created_at=time.time())).inserted_primary_key
+                assert key is not None
+                ids.append(int(key[0]))
+        return ids
+
+    def baselines(self) -> list[Baseline]:
+        """Every pinned baseline, in the order they were pinned."""
+        with self._read("cannot read baselines") as conn:
+            rows = conn.execute(sa.select(_BASES).order_by(_BASES.c.id)).mappings().all()
+        return [Baseline(id=r["id"], series=r["series"], value=r["value"],
+                         runs=tuple(json.loads(r["runs"])), selection=r["selection"],
+                         created_at=r["created_at"]) for r in rows]
+
+    def remove_baseline(self, base_id: int) -> Baseline:
+        """Unpin baseline `base_id` (its series is judged against the value before its
+        latest again) and return it; UsageError if there is none."""
+        found = [b for b in self.baselines() if b.id == base_id]
+        if not found:
+            raise UsageError(f"no baseline {base_id} in {self.describe()} (`hoplab "
+                             "baseline --list` lists them)")
+        with self._write(f"cannot remove baseline {base_id}") as conn:
+            conn.execute(_BASES.delete().where(_BASES.c.id == base_id))
+        return found[0]
+
+    def keep_changes(self, rows: Mapping[str, Kept]) -> None:
+        """Keep each series' judged changes, replacing what was kept of it."""
+        if not rows:
+            return
+        now = time.time()
+        with self._write("cannot keep the judged changes") as conn:
+            conn.execute(_KEPT.delete().where(_KEPT.c.series.in_(sorted(rows))))
+            conn.execute(_KEPT.insert(), [
+                {"series": k, "last_run": v.last_run, "runs": v.runs, "judge": v.judge,
+                 "changes": v.changes, "created_at": now} for k, v in rows.items()])
+
+    def kept_changes(self) -> dict[str, Kept]:
+        """Every series' kept judged changes, by series."""
+        with self._read("cannot read the judged changes") as conn:
+            rows = conn.execute(sa.select(_KEPT)).mappings().all()
+        return {r["series"]: Kept(int(r["last_run"]), int(r["runs"]), r["judge"], r["changes"])
+                for r in rows}
 
     def state(self) -> tuple[int, int]:
         """(the highest run id, how many runs): changes whenever a run is added or

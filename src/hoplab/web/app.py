@@ -28,9 +28,10 @@ from hoplab.render.page import plotly_js
 from hoplab.store import Store
 from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
+from hoplab.web.home import Latest
+from hoplab.web.views import RESERVED, CompareView, OverlayView, TrendView
 
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
-_RESERVED = {"q", "metric", "by", "order", "step", "page", "limit", "offset"}
 # Rows a page or a JSON answer holds at most, so that one request's time and memory do
 # not grow with the store; more are a further page (?page=2, ?offset=N).
 PAGE_ROWS = 200
@@ -43,6 +44,8 @@ CHANGES_WAIT_S = 5.0        # the home waits this long for what changed, then sh
 # A compare side reads each run's metrics: a bound keeps one request's memory and time
 # bounded whatever the store holds (the CLI has none; it is not open to web pages).
 MAX_SIDE_RUNS = 1000
+LATEST_RUNS = 200           # the latest experiment's runs the home compares, at most
+MAX_OVERLAY_RUNS = 50       # a group's runs, each read with its series
 _MOST = 10**12              # a page, limit or offset: past the rows any store holds
 
 
@@ -68,7 +71,7 @@ def _filters(query: dict[str, list[str]]) -> dict[str, str]:
     "key=value,key=value": the command line's --filter, analysis/select.py)."""
     from hoplab.analysis.select import conditions
 
-    out = {k: v[-1] for k, v in query.items() if k not in _RESERVED and v and v[-1]}
+    out = {k: v[-1] for k, v in query.items() if k not in RESERVED and v and v[-1]}
     out.update(conditions((query.get("q") or [""])[-1].split(), "filter"))
     return out
 
@@ -116,9 +119,11 @@ class _Refresher:
 
     def get(self, wait: float) -> WhatChanged | None:
         self._asked = asked = self.store.state()
+        pinned = tuple(sorted(b.id for b in self.store.baselines()))
         deadline = time.monotonic() + wait
         # A pass started for an older state may be under way: then one more.
-        while (self.latest is None or self.latest.state != asked) and \
+        while (self.latest is None or self.latest.state != asked
+               or self.latest.baselines != pinned) and \
                 (left := deadline - time.monotonic()) > 0:
             before = self.latest
             self.start().wait(left)
@@ -129,6 +134,22 @@ class _Refresher:
     def state(self) -> tuple[int, int]:
         """The store's state at the last request (what the page says it is behind)."""
         return self._asked
+
+
+def _detector(query: dict[str, list[str]]) -> str:
+    """A trend's change-point detector, as `hoplab trend --detector` takes it (the
+    registered ones; empty: the default)."""
+    from hoplab.analysis import detectors
+
+    name = (query.get("detector") or [""])[-1].strip()
+    return detectors.get(name or detectors.DEFAULT).name
+
+
+def _metrics(query: dict[str, list[str]]) -> list[str] | None:
+    """A comparison's metrics (?metric=goodput,rtt_median: `hoplab compare --metric`);
+    None: every one."""
+    names = [m.strip() for v in query.get("metric", []) for m in v.split(",") if m.strip()]
+    return names or None
 
 
 def _order(query: dict[str, list[str]]) -> str:
@@ -149,11 +170,13 @@ class Dashboard:
         self._charts: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self._changes = _Refresher(store)
+        self._latest: tuple[tuple[int, int], Latest | None] | None = None
         self._routes: list[tuple[re.Pattern[str], Callable[..., Response]]] = [
             (re.compile(r"/"), self.home), (re.compile(r"/runs"), self.runs),
             (re.compile(r"/run/([0-9]+)"), self.run),
             (re.compile(r"/run/([0-9]+)/flamegraph\.svg"), self.flame),
             (re.compile(r"/compare"), self.compare), (re.compile(r"/trend"), self.trend),
+            (re.compile(r"/overlay"), self.overlay),
             (re.compile(r"/api/runs"), self.api_runs),
             (re.compile(r"/api/run/([0-9]+)"), self.api_run),
             (re.compile(r"/api/run/([0-9]+)/charts"), self.api_charts),
@@ -207,7 +230,40 @@ class Dashboard:
                 [(k, v) for k, vs in query.items() for v in vs])})
         found = self.what_changed()
         return _html(pages.home_page(found, self.desc, self._changes.state(),
-                                     self.store.annotations()))
+                                     self.store.annotations(), self.latest()))
+
+    def latest(self) -> Latest | None:
+        """The latest experiment's comparison (its runs split in two by their one varying
+        variant or label, as `hoplab report` splits them), kept until the store changes."""
+        state = self.store.state()
+        with self._lock:
+            if self._latest is not None and self._latest[0] == state:
+                return self._latest[1]
+        try:
+            found = self._latest_comparison()
+        except (UsageError, TooSlow):   # not comparable, or too long for this request:
+            found = None                # the home answers without it
+        with self._lock:
+            self._latest = (state, found)
+        return found
+
+    def _latest_comparison(self) -> Latest | None:
+        from hoplab import metrics
+        from hoplab.render.report import comparison
+
+        top = self.store.list_runs(limit=1, newest=True, figures=False)
+        if not top or top[0].experiment_id is None:
+            return None
+        eid = top[0].experiment_id
+        mine = self.store.list_runs({"experiment_id": eid, "status": "ok"},
+                                    limit=LATEST_RUNS + 1, figures=False)
+        if not 2 <= len(mine) <= LATEST_RUNS:
+            return None
+        trials = metrics.trial_series()
+        result, _ = comparison([self.store.get_run(r.id, series=trials) for r in mine])
+        if result is None:
+            return None
+        return Latest(top[0].experiment, eid, tuple(r.id for r in mine), result)
 
     def api_changes(self, query: dict[str, list[str]]) -> Response:
         from hoplab.web.home import changes_json
@@ -283,17 +339,36 @@ class Dashboard:
         trials = metrics.trial_series()
         sides = [[self.store.get_run(i, series=trials) for i in side] for side in ids]
         # As `hoplab compare`: without per_flow, custom tests still compare each flow.
-        per_flow = True if (query.get("per_flow") or [""])[-1] in ("1", "on", "true") \
-            else kinds.per_flow
-        return a, b, compare_groups(sides[0], sides[1], per_flow=per_flow), ids
+        per_flow = True if _per_flow(query) else kinds.per_flow
+        return a, b, compare_groups(sides[0], sides[1], _metrics(query), per_flow=per_flow), ids
 
     def compare(self, query: dict[str, list[str]]) -> Response:
+        view = CompareView(a=(query.get("a") or [""])[-1].strip(),
+                                 b=(query.get("b") or [""])[-1].strip(),
+                                 metrics=tuple(_metrics(query) or ()),
+                                 per_flow=_per_flow(query))
         try:
-            a, b, result, ids = self._compare(query)
+            _, _, result, ids = self._compare(query)
         except UsageError as exc:
-            a, b = ((query.get(k) or [""])[-1] for k in ("a", "b"))
-            return _html(pages.compare_page(a, b, self.desc, error=str(exc)), 400)
-        return _html(pages.compare_page(a, b, self.desc, result, ids))
+            return _html(pages.compare_page(view, self.desc, error=str(exc)), 400)
+        return _html(pages.compare_page(view, self.desc, result, ids))
+
+    def overlay(self, query: dict[str, list[str]]) -> Response:
+        from hoplab.analysis.select import select
+        from hoplab.render.charts_overlay import overlay_chart
+        from hoplab.render.overlay import groups_of
+
+        view = OverlayView(tuple(s.strip() for s in query.get("sel", []) if s.strip()))
+        if not view.selections:
+            return _html(pages.overlay_page(view, self.desc))
+        try:
+            chosen = [(spec, [self.store.get_run(i) for i in
+                              select(self.store, spec, limit=MAX_OVERLAY_RUNS)])
+                      for spec in view.selections]
+            found = overlay_chart(*groups_of(chosen))
+        except UsageError as exc:
+            return _html(pages.overlay_page(view, self.desc, error=str(exc)), 400)
+        return _html(pages.overlay_page(view, self.desc, found))
 
     def api_compare(self, query: dict[str, list[str]]) -> Response:
         _, _, result, ids = self._compare(query)
@@ -312,6 +387,7 @@ class Dashboard:
         metric = (query.get("metric") or [""])[-1].strip()
         by = (query.get("by") or ["started_at"])[-1].strip() or "started_at"
         filters = _filters(query)
+        detector = _detector(query)
         if not metric:
             return metric, by, filters, None, None
         found = trend_points(self.store, metric, filters, by, order=_order(query),
@@ -320,16 +396,18 @@ class Dashboard:
             self._check(filters)
         # The change points are those `hoplab trend` finds (analysis/trend.py decides).
         return (metric, by, filters, [(p.value, p.median, len(p.values)) for p in found],
-                analyse(metric, by, found) if found else None)
+                analyse(metric, by, found, detector=detector) if found else None)
 
     def trend(self, query: dict[str, list[str]]) -> Response:
+        step = (query.get("step") or [""])[-1].strip() or None
         try:
             metric, by, filters, points, found = self._trend(query)
         except UsageError as exc:
-            return _html(pages.trend_page("", "started_at", {}, self.desc, error=str(exc)), 400)
-        step = (query.get("step") or [""])[-1].strip() or None
-        return _html(pages.trend_page(metric, by, filters, self.desc, points, found=found,
-                                      order=_order(query), step=step,
+            view = TrendView(metric=(query.get("metric") or [""])[-1], by="started_at")
+            return _html(pages.trend_page(view, self.desc, error=str(exc)), 400)
+        view = TrendView(metric=metric, by=by, filters=filters, order=_order(query),
+                               detector=_detector(query), step=step)
+        return _html(pages.trend_page(view, self.desc, points, found=found,
                                       notes=self.store.annotations()))
 
     def api_trend(self, query: dict[str, list[str]]) -> Response:
@@ -339,7 +417,7 @@ class Dashboard:
         if points is None:
             raise UsageError("give a metric: /api/trend?metric=goodput&by=hops&test=...")
         return _json(json_safe({"metric": metric, "by": by, "order": _order(query),
-                                "filters": filters,
+                                "detector": _detector(query), "filters": filters,
                                 "points": [{"x": x, "median": m, "runs": n}
                                            for x, m, n in points],
                                 "change_points": to_json(found)["change_points"]
@@ -388,6 +466,10 @@ class Dashboard:
     def plotly(self, query: dict[str, list[str]]) -> Response:
         return Response(200, _plotly_bytes(), "text/javascript; charset=utf-8",
                         {"Cache-Control": "public, max-age=86400"})
+
+
+def _per_flow(query: dict[str, list[str]]) -> bool:
+    return (query.get("per_flow") or [""])[-1] in ("1", "on", "true")
 
 
 _BUNDLE: dict[str, bytes] = {}

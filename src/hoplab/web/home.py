@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from hoplab import metrics
 from hoplab.analysis import verdicts
 from hoplab.analysis.changes import TIME, Change, Series, WhatChanged, notes_of
+from hoplab.analysis.groups import Comparison
 from hoplab.analysis.trend import shown
 from hoplab.kinds import HEADLINES
 from hoplab.render.comparison import interval, pct
@@ -24,6 +26,35 @@ from hoplab.render.units import figure, id_list
 from hoplab.store import Annotation
 
 STEADY_SHOWN = 500          # steady series listed at most (the count says how many)
+
+
+@dataclass(frozen=True)
+class Latest:
+    """The latest experiment (the newest run's invocation) and its comparison, its runs
+    split in two as `hoplab report` splits them (render/report.py comparison)."""
+
+    experiment: str
+    experiment_id: str
+    ids: tuple[int, ...]
+    result: Comparison
+
+
+def latest_html(latest: Latest) -> str:
+    """The latest experiment's answer, as the report's first screen gives it."""
+    from hoplab.render.answer import comparison_answer
+
+    first = latest.result.groups[0]
+    sides = [f"experiment_id={latest.experiment_id},{label}" if label and "=" in label
+             else "" for label in (first.a_label, first.b_label)]
+    more = [f'<a href="/runs?{esc(urlencode({"experiment_id": latest.experiment_id}))}">'
+            "its runs</a>"]
+    if all(sides):
+        more.insert(0, f'<a href="/compare?{esc(urlencode({"a": sides[0], "b": sides[1]}))}">'
+                       "the comparison in full</a>")
+    return (f'<section id="latest"><h2>The latest experiment: {esc(latest.experiment)} '
+            f'<span class="note">({len(latest.ids)} runs, {esc(latest.experiment_id)})'
+            f"</span></h2>{comparison_answer(latest.result)}"
+            f'<p class="note">{" · ".join(more)}</p></section>')
 
 
 def trend_link(series: Series, metric: str, step: str | float | None = None) -> str:
@@ -56,7 +87,8 @@ def bisect_line(change: Change) -> str | None:
 def _row(c: Change, notes: Sequence[Annotation]) -> str:
     name = c.metric
     cls = {verdicts.WORSE: "worse", verdicts.BETTER: "better"}.get(c.verdict, "na")
-    what = "change point" if c.source == "step" else "latest runs"
+    what = {"step": "change point", "baseline": "latest runs against the pinned baseline"
+            }.get(c.source, "latest runs")
     ci_text = interval(*c.ci_pct)
     rests = (f"stretches of {c.n_before}+{c.n_after} repetitions" if c.source == "step"
              else f"{c.n_before}+{c.n_after} runs")
@@ -130,9 +162,12 @@ def _steady(found: WhatChanged) -> str:
             f"{esc(short)}</summary><ul>{''.join(items)}</ul></details>")
 
 
-def home_body(found: WhatChanged, notes: Sequence[Annotation] = ()) -> str:
+def home_body(found: WhatChanged, notes: Sequence[Annotation] = (),
+              latest: Latest | None = None) -> str:
     """The answer, the table of changes (with the annotations that belong beside each:
-    analysis/changes.py notes_of) and the steady series."""
+    analysis/changes.py notes_of) and the steady series; the latest experiment's
+    comparison first when nothing changed over any series (a store of one experiment:
+    `make demo`'s), else after the changes."""
     top, count = found.state
     said = (f"{found.series:,} series of {found.runs:,} finished runs (the store holds "
             f"{count:,} runs, up to run {top}). A series: the runs of one experiment, test, "
@@ -140,7 +175,10 @@ def home_body(found: WhatChanged, notes: Sequence[Annotation] = ()) -> str:
             "the experiment); its latest change point (as <code>hoplab trend</code> finds "
             "it) and its latest runs against the value before them (as <code>hoplab "
             "compare</code> judges them), for its test kind's headline figures.")
-    if not found.changes:
+    if not found.changes and found.series and found.cannot_tell == found.series:
+        answer = (f'<p id="answer" class="answer">no change over time: the {found.series:,} '
+                  "series are too short to tell yet</p>")
+    elif not found.changes:
         answer = f'<p id="answer" class="answer">no change in {found.series:,} series</p>'
     else:
         lead = found.changes[0]
@@ -155,7 +193,11 @@ def home_body(found: WhatChanged, notes: Sequence[Annotation] = ()) -> str:
             f"in {touched} of {found.series:,} series"
         answer = (f'<p id="answer" class="answer">{esc(sentence(lead))}; {esc(rest)}</p>'
                   f"{changes_table(found, notes)}")
-    return f'{answer}{_steady(found)}<p class="note">{said}</p>'
+    if latest is None:
+        return f'{answer}{_steady(found)}<p class="note">{said}</p>'
+    if found.changes:
+        return f'{answer}{latest_html(latest)}{_steady(found)}<p class="note">{said}</p>'
+    return f'{latest_html(latest)}{answer}{_steady(found)}<p class="note">{said}</p>'
 
 
 def pending(found: WhatChanged | None, state: tuple[int, int]) -> str:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
-from urllib.parse import urlencode
+from typing import TYPE_CHECKING, Any
 
 from hoplab import metrics
 from hoplab.analysis.changes import WhatChanged
@@ -39,19 +38,34 @@ from hoplab.render.trend_html import (
 )
 from hoplab.render.units import pairs
 from hoplab.store import Annotation, RunSummary
+from hoplab.web.views import CompareView, OverlayView, TrendView, runs_link
+
+if TYPE_CHECKING:
+    from hoplab.web.home import Latest
 
 _NAV = ('<nav><a href="/">what changed</a><a href="/runs">runs</a>'
-        '<a href="/compare">compare</a><a href="/trend">trend</a></nav>')
+        '<a href="/compare">compare</a><a href="/trend">trend</a>'
+        '<a href="/overlay">overlay</a></nav>')
 _HEAD = (f'<script src="/static/plotly.min.js"></script><script>{DRAW_JS}</script>')
 
 
-def _page(title: str, body: str, store: str) -> str:
+def _page(title: str, body: str, store: str, charts: bool = False) -> str:
+    """A dashboard page; with `charts`, plotly.js (4.8 MB, seconds of a phone's time to
+    parse) and the drawing script, which the pages without charts go without."""
     return page(f"{title} · hoplab", f"{_NAV}<h1>{esc(title)}</h1>{body}"
-                f'<p class="note">store: {esc(store)} (read-only)</p>', _HEAD)
+                f'<p class="note">store: {esc(store)} (read-only)</p>',
+                _HEAD if charts else "")
 
 
 def _link(params: Mapping[str, str]) -> str:
-    return "/runs?" + urlencode(params) if params else "/runs"
+    page = int(params.get("page", "1"))
+    return runs_link({k: v for k, v in params.items() if k != "page"}, page)
+
+
+def view_link(link: str) -> str:
+    """The link that opens this view again, as the page is now (web/views.py)."""
+    return (f'<p class="note">link to this view: <a id="view-link" href="{esc(link)}">'
+            f"{esc(link)}</a></p>")
 
 
 def _facets(all_runs: Sequence[RunSummary], filters: Mapping[str, str]) -> str:
@@ -111,22 +125,25 @@ def runs_page(runs: Sequence[RunSummary], all_runs: Sequence[RunSummary],
     table = headline_table(runs, "/run/%d") if runs else Html(
         "<p>no runs" + (" match these filters" if filters else " in this store") + "</p>")
     return _page("Runs", f"{form}{_facets(all_runs, filters)}{compare}"
-                 f'<p class="note" id="count">{shown}</p>{table}', store)
+                 f'<p class="note" id="count">{shown}</p>{table}'
+                 f"{view_link(runs_link(filters, page))}", store)
 
 
 def home_page(found: WhatChanged | None, store: str, state: tuple[int, int],
-              notes: Sequence[Annotation] = ()) -> str:
+              notes: Sequence[Annotation] = (), latest: Latest | None = None) -> str:
     """What changed in the store (web/home.py renders analysis/changes.py's answer);
     `state`: the store's now, which `found` may be behind while it is brought up to
-    date (None: not found yet)."""
-    from hoplab.web.home import home_body, pending
+    date (None: not found yet); `latest`: the latest experiment's comparison."""
+    from hoplab.web.home import home_body, latest_html, pending
 
     if found is None or found.state != state:
+        body = home_body(found, notes, latest) if found else \
+            (latest_html(latest) if latest else "")
         return page("What changed · hoplab", f"{_NAV}<h1>What changed</h1>"
-                    f"{pending(found, state)}{home_body(found, notes) if found else ''}"
+                    f"{pending(found, state)}{body}"
                     f'<p class="note">store: {esc(store)} (read-only)</p>',
-                    _HEAD + '<meta http-equiv="refresh" content="3">')
-    return _page("What changed", home_body(found, notes), store)
+                    '<meta http-equiv="refresh" content="3">')
+    return _page("What changed", home_body(found, notes, latest), store)
 
 
 def run_page(rec: RunRecord, store: str) -> str:
@@ -150,15 +167,20 @@ def run_page(rec: RunRecord, store: str) -> str:
             f"{script}{run_tables(rec)}"
             f"{profile_section(rec, f'/run/{rid}/flamegraph.svg')}{metadata_details(rec)}")
     return _page(f"Run {rid}: {rec.experiment} / {rec.test} ({pairs(rec.variant)}, "
-                 f"repetition {rec.repetition})", body, store)
+                 f"repetition {rec.repetition})", body, store, charts=True)
 
 
-def compare_page(a: str, b: str, store: str, result: Comparison | None = None,
+def compare_page(view: CompareView, store: str, result: Comparison | None = None,
                  ids: tuple[Sequence[int], Sequence[int]] | None = None,
                  error: str | None = None) -> str:
+    a, b = view.a, view.b
+    checked = " checked" if view.per_flow else ""
     form = ('<form method="get" action="/compare">A (baseline) <input type="text" name="a" '
             f'value="{esc(a)}" placeholder="qos=off, 4-6"> B <input type="text" name="b" '
-            f'value="{esc(b)}" placeholder="qos=on, 7-9"> <button>compare</button></form>')
+            f'value="{esc(b)}" placeholder="qos=on, 7-9"> metrics <input type="text" '
+            f'name="metric" value="{esc(",".join(view.metrics))}" placeholder="all, or '
+            f'goodput,rtt_median"> <label><input type="checkbox" name="per_flow" value="1"'
+            f"{checked}> each flow</label> <button>compare</button></form>")
     parts = [form]
     if error:
         parts.append(f'<p class="worse">{esc(error)}</p>')
@@ -168,8 +190,25 @@ def compare_page(a: str, b: str, store: str, result: Comparison | None = None,
         parts.append(f'<p id="headline" class="answer">{esc(headline(result, a, b))}</p>'
                      f"<p>A: runs {links(ids[0])}<br>B: runs {links(ids[1])}</p>"
                      f'<p id="summary">{esc(summary(result))}</p>'
-                     + comparison_html(result, link="/run/%d"))
+                     + comparison_html(result, link="/run/%d")
+                     + f'<p><a id="overlay-link" href="{esc(OverlayView((a, b)).link())}">'
+                     "A and B over time, overlaid</a></p>" + view_link(view.link()))
     return _page("Compare", "".join(parts), store)
+
+
+def overlay_page(view: OverlayView, store: str, found: Chart | None = None,
+                 error: str | None = None) -> str:
+    """Several selections' throughput and RTT over time on shared axes (render/overlay.py
+    groups and captions them); a form of as many selections as given, and one more."""
+    boxes = "".join(f'<input type="text" name="sel" value="{esc(s)}" placeholder="qos=on, '
+                    f'4-6"> ' for s in (*view.selections, ""))
+    parts = [f'<form method="get" action="/overlay">groups {boxes}<button>overlay</button>'
+             "</form>"]
+    if error:
+        parts.append(f'<p class="worse">{esc(error)}</p>')
+    if found is not None:
+        parts += [chart(found), view_link(view.link())]
+    return _page("Overlay", "".join(parts), store, charts=found is not None)
 
 
 def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, by: str,
@@ -220,23 +259,38 @@ def _places(points: Sequence[tuple[str | float, float, int]], by: str,
                        [p.started_at for p in found.points], by, notes)
 
 
-def trend_page(metric: str, by: str, filters: Mapping[str, str], store: str,
+def _choice(name: str, options: Sequence[tuple[str, str]], chosen: str) -> str:
+    opts = "".join(f'<option value="{esc(v)}"{" selected" if v == chosen else ""}>'
+                   f"{esc(text)}</option>" for v, text in options)
+    return f'<select name="{esc(name)}">{opts}</select>'
+
+
+def _trend_form(view: TrendView) -> str:
+    from hoplab.analysis import detectors
+
+    q = " ".join(f"{k}={v}" for k, v in view.filters.items())
+    order = _choice("order", (("natural", "natural order"), ("time", "time order")),
+                    view.order)
+    detector = _choice("detector", [(n, f"detector {n}") for n in detectors.names()],
+                       view.detector or detectors.DEFAULT)
+    keep = f'<input type="hidden" name="step" value="{esc(view.step)}">' if view.step else ""
+    return ('<form method="get" action="/trend">metric <input type="text" name="metric" '
+            f'value="{esc(view.metric)}" placeholder="goodput, rtt_median@flow"> by '
+            f'<input type="text" name="by" value="{esc(view.by)}" '
+            'placeholder="started_at, hops"> '
+            f'runs <input type="text" name="q" value="{esc(q)}" '
+            f'placeholder="experiment=quickstart test=tcp-up"> {order} {detector}{keep} '
+            "<button>show</button></form>")
+
+
+def trend_page(view: TrendView, store: str,
                points: Sequence[tuple[str | float, float, int]] | None = None,
                error: str | None = None, found: Trend | None = None,
-               order: str = "natural", step: str | None = None,
                notes: Sequence[Annotation] = ()) -> str:
-    """`step`: the value after the change point to mark (the home links to it);
+    """`view.step`: the value after the change point to mark (the home links to it);
     `notes`: the store's annotations, drawn where they fall and listed under the chart."""
-    q = " ".join(f"{k}={v}" for k, v in filters.items())
-    keep = f'<input type="hidden" name="order" value="{esc(order)}">' \
-        if order != "natural" else ""
-    form = ('<form method="get" action="/trend">metric <input type="text" name="metric" '
-            f'value="{esc(metric)}" placeholder="goodput, rtt_median@flow"> by '
-            f'<input type="text" name="by" value="{esc(by)}" placeholder="started_at, hops"> '
-            f'runs <input type="text" name="q" value="{esc(q)}" '
-            f'placeholder="experiment=quickstart test=tcp-up">{keep} <button>show</button>'
-            "</form>")
-    parts = [form]
+    metric, by, step = view.metric, view.by, view.step
+    parts = [_trend_form(view)]
     if error:
         parts.append(f'<p class="worse">{esc(error)}</p>')
     if points is not None:
@@ -253,7 +307,8 @@ def trend_page(metric: str, by: str, filters: Mapping[str, str], store: str,
             parts.append(str(_points_table(points, metric, by)))
         else:
             parts.append("<p>no run has this metric and key</p>")
-    return _page("Trend", "".join(parts), store)
+        parts.append(view_link(view.link()))
+    return _page("Trend", "".join(parts), store, charts=bool(points))
 
 
 def _points_table(points: Sequence[tuple[str | float, float, int]], metric: str,
