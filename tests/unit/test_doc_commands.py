@@ -30,6 +30,9 @@ OTHER_TESTS = {
     "bisect": "bisect run runs experiments on a lab (tests/lab/test_bisect.py)",
     "serve": "serves until stopped (tests/web)",
     "schedule": "needs the fleet's PostgreSQL store (tests/fleet/test_schedule_fire.py)",
+    "worker": "a bench: runs labs from the fleet's PostgreSQL queue (tests/fleet)",
+    "submit": "queues an experiment in the fleet's PostgreSQL store (tests/fleet)",
+    "fleet": "reads the fleet's PostgreSQL store (tests/fleet)",
 }
 
 # Files a command reads, as it names them: real captured outputs.
