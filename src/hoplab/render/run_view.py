@@ -114,6 +114,23 @@ def _tcp_state(found: Sequence[Metric]) -> dict[str, dict[str, Metric]]:
     return rows
 
 
+def _keyed(rec: RunRecord) -> dict[str, dict[str, Metric]]:
+    """The run's own figures that carry a key (a throughput search's frame size, RPM's
+    direction, a bidirectional test's up and down), by key."""
+    rows: dict[str, dict[str, Metric]] = {}
+    for m in rec.metrics:
+        if m.flow is None and m.node is None and m.key and not m.name.startswith("cpu."):
+            rows.setdefault(m.key, {})[m.name] = m
+    return rows
+
+
+def _key_name(kind: str) -> str:
+    from hoplab import kind_registry
+
+    found = kind_registry.find(kind)
+    return (found.keyed if found is not None else None) or "key"
+
+
 def run_view(rec: RunRecord, store: str) -> RenderableType:
     parts: list[RenderableType] = [_header(rec, store)]
     whole = [m for m in rec.metrics if m.flow is None and m.node is None and m.key is None]
@@ -139,7 +156,10 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
     cost = {m.node: {m.name: m} for m in rec.metrics if m.name == "sampler.cpu" and m.node}
     tcp = {node: {"tcp.retrans_segs": m} for node, row in _grouped(rec.metrics, "tcp.").items()
            for name, m in row.items() if name == "tcp.retrans_segs"}
+    keyed = _keyed(rec)
     tables = [
+        _matrix(f"figures by {_key_name(rec.kind)}", keyed, _key_name(rec.kind),
+                list(dict.fromkeys(n for row in keyed.values() for n in row))),
         _matrix("per flow", flows, "flow", FLOW_COLUMNS),
         _matrix("TCP state per flow on its sender (tcp_info; medians over the load phase)",
                 _tcp_state(rec.metrics), "flow", TCP_STATE_COLUMNS),
