@@ -74,12 +74,13 @@ def _wait(db: str | None, experiment_id: str, total: int, quiet: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import dataclasses
     from pathlib import Path
 
     from hoplab import kv
     from hoplab.cli.run import run_json, stored_line
     from hoplab.fleet.app import conninfo
-    from hoplab.fleet.submit import connect, enqueue, job_states, pack
+    from hoplab.fleet.submit import connect, enqueue, job_states, pack, submitted
     from hoplab.render.console import console as make_console
     from hoplab.render.summary import summary_table
     from hoplab.spec.experiment_loader import load_experiment
@@ -94,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.wait:
         print(experiment_id)
         return 0
+    seed, _ = submitted(db, experiment_id)
+    exp = dataclasses.replace(exp, seed=seed)
     if not args.json:
         print(f"submitted {exp.name}: {exp.runs()} runs, seed {exp.seed}, experiment id "
               f"{experiment_id}", flush=True)

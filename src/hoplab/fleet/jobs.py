@@ -5,6 +5,7 @@ storing it and marking the job done)."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ class JobArgs:
     job_id: int
     experiment_id: str
     bundle_id: str
+    seed: int
     order: int
     variant: int
     test: int
@@ -35,7 +37,7 @@ class JobArgs:
     @classmethod
     def of(cls, job_id: int, args: Mapping[str, Any]) -> JobArgs:
         return cls(job_id, str(args["experiment_id"]), str(args["bundle_id"]),
-                   int(args["order"]), int(args["variant"]), int(args["test"]),
+                   int(args["seed"]), int(args["order"]), int(args["variant"]), int(args["test"]),
                    int(args["repetition"]))
 
 
@@ -85,7 +87,8 @@ class BenchRuns:
         # A connection of its own, only while a new experiment's files are fetched.
         with psycopg.connect(conninfo(self.db_url), **connect_kwargs()) as conn:
             path = unpack(conn, job.bundle_id, Path(self._bundles.name))
-        exp = load_experiment(path)
+        # The submitted experiment's seed: a file without one gets a new one each load.
+        exp = dataclasses.replace(load_experiment(path), seed=job.seed)
         runner = ExperimentRunner(exp, self.sink, self.progress, lab_name=self.lab_name)
         runner.experiment_id = job.experiment_id
         self._runner = runner
@@ -96,6 +99,8 @@ class BenchRuns:
         from hoplab.run.experiment import Job
 
         runner = self._runner_for(job)
+        if runner.lab_variant not in (None, job.variant):
+            runner.close()
         self.sink.labels = {**experiment_labels, **self.labels, "bench": self.bench,
                             JOB_LABEL: str(job.job_id)}
         lab = runner.exp.variants[job.variant].lab

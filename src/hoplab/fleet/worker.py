@@ -18,13 +18,27 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
+from typing import TYPE_CHECKING, Protocol
 
 from hoplab.fleet.app import ANY_QUEUE
 from hoplab.fleet.beat import Beat
-from hoplab.fleet.jobs import BenchRuns, JobArgs
+from hoplab.fleet.jobs import JobArgs
 from hoplab.fleet.routes import matches
 
+if TYPE_CHECKING:
+    from hoplab.record import RunRecord
+
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Runs(Protocol):
+    """What runs a bench's jobs: hoplab.fleet.jobs.BenchRuns (bench/fleet.py gives one on
+    fake nodes)."""
+
+    def already_ok(self, job: JobArgs) -> bool: ...
+    def run(self, job: JobArgs, experiment_labels: Mapping[str, str]) -> RunRecord: ...
+    def idle(self) -> None: ...
+    def remove(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -46,7 +60,7 @@ class Claim:
 
 
 class BenchWorker:
-    def __init__(self, db_url: str | None, config: BenchConfig, runs: BenchRuns) -> None:
+    def __init__(self, db_url: str | None, config: BenchConfig, runs: Runs) -> None:
         self.db_url = db_url
         self.config = config
         self.runs = runs
@@ -65,16 +79,22 @@ class BenchWorker:
         self.stopping = True
         self._wake.set()
 
-    def _signal(self, signum: int, _frame: FrameType | None) -> None:
+    def _note(self, signum: int) -> bool:
+        """A stop signal: whether it interrupts the run (Ctrl-C, or a second signal during
+        a run), else the bench stops after its run."""
         if signum != signal.SIGINT and not (self.stopping and self._running):
             self._drain()
-            return
-        # Interrupt: the unwinding (storing the run, the lab down, the job put back)
-        # must not be cut short by a third signal.
-        for sig in _STOPS:
-            signal.signal(sig, signal.SIG_IGN)
+            return False
         self.interrupted = True
-        raise KeyboardInterrupt(f"signal {signum}")
+        return True
+
+    def _signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self._note(signum):
+            # The unwinding (storing the run, the lab down, the job put back) must not
+            # be cut short by a third signal.
+            for sig in _STOPS:
+                signal.signal(sig, signal.SIG_IGN)
+            raise KeyboardInterrupt(f"signal {signum}")
 
     # --- the loop --------------------------------------------------------------------
 
@@ -138,24 +158,16 @@ class BenchWorker:
 
     def serve(self) -> int:
         """Take jobs until stopped; 0, or 130 when a run was interrupted."""
+        from hoplab.lab.signals import noting_stops
+
         old = {sig: signal.signal(sig, self._signal) for sig in _STOPS}
         try:
-            self.beat.start(self.config.labels, socket.gethostname(), os.getpid())
-            self._routes()
-            while not self.stopping:
-                job = self._take()
-                if job is None:
-                    self._state("idle", None)
-                    self.runs.idle()
-                    self._wake.wait(self.config.poll_s)
-                    self._wake.clear()
-                    self._routes()
-                    continue
-                self._do(job)
+            with noting_stops(self._note):
+                self._loop()
         except KeyboardInterrupt:
             self.interrupted = True
         finally:
-            # The lab down first, shielded; then the bench says it stopped.
+            # The lab down first; then the bench says it stopped.
             for sig in _STOPS:
                 signal.signal(sig, signal.SIG_IGN)
             try:
@@ -165,6 +177,20 @@ class BenchWorker:
                 for sig, handler in old.items():
                     signal.signal(sig, handler)
         return 130 if self.interrupted else 0
+
+    def _loop(self) -> None:
+        self.beat.start(self.config.labels, socket.gethostname(), os.getpid())
+        self._routes()
+        while not self.stopping:
+            job = self._take()
+            if job is None:
+                self._state("idle", None)
+                self.runs.idle()
+                self._wake.wait(self.config.poll_s)
+                self._wake.clear()
+                self._routes()
+                continue
+            self._do(job)
 
 
 def describe(config: BenchConfig) -> str:
