@@ -46,9 +46,9 @@ LIBRARIES = ("sqlalchemy", "numpy", "scipy", "matplotlib", "plotly", "psycopg",
 PACKAGES = ("hoplab.store", "hoplab.analysis", "hoplab.web", "hoplab.run", "hoplab.samplers",
             "hoplab.profile", "hoplab.importers")
 NOTHING_HEAVY = LIBRARIES + PACKAGES
-COMMANDS = ["doctor", "check", "lab", "run", "runs", "show", "compare", "report", "serve",
-            "flamegraph", "profile", "fold", "clean", "plot", "trend", "annotate", "import",
-            "export", "migrate", "bisect"]
+COMMANDS = ["doctor", "check", "lab", "run", "submit", "worker", "fleet", "runs", "show",
+            "compare", "report", "serve", "flamegraph", "profile", "fold", "clean", "plot",
+            "trend", "annotate", "import", "export", "migrate", "bisect"]
 
 
 def imported(argv: list[str], run_dir: Path, tmp_path: Path) -> tuple[int, str, set[str]]:

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from hoplab.fleet import devices
 
 if TYPE_CHECKING:
+    from hoplab.fleet.bundle import Query
     from hoplab.record import RunRecord
     from hoplab.run.experiment import ExperimentRunner, Progress
+    from hoplab.spec.experiment import Experiment
     from hoplab.store import Store
 
 # The label each fleet run carries: the queue's job id, the same on every attempt.
@@ -66,30 +68,36 @@ class BenchRuns:
         self.bench, self.labels, self.lab_name = bench, dict(labels), lab_name
         self.progress = progress
         self._runner: ExperimentRunner | None = None
+        self.query: Query | None = None
         self._bundles = tempfile.TemporaryDirectory(prefix="hoplab-bundles-")
+
+    def new_runner(self, exp: Experiment) -> ExperimentRunner:
+        """The runner of a submitted experiment (bench/fleet.py's runs on fake nodes)."""
+        from hoplab.run.experiment import ExperimentRunner
+
+        return ExperimentRunner(exp, self.sink, self.progress, lab_name=self.lab_name)
 
     def already_ok(self, job: JobArgs) -> bool:
         return bool(self.sink.store.list_runs(
             {"experiment_id": job.experiment_id, JOB_LABEL: str(job.job_id), "status": "ok"},
             figures=False, limit=1))
 
-    def _runner_for(self, job: JobArgs) -> ExperimentRunner:
-        import psycopg
+    def bind(self, query: Query) -> None:
+        """The bench's connection to the queue, for the submitted files."""
+        self.query = query
 
-        from hoplab.fleet.app import connect_kwargs, conninfo
+    def _runner_for(self, job: JobArgs) -> ExperimentRunner:
         from hoplab.fleet.bundle import unpack
-        from hoplab.run.experiment import ExperimentRunner
         from hoplab.spec.experiment_loader import load_experiment
 
         if self._runner is not None and self._runner.experiment_id == job.experiment_id:
             return self._runner
         self.close()
-        # A connection of its own, only while a new experiment's files are fetched.
-        with psycopg.connect(conninfo(self.db_url), **connect_kwargs()) as conn:
-            path = unpack(conn, job.bundle_id, Path(self._bundles.name))
+        assert self.query is not None, "bind() first"
+        path = unpack(self.query, job.bundle_id, Path(self._bundles.name))
         # The submitted experiment's seed: a file without one gets a new one each load.
         exp = dataclasses.replace(load_experiment(path), seed=job.seed)
-        runner = ExperimentRunner(exp, self.sink, self.progress, lab_name=self.lab_name)
+        runner = self.new_runner(exp)
         runner.experiment_id = job.experiment_id
         self._runner = runner
         return runner

@@ -72,7 +72,7 @@ def enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
     experiment_id = secrets.token_hex(6)
     queue = queue_of(benches, where)
     with connect(db_url) as conn, tempfile.TemporaryDirectory(prefix="hoplab-submit-") as d:
-        exp = load_experiment(bundle.unpack(conn, bundle_id, Path(d)))
+        exp = load_experiment(bundle.unpack(bundle.rows_of(conn), bundle_id, Path(d)))
         jobs = schedule(exp)
         with conn.transaction():
             conn.execute("INSERT INTO hoplab_fleet_routes (queue, benches, where_labels) "

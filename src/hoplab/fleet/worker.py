@@ -26,6 +26,7 @@ from hoplab.fleet.jobs import JobArgs
 from hoplab.fleet.routes import matches
 
 if TYPE_CHECKING:
+    from hoplab.fleet.bundle import Query
     from hoplab.record import RunRecord
 
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -35,6 +36,7 @@ class Runs(Protocol):
     """What runs a bench's jobs: hoplab.fleet.jobs.BenchRuns (bench/fleet.py gives one on
     fake nodes)."""
 
+    def bind(self, query: Query) -> None: ...
     def already_ok(self, job: JobArgs) -> bool: ...
     def run(self, job: JobArgs, experiment_labels: Mapping[str, str]) -> RunRecord: ...
     def idle(self) -> None: ...
@@ -72,6 +74,7 @@ class BenchWorker:
         self._queues: list[str] = [ANY_QUEUE]
         self.beat = Beat(db_url, config.name, heartbeat_s=config.heartbeat_s,
                          on_wake=self._wake.set, on_drain=self._drain)
+        runs.bind(self.beat.query)
 
     # --- signals ---------------------------------------------------------------------
 
