@@ -4,6 +4,7 @@ with exactly one ok run, and `hoplab clean` removes the dead bench's lab."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -37,9 +38,11 @@ def test_two_benches_one_killed(db: str, experiment: Path) -> None:
             bench_b.wait(timeout=10)
             out, err = submit.communicate(timeout=90)
             assert submit.returncode == 0, out + err
-            bench_a.send_signal(signal.SIGTERM)
+            got = hoplab("fleet", "drain", a, "--db", db)
+            assert got.returncode == 0, got.stderr
             said, _ = bench_a.communicate(timeout=60)
             assert bench_a.returncode == 0, said
+            assert f"bench {a} stopped" in said
         # "submitted exp: 6 runs, seed S, experiment id X"
         seed, experiment_id = out.split(", seed ")[1].split(", experiment id ")
         experiment_id = experiment_id.split()[0]
@@ -74,3 +77,26 @@ def test_sqlite_store_is_refused(tmp_path: Path, experiment: Path) -> None:
         assert got.returncode == 2, got
         assert "PostgreSQL" in got.stderr and "docs/fleet.md" in got.stderr, got.stderr
         assert not os.path.exists(db)
+
+
+def test_a_failed_run_fails_its_job_and_is_shown_with_its_error(db: str, experiment: Path
+                                                                ) -> None:
+    experiment.write_text(experiment.read_text().replace("repeat = 3", "repeat = 1").replace(
+        '[matrix]\ninterval = ["0.1s", "0.2s"]',
+        '[matrix.shaper.broken]\n"setup.a" = [["sh", "-c", "echo no tc here >&2; exit 3"]]'))
+    name = new_lab_name()
+    try:
+        with bench(db, name) as b:
+            got = hoplab("submit", str(experiment), "--db", db, "--wait", "--json")
+            b.send_signal(signal.SIGTERM)
+            b.communicate(timeout=60)
+        assert got.returncode == 1, got.stderr
+        (run,) = json.loads(got.stdout)["runs"]
+        assert run["status"] == "failed" and "exited 3: no tc here" in run["error"]
+        status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+        (failure,) = status["failures"]
+        assert failure["run_id"] == run["id"] and failure["bench"] == name
+        assert failure["error"] == run["error"]
+        assert status["jobs"] == {"failed": 1}
+    finally:
+        hoplab("clean", name)

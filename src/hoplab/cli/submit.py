@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="wait for every run, show progress and the summary; exit 0 if "
                         "every run is ok, else 1")
     p.add_argument("--json", action="store_true",
-                   help="with --wait, print what `hoplab run --json` prints")
+                   help="with --wait, print what `hoplab run --json` prints; without, the "
+                        "experiment's id, seed and number of jobs")
     p.set_defaults(func=run)
 
 
@@ -92,11 +93,16 @@ def run(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment)
     experiment_id = enqueue(db, pack(db, Path(args.experiment)), benches=args.benches,
                             where=where)
-    if not args.wait:
-        print(experiment_id)
-        return 0
-    seed, _ = submitted(db, experiment_id)
+    seed, jobs = submitted(db, experiment_id)
     exp = dataclasses.replace(exp, seed=seed)
+    if not args.wait:
+        if args.json:
+            json.dump({"experiment": exp.name, "experiment_id": experiment_id, "seed": seed,
+                       "jobs": jobs}, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print(experiment_id)
+        return 0
     if not args.json:
         print(f"submitted {exp.name}: {exp.runs()} runs, seed {exp.seed}, experiment id "
               f"{experiment_id}", flush=True)

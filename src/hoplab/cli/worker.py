@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
+from typing import TYPE_CHECKING
 
 from hoplab.cli import store_arg
+
+if TYPE_CHECKING:
+    from hoplab.record import RunRecord
+    from hoplab.run.experiment import Progress
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,6 +47,24 @@ def bench_lab_name(bench: str) -> str:
         return "b" + hashlib.sha256(bench.encode()).hexdigest()[:10]
 
 
+def _progress() -> Progress:
+    """A line on stderr per run stored (a bench's journal)."""
+    from hoplab import kv
+    from hoplab.run.experiment import Progress
+
+    def end_run(rec: RunRecord) -> None:
+        said = f": {rec.error}" if rec.error else ""
+        print(f"hoplab: run {rec.id} ({rec.experiment} {rec.test} {kv.pairs(rec.variant)} "
+              f"rep {rec.repetition}, experiment {rec.experiment_id}) {rec.status}{said}",
+              file=sys.stderr, flush=True)
+
+    def note(message: str) -> None:
+        if message.startswith("warning"):
+            print(f"hoplab: {message}", file=sys.stderr, flush=True)
+
+    return Progress(end_run=end_run, note=note)
+
+
 def run(args: argparse.Namespace) -> int:
     from hoplab import kv
     from hoplab.errors import UsageError
@@ -65,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     connect(db).close()  # reachable, and the fleet's tables made
     config = BenchConfig(args.bench, labels, lab, heartbeat_s=args.heartbeat)
     with store_arg.writing(args) as store:
-        runs = BenchRuns(db, store, args.bench, labels, lab)
+        runs = BenchRuns(db, store, args.bench, labels, lab, _progress())
         print(f"hoplab: {describe(config)} serving {store.describe()}", file=sys.stderr,
               flush=True)
         code = BenchWorker(db, config, runs).serve()

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -20,10 +21,13 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
+from procrastinate.exceptions import ConnectorException
+
 from hoplab.fleet.app import ANY_QUEUE
 from hoplab.fleet.beat import Beat
 from hoplab.fleet.jobs import JobArgs
 from hoplab.fleet.routes import matches
+from hoplab.store.url import hide_password
 
 if TYPE_CHECKING:
     from hoplab.fleet.bundle import Query
@@ -185,7 +189,14 @@ class BenchWorker:
         self.beat.start(self.config.labels, socket.gethostname(), os.getpid())
         self._routes()
         while not self.stopping:
-            job = self._take()
+            try:
+                job = self._take()
+            except ConnectorException as e:
+                # The store is unreachable for now: the pool reconnects; try again.
+                print(f"hoplab: warning: cannot reach the queue: {hide_password(str(e))}",
+                      file=sys.stderr, flush=True)
+                self._wake.wait(self.config.poll_s)
+                continue
             if job is None:
                 self._state("idle", None)
                 self.runs.idle()
