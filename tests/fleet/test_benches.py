@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from hoplab.store import open_store
-from tests.fleet.benches import bench, bench_state, lab_namespaces, measuring, ok_runs, until
+from tests.fleet.benches import (
+    bench,
+    bench_state,
+    lab_namespaces,
+    measuring,
+    ok_runs,
+    query,
+    until,
+)
 from tests.helpers.lab import HOPLAB, hoplab, new_lab_name, pids_in
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -100,3 +108,25 @@ def test_a_failed_run_fails_its_job_and_is_shown_with_its_error(db: str, experim
         assert status["jobs"] == {"failed": 1}
     finally:
         hoplab("clean", name)
+
+
+def test_a_job_a_bench_cannot_run_fails_with_why(db: str, experiment: Path) -> None:
+    """A submitted file damaged in the store: the bench refuses to run its job, which
+    fails with the reason, listed by `hoplab fleet`."""
+    experiment.write_text(experiment.read_text().replace("repeat = 3", "repeat = 1"))
+    got = hoplab("submit", str(experiment), "--db", db, "--json")
+    assert got.returncode == 0, got.stderr
+    experiment_id = json.loads(got.stdout)["experiment_id"]
+    query(db, "UPDATE hoplab_fleet_files SET content = 'x' WHERE sha256 = (SELECT "
+              "files->>'lab.toml' FROM hoplab_fleet_bundles) RETURNING sha256")
+    name = new_lab_name()
+    with bench(db, name) as b:
+        until("its jobs failed", lambda: query(
+            db, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'failed'")[0][0] == 2)
+        b.send_signal(signal.SIGTERM)
+        said, _ = b.communicate(timeout=60)
+    assert "lab.toml is missing or damaged" in said
+    status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+    assert {(f["experiment_id"], f["bench"], f["run_id"]) for f in status["failures"]} == \
+        {(experiment_id, name, None)}
+    assert all("lab.toml is missing or damaged" in f["error"] for f in status["failures"])

@@ -156,12 +156,17 @@ class BenchWorker:
         self.beat.finish(job.job_id, rec.status == "ok")
 
     def _error(self, job: JobArgs, e: Exception) -> None:
+        from hoplab.errors import HoplabError
+
+        # A HoplabError is a sentence for the user; anything else keeps its type.
+        said = str(e) if isinstance(e, HoplabError) else f"{type(e).__name__}: {e}"
+        print(f"hoplab: job {job.job_id} cannot run on this bench: {said}", file=sys.stderr,
+              flush=True)
         self.beat.execute(
             "INSERT INTO hoplab_fleet_errors (job_id, bench, error) VALUES (%(job)s, "
             "%(bench)s, %(error)s) ON CONFLICT (job_id) DO UPDATE SET bench = "
             "EXCLUDED.bench, error = EXCLUDED.error, at = now()",
-            job=job.job_id, bench=self.config.name, error=f"{type(e).__name__}: {e}"
-            if not isinstance(e, ValueError | OSError) else str(e))
+            job=job.job_id, bench=self.config.name, error=said)
 
     def serve(self) -> int:
         """Take jobs until stopped; 0, or 130 when a run was interrupted."""
