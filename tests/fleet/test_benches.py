@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.lab.where import netns_prefix
 from hoplab.store import open_store
 from tests.fleet.benches import (
     bench,
@@ -130,3 +131,34 @@ def test_a_job_a_bench_cannot_run_fails_with_why(db: str, experiment: Path) -> N
     assert {(f["experiment_id"], f["bench"], f["run_id"]) for f in status["failures"]} == \
         {(experiment_id, name, None)}
     assert all("lab.toml is missing or damaged" in f["error"] for f in status["failures"])
+
+
+def test_a_bench_of_two_workers_runs_two_jobs_at_once(db: str, experiment: Path) -> None:
+    """--concurrency 2: two workers, each with its own lab, run two jobs at the same
+    time, both labelled with the bench; SIGTERM stops both, and their labs are down."""
+    experiment.write_text(experiment.read_text().replace("repeat = 3", "repeat = 1"))
+    name = new_lab_name()
+    try:
+        with bench(db, name, "--concurrency", "2") as b:
+            until("two workers", lambda: bench_state(db, f"{name}#1")
+                  and bench_state(db, f"{name}#2"))
+            got = hoplab("submit", str(experiment), "--db", db, "--wait", "--json")
+            assert got.returncode == 0, got.stderr
+            b.send_signal(signal.SIGTERM)
+            said, _ = b.communicate(timeout=60)
+            assert b.returncode == 0, said
+        with open_store(db, read_only=True) as store:
+            runs = [store.get_run(r.id, series=False)
+                    for r in store.list_runs({"bench": name}, figures=False)]
+        assert len(runs) == 2 and {r.status for r in runs} == {"ok"}
+        # At the same time, in two labs.
+        (_, first_end), (second_start, _) = sorted((r.started_at, r.started_at + r.duration_s)
+                                    for r in runs)
+        assert second_start < first_end
+        assert {r.metadata["lab"]["nodes"]["a"]["netns"].split(".")[0] for r in runs} == \
+            {netns_prefix(f"{name}-1").rstrip("."), netns_prefix(f"{name}-2").rstrip(".")}
+        assert not lab_namespaces(f"{name}-1") and not lab_namespaces(f"{name}-2")
+        assert {b["state"] for b in json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+                ["benches"]} == {"stopped"}
+    finally:
+        hoplab("clean", f"{name}-1", f"{name}-2")

@@ -55,6 +55,12 @@ class BenchConfig:
     heartbeat_s: float = 10.0
     # Without a notification, how often an idle bench looks for a job.
     poll_s: float = 2.0
+    # One of a bench's `--concurrency` workers: its row in the fleet is NAME#SLOT.
+    slot: int | None = None
+
+    @property
+    def row(self) -> str:
+        return self.name if self.slot is None else f"{self.name}#{self.slot}"
 
 
 @dataclass
@@ -76,7 +82,7 @@ class BenchWorker:
         self._running = False
         self._wake = threading.Event()
         self._queues: list[str] = [ANY_QUEUE]
-        self.beat = Beat(db_url, config.name, heartbeat_s=config.heartbeat_s,
+        self.beat = Beat(db_url, config.row, heartbeat_s=config.heartbeat_s,
                          on_wake=self._wake.set, on_drain=self._drain)
         runs.bind(self.beat.query)
 
@@ -115,7 +121,7 @@ class BenchWorker:
     def _state(self, state: str, job_id: int | None) -> None:
         self.beat.execute("UPDATE hoplab_fleet_benches SET state = %(state)s, current_job = "
                           "%(job)s WHERE name = %(name)s AND state <> 'draining'",
-                          state=state, job=job_id, name=self.config.name)
+                          state=state, job=job_id, name=self.config.row)
 
     def _experiment(self, experiment_id: str) -> tuple[dict[str, str], bool]:
         rows = self.beat.query("SELECT labels, cancelled FROM hoplab_fleet_experiments "
@@ -166,7 +172,7 @@ class BenchWorker:
             "INSERT INTO hoplab_fleet_errors (job_id, bench, error) VALUES (%(job)s, "
             "%(bench)s, %(error)s) ON CONFLICT (job_id) DO UPDATE SET bench = "
             "EXCLUDED.bench, error = EXCLUDED.error, at = now()",
-            job=job.job_id, bench=self.config.name, error=said)
+            job=job.job_id, bench=self.config.row, error=said)
 
     def serve(self) -> int:
         """Take jobs until stopped; 0, or 130 when a run was interrupted."""
@@ -213,4 +219,4 @@ class BenchWorker:
 
 
 def describe(config: BenchConfig) -> str:
-    return f"bench {config.name} ({json.dumps(dict(config.labels))}), lab {config.lab_name}"
+    return f"bench {config.row} ({json.dumps(dict(config.labels))}), lab {config.lab_name}"
