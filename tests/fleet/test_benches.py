@@ -133,13 +133,17 @@ def test_a_job_a_bench_cannot_run_fails_with_why(db: str, experiment: Path) -> N
     assert all("lab.toml is missing or damaged" in f["error"] for f in status["failures"])
 
 
-def test_a_bench_of_two_workers_runs_two_jobs_at_once(db: str, experiment: Path) -> None:
+def test_a_bench_of_two_workers_runs_two_jobs_at_once(db: str, experiment: Path,
+                                                      tmp_path: Path) -> None:
     """--concurrency 2: two workers, each with its own lab, run two jobs at the same
-    time, both labelled with the bench; SIGTERM stops both, and their labs are down."""
+    time, both labelled with the bench; SIGTERM stops both, and their labs are down. The
+    bench file's facts apply to its labs (here the link's delay: 20 ms, not 1 ms)."""
     experiment.write_text(experiment.read_text().replace("repeat = 3", "repeat = 1"))
+    facts = tmp_path / "bench.toml"
+    facts.write_text('[lab.links.0]\ndelay = "20ms"\n')
     name = new_lab_name()
     try:
-        with bench(db, name, "--concurrency", "2") as b:
+        with bench(db, name, "--concurrency", "2", "--bench-file", str(facts)) as b:
             until("two workers", lambda: bench_state(db, f"{name}#1")
                   and bench_state(db, f"{name}#2"))
             got = hoplab("submit", str(experiment), "--db", db, "--wait", "--json")
@@ -147,6 +151,8 @@ def test_a_bench_of_two_workers_runs_two_jobs_at_once(db: str, experiment: Path)
             b.send_signal(signal.SIGTERM)
             said, _ = b.communicate(timeout=60)
             assert b.returncode == 0, said
+        # 20 ms each way: an RTT of at least 40 ms (1 ms each way, as submitted: 2 ms).
+        assert all(r["metrics"]["rtt_median"] >= 40.0 for r in json.loads(got.stdout)["runs"])
         with open_store(db, read_only=True) as store:
             runs = [store.get_run(r.id, series=False)
                     for r in store.list_runs({"bench": name}, figures=False)]

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hoplab.fleet.devices import device_keys
 from hoplab.fleet.routes import matches, queue_of
 from hoplab.fleet.submit import enqueue, pack
@@ -104,3 +106,18 @@ def test_bad_input_is_refused_before_anything_is_stored(db: str, experiment: Pat
     assert query(db, "SELECT id FROM hoplab_fleet_bundles") == []
     got = hoplab("submit", str(experiment), "--db", db, "--where", "device")
     assert got.returncode == 2 and "--where 'device': no '='" in got.stderr, got.stderr
+
+
+def test_a_bench_file_is_lab_overrides(tmp_path: Path) -> None:
+    from hoplab.errors import SpecError
+    from hoplab.fleet.benchfile import read
+
+    path = tmp_path / "bench.toml"
+    path.write_text('[lab.nodes.router]\nssh = "root@192.168.1.1"\n'
+                    'ssh_options = { port = 2222 }\n[lab.links.0.attach]\nclient = "enp3s0"\n')
+    assert read(path) == ['lab.nodes.router.ssh="root@192.168.1.1"',
+                          "lab.nodes.router.ssh_options.port=2222",
+                          'lab.links.0.attach.client="enp3s0"']
+    path.write_text('[nodes.router]\nssh = "root@192.168.1.1"\n')
+    with pytest.raises(SpecError, match=f"{path}: nodes: unknown key"):
+        read(path)

@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                              "submitted --where KEY=VALUE need it")
     p.add_argument("--lab-name", help="name of the bench's lab (default: from the bench's "
                                       "name); `hoplab clean NAME` removes it after a crash")
+    p.add_argument("--bench-file", metavar="FILE",
+                   help="this bench's own facts: what the lab files' nodes and links are "
+                        "here (device addresses, NICs); see docs/fleet.md")
     p.add_argument("--concurrency", type=int, default=1, metavar="N",
                    help="run N jobs at once, each in a worker process of its own with its "
                         "own lab (default 1)")
@@ -79,14 +82,19 @@ def _workers(args: argparse.Namespace, db: str | None, lab: str) -> int:
             "--lab-name", lab, "--heartbeat", str(args.heartbeat)]
     for label in args.labels:
         argv += ["--label", label]
+    if args.bench_file:
+        argv += ["--bench-file", os.path.abspath(args.bench_file)]
     # The store by the environment, never on a command line (`ps` shows those).
     env = {**os.environ, **({"HOPLAB_DB": db} if db else {})}
     return supervise(argv, args.concurrency, env)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from hoplab import kv
     from hoplab.errors import UsageError
+    from hoplab.fleet import benchfile
     from hoplab.fleet.app import conninfo
     from hoplab.fleet.jobs import BenchRuns
     from hoplab.fleet.slots import slot_lab
@@ -103,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     labels = kv.parse(args.labels, "--label", "--label device=erx")
     if "bench" in labels:
         raise UsageError("--label bench=...: `bench` is the bench's name (--bench)")
+    sets = benchfile.read(Path(args.bench_file)) if args.bench_file else []
     if args.concurrency < 1:
         raise UsageError(f"--concurrency {args.concurrency}: must be 1 or more")
     lab = given(lab_name, args.lab_name, "worker --lab-name") if args.lab_name \
@@ -114,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         lab = slot_lab(lab, args.slot)
     config = BenchConfig(args.bench, labels, lab, heartbeat_s=args.heartbeat, slot=args.slot)
     with store_arg.writing(args) as store:
-        runs = BenchRuns(db, store, args.bench, labels, lab, _progress())
+        runs = BenchRuns(db, store, args.bench, labels, lab, _progress(), sets)
         print(f"hoplab: {describe(config)} serving {store.describe()}", file=sys.stderr,
               flush=True)
         code = BenchWorker(db, config, runs).serve()

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hoplab.errors import UsageError
 from hoplab.fleet import devices
 
 if TYPE_CHECKING:
@@ -62,8 +63,10 @@ class BenchRuns:
 
     def __init__(self, db_url: str | None, store: Store, bench: str,
                  labels: Mapping[str, str], lab_name: str,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, sets: Sequence[str] = ()) -> None:
         self.db_url = db_url
+        # The bench file's overrides (hoplab.fleet.benchfile), on every experiment.
+        self.sets = list(sets)
         self.sink = _Labelled(store)
         self.bench, self.labels, self.lab_name = bench, dict(labels), lab_name
         self.progress = progress
@@ -96,7 +99,12 @@ class BenchRuns:
         assert self.query is not None, "bind() first"
         path = unpack(self.query, job.bundle_id, Path(self._bundles.name))
         # The submitted experiment's seed: a file without one gets a new one each load.
-        exp = dataclasses.replace(load_experiment(path), seed=job.seed)
+        exp = dataclasses.replace(load_experiment(path, self.sets), seed=job.seed)
+        # A matrix key set here would change the variants the jobs are numbered by.
+        mixed = sorted({s.split("=", 1)[0] for s in self.sets} & set(exp.matrix))
+        if mixed:
+            raise UsageError(f"the bench file sets {mixed[0]}, a matrix key of experiment "
+                             f"{exp.name}: a bench may not change its variants")
         runner = self.new_runner(exp)
         runner.experiment_id = job.experiment_id
         self._runner = runner

@@ -57,6 +57,7 @@ def connect(db_url: str | None) -> psycopg.Connection[tuple[Any, ...]]:
 
 
 def pack(db_url: str | None, path: Path) -> str:
+    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
     from hoplab.spec.experiment_loader import load_experiment
 
     exp = load_experiment(path)
@@ -66,6 +67,7 @@ def pack(db_url: str | None, path: Path) -> str:
 
 def enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
             where: Mapping[str, str] = _EMPTY, labels: Mapping[str, str] = _EMPTY) -> str:
+    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
     from hoplab.run.experiment import schedule
     from hoplab.spec.experiment_loader import load_experiment
 
