@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -34,7 +35,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="wait for every run, show progress and the summary; exit 0 if "
                         "every run is ok, else 1")
     p.add_argument("--json", action="store_true",
-                   help="with --wait, print what `hoplab run --json` prints")
+                   help="with --wait, print what `hoplab run --json` prints; without, the "
+                        "experiment's id, seed and number of jobs")
     p.set_defaults(func=run)
 
 
@@ -56,30 +58,43 @@ def _records(store: Store, experiment_id: str) -> list[RunRecord]:
 
 
 def _wait(db: str | None, experiment_id: str, total: int, quiet: bool) -> None:
-    from hoplab.fleet.submit import connect, job_states
+    """Until no job of the experiment waits or runs: a progress bar on a terminal, else a
+    line on stderr whenever the counts change (nothing with `quiet`)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from hoplab.fleet.submit import connect, job_states
+    from hoplab.render.console import console as make_console
+
+    console = make_console(stderr=True)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                   console=console, transient=True) \
+        if console.is_terminal and not quiet else None
+    task = bar.add_task("queued", total=total) if bar is not None else None
     said = None
-    with connect(db) as conn:
+    with connect(db) as conn, bar if bar is not None else contextlib.nullcontext():
         while True:
             states = job_states(conn, experiment_id)
             done = total - states.get("todo", 0) - states.get("doing", 0)
             line = (f"{done}/{total} runs done, {states.get('doing', 0)} running, "
                     f"{states.get('failed', 0)} failed")
-            if line != said and not quiet:
+            if bar is not None and task is not None:
+                bar.update(task, completed=done, description=line)
+            elif line != said and not quiet:
                 print(f"hoplab: {line}", file=sys.stderr, flush=True)
-                said = line
+            said = line
             if done >= total:
                 return
             time.sleep(POLL_S)
 
 
 def run(args: argparse.Namespace) -> int:
+    import dataclasses
     from pathlib import Path
 
     from hoplab import kv
     from hoplab.cli.run import run_json, stored_line
     from hoplab.fleet.app import conninfo
-    from hoplab.fleet.submit import connect, enqueue, job_states, pack
+    from hoplab.fleet.submit import connect, enqueue, job_states, pack, submitted
     from hoplab.render.console import console as make_console
     from hoplab.render.summary import summary_table
     from hoplab.spec.experiment_loader import load_experiment
@@ -91,8 +106,15 @@ def run(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment)
     experiment_id = enqueue(db, pack(db, Path(args.experiment)), benches=args.benches,
                             where=where)
+    seed, jobs = submitted(db, experiment_id)
+    exp = dataclasses.replace(exp, seed=seed)
     if not args.wait:
-        print(experiment_id)
+        if args.json:
+            json.dump({"experiment": exp.name, "experiment_id": experiment_id, "seed": seed,
+                       "jobs": jobs}, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print(experiment_id)
         return 0
     if not args.json:
         print(f"submitted {exp.name}: {exp.runs()} runs, seed {exp.seed}, experiment id "
