@@ -132,6 +132,24 @@ def _keep_judged(store: Store, ids: list[int]) -> None:
               file=sys.stderr)
 
 
+def _print_result(args: argparse.Namespace, exp: Any, runner: Any, store: str, console: Any,
+                  interrupted: bool) -> None:
+    """The JSON document, or the summary table and where the runs are stored."""
+    from hoplab.render.summary import summary_table
+
+    if args.json:
+        json.dump(run_json(exp, runner.experiment_id, runner.records, store, interrupted),
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    console.print(summary_table(runner.records, title=f"{exp.name}: median over "
+                                                      f"repetitions"))
+    ids = [r.id for r in runner.records if r.id is not None]
+    if ids:
+        console.print(stored_line(ids, store, runner.experiment_id), highlight=False,
+                      markup=False)
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import (
@@ -143,7 +161,6 @@ def run(args: argparse.Namespace) -> int:
     )
 
     from hoplab.render.console import console as make_console
-    from hoplab.render.summary import summary_table
     from hoplab.run.experiment import ExperimentRunner
     from hoplab.spec.experiment_loader import load_experiment
 
@@ -177,17 +194,7 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             interrupted = True
         _keep_judged(store, [r.id for r in runner.records if r.id is not None])
-        if args.json:
-            json.dump(run_json(exp, runner.experiment_id, runner.records, store.describe(),
-                               interrupted), sys.stdout, indent=2)
-            sys.stdout.write("\n")
-        else:
-            console.print(summary_table(runner.records, title=f"{exp.name}: median over "
-                                                              f"repetitions"))
-            ids = [r.id for r in runner.records if r.id is not None]
-            if ids:
-                console.print(stored_line(ids, store.describe(), runner.experiment_id),
-                              highlight=False, markup=False)
+        _print_result(args, exp, runner, store.describe(), console, interrupted)
     if interrupted:
         print(f"hoplab: interrupted; {sum(r.status != 'interrupted' for r in runner.records)} "
               f"finished runs kept, the lab is down", file=sys.stderr)
