@@ -102,7 +102,7 @@ class Served:
     first_line: str
 
 
-def start_server(db: Path, *extra: str, timeout: float = 30.0
+def start_server(db: Path | str, *extra: str, timeout: float = 30.0
                  ) -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen([HOPLAB, "serve", "--db", str(db), "--quiet", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -143,6 +143,8 @@ class Beat:
             finally:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._thread.join(timeout=10)
+                if not self._thread.is_alive():
+                    self._loop.close()
 
     async def _stop(self) -> None:
         for t in self._tasks:

@@ -117,12 +117,34 @@ def fleet_status(db_url: str | None, *, experiments: int = 20) -> FleetStatus:
     from hoplab.fleet.submit import connect
 
     with connect(db_url) as conn:
-        status = FleetStatus(benches=_benches(conn))
-        status.jobs = {str(s): int(n) for s, n in conn.execute(
-            "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY status "
-            "ORDER BY status").fetchall()}
-        status.experiments = _experiments(conn, experiments)
-        status.failures = _failures(conn, db_url, [e.id for e in status.experiments])
+        return _status(conn, db_url, experiments)
+
+
+def read_fleet_status(db_url: str | None, *, experiments: int = 20) -> FleetStatus | None:
+    """As fleet_status, in a session that writes nothing (the dashboard's); None where
+    no bench or submit ever made the fleet's tables."""
+    import psycopg
+
+    from hoplab.fleet.app import connect_kwargs, conninfo
+
+    with psycopg.connect(conninfo(db_url), autocommit=True,
+                         options="-c default_transaction_read_only=on",
+                         **connect_kwargs()) as conn:
+        found = conn.execute("SELECT to_regclass('hoplab_fleet_benches'), "
+                             "to_regclass('procrastinate_jobs')").fetchone()
+        if found is None or None in found:
+            return None
+        return _status(conn, db_url, experiments)
+
+
+def _status(conn: psycopg.Connection[tuple[Any, ...]], db_url: str | None,
+            experiments: int) -> FleetStatus:
+    status = FleetStatus(benches=_benches(conn))
+    status.jobs = {str(s): int(n) for s, n in conn.execute(
+        "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY status "
+        "ORDER BY status").fetchall()}
+    status.experiments = _experiments(conn, experiments)
+    status.failures = _failures(conn, db_url, [e.id for e in status.experiments])
     return status
 
 

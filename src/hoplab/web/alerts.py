@@ -35,6 +35,7 @@ def alerts_page(found: Sequence[Alert] | None, store: str) -> str:
                  _what(a)) for a in found]
         body = table(("id", "created (UTC)", "schedule", "kind", "state", "what"), rows,
                      numeric=(0,), cls="cards")
-    return page("alerts · hoplab", '<nav><a href="/">what changed</a> <a href="/runs">runs'
-                f"</a></nav><h1>alerts</h1>{body}"
+    from hoplab.web.fleet import NAV
+
+    return page("alerts · hoplab", f"{NAV}<h1>alerts</h1>{body}"
                 f'<p class="note">store: {esc(store)} (read-only)</p>')

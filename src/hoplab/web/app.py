@@ -184,6 +184,7 @@ class Dashboard:
             (re.compile(r"/api/trend"), self.api_trend),
             (re.compile(r"/api/changes"), self.api_changes),
             (re.compile(r"/alerts"), self.alerts), (re.compile(r"/api/alerts"), self.api_alerts),
+            (re.compile(r"/fleet"), self.fleet), (re.compile(r"/api/fleet"), self.api_fleet),
             (re.compile(r"/static/plotly\.min\.js"), self.plotly),
             (re.compile(r"/favicon\.ico"), lambda query: Response(204, b"", "image/x-icon")),
         ]
@@ -282,6 +283,27 @@ class Dashboard:
             return None
         url = self.store.location.url.render_as_string(hide_password=False)
         return list_alerts(url, limit=PAGE_ROWS)
+
+    def _fleet(self) -> Any:
+        """The fleet's state (fleet/status.py), read without writing; None on SQLite or
+        where no bench or submit made the fleet's tables."""
+        from hoplab.fleet.status import read_fleet_status
+
+        if self.store.location.backend != "postgresql":
+            return None
+        return read_fleet_status(self.store.location.url.render_as_string(
+            hide_password=False))
+
+    def fleet(self, query: dict[str, list[str]]) -> Response:
+        from hoplab.web.fleet import fleet_page
+
+        status = self._fleet()
+        alerts = (self._alerts() or [])[:10] if status is not None else []
+        return _html(fleet_page(status, alerts, self.desc))
+
+    def api_fleet(self, query: dict[str, list[str]]) -> Response:
+        status = self._fleet()
+        return _json(json_safe(None if status is None else status.as_json()))
 
     def alerts(self, query: dict[str, list[str]]) -> Response:
         from hoplab.web.alerts import alerts_page

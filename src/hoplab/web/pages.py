@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 
 _NAV = ('<nav><a href="/">what changed</a><a href="/runs">runs</a>'
         '<a href="/compare">compare</a><a href="/trend">trend</a>'
-        '<a href="/overlay">overlay</a></nav>')
+        '<a href="/overlay">overlay</a><a href="/fleet">fleet</a><a href="/alerts">alerts</a>'
+        '</nav>')
 _HEAD = (f'<script src="/static/plotly.min.js"></script><script>{DRAW_JS}</script>')
 
 

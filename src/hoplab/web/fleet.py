@@ -1,0 +1,86 @@
+"""The dashboard's fleet page: the benches, the jobs by state, each experiment's progress,
+the failures and the latest alerts (fleet/status.py and fleet/alerts.py decide what
+they are; this only renders)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from hoplab import kv
+from hoplab.fleet.alerts import Alert
+from hoplab.fleet.status import FleetStatus
+from hoplab.render.html import Html, esc, table
+from hoplab.render.page import page
+
+_STATE = {"idle": "better", "busy": "", "draining": "", "stopped": "note", "gone": "worse"}
+NAV = ('<nav><a href="/">what changed</a> <a href="/runs">runs</a> <a href="/fleet">fleet'
+       '</a> <a href="/alerts">alerts</a></nav>')
+
+
+def _ago(then: float, now: float) -> str:
+    s = max(0.0, now - then)
+    return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 \
+        else f"{s / 3600:.1f} h ago"
+
+
+def _benches(status: FleetStatus, now: float) -> Html:
+    if not status.benches:
+        return Html('<p class="note">No bench has joined (hoplab worker --bench NAME).</p>')
+    rows = [(b.name, kv.pairs(b.labels) or "-", b.machine,
+             Html(f'<span class="{_STATE.get(b.state, "")}">{esc(b.state)}</span>'),
+             _ago(b.last_heartbeat, now), "-" if b.current_job is None else b.current_job)
+            for b in status.benches]
+    return table(("bench", "labels", "machine", "state", "last heartbeat", "job"), rows,
+                 cls="cards")
+
+
+def _experiments(status: FleetStatus) -> Html:
+    if not status.experiments:
+        return Html('<p class="note">Nothing submitted (hoplab submit EXPERIMENT.toml).</p>')
+    rows = []
+    for e in status.experiments:
+        done = e.states.get("succeeded", 0) + e.states.get("failed", 0)
+        runs = Html(f'<a href="/runs?experiment_id={esc(e.id)}">{esc(e.id)}</a>')
+        rows.append((runs, e.name, time.strftime("%Y-%m-%d %H:%M", time.gmtime(e.submitted_at)),
+                     f"{done} / {e.jobs}", ", ".join(f"{k} {v}" for k, v in
+                                                    sorted(e.states.items())),
+                     "cancelled" if e.cancelled else "finished" if e.finished else "running"))
+    return table(("experiment", "name", "submitted (UTC)", "done", "jobs", "state"), rows,
+                 cls="cards")
+
+
+def _failures(status: FleetStatus) -> Html:
+    if not status.failures:
+        return Html("")
+    rows = [(f.experiment_id, f.job_id, f.bench or "-",
+             Html(f'<a href="/run/{f.run_id}">{f.run_id}</a>') if f.run_id else "-", f.error)
+            for f in status.failures]
+    return Html("<h2>failures</h2>" + table(("experiment", "job", "bench", "run", "error"),
+                                            rows, cls="cards"))
+
+
+def _alerts(found: Sequence[Alert]) -> Html:
+    if not found:
+        return Html("")
+    rows = [(a.created_at.strftime("%Y-%m-%d %H:%M"), a.schedule, a.kind, a.state,
+             a.text.splitlines()[0] if a.text else "") for a in found]
+    return Html('<h2>latest alerts <a href="/alerts">(all)</a></h2>'
+                + table(("created (UTC)", "schedule", "kind", "state", "what"), rows,
+                        cls="cards"))
+
+
+def fleet_page(status: FleetStatus | None, alerts: Sequence[Alert], store: str,
+               now: float | None = None) -> str:
+    """None: this store has no fleet (SQLite, or no bench ever joined)."""
+    if status is None:
+        body = ('<p class="note">No fleet in this store: benches and their queue live in a '
+                "PostgreSQL store (hoplab worker, hoplab submit; docs/fleet.md).</p>")
+    else:
+        jobs = ", ".join(f"{k} {v}" for k, v in sorted(status.jobs.items())) or "none"
+        body = (f"<h2>benches</h2>{_benches(status, now or time.time())}"
+                f"<h2>jobs</h2><p>{esc(jobs)}</p>"
+                f"<h2>experiments</h2>{_experiments(status)}{_failures(status)}"
+                f"{_alerts(alerts)}")
+    return page("fleet · hoplab", f"{NAV}<h1>fleet</h1>{body}"
+                f'<p class="note">store: {esc(store)} (read-only)</p>')
