@@ -18,7 +18,8 @@ from tests.helpers.web import URL, start_server, stop_server
 
 def _get(base: str, path: str) -> str:
     with urllib.request.urlopen(base + path, timeout=30) as resp:
-        return resp.read().decode()
+        body: bytes = resp.read()
+    return body.decode()
 
 
 def test_the_fleet_page_shows_benches_jobs_and_progress(db: str, experiment: Path) -> None:
