@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.lab import missing_requirement
 from tests.helpers.postgres import PgServer, pg_bindir, running
 
 LAB = """
@@ -33,6 +34,14 @@ from = "a"
 to = "b"
 duration = "1s"
 """
+
+
+@pytest.fixture(autouse=True)
+def _root() -> None:
+    # Benches build namespace labs.
+    reason = missing_requirement()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

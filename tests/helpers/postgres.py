@@ -48,6 +48,7 @@ class PgServer:
     port: int
     as_user: list[str]
     shared_buffers: str = "32MB"
+    max_connections: int = 40
 
     @property
     def url(self) -> str:
@@ -84,7 +85,8 @@ def _start(server: PgServer) -> None:
         f"-c unix_socket_directories={server.base}",
         # Test data only: durability is not needed and costs seconds per test run.
         "-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off",
-        "-c max_connections=40", f"-c shared_buffers={server.shared_buffers}",
+        f"-c max_connections={server.max_connections}",
+        f"-c shared_buffers={server.shared_buffers}",
     ])
     proc = server.run("pg_ctl", "-D", str(server.base / "data"), "-l", str(log), "-w",
                       "-t", "30", "-o", options, "start")
@@ -92,7 +94,7 @@ def _start(server: PgServer) -> None:
 
 
 @contextmanager
-def running(shared_buffers: str = "32MB") -> Iterator[PgServer]:
+def running(shared_buffers: str = "32MB", max_connections: int = 40) -> Iterator[PgServer]:
     """A started server with an empty database DB_NAME; stopped and removed after."""
     bindir = pg_bindir()
     if bindir is None:
@@ -104,7 +106,7 @@ def running(shared_buffers: str = "32MB") -> Iterator[PgServer]:
         pw = pwd.getpwnam("postgres")
         os.chown(base, pw.pw_uid, pw.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    server = PgServer(bindir, base, 0, as_user, shared_buffers)
+    server = PgServer(bindir, base, 0, as_user, shared_buffers, max_connections)
     started = False
     try:
         t0 = time.monotonic()

@@ -115,3 +115,30 @@ def test_a_command_stays_shielded_to_its_exit() -> None:
     # The next command of this process (a test suite's) starts afresh.
     with terminate_as_interrupt(shield_after_first=True):
         assert now() != dict.fromkeys(STOPS, signal.SIG_IGN)
+
+
+def test_a_bench_hears_every_stop_in_a_build_and_a_teardown() -> None:
+    """A bench (noting_stops) hears a SIGTERM where a lab is built (terminate_as_interrupt)
+    and where one is taken down (shielded): the first only noted, not interrupting the
+    build nor lost in the teardown; a stop it says interrupts does, in a build."""
+    from hoplab.lab.signals import noting_stops
+
+    heard: list[int] = []
+
+    def note(signum: int) -> bool:
+        heard.append(signum)
+        return signum == signal.SIGINT
+
+    with noting_stops(note):
+        with terminate_as_interrupt(shield_after_first=True):
+            signal.raise_signal(signal.SIGTERM)  # noted: the build goes on
+        with shielded():
+            signal.raise_signal(signal.SIGTERM)  # noted, though the teardown ignores it
+        with pytest.raises(KeyboardInterrupt), terminate_as_interrupt(
+                shield_after_first=True):
+            signal.raise_signal(signal.SIGINT)
+    assert heard == [signal.SIGTERM, signal.SIGTERM, signal.SIGINT]
+    # Outside, the shield ignores stops as before.
+    with shielded():
+        signal.raise_signal(signal.SIGTERM)
+    assert len(heard) == 3

@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="wait for every run, show progress and the summary; exit 0 if "
                         "every run is ok, else 1")
     p.add_argument("--json", action="store_true",
-                   help="with --wait, print what `hoplab run --json` prints")
+                   help="with --wait, print what `hoplab run --json` prints; without, the "
+                        "experiment's id, seed and number of jobs")
     p.set_defaults(func=run)
 
 
@@ -74,12 +75,13 @@ def _wait(db: str | None, experiment_id: str, total: int, quiet: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import dataclasses
     from pathlib import Path
 
     from hoplab import kv
     from hoplab.cli.run import run_json, stored_line
     from hoplab.fleet.app import conninfo
-    from hoplab.fleet.submit import connect, enqueue, job_states, pack
+    from hoplab.fleet.submit import connect, enqueue, job_states, pack, submitted
     from hoplab.render.console import console as make_console
     from hoplab.render.summary import summary_table
     from hoplab.spec.experiment_loader import load_experiment
@@ -91,8 +93,15 @@ def run(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment)
     experiment_id = enqueue(db, pack(db, Path(args.experiment)), benches=args.benches,
                             where=where)
+    seed, jobs = submitted(db, experiment_id)
+    exp = dataclasses.replace(exp, seed=seed)
     if not args.wait:
-        print(experiment_id)
+        if args.json:
+            json.dump({"experiment": exp.name, "experiment_id": experiment_id, "seed": seed,
+                       "jobs": jobs}, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print(experiment_id)
         return 0
     if not args.json:
         print(f"submitted {exp.name}: {exp.runs()} runs, seed {exp.seed}, experiment id "

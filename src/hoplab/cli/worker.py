@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
+from typing import TYPE_CHECKING
 
 from hoplab.cli import store_arg
+
+if TYPE_CHECKING:
+    from hoplab.record import RunRecord
+    from hoplab.run.experiment import Progress
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,6 +30,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                              "submitted --where KEY=VALUE need it")
     p.add_argument("--lab-name", help="name of the bench's lab (default: from the bench's "
                                       "name); `hoplab clean NAME` removes it after a crash")
+    p.add_argument("--bench-file", metavar="FILE",
+                   help="this bench's own facts: what the lab files' nodes and links are "
+                        "here (device addresses, NICs); see docs/fleet.md")
+    p.add_argument("--concurrency", type=int, default=1, metavar="N",
+                   help="run N jobs at once, each in a worker process of its own with its "
+                        "own lab (default 1)")
+    p.add_argument("--slot", type=int, help=argparse.SUPPRESS)
     p.add_argument("--heartbeat", type=float, default=10.0, metavar="SECONDS",
                    help="heartbeat interval; a bench silent for 3 of them is gone and its "
                         "job runs again elsewhere (default 10)")
@@ -42,11 +54,50 @@ def bench_lab_name(bench: str) -> str:
         return "b" + hashlib.sha256(bench.encode()).hexdigest()[:10]
 
 
+def _progress() -> Progress:
+    """A line on stderr per run stored (a bench's journal)."""
+    from hoplab import kv
+    from hoplab.run.experiment import Progress
+
+    def end_run(rec: RunRecord) -> None:
+        said = f": {rec.error}" if rec.error else ""
+        print(f"hoplab: run {rec.id} ({rec.experiment} {rec.test} {kv.pairs(rec.variant)} "
+              f"rep {rec.repetition}, experiment {rec.experiment_id}) {rec.status}{said}",
+              file=sys.stderr, flush=True)
+
+    def note(message: str) -> None:
+        if message.startswith("warning"):
+            print(f"hoplab: {message}", file=sys.stderr, flush=True)
+
+    return Progress(end_run=end_run, note=note)
+
+
+def _workers(args: argparse.Namespace, db: str | None, lab: str) -> int:
+    """--concurrency N: N workers of this bench, each a process with its own lab."""
+    import os
+
+    from hoplab.fleet.slots import supervise
+
+    argv = [sys.executable, "-m", "hoplab.cli.main", "worker", "--bench", args.bench,
+            "--lab-name", lab, "--heartbeat", str(args.heartbeat)]
+    for label in args.labels:
+        argv += ["--label", label]
+    if args.bench_file:
+        argv += ["--bench-file", os.path.abspath(args.bench_file)]
+    # The store by the environment, never on a command line (`ps` shows those).
+    env = {**os.environ, **({"HOPLAB_DB": db} if db else {})}
+    return supervise(argv, args.concurrency, env)
+
+
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from hoplab import kv
     from hoplab.errors import UsageError
+    from hoplab.fleet import benchfile
     from hoplab.fleet.app import conninfo
     from hoplab.fleet.jobs import BenchRuns
+    from hoplab.fleet.slots import slot_lab
     from hoplab.fleet.submit import connect
     from hoplab.fleet.worker import BenchConfig, BenchWorker, describe
     from hoplab.spec.names import given, lab_name
@@ -60,15 +111,22 @@ def run(args: argparse.Namespace) -> int:
     labels = kv.parse(args.labels, "--label", "--label device=erx")
     if "bench" in labels:
         raise UsageError("--label bench=...: `bench` is the bench's name (--bench)")
+    sets = benchfile.read(Path(args.bench_file)) if args.bench_file else []
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency {args.concurrency}: must be 1 or more")
     lab = given(lab_name, args.lab_name, "worker --lab-name") if args.lab_name \
         else bench_lab_name(args.bench)
     connect(db).close()  # reachable, and the fleet's tables made
-    config = BenchConfig(args.bench, labels, lab, heartbeat_s=args.heartbeat)
+    if args.concurrency > 1:
+        return _workers(args, db, lab)
+    if args.slot is not None:
+        lab = slot_lab(lab, args.slot)
+    config = BenchConfig(args.bench, labels, lab, heartbeat_s=args.heartbeat, slot=args.slot)
     with store_arg.writing(args) as store:
-        runs = BenchRuns(db, store, args.bench, labels, lab)
+        runs = BenchRuns(db, store, args.bench, labels, lab, _progress(), sets)
         print(f"hoplab: {describe(config)} serving {store.describe()}", file=sys.stderr,
               flush=True)
         code = BenchWorker(db, config, runs).serve()
-    print(f"hoplab: bench {args.bench} stopped" + (" (interrupted; its job is back in the "
+    print(f"hoplab: bench {config.row} stopped" + (" (interrupted; its job is back in the "
                                                    "queue)" if code else ""), file=sys.stderr)
     return code

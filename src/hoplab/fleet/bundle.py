@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 from hoplab.errors import UsageError
 from hoplab.spec.experiment import Experiment
@@ -67,25 +69,38 @@ def store(conn: psycopg.Connection[tuple[Any, ...]], exp: Experiment) -> str:
     return bundle_id
 
 
-def unpack(conn: psycopg.Connection[tuple[Any, ...]], bundle_id: str, dest: Path) -> Path:
+# A query with %(name)s parameters -> its rows as dicts: a psycopg connection's (rows_of)
+# or a bench's, through the connection it already holds.
+Query = Callable[..., list[dict[str, Any]]]
+
+
+def rows_of(conn: psycopg.Connection[Any]) -> Query:
+    def query(sql: str, **args: Any) -> list[dict[str, Any]]:
+        with conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(sql, args).fetchall()
+    return query
+
+
+def unpack(query: Query, bundle_id: str, dest: Path) -> Path:
     """Write bundle `bundle_id`'s files under `dest` (once: a second call finds them);
     the path of its experiment file there."""
-    row = conn.execute("SELECT experiment, files FROM hoplab_fleet_bundles WHERE id = %s",
-                       (bundle_id,)).fetchone()
-    if row is None:
+    rows = query("SELECT experiment, files FROM hoplab_fleet_bundles WHERE id = %(id)s",
+                 id=bundle_id)
+    if not rows:
         raise UsageError(f"no bundle {bundle_id} in the store")
-    experiment, manifest = str(row[0]), dict(row[1])
+    experiment, manifest = str(rows[0]["experiment"]), dict(rows[0]["files"])
     root = dest / bundle_id
     done = root / ".complete"
     if not done.exists():
         for rel, sha in manifest.items():
-            got = conn.execute("SELECT content FROM hoplab_fleet_files WHERE sha256 = %s",
-                               (sha,)).fetchone()
-            if got is None or _digest(bytes(got[0])) != sha:
+            got = query("SELECT content FROM hoplab_fleet_files WHERE sha256 = %(sha)s",
+                        sha=sha)
+            content = bytes(got[0]["content"]) if got else b""
+            if not got or _digest(content) != sha:
                 raise UsageError(f"bundle {bundle_id}: file {rel} is missing or damaged")
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(bytes(got[0]))
+            target.write_bytes(content)
             # A setup script keeps running: its mode is not stored, so any file may run.
             target.chmod(0o755)
         done.touch()

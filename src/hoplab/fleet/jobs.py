@@ -5,17 +5,21 @@ storing it and marking the job done)."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hoplab.errors import UsageError
 from hoplab.fleet import devices
 
 if TYPE_CHECKING:
+    from hoplab.fleet.bundle import Query
     from hoplab.record import RunRecord
     from hoplab.run.experiment import ExperimentRunner, Progress
+    from hoplab.spec.experiment import Experiment
     from hoplab.store import Store
 
 # The label each fleet run carries: the queue's job id, the same on every attempt.
@@ -27,6 +31,7 @@ class JobArgs:
     job_id: int
     experiment_id: str
     bundle_id: str
+    seed: int
     order: int
     variant: int
     test: int
@@ -35,7 +40,7 @@ class JobArgs:
     @classmethod
     def of(cls, job_id: int, args: Mapping[str, Any]) -> JobArgs:
         return cls(job_id, str(args["experiment_id"]), str(args["bundle_id"]),
-                   int(args["order"]), int(args["variant"]), int(args["test"]),
+                   int(args["seed"]), int(args["order"]), int(args["variant"]), int(args["test"]),
                    int(args["repetition"]))
 
 
@@ -58,35 +63,49 @@ class BenchRuns:
 
     def __init__(self, db_url: str | None, store: Store, bench: str,
                  labels: Mapping[str, str], lab_name: str,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, sets: Sequence[str] = ()) -> None:
         self.db_url = db_url
+        # The bench file's overrides (hoplab.fleet.benchfile), on every experiment.
+        self.sets = list(sets)
         self.sink = _Labelled(store)
         self.bench, self.labels, self.lab_name = bench, dict(labels), lab_name
         self.progress = progress
         self._runner: ExperimentRunner | None = None
+        self.query: Query | None = None
         self._bundles = tempfile.TemporaryDirectory(prefix="hoplab-bundles-")
+
+    def new_runner(self, exp: Experiment) -> ExperimentRunner:
+        """The runner of a submitted experiment (bench/fleet.py's runs on fake nodes)."""
+        from hoplab.run.experiment import ExperimentRunner
+
+        return ExperimentRunner(exp, self.sink, self.progress, lab_name=self.lab_name)
 
     def already_ok(self, job: JobArgs) -> bool:
         return bool(self.sink.store.list_runs(
             {"experiment_id": job.experiment_id, JOB_LABEL: str(job.job_id), "status": "ok"},
             figures=False, limit=1))
 
-    def _runner_for(self, job: JobArgs) -> ExperimentRunner:
-        import psycopg
+    def bind(self, query: Query) -> None:
+        """The bench's connection to the queue, for the submitted files."""
+        self.query = query
 
-        from hoplab.fleet.app import connect_kwargs, conninfo
+    def _runner_for(self, job: JobArgs) -> ExperimentRunner:
         from hoplab.fleet.bundle import unpack
-        from hoplab.run.experiment import ExperimentRunner
         from hoplab.spec.experiment_loader import load_experiment
 
         if self._runner is not None and self._runner.experiment_id == job.experiment_id:
             return self._runner
         self.close()
-        # A connection of its own, only while a new experiment's files are fetched.
-        with psycopg.connect(conninfo(self.db_url), **connect_kwargs()) as conn:
-            path = unpack(conn, job.bundle_id, Path(self._bundles.name))
-        exp = load_experiment(path)
-        runner = ExperimentRunner(exp, self.sink, self.progress, lab_name=self.lab_name)
+        assert self.query is not None, "bind() first"
+        path = unpack(self.query, job.bundle_id, Path(self._bundles.name))
+        # The submitted experiment's seed: a file without one gets a new one each load.
+        exp = dataclasses.replace(load_experiment(path, self.sets), seed=job.seed)
+        # A matrix key set here would change the variants the jobs are numbered by.
+        mixed = sorted({s.split("=", 1)[0] for s in self.sets} & set(exp.matrix))
+        if mixed:
+            raise UsageError(f"the bench file sets {mixed[0]}, a matrix key of experiment "
+                             f"{exp.name}: a bench may not change its variants")
+        runner = self.new_runner(exp)
         runner.experiment_id = job.experiment_id
         self._runner = runner
         return runner
@@ -96,6 +115,8 @@ class BenchRuns:
         from hoplab.run.experiment import Job
 
         runner = self._runner_for(job)
+        if runner.lab_variant not in (None, job.variant):
+            runner.close()
         self.sink.labels = {**experiment_labels, **self.labels, "bench": self.bench,
                             JOB_LABEL: str(job.job_id)}
         lab = runner.exp.variants[job.variant].lab

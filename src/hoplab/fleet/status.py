@@ -127,15 +127,18 @@ def fleet_status(db_url: str | None, *, experiments: int = 20) -> FleetStatus:
 
 
 def drain(db_url: str | None, bench: str) -> str:
-    """Ask bench `bench` to finish its run and stop; its state before."""
+    """Ask bench `bench` (each of its workers, with --concurrency) to finish its run and
+    stop; its state before (of its first worker)."""
     from hoplab.errors import UsageError
     from hoplab.fleet.submit import connect
 
     with connect(db_url) as conn:
-        row = conn.execute("UPDATE hoplab_fleet_benches b SET state = 'draining' "
-                           "FROM (SELECT state FROM hoplab_fleet_benches WHERE name = %s "
-                           "FOR UPDATE) old WHERE b.name = %s RETURNING old.state",
-                           (bench, bench)).fetchone()
+        row = conn.execute("UPDATE hoplab_fleet_benches b SET state = 'draining' FROM "
+                           "(SELECT name, state FROM hoplab_fleet_benches WHERE name = %s "
+                           "OR name LIKE %s FOR UPDATE) old WHERE b.name = old.name "
+                           "RETURNING old.state",
+                           (bench, bench.replace("\\", "\\\\").replace("%", "\\%")
+                            .replace("_", "\\_") + "#%")).fetchone()
     if row is None:
         raise UsageError(f"no bench {bench} in this fleet (hoplab fleet lists them)")
     return str(row[0])

@@ -15,6 +15,8 @@ enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
     are added to each run's labels. The experiment's id (its runs' experiment_id).
 finished(db_url: str | None, experiment_id: str) -> bool
     No job of the experiment is waiting or running.
+submitted(db_url: str | None, experiment_id: str) -> tuple[int, int]
+    Its seed (a file without one gets a new one at each load) and its number of jobs.
 cancel(db_url: str | None, experiment_id: str) -> int
     Its waiting jobs cancelled (a running one ends its run); how many.
 
@@ -55,6 +57,7 @@ def connect(db_url: str | None) -> psycopg.Connection[tuple[Any, ...]]:
 
 
 def pack(db_url: str | None, path: Path) -> str:
+    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
     from hoplab.spec.experiment_loader import load_experiment
 
     exp = load_experiment(path)
@@ -64,13 +67,14 @@ def pack(db_url: str | None, path: Path) -> str:
 
 def enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
             where: Mapping[str, str] = _EMPTY, labels: Mapping[str, str] = _EMPTY) -> str:
+    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
     from hoplab.run.experiment import schedule
     from hoplab.spec.experiment_loader import load_experiment
 
     experiment_id = secrets.token_hex(6)
     queue = queue_of(benches, where)
     with connect(db_url) as conn, tempfile.TemporaryDirectory(prefix="hoplab-submit-") as d:
-        exp = load_experiment(bundle.unpack(conn, bundle_id, Path(d)))
+        exp = load_experiment(bundle.unpack(bundle.rows_of(conn), bundle_id, Path(d)))
         jobs = schedule(exp)
         with conn.transaction():
             conn.execute("INSERT INTO hoplab_fleet_routes (queue, benches, where_labels) "
@@ -85,10 +89,21 @@ def enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
     with app.open():
         # In the seeded order: a queue hands out its jobs by id.
         task(app).configure(queue=queue).batch_defer(*[
-            {"experiment_id": experiment_id, "bundle_id": bundle_id, "order": order,
+            {"experiment_id": experiment_id, "bundle_id": bundle_id, "seed": exp.seed,
+             "order": order,
              "variant": job.variant, "test": job.test, "repetition": job.repetition}
             for order, job in enumerate(jobs)])
     return experiment_id
+
+
+def submitted(db_url: str | None, experiment_id: str) -> tuple[int, int]:
+    """The seed the experiment was submitted with, and its number of jobs."""
+    with connect(db_url) as conn:
+        row = conn.execute("SELECT seed, jobs FROM hoplab_fleet_experiments WHERE id = %s",
+                           (experiment_id,)).fetchone()
+    if row is None:
+        raise UsageError(f"no experiment {experiment_id} was submitted to this store")
+    return int(row[0]), int(row[1])
 
 
 def job_states(conn: psycopg.Connection[tuple[Any, ...]], experiment_id: str

@@ -13,18 +13,38 @@ import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
+from typing import TYPE_CHECKING, Protocol
+
+from procrastinate.exceptions import ConnectorException
 
 from hoplab.fleet.app import ANY_QUEUE
 from hoplab.fleet.beat import Beat
-from hoplab.fleet.jobs import BenchRuns, JobArgs
+from hoplab.fleet.jobs import JobArgs
 from hoplab.fleet.routes import matches
+from hoplab.store.url import hide_password
+
+if TYPE_CHECKING:
+    from hoplab.fleet.bundle import Query
+    from hoplab.record import RunRecord
 
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Runs(Protocol):
+    """What runs a bench's jobs: hoplab.fleet.jobs.BenchRuns (bench/fleet.py gives one on
+    fake nodes)."""
+
+    def bind(self, query: Query) -> None: ...
+    def already_ok(self, job: JobArgs) -> bool: ...
+    def run(self, job: JobArgs, experiment_labels: Mapping[str, str]) -> RunRecord: ...
+    def idle(self) -> None: ...
+    def remove(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -35,6 +55,12 @@ class BenchConfig:
     heartbeat_s: float = 10.0
     # Without a notification, how often an idle bench looks for a job.
     poll_s: float = 2.0
+    # One of a bench's `--concurrency` workers: its row in the fleet is NAME#SLOT.
+    slot: int | None = None
+
+    @property
+    def row(self) -> str:
+        return self.name if self.slot is None else f"{self.name}#{self.slot}"
 
 
 @dataclass
@@ -46,7 +72,7 @@ class Claim:
 
 
 class BenchWorker:
-    def __init__(self, db_url: str | None, config: BenchConfig, runs: BenchRuns) -> None:
+    def __init__(self, db_url: str | None, config: BenchConfig, runs: Runs) -> None:
         self.db_url = db_url
         self.config = config
         self.runs = runs
@@ -56,8 +82,9 @@ class BenchWorker:
         self._running = False
         self._wake = threading.Event()
         self._queues: list[str] = [ANY_QUEUE]
-        self.beat = Beat(db_url, config.name, heartbeat_s=config.heartbeat_s,
+        self.beat = Beat(db_url, config.row, heartbeat_s=config.heartbeat_s,
                          on_wake=self._wake.set, on_drain=self._drain)
+        runs.bind(self.beat.query)
 
     # --- signals ---------------------------------------------------------------------
 
@@ -65,16 +92,22 @@ class BenchWorker:
         self.stopping = True
         self._wake.set()
 
-    def _signal(self, signum: int, _frame: FrameType | None) -> None:
+    def _note(self, signum: int) -> bool:
+        """A stop signal: whether it interrupts the run (Ctrl-C, or a second signal during
+        a run), else the bench stops after its run."""
         if signum != signal.SIGINT and not (self.stopping and self._running):
             self._drain()
-            return
-        # Interrupt: the unwinding (storing the run, the lab down, the job put back)
-        # must not be cut short by a third signal.
-        for sig in _STOPS:
-            signal.signal(sig, signal.SIG_IGN)
+            return False
         self.interrupted = True
-        raise KeyboardInterrupt(f"signal {signum}")
+        return True
+
+    def _signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self._note(signum):
+            # The unwinding (storing the run, the lab down, the job put back) must not
+            # be cut short by a third signal.
+            for sig in _STOPS:
+                signal.signal(sig, signal.SIG_IGN)
+            raise KeyboardInterrupt(f"signal {signum}")
 
     # --- the loop --------------------------------------------------------------------
 
@@ -88,7 +121,7 @@ class BenchWorker:
     def _state(self, state: str, job_id: int | None) -> None:
         self.beat.execute("UPDATE hoplab_fleet_benches SET state = %(state)s, current_job = "
                           "%(job)s WHERE name = %(name)s AND state <> 'draining'",
-                          state=state, job=job_id, name=self.config.name)
+                          state=state, job=job_id, name=self.config.row)
 
     def _experiment(self, experiment_id: str) -> tuple[dict[str, str], bool]:
         rows = self.beat.query("SELECT labels, cancelled FROM hoplab_fleet_experiments "
@@ -129,33 +162,30 @@ class BenchWorker:
         self.beat.finish(job.job_id, rec.status == "ok")
 
     def _error(self, job: JobArgs, e: Exception) -> None:
+        from hoplab.errors import HoplabError
+
+        # A HoplabError is a sentence for the user; anything else keeps its type.
+        said = str(e) if isinstance(e, HoplabError) else f"{type(e).__name__}: {e}"
+        print(f"hoplab: job {job.job_id} cannot run on this bench: {said}", file=sys.stderr,
+              flush=True)
         self.beat.execute(
             "INSERT INTO hoplab_fleet_errors (job_id, bench, error) VALUES (%(job)s, "
             "%(bench)s, %(error)s) ON CONFLICT (job_id) DO UPDATE SET bench = "
             "EXCLUDED.bench, error = EXCLUDED.error, at = now()",
-            job=job.job_id, bench=self.config.name, error=f"{type(e).__name__}: {e}"
-            if not isinstance(e, ValueError | OSError) else str(e))
+            job=job.job_id, bench=self.config.row, error=said)
 
     def serve(self) -> int:
         """Take jobs until stopped; 0, or 130 when a run was interrupted."""
+        from hoplab.lab.signals import noting_stops
+
         old = {sig: signal.signal(sig, self._signal) for sig in _STOPS}
         try:
-            self.beat.start(self.config.labels, socket.gethostname(), os.getpid())
-            self._routes()
-            while not self.stopping:
-                job = self._take()
-                if job is None:
-                    self._state("idle", None)
-                    self.runs.idle()
-                    self._wake.wait(self.config.poll_s)
-                    self._wake.clear()
-                    self._routes()
-                    continue
-                self._do(job)
+            with noting_stops(self._note):
+                self._loop()
         except KeyboardInterrupt:
             self.interrupted = True
         finally:
-            # The lab down first, shielded; then the bench says it stopped.
+            # The lab down first; then the bench says it stopped.
             for sig in _STOPS:
                 signal.signal(sig, signal.SIG_IGN)
             try:
@@ -166,6 +196,27 @@ class BenchWorker:
                     signal.signal(sig, handler)
         return 130 if self.interrupted else 0
 
+    def _loop(self) -> None:
+        self.beat.start(self.config.labels, socket.gethostname(), os.getpid())
+        self._routes()
+        while not self.stopping:
+            try:
+                job = self._take()
+            except ConnectorException as e:
+                # The store is unreachable for now: the pool reconnects; try again.
+                print(f"hoplab: warning: cannot reach the queue: {hide_password(str(e))}",
+                      file=sys.stderr, flush=True)
+                self._wake.wait(self.config.poll_s)
+                continue
+            if job is None:
+                self._state("idle", None)
+                self.runs.idle()
+                self._wake.wait(self.config.poll_s)
+                self._wake.clear()
+                self._routes()
+                continue
+            self._do(job)
+
 
 def describe(config: BenchConfig) -> str:
-    return f"bench {config.name} ({json.dumps(dict(config.labels))}), lab {config.lab_name}"
+    return f"bench {config.row} ({json.dumps(dict(config.labels))}), lab {config.lab_name}"

@@ -28,6 +28,23 @@ _Handler = Callable[[int, FrameType | None], object] | int | None
 _open = 0
 _fired = False
 _before: dict[int, _Handler] = {}
+# A process that goes on after a stop signal (a bench: hoplab worker) hears of every one,
+# in a lab's build and teardown too: `_note` takes it first and answers whether it is to
+# interrupt (else it is only noted: the bench stops after its run).
+_note: Callable[[int], bool] | None = None
+
+
+@contextmanager
+def noting_stops(note: Callable[[int], bool]) -> Iterator[None]:
+    """For the block, every SIGINT, SIGTERM and SIGHUP goes to `note` first: where one
+    would interrupt (terminate_as_interrupt), it does only if `note` says so; where one
+    would be ignored (shielded), `note` still hears of it."""
+    global _note
+    _note = note
+    try:
+        yield
+    finally:
+        _note = None
 
 
 @contextmanager
@@ -67,6 +84,8 @@ def terminate_as_interrupt(*, shield_after_first: bool = False) -> Iterator[None
 
     def interrupt(signum: int, _frame: FrameType | None) -> None:
         global _fired
+        if _note is not None and not _note(signum):
+            return
         if shield_after_first:
             _fired = True
             for sig in _STOPS:
@@ -103,7 +122,12 @@ def shielded() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _STOPS}
+    def noted(signum: int, _frame: FrameType | None) -> None:
+        if _note is not None:
+            _note(signum)
+
+    quiet = signal.SIG_IGN if _note is None else noted
+    old = {sig: signal.signal(sig, quiet) for sig in _STOPS}
     try:
         yield
     finally:

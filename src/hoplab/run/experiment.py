@@ -322,6 +322,11 @@ class ExperimentRunner:
             self._workdir = run_workdir.make()
         return self._one(order, job, self._workdir)
 
+    @property
+    def lab_variant(self) -> int | None:
+        """The variant whose lab is up, if one is."""
+        return None if self._up is None else self._up[0]
+
     def close(self) -> None:
         """Take down the lab run_job left up, and remove its working directory."""
         try:

@@ -1,0 +1,73 @@
+"""Helpers of the fleet tests: benches as processes, and polls of the store and queue
+(readiness is waited for by asking, never by sleeping)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import psycopg
+import pytest
+
+from hoplab.lab.where import netns_prefix
+from hoplab.store import open_store
+from tests.helpers.lab import HOPLAB, namespaces, pids_in
+
+T = TypeVar("T")
+
+
+def until(what: str, check: Callable[[], T | None], timeout: float = 60) -> T:
+    """Poll `check` until it answers something true; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@contextmanager
+def bench(db: str, name: str, *extra: str) -> Iterator[subprocess.Popen[str]]:
+    """`hoplab worker` as bench `name` (1 s heartbeats); killed and reaped at the end."""
+    proc = subprocess.Popen([*HOPLAB, "worker", "--db", db, "--bench", name,
+                             "--heartbeat", "1", *extra], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=60)
+
+
+def query(db: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Rows of `sql`; none while no bench has made the fleet's tables yet."""
+    with psycopg.connect(db) as conn:
+        try:
+            return conn.execute(sql, args).fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []
+
+
+def bench_state(db: str, name: str) -> str | None:
+    rows = query(db, "SELECT state FROM hoplab_fleet_benches WHERE name = %s", name)
+    return str(rows[0][0]) if rows else None
+
+
+def ok_runs(db: str, name: str) -> int:
+    with open_store(db, read_only=True) as store:
+        return len(store.list_runs({"bench": name, "status": "ok"}, figures=False))
+
+
+def lab_namespaces(lab: str) -> set[str]:
+    return {n for n in namespaces() if n.startswith(netns_prefix(lab))}
+
+
+def measuring(lab: str) -> bool:
+    """A tool runs in the lab: a run is under way."""
+    return bool(pids_in(lab_namespaces(lab)))
