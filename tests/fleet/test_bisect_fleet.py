@@ -51,8 +51,8 @@ def test_three_benches_name_the_commit_in_fewer_rounds_than_binary_bisection(
     with ExitStack() as stack:
         procs = [stack.enter_context(bench(db, name, "--label", "site=t"))
                  for name in BENCHES]
-        for name in BENCHES:
-            until(f"bench {name} idle", lambda name=name: bench_state(db, name) == "idle")
+        until("every bench idle",
+              lambda: all(bench_state(db, name) == "idle" for name in BENCHES))
         got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                      "--bad", "main", "--db", db, "--fleet", "--where", "site=t",
                      "--metric", "rtt_median", "--max-repeat", "5",
