@@ -4,10 +4,12 @@ with exactly one ok run, and `hoplab clean` removes the dead bench's lab."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
 import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -68,10 +70,14 @@ def test_two_benches_one_killed(db: str, experiment: Path) -> None:
         assert not lab_namespaces(a)
         left = lab_namespaces(b)
         assert left
+        killed = glob.glob(f"{tempfile.gettempdir()}/hoplab-run-{bench_b.pid}-*")
+        # Its run's working directory, and the one holding its experiment's files.
+        assert any(glob.glob(f"{d}/*/exp.toml") for d in killed), killed
         got = hoplab("clean", b)
         assert got.returncode == 0, got.stdout + got.stderr
         assert not lab_namespaces(b)
         assert not pids_in(left)
+        assert not [d for d in killed if os.path.exists(d)]
     finally:
         if submit is not None and submit.poll() is None:
             submit.kill()

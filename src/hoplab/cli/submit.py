@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -57,18 +58,30 @@ def _records(store: Store, experiment_id: str) -> list[RunRecord]:
 
 
 def _wait(db: str | None, experiment_id: str, total: int, quiet: bool) -> None:
-    from hoplab.fleet.submit import connect, job_states
+    """Until no job of the experiment waits or runs: a progress bar on a terminal, else a
+    line on stderr whenever the counts change (nothing with `quiet`)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from hoplab.fleet.submit import connect, job_states
+    from hoplab.render.console import console as make_console
+
+    console = make_console(stderr=True)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                   console=console, transient=True) \
+        if console.is_terminal and not quiet else None
+    task = bar.add_task("queued", total=total) if bar is not None else None
     said = None
-    with connect(db) as conn:
+    with connect(db) as conn, bar if bar is not None else contextlib.nullcontext():
         while True:
             states = job_states(conn, experiment_id)
             done = total - states.get("todo", 0) - states.get("doing", 0)
             line = (f"{done}/{total} runs done, {states.get('doing', 0)} running, "
                     f"{states.get('failed', 0)} failed")
-            if line != said and not quiet:
+            if bar is not None and task is not None:
+                bar.update(task, completed=done, description=line)
+            elif line != said and not quiet:
                 print(f"hoplab: {line}", file=sys.stderr, flush=True)
-                said = line
+            said = line
             if done >= total:
                 return
             time.sleep(POLL_S)

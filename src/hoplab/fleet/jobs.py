@@ -6,14 +6,14 @@ storing it and marking the job done)."""
 from __future__ import annotations
 
 import dataclasses
-import tempfile
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hoplab.errors import UsageError
 from hoplab.fleet import devices
+from hoplab.nodes import workdir as run_workdir
 
 if TYPE_CHECKING:
     from hoplab.fleet.bundle import Query
@@ -72,7 +72,8 @@ class BenchRuns:
         self.progress = progress
         self._runner: ExperimentRunner | None = None
         self.query: Query | None = None
-        self._bundles = tempfile.TemporaryDirectory(prefix="hoplab-bundles-")
+        # Named as a run's working directory: `hoplab clean` removes a killed bench's.
+        self._bundles = run_workdir.make()
 
     def new_runner(self, exp: Experiment) -> ExperimentRunner:
         """The runner of a submitted experiment (bench/fleet.py's runs on fake nodes)."""
@@ -97,7 +98,7 @@ class BenchRuns:
             return self._runner
         self.close()
         assert self.query is not None, "bind() first"
-        path = unpack(self.query, job.bundle_id, Path(self._bundles.name))
+        path = unpack(self.query, job.bundle_id, self._bundles)
         # The submitted experiment's seed: a file without one gets a new one each load.
         exp = dataclasses.replace(load_experiment(path, self.sets), seed=job.seed)
         # A matrix key set here would change the variants the jobs are numbered by.
@@ -139,4 +140,4 @@ class BenchRuns:
 
     def remove(self) -> None:
         self.close()
-        self._bundles.cleanup()
+        shutil.rmtree(self._bundles, ignore_errors=True)
