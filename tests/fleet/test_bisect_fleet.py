@@ -4,6 +4,7 @@ commit checked out and built in the bench's own worktree, k = 3 commits a round.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import signal
@@ -119,3 +120,36 @@ def test_a_sqlite_store_is_refused_naming_postgresql(tmp_path: Path) -> None:
     assert got.returncode == 2, got.stdout + got.stderr
     assert "PostgreSQL" in got.stderr and "docs/fleet.md" in got.stderr
     assert not (tmp_path / "runs.db").exists()
+
+
+def test_a_commit_whose_build_fails_leaves_a_range_and_names_no_commit(
+        db: str, tmp_path: Path) -> None:
+    """4 commits on 2 benches, the delay doubling at commit 3, whose build fails: one
+    round measures commits 2 and 3, 3 cannot be told (125), so the first bad commit is
+    3 or 4 and none is named (exit 1), in the JSON document too."""
+    repo = tmp_path / "repo"
+    shas = history(repo, 4, lambda i: {
+        "exp.toml": EXPERIMENT, "lab.toml": LAB.format(delay="10ms" if i >= 3 else "5ms")})
+    with ExitStack() as stack:
+        procs = [stack.enter_context(bench(db, name)) for name in BENCHES[:2]]
+        until("both benches idle",
+              lambda: all(bench_state(db, name) == "idle" for name in BENCHES[:2]))
+        got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
+                     "--bad", shas[-1], "--db", db, "--fleet", "--json",
+                     "--metric", "rtt_median", "--max-repeat", "5",
+                     "--build", f'test "$HOPLAB_COMMIT" != {shas[2]}', timeout=300)
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        codes = [p.wait(timeout=60) for p in procs]
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert codes == [0, 0]
+    doc = json.loads(got.stdout)
+    assert doc["first_bad"] is None
+    assert doc["rounds"] == [{"benches": 2, "commits": shas[1:3]}]
+    assert (doc["last_good"], doc["bad_bound"]) == (shas[1], shas[3])
+    assert [(s["commit"], s["answer"]) for s in doc["steps"]] == [(shas[1], 0), (shas[2], 125)]
+    assert f"build of {shas[2][:12]} failed" in doc["steps"][1]["reason"]
+    assert "only commits that could not be told lie between" in doc["reason"]
+    with open_store(db, read_only=True) as store:
+        runs = store.list_runs({"experiment": "exp"}, figures=False)
+    assert {r.labels["commit"] for r in runs} == {shas[0], shas[1], shas[3]}
