@@ -12,7 +12,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from hoplab.fleet.kary import Search
-from hoplab.nodes.rundir import RUN_DIR
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, lab_namespaces, until
 from tests.helpers.git_history import git, history
@@ -109,7 +108,6 @@ def test_three_benches_name_the_commit_in_fewer_rounds_than_binary_bisection(
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
     assert not any(lab_namespaces(name) for name in BENCHES)
-    assert not any(Path(RUN_DIR, "worktrees", name).exists() for name in BENCHES)
 
 
 def test_a_sqlite_store_is_refused_naming_postgresql(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """A bench's side of `hoplab bisect run --fleet`: the job "measure commit SHA".
 
-The bench checks the commit out in a git worktree of its own (under the run directory,
-named for its lab: other benches' worktrees and the repository's own checkout stay as
-they are), runs the build there, and measures the experiment as it is at that commit
+The bench checks the commit out in a git worktree of the job's own, in a run directory
+of the bench's process (hoplab.nodes.workdir: `hoplab clean` removes a killed bench's),
+so other benches' worktrees and the repository's own checkout stay as they are; it
+runs the build there, and measures the experiment as it is at that commit
 with run/commits.py's Measurer, so with the adaptive repetitions of local bisection.
 Every run is labelled commit=SHA, bench=NAME and with the bench's labels; runs of the
 commit already stored (by any bench) count. Two modes:
@@ -82,25 +83,23 @@ class CommitJob:
                       build=self.build, max_repeat=self.max_repeat, sets=sets)
 
 
-def _worktree(lab_name: str) -> Path:
-    from hoplab.nodes.rundir import RUN_DIR
-
-    return Path(RUN_DIR, "worktrees", lab_name)
-
-
 def serve(job: CommitJob, runs: BenchRuns, execute: Execute) -> None:
     """Measure the job's commit on this bench and store the answer."""
+    import shutil
+
+    from hoplab.nodes import workdir
     from hoplab.run.git import add_worktree, remove_worktree
 
-    top, tree = Path(job.repo), _worktree(runs.lab_name)
-    # A worktree a killed job of this bench left behind: removed before its name is taken.
-    remove_worktree(top, tree)
-    tree.parent.mkdir(parents=True, exist_ok=True)
-    add_worktree(top, tree, job.commit)
+    top, here = Path(job.repo), workdir.make()
+    tree = here / "tree"
     try:
+        add_worktree(top, tree, job.commit)
         result = measure(job, runs, tree)
     finally:
+        # Also forgets the worktrees of killed benches (their directories went with
+        # `hoplab clean`).
         remove_worktree(top, tree)
+        shutil.rmtree(here, ignore_errors=True)
     execute("INSERT INTO hoplab_fleet_bisect_results (job_id, bisection, commit, bench, "
             "result) VALUES (%(job)s, %(bisection)s, %(commit)s, %(bench)s, "
             "%(result)s::jsonb) ON CONFLICT (job_id) DO UPDATE SET bench = EXCLUDED.bench, "
