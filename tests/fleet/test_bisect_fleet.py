@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hoplab.fleet.kary import Search
 from hoplab.store import open_store
-from tests.fleet.benches import bench, bench_state, lab_namespaces, until
+from tests.fleet.benches import bench, bench_state, lab_namespaces, query, until
 from tests.helpers.git_history import git, history
 from tests.helpers.lab import hoplab
 
@@ -151,3 +151,18 @@ def test_a_commit_whose_build_fails_leaves_a_range_and_names_no_commit(
     with open_store(db, read_only=True) as store:
         runs = store.list_runs({"experiment": "exp"}, figures=False)
     assert {r.labels["commit"] for r in runs} == {shas[0], shas[1], shas[3]}
+
+
+def test_no_bench_with_the_labels_is_said_before_anything_is_queued(
+        db: str, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shas = history(repo, 2, lambda i: {"exp.toml": EXPERIMENT})
+    with bench(db, "bb1", "--label", "site=t") as proc:
+        until("bench bb1 idle", lambda: bench_state(db, "bb1") == "idle")
+        got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
+                     "--bad", shas[1], "--db", db, "--fleet", "--where", "site=lab2")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert got.returncode == 2, got.stdout + got.stderr
+    assert "no bench with --label site=lab2 is serving this store" in got.stderr
+    assert query(db, "SELECT id FROM procrastinate_jobs") == []

@@ -183,6 +183,7 @@ def bisect_fleet(rng: Range, target: Target, url: str, where: Mapping[str, str],
     template = CommitJob("", "", str(repo.top), rng.experiment, target.metric,
                          dict(target.labels), target.build, target.max_repeat)
     with Fleet(url, where, say) as fleet, open_store(url) as store:
+        fleet.benches()  # none serving: said before anything is queued
         measurer = FleetMeasurer(store, target, say, fleet, template)
         measurer.together = (rng.good, rng.bad)
         say(f"measuring good {repo.subject(rng.good)} and bad {repo.subject(rng.bad)} on "
