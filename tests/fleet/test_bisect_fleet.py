@@ -166,3 +166,11 @@ def test_no_bench_with_the_labels_is_said_before_anything_is_queued(
     assert got.returncode == 2, got.stdout + got.stderr
     assert "no bench with --label site=lab2 is serving this store" in got.stderr
     assert query(db, "SELECT id FROM procrastinate_jobs") == []
+
+
+def test_the_driver_needs_no_root_the_benches_measure() -> None:
+    from hoplab.cli.main import build_parser
+
+    argv = ["bisect", "run", "exp.toml", "--repo", ".", "--good", "a", "--bad", "b"]
+    assert build_parser(["bisect"]).parse_args(argv).needs_root
+    assert not build_parser(["bisect"]).parse_args([*argv, "--fleet"]).needs_root
