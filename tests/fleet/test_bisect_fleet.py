@@ -8,6 +8,7 @@ import json
 import math
 import re
 import signal
+import subprocess
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from hoplab.fleet.kary import Search
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, lab_namespaces, query, until
 from tests.helpers.git_history import git, history
-from tests.helpers.lab import hoplab
+from tests.helpers.lab import HOPLAB, hoplab
 
 LAB = """name = "bisected"
 [nodes.a]
@@ -174,3 +175,37 @@ def test_the_driver_needs_no_root_the_benches_measure() -> None:
     argv = ["bisect", "run", "exp.toml", "--repo", ".", "--good", "a", "--bad", "b"]
     assert build_parser(["bisect"]).parse_args(argv).needs_root
     assert not build_parser(["bisect"]).parse_args([*argv, "--fleet"]).needs_root
+
+
+def test_ctrl_c_cancels_the_jobs_still_waiting(db: str, tmp_path: Path) -> None:
+    """One bench: good's runs under way, bad's waiting; Ctrl-C stops the driver (130)
+    and its waiting job is cancelled; the bench finishes good's and serves on."""
+    repo = tmp_path / "repo"
+    shas = history(repo, 3, lambda i: {"exp.toml": EXPERIMENT, "lab.toml": LAB.format(
+        delay="5ms")})
+    with bench(db, "bb1") as worker:
+        until("bench bb1 idle", lambda: bench_state(db, "bb1") == "idle")
+        driver = subprocess.Popen(
+            [*HOPLAB, "bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
+             "--bad", shas[-1], "--db", db, "--fleet", "--max-repeat", "5"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # As from a terminal: a test run in the background of a shell inherits
+            # SIGINT ignored.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            until("one job running, one waiting", lambda: sorted(
+                s for (s,) in query(db, "SELECT status::text FROM procrastinate_jobs"))
+                == ["doing", "todo"])
+            driver.send_signal(signal.SIGINT)
+            _, err = driver.communicate(timeout=60)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.communicate()
+        assert driver.returncode == 130, err
+        until("the running job done", lambda: sorted(
+            s for (s,) in query(db, "SELECT status::text FROM procrastinate_jobs"))
+            == ["cancelled", "succeeded"])
+        until("bench bb1 idle again", lambda: bench_state(db, "bb1") == "idle")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
