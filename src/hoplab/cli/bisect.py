@@ -24,6 +24,7 @@ from hoplab.errors import HoplabError, UsageError
 
 if TYPE_CHECKING:
     from hoplab.analysis.adaptive import Verdict
+    from hoplab.fleet.bisect_fleet import FleetBisected
     from hoplab.run.bisect import Bisected, EveryStep, Outcome, Refused, Step
     from hoplab.run.commits import Target
 
@@ -53,6 +54,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "(default 2 %%)")
     r.add_argument("--json", action="store_true",
                    help="the result as JSON on stdout (progress stays on stderr)")
+    r.add_argument("--fleet", action=_Fleet, nargs=0,
+                   help="measure on the fleet's benches (hoplab worker), k commits a round "
+                        "on k idle benches; --repo and --build must be valid on each "
+                        "(a PostgreSQL store; see docs/versions.md)")
+    r.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --fleet: only benches with this label (all of them, if "
+                        "given several)")
     _common(r)
     r.set_defaults(func=run_bisect, needs_root=True)
 
@@ -69,6 +77,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _common(c)
     c.add_argument("--record-steps", help=argparse.SUPPRESS)
     c.set_defaults(func=run_check, needs_root=True)
+
+
+class _Fleet(argparse.Action):
+    """--fleet: the benches measure, so this machine needs no root."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        namespace.fleet = True
+        namespace.needs_root = False
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -136,6 +153,10 @@ def run_check(args: argparse.Namespace) -> int:
 def run_bisect(args: argparse.Namespace) -> int:
     from hoplab.run.bisect import Bisected, EveryStep, Range, Refused, bisect
 
+    if getattr(args, "fleet", False):
+        return _run_fleet(args)
+    if args.where:
+        raise UsageError("--where: only with --fleet (it picks the benches)")
     rng = Range.of(args.repo, args.good, args.bad, args.experiment)
     target = _target(args, rng.experiment)
     url = _store_url(args)
@@ -162,6 +183,32 @@ def run_bisect(args: argparse.Namespace) -> int:
     assert isinstance(found, EveryStep)
     _every_step(found, args)
     return 0 if found.found else 1
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    from hoplab.fleet.app import conninfo
+    from hoplab.fleet.bisect_fleet import FleetBisected, bisect_fleet
+    from hoplab.run.bisect import Range, Refused
+
+    url = store_arg.url(args)
+    conninfo(url)  # a SQLite store is refused before anything else
+    assert url is not None
+    if args.all:
+        raise UsageError("--all with --fleet: the fleet finds one step (the first bad "
+                         "commit); run --all without --fleet")
+    where = kv.parse(args.where, "--where", "--where device=erx")
+    for key in ("commit", "bench"):
+        if key in where:
+            raise UsageError(f"--where {key}=...: {key} is not a bench's label")
+    rng = Range.of(args.repo, args.good, args.bad, args.experiment)
+    target = _target(args, rng.experiment)
+    found = bisect_fleet(rng, target, url, where, _say)
+    if isinstance(found, Refused):
+        _refuse(found, args)
+        return 1
+    assert isinstance(found, FleetBisected)
+    _report(found, args)
+    return 0 if found.first_bad else 1
 
 
 def _refuse(found: Refused, args: argparse.Namespace) -> None:
@@ -208,16 +255,19 @@ def _needed(v: Verdict) -> str:
 
 
 def _report(found: Bisected, args: argparse.Namespace) -> None:
+    from hoplab.fleet.bisect_fleet import FleetBisected
     from hoplab.run.git import ABORT, SKIP
 
     ends, first, steps, subject = found.ends, found.first_bad, found.steps, found.subjects
+    fleet = found if isinstance(found, FleetBisected) else None
     if args.json:
         _dump({**_ends_json(found, args),
                "first_bad": {"commit": first, "subject": subject[first]} if first else None,
                "steps": [_step_json(found, s) for s in steps],
-               "reason": None if first else "git bisect ended without a first bad commit "
-                                            "(only commits that could not be told were left)"})
+               "reason": None if first else _undecided(found)[0],
+               **({} if fleet is None else _rounds_json(fleet))})
         return
+    heads = {} if fleet is None else _round_heads(fleet)
     unit_scale = ends.median_a
     show = _shower(args.metric)
     print(f"good {subject[found.good]}: {args.metric} median "
@@ -226,21 +276,61 @@ def _report(found: Bisected, args: argparse.Namespace) -> None:
     print(f"bad  {subject[found.bad]}: {args.metric} median "
           f"{show(ends.median_b)} ({len(ends.b)} runs), {ends.change * 100:+.1f} %{p}")
     for i, s in enumerate(steps, 1):
+        if i in heads:
+            print(heads[i])
         sha = s.get("commit") or "?"
         line = f"step {i}: {subject.get(sha, sha)}: {s['word']}"
         if s.get("runs"):
             line += f", {s['runs']} runs ({s.get('new_runs', 0)} new), median {show(s['median'])}"
             if unit_scale:
                 line += f" ({100 * (s['median'] / unit_scale - 1):+.1f} % vs good)"
+        if "bench" in s:
+            line += f", bench {s['bench']}"
         if s["answer"] in (SKIP, ABORT):
             line += f": {s['reason']}"
         print(line)
     if first:
-        print(f"first bad commit: {subject[first]} ({first}) in {len(steps)} steps")
+        rounds = "" if fleet is None else f" ({len(fleet.rounds)} rounds)"
+        print(f"first bad commit: {subject[first]} ({first}) in {len(steps)} steps{rounds}")
     else:
-        print(f"cannot decide: git bisect ended without a first bad commit after "
-              f"{len(steps)} steps (commits it could not tell are listed above); no commit "
-              "is named")
+        print(f"cannot decide: {_undecided(found)[1]}; no commit is named")
+
+
+def _undecided(found: Bisected) -> tuple[str, str]:
+    """Why no first bad commit was named: for --json, and as the text says it."""
+    from hoplab.fleet.bisect_fleet import FleetBisected
+    from hoplab.fleet.kary import GIVE_UP, SKIP
+
+    n = len(found.steps)
+    if not isinstance(found, FleetBisected):
+        return ("git bisect ended without a first bad commit (only commits that could not "
+                "be told were left)",
+                f"git bisect ended without a first bad commit after {n} steps (commits it "
+                "could not tell are listed above)")
+    lo, hi = found.subjects[found.last_good], found.subjects[found.bad_bound]
+    if found.code == SKIP:
+        why = (f"the first bad commit is after {lo} and at most {hi} "
+               f"({found.bad_bound}): only commits that could not be told lie between")
+    else:
+        why = (f"{GIVE_UP} commits could not be told, so the search gave up; the first "
+               f"bad commit is after {lo} and at most {hi} ({found.bad_bound})")
+    return why, f"{why}, after {n} steps in {len(found.rounds)} rounds"
+
+
+def _round_heads(found: FleetBisected) -> dict[int, str]:
+    """The line before each round's first step, by that step's number."""
+    heads, i = {}, 1
+    for r, (shas, k) in enumerate(zip(found.rounds, found.benches, strict=True), 1):
+        heads[i] = (f"round {r}: {len(shas)} commit{'s' * (len(shas) != 1)} on {k} "
+                    f"bench{'es' * (k != 1)}")
+        i += len(shas)
+    return heads
+
+
+def _rounds_json(found: FleetBisected) -> dict[str, Any]:
+    return {"rounds": [{"benches": k, "commits": shas}
+                       for shas, k in zip(found.rounds, found.benches, strict=True)],
+            "last_good": found.last_good, "bad_bound": found.bad_bound}
 
 
 def _step_json(found: Bisected, step: Step) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from procrastinate.exceptions import ConnectorException
 
 from hoplab.fleet.app import ANY_QUEUE
 from hoplab.fleet.beat import Beat
+from hoplab.fleet.bisect_jobs import TASK as MEASURE_COMMIT
+from hoplab.fleet.bisect_jobs import CommitJob
 from hoplab.fleet.jobs import JobArgs
 from hoplab.fleet.routes import matches
 from hoplab.store.url import hide_password
@@ -130,12 +132,14 @@ class BenchWorker:
             return {}, False
         return dict(rows[0]["labels"]), bool(rows[0]["cancelled"])
 
-    def _take(self) -> JobArgs | None:
+    def _take(self) -> JobArgs | CommitJob | None:
         t0 = time.perf_counter()
         job = self.beat.fetch(self._queues)
         if job is None or job.id is None:
             return None
         self.claims.append(Claim(job.id, time.perf_counter() - t0))
+        if job.task_name == MEASURE_COMMIT:
+            return CommitJob.of(job.id, job.task_kwargs)
         return JobArgs.of(job.id, job.task_kwargs)
 
     def _do(self, job: JobArgs) -> None:
@@ -161,7 +165,30 @@ class BenchWorker:
             self._running = False
         self.beat.finish(job.job_id, rec.status == "ok")
 
-    def _error(self, job: JobArgs, e: Exception) -> None:
+    def _measure(self, job: CommitJob) -> None:
+        """A commit of `hoplab bisect run --fleet` (hoplab.fleet.bisect_jobs)."""
+        from hoplab.fleet import bisect_jobs
+        from hoplab.fleet.jobs import BenchRuns
+
+        self._state("busy", job.job_id)
+        self.runs.idle()  # the bench's lab down: the commit's runs take its name
+        self._running = True
+        try:
+            if not isinstance(self.runs, BenchRuns):
+                raise RuntimeError("this bench's runs cannot measure commits")
+            bisect_jobs.serve(job, self.runs, self.beat.execute)
+        except KeyboardInterrupt:
+            self.beat.retry(job.job_id)
+            raise
+        except Exception as e:  # said, and the driver stops on it
+            self._error(job, e)
+            self.beat.finish(job.job_id, False)
+            return
+        finally:
+            self._running = False
+        self.beat.finish(job.job_id, True)
+
+    def _error(self, job: JobArgs | CommitJob, e: Exception) -> None:
         from hoplab.errors import HoplabError
 
         # A HoplabError is a sentence for the user; anything else keeps its type.
@@ -215,7 +242,10 @@ class BenchWorker:
                 self._wake.clear()
                 self._routes()
                 continue
-            self._do(job)
+            if isinstance(job, CommitJob):
+                self._measure(job)
+            else:
+                self._do(job)
 
 
 def describe(config: BenchConfig) -> str:

@@ -237,7 +237,7 @@ def _check(target: Target, url: str, good_sel: str, bad_sel: str, steps_file: st
         measurer = Measurer(store, target, say, checkout=lambda _sha: top)
         found, n = check(measurer, sha, good, bad)
     say(f"hoplab bisect check: {sha[:12]} is {found.word} ({found.reason}; {n} runs)")
-    _record(steps_file, _step(sha, found, n, measurer.taken.get(sha, 0)))
+    _record(steps_file, step_record(sha, found, n, measurer.taken.get(sha, 0)))
     return found.answer
 
 
@@ -248,7 +248,9 @@ def _untold(path: str | None) -> int:
                for line in Path(path).read_text().splitlines() if line.strip())
 
 
-def _step(sha: str, found: Classification, n: int, taken: int) -> Step:
+def step_record(sha: str, found: Classification, n: int, taken: int) -> Step:
+    """What one commit's check answered, as `bisect run` reports it: git's steps and
+    the fleet's (hoplab.fleet.bisect_jobs)."""
     return {"commit": sha, "answer": found.answer, "word": found.word, "reason": found.reason,
             "runs": n, "new_runs": taken, "median": found.vs_good.median_b,
             "vs_good": _pct(found.vs_good), "vs_bad": _pct(found.vs_bad),

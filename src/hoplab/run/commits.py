@@ -12,7 +12,7 @@ import dataclasses
 import os
 import secrets
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +42,9 @@ class Target:
     labels: dict[str, str]          # --label KEY=VALUE: stored with the runs, and selects them
     build: str | None               # shell command run in the checkout before measuring
     max_repeat: int
+    # --set overrides applied to the experiment at each commit (a fleet bench's own
+    # facts, from its bench file: its devices' addresses, its NICs).
+    sets: tuple[str, ...] = ()
 
 
 def load_at(checkout: Path, target: Target, sha: str) -> Experiment:
@@ -53,7 +56,7 @@ def load_at(checkout: Path, target: Target, sha: str) -> Experiment:
     path = checkout / target.experiment
     if not path.is_file():
         raise CannotTest(f"{target.experiment} does not exist at {sha[:12]}")
-    exp = load_experiment(path)
+    exp = load_experiment(path, target.sets)
     tests = [t.name for v in exp.variants for t in v.tests]
     if len(exp.variants) != 1 or len(tests) != 1:
         raise UsageError(
@@ -86,8 +89,13 @@ class Measurer:
     """Takes runs of commits into one store, each batch in one `hoplab run`'s worth."""
 
     def __init__(self, store: Store, target: Target, say: Say,
-                 checkout: Callable[[str], Path]) -> None:
+                 checkout: Callable[[str], Path], *, stamp: Mapping[str, str] | None = None,
+                 lab_name: str | None = None) -> None:
         self.store = store
+        # Labels every run taken gets but no selection asks for (a fleet bench's name):
+        # runs of the same commit taken elsewhere count as much.
+        self.stamp = dict(stamp or {})
+        self.lab_name = lab_name        # None: bis + hex, new for each batch
         self.target = target
         self.say = say
         self._checkout = checkout       # puts a commit's tree in place; returns its path
@@ -113,7 +121,8 @@ class Measurer:
             build(tree, self.target.build, sha, self.say)
             self._built.add(sha)
         self.say(f"  {sha[:12]}: {len(have)} stored, running {missing} more")
-        self._run(dataclasses.replace(exp, repeat=missing))
+        self._run(dataclasses.replace(exp, repeat=missing,
+                                      labels={**self.stamp, **exp.labels}))
         self.taken[sha] = self.taken.get(sha, 0) + missing
         have = stored(self.store, exp, sha, self.target)
         if len(have) < at_least:
@@ -129,7 +138,8 @@ class Measurer:
         # stored as interrupted, the lab taken down), and once one came, no other cuts
         # that short. Labs are named bis + hex, so a leftover one can be told.
         with terminate_as_interrupt(shield_after_first=True):
-            ExperimentRunner(exp, self.store, lab_name=LAB_PREFIX + secrets.token_hex(4)).run()
+            ExperimentRunner(exp, self.store,
+                             lab_name=self.lab_name or LAB_PREFIX + secrets.token_hex(4)).run()
 
 
 def check(measurer: Measurer, sha: str, good: Sequence[RunRecord], bad: Sequence[RunRecord]

@@ -49,6 +49,24 @@ def toplevel(path: Path) -> Path:
     return Path(git(path, "rev-parse", "--show-toplevel"))
 
 
+def add_worktree(repo: Path, path: Path, sha: str) -> Path:
+    """A checkout of commit `sha` at `path` sharing `repo`'s objects (`git worktree add
+    --detach`): a fleet bench measures a commit there, leaving `repo`'s own checkout and
+    other benches' worktrees as they are."""
+    git(repo, "worktree", "add", "-q", "--detach", str(path), sha)
+    return path
+
+
+def remove_worktree(repo: Path, path: Path) -> None:
+    """Remove a worktree add_worktree made (and what a build left in it); never raises:
+    `git worktree prune` forgets one whose directory went another way."""
+    import shutil
+
+    _ok(repo, "worktree", "remove", "--force", str(path))
+    shutil.rmtree(path, ignore_errors=True)
+    _ok(repo, "worktree", "prune")
+
+
 class Repo:
     """The repository being bisected: checks before, checkouts during, reset after."""
 
