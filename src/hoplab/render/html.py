@@ -33,7 +33,8 @@ table.kv th{font-weight:600;padding-right:18px}
 .better{color:#1a7f37;font-weight:600}.worse{color:#c62828;font-weight:600}
 .same{color:#555}.na{color:#999}.failed,.interrupted{color:#c62828}
 figcaption,.note{color:#666;font-size:12px}
-nav{display:flex;flex-wrap:wrap;row-gap:4px}nav a{margin-right:14px}pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:480px}
+nav{display:flex;flex-wrap:wrap;row-gap:4px}nav a{margin-right:14px}
+pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:480px}
 details{margin:.5em 0}.chart{min-height:200px}
 form input[type=text]{width:22em;max-width:100%}
 .wide{overflow-x:auto;max-width:100%}.answer{font-size:16px;font-weight:600}
