@@ -34,8 +34,13 @@ def conninfo(db_url: str | None) -> str:
     return text
 
 
-def connect_kwargs() -> dict[str, Any]:
-    return {"connect_timeout": CONNECT_TIMEOUT_S}
+def connect_kwargs(*, read_only: bool = False) -> dict[str, Any]:
+    """psycopg.connect's keywords; `read_only`: a session the server refuses any write
+    (whoever only reads: the dashboard)."""
+    kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S}
+    if read_only:
+        kwargs["options"] = "-c default_transaction_read_only=on"
+    return kwargs
 
 
 def make_app(db_url: str | None, *, pool_size: int = 1) -> procrastinate.App:

@@ -65,10 +65,8 @@ def connect(db_url: str | None, *, create: bool = True) -> Conn:
         # Autocommit: a statement outside `with conn.transaction()` is its own
         # transaction, and a transaction() block is a real one (not a savepoint in an
         # implicit transaction left open), so its locks end when it does.
-        kwargs: dict[str, Any] = connect_kwargs()
-        if not create:      # the server refuses any write
-            kwargs["options"] = "-c default_transaction_read_only=on"
-        conn: Conn = psycopg.connect(info, row_factory=dict_row, autocommit=True, **kwargs)
+        conn: Conn = psycopg.connect(info, row_factory=dict_row, autocommit=True,
+                                     **connect_kwargs(read_only=not create))
     except psycopg.Error as exc:
         raise UsageError(f"cannot reach the store: {hide_password(str(exc).strip())}"
                          ) from None

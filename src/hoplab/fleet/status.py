@@ -123,13 +123,9 @@ def fleet_status(db_url: str | None, *, experiments: int = 20) -> FleetStatus:
 def read_fleet_status(db_url: str | None, *, experiments: int = 20) -> FleetStatus | None:
     """As fleet_status, in a session that writes nothing (the dashboard's); None where
     no bench or submit ever made the fleet's tables."""
-    import psycopg
+    from hoplab.fleet.submit import connect
 
-    from hoplab.fleet.app import connect_kwargs, conninfo
-
-    with psycopg.connect(conninfo(db_url), autocommit=True,
-                         options="-c default_transaction_read_only=on",
-                         **connect_kwargs()) as conn:
+    with connect(db_url, create=False) as conn:
         found = conn.execute("SELECT to_regclass('hoplab_fleet_benches'), "
                              "to_regclass('procrastinate_jobs')").fetchone()
         if found is None or None in found:

@@ -43,14 +43,17 @@ from hoplab.fleet.routes import queue_of
 _EMPTY: Mapping[str, str] = {}
 
 
-def connect(db_url: str | None) -> psycopg.Connection[tuple[Any, ...]]:
-    """A connection to the store's PostgreSQL, its fleet tables made if missing."""
+def connect(db_url: str | None, *, create: bool = True
+            ) -> psycopg.Connection[tuple[Any, ...]]:
+    """A connection to the store's PostgreSQL, its fleet tables made if missing; without
+    `create`, one that writes nothing (the dashboard's: the tables may be missing)."""
     from hoplab.store.url import hide_password
 
     info = conninfo(db_url)
     try:
-        schema.ensure(db_url)
-        return psycopg.connect(info, autocommit=True, **connect_kwargs())
+        if create:
+            schema.ensure(db_url)
+        return psycopg.connect(info, autocommit=True, **connect_kwargs(read_only=not create))
     except psycopg.OperationalError as e:
         raise UsageError(f"cannot reach the fleet's store: "
                          f"{hide_password(str(e).strip().splitlines()[0])}") from None

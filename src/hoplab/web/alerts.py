@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from hoplab.fleet.alerts import Alert
 from hoplab.render.html import Html, esc, table
-from hoplab.render.page import page
+from hoplab.web.pages import dashboard_page
 
 _STATE = {"sent": "better", "failed": "worse"}
 
@@ -35,7 +35,4 @@ def alerts_page(found: Sequence[Alert] | None, store: str) -> str:
                  _what(a)) for a in found]
         body = table(("id", "created (UTC)", "schedule", "kind", "state", "what"), rows,
                      numeric=(0,), cls="cards")
-    from hoplab.web.fleet import NAV
-
-    return page("alerts · hoplab", f"{NAV}<h1>alerts</h1>{body}"
-                f'<p class="note">store: {esc(store)} (read-only)</p>')
+    return dashboard_page("alerts", body, store)

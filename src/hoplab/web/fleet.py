@@ -11,11 +11,9 @@ from hoplab import kv
 from hoplab.fleet.alerts import Alert
 from hoplab.fleet.status import FleetStatus
 from hoplab.render.html import Html, esc, table
-from hoplab.render.page import page
+from hoplab.web.pages import dashboard_page
 
 _STATE = {"idle": "better", "busy": "", "draining": "", "stopped": "note", "gone": "worse"}
-NAV = ('<nav><a href="/">what changed</a> <a href="/runs">runs</a> <a href="/fleet">fleet'
-       '</a> <a href="/alerts">alerts</a></nav>')
 
 
 def _ago(then: float, now: float) -> str:
@@ -82,5 +80,4 @@ def fleet_page(status: FleetStatus | None, alerts: Sequence[Alert], store: str,
                 f"<h2>jobs</h2><p>{esc(jobs)}</p>"
                 f"<h2>experiments</h2>{_experiments(status)}{_failures(status)}"
                 f"{_alerts(alerts)}")
-    return page("fleet · hoplab", f"{NAV}<h1>fleet</h1>{body}"
-                f'<p class="note">store: {esc(store)} (read-only)</p>')
+    return dashboard_page("fleet", body, store)

@@ -50,7 +50,7 @@ _NAV = ('<nav><a href="/">what changed</a><a href="/runs">runs</a>'
 _HEAD = (f'<script src="/static/plotly.min.js"></script><script>{DRAW_JS}</script>')
 
 
-def _page(title: str, body: str, store: str, charts: bool = False) -> str:
+def dashboard_page(title: str, body: str, store: str, charts: bool = False) -> str:
     """A dashboard page; with `charts`, plotly.js (4.8 MB, seconds of a phone's time to
     parse) and the drawing script, which the pages without charts go without."""
     return page(f"{title} · hoplab", f"{_NAV}<h1>{esc(title)}</h1>{body}"
@@ -125,7 +125,7 @@ def runs_page(runs: Sequence[RunSummary], all_runs: Sequence[RunSummary],
     shown = _count(runs, filters, len(all_runs) if total is None else total, page, more, rows)
     table = headline_table(runs, "/run/%d") if runs else Html(
         "<p>no runs" + (" match these filters" if filters else " in this store") + "</p>")
-    return _page("Runs", f"{form}{_facets(all_runs, filters)}{compare}"
+    return dashboard_page("Runs", f"{form}{_facets(all_runs, filters)}{compare}"
                  f'<p class="note" id="count">{shown}</p>{table}'
                  f"{view_link(runs_link(filters, page))}", store)
 
@@ -144,7 +144,7 @@ def home_page(found: WhatChanged | None, store: str, state: tuple[int, int],
                     f"{pending(found, state)}{body}"
                     f'<p class="note">store: {esc(store)} (read-only)</p>',
                     '<meta http-equiv="refresh" content="3">')
-    return _page("What changed", home_body(found, notes, latest), store)
+    return dashboard_page("What changed", home_body(found, notes, latest), store)
 
 
 def run_page(rec: RunRecord, store: str) -> str:
@@ -167,7 +167,7 @@ def run_page(rec: RunRecord, store: str) -> str:
             '<div id="charts"><p class="note">drawing charts…</p></div>'
             f"{script}{run_tables(rec)}"
             f"{profile_section(rec, f'/run/{rid}/flamegraph.svg')}{metadata_details(rec)}")
-    return _page(f"Run {rid}: {rec.experiment} / {rec.test} ({pairs(rec.variant)}, "
+    return dashboard_page(f"Run {rid}: {rec.experiment} / {rec.test} ({pairs(rec.variant)}, "
                  f"repetition {rec.repetition})", body, store, charts=True)
 
 
@@ -194,7 +194,7 @@ def compare_page(view: CompareView, store: str, result: Comparison | None = None
                      + comparison_html(result, link="/run/%d")
                      + f'<p><a id="overlay-link" href="{esc(OverlayView((a, b)).link())}">'
                      "A and B over time, overlaid</a></p>" + view_link(view.link()))
-    return _page("Compare", "".join(parts), store)
+    return dashboard_page("Compare", "".join(parts), store)
 
 
 def overlay_page(view: OverlayView, store: str, found: Chart | None = None,
@@ -209,7 +209,7 @@ def overlay_page(view: OverlayView, store: str, found: Chart | None = None,
         parts.append(f'<p class="worse">{esc(error)}</p>')
     if found is not None:
         parts += [chart(found), view_link(view.link())]
-    return _page("Overlay", "".join(parts), store, charts=found is not None)
+    return dashboard_page("Overlay", "".join(parts), store, charts=found is not None)
 
 
 def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, by: str,
@@ -309,7 +309,7 @@ def trend_page(view: TrendView, store: str,
         else:
             parts.append("<p>no run has this metric and key</p>")
         parts.append(view_link(view.link()))
-    return _page("Trend", "".join(parts), store, charts=bool(points))
+    return dashboard_page("Trend", "".join(parts), store, charts=bool(points))
 
 
 def _points_table(points: Sequence[tuple[str | float, float, int]], metric: str,
@@ -323,6 +323,6 @@ def _points_table(points: Sequence[tuple[str | float, float, int]], metric: str,
 
 
 def error_page(status: int, message: str, store: str) -> str:
-    return _page(f"{status}", f'<p class="worse">{esc(message)}</p>', store)
+    return dashboard_page(f"{status}", f'<p class="worse">{esc(message)}</p>', store)
 
 
