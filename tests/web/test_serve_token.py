@@ -29,7 +29,6 @@ def token_file(tmp_path: Path) -> Path:
 def guarded(store_path: tuple[Path, dict[str, list[int]]], token_file: Path
             ) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     db, _ids = store_path
-    # Not --quiet's default of the helper: the request log is what must not hold the token.
     proc, line = start_server(db, "--port", "0", "--token-file", str(token_file))
     match = URL.search(line)
     assert match
