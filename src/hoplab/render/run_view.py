@@ -156,9 +156,9 @@ def run_view(rec: RunRecord, store: str) -> RenderableType:
     cost = {m.node: {m.name: m} for m in rec.metrics if m.name == "sampler.cpu" and m.node}
     tcp = {node: {"tcp.retrans_segs": m} for node, row in _grouped(rec.metrics, "tcp.").items()
            for name, m in row.items() if name == "tcp.retrans_segs"}
-    keyed = _keyed(rec)
+    keyed, key_name = _keyed(rec), _key_name(rec.kind)
     tables = [
-        _matrix(f"figures by {_key_name(rec.kind)}", keyed, _key_name(rec.kind),
+        _matrix(f"figures by {key_name}", keyed, key_name,
                 list(dict.fromkeys(n for row in keyed.values() for n in row))),
         _matrix("per flow", flows, "flow", FLOW_COLUMNS),
         _matrix("TCP state per flow on its sender (tcp_info; medians over the load phase)",
