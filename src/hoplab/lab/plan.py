@@ -24,7 +24,9 @@ from ipaddress import (
 from typing import Any
 
 from hoplab.errors import SpecError
+from hoplab.lab.devices.reach import ssh_entry
 from hoplab.lab.where import netns_prefix
+from hoplab.nodes.registry import is_local
 from hoplab.spec.families import carries
 from hoplab.spec.model import Direction, Lab, Link, Tunnel
 
@@ -101,10 +103,31 @@ class Plan:
 
     def node_entries(self) -> dict[str, dict[str, Any]]:
         """Each node's entry in the lab's summary: what the executor registry
-        (hoplab.nodes.registry.executors) needs to reach it."""
-        from hoplab.lab.summary import node_entries
+        (hoplab.nodes.registry.executors) needs to reach it, from a later process too."""
+        return {n.name: _node_entry(n, self.lab) for n in self.nodes}
 
-        return node_entries(self)
+
+def _node_entry(n: NodePlan, lab: Lab) -> dict[str, Any]:
+    spec = lab.node(n.name)
+    entry: dict[str, Any] = {
+        "netns": n.netns,
+        "forward": n.forward,
+        "ipv4": str(n.primary4) if n.primary4 else None,
+        "ipv6": str(n.primary6) if n.primary6 else None,
+        "interfaces": [
+            {"name": i.name, "kind": i.kind, "peer": i.peer, "link": i.link,
+             "addresses": [a.with_prefixlen for a in i.addrs]}
+            for i in n.ifaces
+        ],
+        "routes": len(n.routes),
+        "nat": spec.nat.out if spec.nat else None,
+        "teardown": [list(c) for c in spec.teardown],
+    }
+    if not is_local(spec.kind):
+        # Reached over SSH (hoplab.nodes.registry); its teardown commands run from the
+        # state's device record, with its settings put back (lab.devices.settings).
+        entry.update(ssh_entry(spec, lab), netns=None, teardown=[])
+    return entry
 
 
 WG_BASE_PORT = 51820

@@ -1,16 +1,14 @@
-"""A plan as plain JSON data, kept in the lab's state record for `lab status`, and each
-node's entry in it: what the executor registry (hoplab.nodes.registry) needs to reach
-the node, from a later process too."""
+"""A plan as plain JSON data, kept in the lab's state record for `lab status`. Each
+node's entry in it is the plan's own (Plan.node_entries: what the executor registry
+needs to reach the node), so this module depends on the plan and never the reverse."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hoplab.nodes.registry import is_local
 from hoplab.spec.model import Direction
 
 if TYPE_CHECKING:
-    # Only annotations: Plan.node_entries comes here.
     from hoplab.lab.plan import Plan
 
 
@@ -37,34 +35,6 @@ def _direction(d: Direction) -> dict[str, Any]:
     return out
 
 
-def node_entries(plan: Plan) -> dict[str, dict[str, Any]]:
-    lab = plan.lab
-    nodes: dict[str, Any] = {}
-    for n in plan.nodes:
-        spec = lab.node(n.name)
-        nodes[n.name] = {
-            "netns": n.netns,
-            "forward": n.forward,
-            "ipv4": str(n.primary4) if n.primary4 else None,
-            "ipv6": str(n.primary6) if n.primary6 else None,
-            "interfaces": [
-                {"name": i.name, "kind": i.kind, "peer": i.peer, "link": i.link,
-                 "addresses": [a.with_prefixlen for a in i.addrs]}
-                for i in n.ifaces
-            ],
-            "routes": len(n.routes),
-            "nat": spec.nat.out if spec.nat else None,
-            "teardown": [list(c) for c in spec.teardown],
-        }
-        if not is_local(spec.kind):
-            from hoplab.lab.devices.reach import ssh_entry
-
-            # Reached over SSH (hoplab.nodes.registry); its teardown commands run from the
-            # state's device record, with its settings put back (lab.devices.settings).
-            nodes[n.name].update(ssh_entry(spec, lab), netns=None, teardown=[])
-    return nodes
-
-
 def summarize(plan: Plan) -> dict[str, Any]:
     lab = plan.lab
     links = [
@@ -73,4 +43,4 @@ def summarize(plan: Plan) -> dict[str, Any]:
         for lk in lab.links
     ]
     tunnels = [{"name": t.name, "between": [t.a, t.b]} for t in lab.tunnels]
-    return {"nodes": node_entries(plan), "links": links, "tunnels": tunnels}
+    return {"nodes": plan.node_entries(), "links": links, "tunnels": tunnels}
