@@ -6,11 +6,11 @@ here instead of testing a kind's name. A new kind is one module that builds a Ki
 calls register() (docs/kinds.md).
 
 This module sits below every layer that asks it and imports nothing of hoplab at run
-time, so it cannot load the kinds itself. Importing the package hoplab.kinds (light:
-it loads none of them) gives it the loader of the built-in ones (kinds/builtin.py),
-run at the first question, as the front ends do (the command line, the dashboard, the
-orchestrator). A question asked when nothing has done that is a fault, said as one,
-never answered from an empty registry.
+time but the tool table (a leaf of the core), so it cannot load the kinds itself.
+Importing the package hoplab.kinds (light: it loads none of them) gives it the loader
+of the built-in ones (kinds/builtin.py), run at the first question, as the front ends
+do (the command line, the dashboard, the orchestrator). A question asked when nothing
+has done that is a fault, said as one, never answered from an empty registry.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from hoplab.tool_table import debian
 
 if TYPE_CHECKING:
     from hoplab.kinds.flow import ClientTimes, Outcome, Server
@@ -88,7 +90,6 @@ class FlowTool:
     """How one flow of a kind runs and what its output becomes."""
 
     tool: str                   # the executable the client runs
-    package: str                # the Debian package that has it
     bulk: bool                  # moves data: totals, goodput, fairness count it
     rtt: bool                   # gives round-trip samples: latency figures pool them
     media_type: str             # of its raw output
@@ -113,6 +114,12 @@ class FlowTool:
     # sets it on both sockets), or None: the loader checks it against this machine's
     # kernel for a namespace end, `hoplab check --devices` against a device's.
     congestion: Callable[[Flow], str | None] = lambda _flow: None
+    # The Debian package that has `tool`: hoplab.tool_table's entry, unless given.
+    package: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.package:
+            object.__setattr__(self, "package", debian(self.tool))
 
 
 @dataclass(frozen=True)

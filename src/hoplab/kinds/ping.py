@@ -129,6 +129,6 @@ KIND = register(Kind(
     name="ping", options=OPTIONS, expand=_expand, figures=figures(probe_loss=True),
     headline=("rtt_median", "rtt_p95", "rtt_max", "loss", "rtt_jitter"),
     metrics=RTT_METRICS,
-    flow=FlowTool(tool="ping", package="iputils-ping", bulk=False, rtt=True,
+    flow=FlowTool(tool="ping", bulk=False, rtt=True,
                   media_type="text/plain", server=lambda _f, _i, _p: None, client=_client,
                   collect=_collect)))

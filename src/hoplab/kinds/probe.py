@@ -112,6 +112,6 @@ KIND = register(Kind(
     headline=("rtt_median", "rtt_p99", "owd_up_median", "owd_down_median", "ipdv_mean",
               "loss"),
     metrics=PROBE_METRICS,
-    flow=FlowTool(tool="irtt", package="irtt", bulk=False, rtt=True,
+    flow=FlowTool(tool="irtt", bulk=False, rtt=True,
                   media_type="application/json", server=_server, client=_client,
                   collect=_collect)))

@@ -37,6 +37,7 @@ from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase, Test
 from hoplab.spec.locate import Path
 from hoplab.spec.units import choice
+from hoplab.tool_table import need
 from hoplab.tools import rpm_client, rpm_server
 
 RPM_BASE_PORT = 4043
@@ -188,8 +189,8 @@ KIND = register(Kind(
     figures=figures(steps=(_run_level,)),
     headline=("rpm", "rpm_foreign_ms", "rpm_self_ms", "rpm_confidence"),
     metrics=METRICS,
-    flow=FlowTool(tool="python3", package="python3", bulk=False, rtt=False,
+    flow=FlowTool(tool="python3", bulk=False, rtt=False,
                   media_type="application/x-ndjson", server=_server, client=_client,
-                  collect=_collect, needs=(("nginx", "nginx"),), server_tool="nginx",
+                  collect=_collect, needs=(need("nginx"),), server_tool="nginx",
                   overrun=lambda _flow: 10.0,
                   congestion=lambda flow: flow.options_as(RpmOptions).congestion)))

@@ -339,7 +339,7 @@ def iperf3_tool(udp: bool) -> FlowTool:
             bidir=flow.direction == "bidir", cport=o.cport, congestion=o.congestion,
             affinity=o.affinity, tos=o.tos, interval_s=REPORT_STEP_S,
             ipv6=flow.family == 6, get_server_output=True))
-    return FlowTool(tool="iperf3", package="iperf3", bulk=True, rtt=False,
+    return FlowTool(tool="iperf3", bulk=True, rtt=False,
                     media_type="application/json", server=_server, client=client,
                     collect=_collect,
                     congestion=lambda flow: flow.options_as(IperfOptions).congestion)

@@ -31,6 +31,7 @@ from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase, Test
 from hoplab.spec.locate import Path
 from hoplab.spec.units import parse_size, parse_time
+from hoplab.tool_table import need
 from hoplab.tools import nginx, pageload
 
 WEB_BASE_PORT = 8080
@@ -230,7 +231,7 @@ KIND = register(Kind(
     name="web", options=OPTIONS, expand=_expand, figures=figures(steps=(_pooled,)),
     headline=("web_load", "web_dcl", "web_ttfb", "web_load_p95", "web_failed"),
     metrics=WEB_METRICS,
-    flow=FlowTool(tool="chromium", package="chromium", bulk=False, rtt=False,
+    flow=FlowTool(tool="chromium", bulk=False, rtt=False,
                   media_type="application/x-ndjson", server=_server, client=_client,
-                  collect=_collect, needs=(("nginx", "nginx"),), server_tool="nginx",
+                  collect=_collect, needs=(need("nginx"),), server_tool="nginx",
                   overrun=_overrun)))

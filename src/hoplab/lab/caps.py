@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from hoplab.errors import CapabilityError, LabError
+from hoplab.tool_table import debian, version_args
 
 if TYPE_CHECKING:
     from hoplab.nodes.netns_exec import NetnsExecutor
@@ -31,21 +32,8 @@ FEATURE_NAMES = ("veth", "bridge", "vxlan", "tun", "wireguard_kernel", "nftables
 TOOL_NAMES = ("ip", "tc", "iperf3", "irtt", "fping", "ping", "nft", "ethtool", "wg",
               "wireguard-go", "perf", "nginx", "chromium")
 
-# Debian package that provides each tool.
-TOOL_PACKAGES: dict[str, str] = {
-    "ip": "iproute2", "tc": "iproute2", "iperf3": "iperf3", "irtt": "irtt", "fping": "fping",
-    "ping": "iputils-ping", "nft": "nftables", "ethtool": "ethtool", "wg": "wireguard-tools",
-    "wireguard-go": "wireguard-go", "perf": "linux-perf", "nginx": "nginx",
-    "chromium": "chromium",
-}
-
-# How to ask each tool for its version (all exit 0 on success).
-_VERSION_ARGS: dict[str, tuple[str, ...]] = {
-    "ip": ("-V",), "tc": ("-V",), "iperf3": ("--version",), "irtt": ("version",),
-    "fping": ("--version",), "ping": ("-V",), "nft": ("--version",), "ethtool": ("--version",),
-    "wg": ("--version",), "wireguard-go": ("--version",), "perf": ("--version",),
-    "nginx": ("-v",), "chromium": ("--version",),
-}
+# The Debian package of each tool probed here (hoplab.tool_table has them all).
+TOOL_PACKAGES: dict[str, str] = {t: debian(t) for t in TOOL_NAMES}
 
 CACHE_DIR = Path("/run/hoplab")
 CACHE_PATH = CACHE_DIR / "caps.json"
@@ -208,7 +196,7 @@ def _tool_version(path: str | None, tool: str) -> str | None:
         known = _package_version(path)
         if known is not None:
             return known
-    r = _run([path, *_VERSION_ARGS[tool]])
+    r = _run([path, *version_args(tool)])
     if r.rc != 0:
         return None
     return _parse_version(r.out + "\n" + r.err)

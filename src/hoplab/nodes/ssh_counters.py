@@ -26,6 +26,7 @@ import time
 
 from hoplab.nodes.executor import Executor, ExecutorError, LineChannel, Snapshot
 from hoplab.nodes.ssh_quote import SH_WHICH
+from hoplab.tool_table import openwrt
 from hoplab.tools.proc_stat import parse_proc_stat
 from hoplab.tools.tc import parse_tc_json, parse_tc_text
 
@@ -51,7 +52,7 @@ fi
 WHY = {
     "snmp": "/proc/net/snmp is not on the device (small-flash images strip it)",
     "netstat": "/proc/net/netstat is not on the device (small-flash images strip it)",
-    "tc": "tc is not installed on the device (OpenWrt package tc-tiny or tc-full)",
+    "tc": f"tc is not installed on the device (OpenWrt package {openwrt('tc')})",
     "dev": "/proc/net/dev is not on the device",
     "stat": "/proc/stat is not readable on the device",
     "tcp_info": "a device's sockets are not sampled (hoplab reads tcp_info over netlink "

@@ -15,20 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 from hoplab.nodes.executor import SYSCTLS, Facts
 from hoplab.nodes.ssh_quote import SH_WHICH
+from hoplab.tool_table import debian, openwrt, version_args
 from hoplab.tools.tc import parse_tc_text
 
 if TYPE_CHECKING:
     from hoplab.nodes.executor import Executor
 
-# (tool, argv after the tool that prints its version, OpenWrt package, Debian package)
-TOOLS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
-    ("iperf3", ("--version",), "iperf3", "iperf3"),
-    ("irtt", ("version",), "irtt", "irtt"),
-    ("perf", ("--version",), "perf", "linux-perf"),
-    ("tc", ("-V",), "tc-tiny or tc-full", "iproute2"),
-    ("ethtool", ("--version",), "ethtool", "ethtool"),
-    ("ping", ("-V",), "iputils-ping (or BusyBox's ping)", "iputils-ping"),
-)
+# The tools whose versions a device's facts carry; their version options and packages
+# are hoplab.tool_table's.
+TOOLS: tuple[str, ...] = ("iperf3", "irtt", "perf", "tc", "ethtool", "ping")
 
 _SCRIPT = r'''s() { echo "@@@ $*"; }
 has() { w "$1" >/dev/null; }
@@ -60,7 +55,7 @@ s end
 
 
 def script_argv(sysctls: tuple[str, ...]) -> list[str]:
-    tools = " ".join(f"{t}:{args[0]}" for t, args, _, _ in TOOLS)
+    tools = " ".join(f"{t}:{version_args(t)[0]}" for t in TOOLS)
     return ["env", f"SYSCTLS={' '.join(sysctls)}", f"TOOLS={tools}", "sh", "-c",
             SH_WHICH + _SCRIPT]
 
@@ -194,12 +189,12 @@ def _interfaces(sec: Sections, v: dict[str, Any], miss: dict[str, str]) -> None:
             miss["qdiscs"] = f"tc output not understood: {e}"
         v["qdiscs"] = qd
     else:
-        miss["qdiscs"] = "tc not installed on the device (OpenWrt package tc-tiny or tc-full)"
+        miss["qdiscs"] = f"tc not installed on the device (OpenWrt package {openwrt('tc')})"
 
 
 def _tools(sec: Sections, v: dict[str, Any], miss: dict[str, str]) -> None:
     tools = {}
-    for name, _, owrt_pkg, deb_pkg in TOOLS:
+    for name in TOOLS:
         out = sec.get(f"tool {name}")
         if out:
             first = out[0].strip()
@@ -207,8 +202,8 @@ def _tools(sec: Sections, v: dict[str, Any], miss: dict[str, str]) -> None:
             tools[name] = "installed (no version option)" if re.search(
                 r"(invalid|unrecognized|unknown) option", first) else first
         else:
-            miss[f"tool {name}"] = (f"not installed (OpenWrt package {owrt_pkg}, Debian "
-                                    f"package {deb_pkg})")
+            miss[f"tool {name}"] = (f"not installed (OpenWrt package {openwrt(name)}, "
+                                    f"Debian package {debian(name)})")
     v["tools"] = tools
 
 

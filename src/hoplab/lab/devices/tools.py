@@ -1,5 +1,5 @@
 """The tools a device must have, checked on it before anything is touched: a missing
-one is refused (exit 2) with the packages that bring it."""
+one is refused (exit 2) with the packages that bring it (hoplab.tool_table)."""
 
 from __future__ import annotations
 
@@ -9,34 +9,18 @@ from hoplab.lab.devices.errors import spec_error
 from hoplab.lab.plan import Plan
 from hoplab.nodes.executor import Executor
 from hoplab.spec.model import Lab
-
-# The package that brings a tool, on OpenWrt (opkg) and on Debian or Ubuntu (apt).
-PACKAGES: dict[str, tuple[str, str]] = {
-    "iperf3": ("iperf3", "iperf3"),
-    "irtt": ("irtt", "irtt"),
-    "ping": ("iputils-ping", "iputils-ping"),
-    "perf": ("perf, libdw, libelf, libunwind, objdump (a kernel with KERNEL_PERF_EVENTS)",
-             "linux-perf"),
-    "ethtool": ("ethtool", "ethtool"),
-    "tc": ("tc-full (or tc-tiny)", "iproute2"),
-    "ip": ("ip-full (or BusyBox's ip)", "iproute2"),
-    "nft": ("nftables", "nftables"),
-    "iptables": ("iptables-nft", "iptables"),
-    "wireguard-go": ("wireguard-tools with kmod-wireguard", "wireguard-go"),
-    "wg": ("wireguard-tools", "wireguard-tools"),
-    "tee": ("busybox", "coreutils"),
-    "nginx": ("nginx-ssl (or nginx-full)", "nginx"),
-}
+from hoplab.tool_table import debian, openwrt, version_args
 
 # Tools whose BusyBox applet is not enough: how to tell, and what the applet lacks.
 _KIND_OF_TOOL = {
-    "ping": (["ping", "-V"], "iputils", "per-reply timestamps (-D; BusyBox's ping)"),
+    "ping": (["ping", *version_args("ping")], "iputils",
+             "per-reply timestamps (-D; BusyBox's ping)"),
 }
 
 
 def install_hint(tool: str) -> str:
-    openwrt, debian = PACKAGES.get(tool, (tool, tool))
-    return f"opkg install {openwrt} (OpenWrt) or apt-get install {debian} (Debian, Ubuntu)"
+    return (f"opkg install {openwrt(tool)} (OpenWrt) or apt-get install {debian(tool)} "
+            f"(Debian, Ubuntu)")
 
 
 def tools_needed(lab: Lab, plan: Plan | None = None) -> dict[str, set[str]]:
