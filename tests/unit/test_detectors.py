@@ -87,6 +87,17 @@ def test_a_name_is_registered_once_and_an_unknown_one_is_bad_input(
     assert "no change-point detector 'nope'" in capsys.readouterr().err
 
 
+def test_the_detector_help_lists_the_registry(
+        toy: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`trend --help` names every registered detector, a plug-in's too, with its line."""
+    with pytest.raises(SystemExit):
+        main(["trend", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "edivisive (the default): E-divisive means" in text
+    assert "pelt: ruptures' PELT" in text and "binseg: ruptures' binary segmentation" in text
+    assert "steepest: the largest jump between two medians" in text
+
+
 @pytest.mark.parametrize("name", ["pelt", "binseg"])
 def test_ruptures_detectors_find_the_step(name: str, db: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:

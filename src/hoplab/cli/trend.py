@@ -25,9 +25,27 @@ _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
 _FORMATS = (*FORMATS, ".html")
 
 
+class _HelpWithDetectors(argparse.HelpFormatter):
+    """`trend --help`: the --detector line lists the registered detectors, read from their
+    registry (hoplab.analysis.detectors) only when the help is printed, so that parsing a
+    trend's arguments imports no analysis."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if action.dest != "detector" or text is None:
+            return text
+        from hoplab.analysis import detectors
+
+        listed = "; ".join(
+            f"{name}{' (the default)' if name == detectors.DEFAULT else ''}: "
+            f"{detectors.get(name).summary}" for name in detectors.names())
+        return f"{text}: {listed}".replace("%", "%%")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "trend", help="a metric across versions, with every change point",
+        formatter_class=_HelpWithDetectors,
         description="A metric across the values of KEY (default version), every repetition "
                     "of every value used: where it changed (between which two values), the "
                     "medians before and after, the change with its 95 % bootstrap interval, "
@@ -44,12 +62,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    metavar="KEY=VALUE[,KEY=VALUE]",
                    help="only runs with this column, label or variant value; a comma, or "
                         "a repeated --filter, joins conditions that must all hold")
-    # The registry (hoplab.analysis.detectors) is read when the command runs: `trend
-    # --help` imports no analysis.
     p.add_argument("--detector", metavar="NAME",
-                   help="what places the change points: a registered detector (default "
-                        "edivisive, hoplab's own; pelt and binseg are ruptures'; a wrong "
-                        "name lists them all; docs/trend.md compares them)")
+                   help="what places the change points (docs/trend.md compares them), one "
+                        "of the registered detectors")
     p.add_argument("--json", action="store_true", help="the trend as JSON on stdout")
     p.add_argument("-o", "--output", type=Path, metavar="FILE",
                    help=f"also draw it: FILE{', FILE'.join(_FORMATS)} (an interactive "
