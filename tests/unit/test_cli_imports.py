@@ -46,6 +46,9 @@ LIBRARIES = ("sqlalchemy", "numpy", "scipy", "matplotlib", "plotly", "psycopg",
 PACKAGES = ("hoplab.store", "hoplab.analysis", "hoplab.web", "hoplab.run", "hoplab.samplers",
             "hoplab.profile", "hoplab.importers")
 NOTHING_HEAVY = LIBRARIES + PACKAGES
+# Modules of those packages that cost nothing: the words of a verdict (math alone), which
+# the renderers of a comparison import at their top (compare's parser loads them).
+LIGHT = frozenset({"hoplab.analysis", "hoplab.analysis.verdicts"})
 COMMANDS = ["doctor", "check", "lab", "run", "submit", "worker", "fleet", "schedule", "runs",
             "show", "compare", "report", "serve", "flamegraph", "profile", "fold", "clean",
             "plot", "trend", "annotate", "baseline", "import", "export", "migrate", "bisect"]
@@ -62,7 +65,7 @@ def imported(argv: list[str], run_dir: Path, tmp_path: Path) -> tuple[int, str, 
 
 def heavy(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
     # A library by its name, a part of hoplab by its module.
-    return sorted({m if m.startswith("hoplab") else f for m in modules
+    return sorted({m if m.startswith("hoplab") else f for m in modules - LIGHT
                    for f in forbidden if m == f or m.startswith(f + ".")})
 
 
@@ -76,7 +79,8 @@ def help_cases() -> list[list[str]]:
 # What a command's help may import, and why: `trend --help` lists the registered
 # change-point detectors (their registry, hoplab.analysis.detectors, loads numpy); the
 # registry is read only when that help is printed, never to parse a trend's arguments.
-HELP_READS = {("trend", "--help"): ("numpy", "hoplab.analysis")}
+HELP_READS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("trend", "--help"): ("numpy", "hoplab.analysis")}
 
 
 @pytest.mark.parametrize("argv", help_cases(), ids=lambda a: " ".join(a) or "(none)")

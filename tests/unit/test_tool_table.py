@@ -42,7 +42,7 @@ def test_a_flow_tool_takes_its_package_from_the_table() -> None:
 
 def test_the_machine_probe_reads_the_table() -> None:
     assert all(TOOLS[t].version for t in TOOL_NAMES)
-    assert TOOL_PACKAGES == {t: TOOLS[t].debian for t in TOOL_NAMES}
+    assert {t: TOOLS[t].debian for t in TOOL_NAMES} == TOOL_PACKAGES
     assert version_args("irtt") == ("version",) and version_args("nginx") == ("-v",)
 
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from hoplab import metrics as registry
 from hoplab.analysis import verdicts
 from hoplab.analysis.changepoints import MIN_SIZE
+from hoplab.analysis.detectors import DEFAULT
+from hoplab.analysis.groups import compare_groups
 from hoplab.analysis.order import natural_key
 from hoplab.analysis.ranks import min_p
 from hoplab.analysis.series_trend import TrendPoint, order_points
@@ -240,8 +242,6 @@ def latest_changes(series: Series, store: Store, names: Sequence[str],
     """The latest runs of each metric against their baseline (`sides`), judged by
     compare_groups (as `hoplab compare` would, their selections being the two values):
     the metrics it calls worse or better."""
-    from hoplab.analysis.groups import compare_groups
-
     out = []
     todo: dict[tuple[tuple[int, ...], tuple[int, ...]], list[str]] = {}
     pair: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[TrendPoint, TrendPoint, str]] = {}
@@ -333,8 +333,6 @@ def pinned_changes(store: Store, runs: Sequence[RunSummary],
 def judge_key(names: Sequence[str], pin: Pin | None) -> str:
     """What judged a series, as kept beside its changes: a kept judgement is read only by
     an index that would judge alike."""
-    from hoplab.analysis.detectors import DEFAULT
-
     return json.dumps([KEEP_VERSION, DEFAULT, ALPHA, list(names), pin.id if pin else 0])
 
 

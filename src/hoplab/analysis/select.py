@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, get_args
 from hoplab import kv, numbers
 from hoplab.analysis.order import natural_key
 from hoplab.errors import UsageError
+from hoplab.record import Status
+from hoplab.store.schema import FILTER_COLUMNS
 
 if TYPE_CHECKING:
     from hoplab.store import Store
@@ -181,9 +183,6 @@ def _why_empty(store: Store, where: dict[str, str]) -> str:
 def _unknown(store: Store, where: Mapping[str, str]) -> list[str]:
     """For every condition no stored run meets on its own: what its key takes, or, for
     a key no run has, which keys there are. Read only when a selection came up empty."""
-    from hoplab.record import Status
-    from hoplab.store.schema import FILTER_COLUMNS
-
     hints = []
     for key, value in where.items():
         if key == "status":

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hoplab import metrics as registry
+from hoplab.analysis.order import natural_key
 from hoplab.analysis.verdicts import NOT_ENOUGH, word
 
 if TYPE_CHECKING:
@@ -108,8 +110,6 @@ def _report_series(runs: Sequence[RunRecord], by: str
     """The report's series along `by`: (experiment/test, the other variant keys that
     vary among that test's runs, as "gro=on", its finished runs), in order. Runs of
     gro=on and gro=off are two measurements, not one series (as compare pairs them)."""
-    from hoplab.analysis.order import natural_key
-
     tests: dict[str, list[RunRecord]] = {}
     for r in runs:
         if r.status == "ok" and (r.labels.get(by) or r.variant.get(by)) is not None:
@@ -131,8 +131,6 @@ def trends_of_runs(runs: Sequence[RunRecord]) -> list[Trend]:
     """The report's trends: for each experiment/test (and each value of the other
     variant keys that vary), every registered whole-run metric along series_key, in
     natural order, corrected across metrics; [] if no series."""
-    from hoplab import metrics as registry
-    from hoplab.analysis.order import natural_key
     from hoplab.analysis.series_trend import TrendPoint
 
     by = series_key(runs)

@@ -22,6 +22,7 @@ from hoplab.errors import HoplabError, UsageError
 from hoplab.importers import flent, iperf3
 from hoplab.importers.options import Options
 from hoplab.record import RunRecord
+from hoplab.store import check_run
 
 __all__ = ["Options", "load_file", "load_files"]
 
@@ -77,7 +78,6 @@ def load_file(path: Path, options: Options) -> RunRecord:
         raise UsageError(f"{path}: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise UsageError(f"{path}: unexpected layout ({type(exc).__name__}: {exc})") from None
-    from hoplab.store import check_run
 
     # What the store would refuse (two metrics of one key, metadata that is not JSON) is
     # refused here, naming the file, before anything of any file is saved.

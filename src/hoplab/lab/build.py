@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from hoplab.errors import CapabilityError, LabError, UsageError
 from hoplab.lab import netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
+from hoplab.lab.clean import in_use
 from hoplab.lab.devices import addresses, labgrid, nics, reach, settings
 from hoplab.lab.devices import tools as device_tools
 from hoplab.lab.lock import lab_lock
@@ -38,6 +39,7 @@ from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Completed, Executor
 from hoplab.nodes.netns import exists as ns_exists
 from hoplab.nodes.registry import executor_for, in_namespace, is_local
+from hoplab.spec import load_lab
 from hoplab.spec.model import Lab
 
 if TYPE_CHECKING:
@@ -577,8 +579,6 @@ def hand_over(lab: Lab) -> Lab | None:
     """The lab `hoplab lab up` built from the same file, if it is up: an experiment's runs
     need its host NICs and devices, so it is taken down now and returned, to be built
     again by take_back() when the runs end. A lab another process is using is refused."""
-    from hoplab.lab.clean import in_use
-
     state = find(lab.name)
     if state is None or state.status != "up" or not Path(lab.source).exists() \
             or Path(state.source) != Path(lab.source).resolve():
@@ -594,8 +594,6 @@ def hand_over(lab: Lab) -> Lab | None:
 def take_back(lab: Lab) -> list[str]:
     """Build again the lab hand_over() took down; a failure is a warning (the runs are
     stored), with the command that builds it."""
-    from hoplab.spec import load_lab
-
     try:
         up(load_lab(lab.source, name=lab.name))
     except Exception as exc:  # the runs are stored already; say how to rebuild it

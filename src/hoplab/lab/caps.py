@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from hoplab.errors import CapabilityError, LabError
+from hoplab.nodes.executor import ExecutorError
+from hoplab.nodes.registry import in_namespace
 from hoplab.tool_table import debian, version_args
 
 if TYPE_CHECKING:
@@ -142,8 +144,6 @@ def _run(argv: Sequence[str], stdin: str | None = None,
 
 
 def _run_in(ex: NetnsExecutor, argv: Sequence[str], stdin: str | None) -> _Result:
-    from hoplab.nodes.executor import ExecutorError
-
     try:
         done = ex.run(argv, input=stdin, timeout=_TIMEOUT_S)
     except TimeoutError:
@@ -299,8 +299,6 @@ def _perf_allowed() -> bool:
 
 def _probe_fresh() -> Capabilities:
     """Probe for real. Needs root (it creates a network namespace)."""
-    from hoplab.nodes.registry import in_namespace
-
     if os.geteuid() != 0:
         raise CapabilityError("probing capabilities needs root (it creates a network namespace); "
                               "run as root, e.g. with sudo")

@@ -19,9 +19,16 @@ from typing import TYPE_CHECKING
 
 from hoplab.errors import HoplabError
 from hoplab.lab import wire
+from hoplab.lab.devices.labgrid import release
+from hoplab.lab.devices.nics import give_back_nics
+from hoplab.lab.devices.settings import restore
 from hoplab.lab.state import ETC_NETNS, LabState
 from hoplab.nodes import netns
+from hoplab.nodes.executor import ExecutorError, ProcessId
 from hoplab.nodes.netns import processes_in
+from hoplab.nodes.registry import close_all, state_executors, this_machine, wire_executors
+from hoplab.nodes.tracking import recorded, recorded_dirs, recorded_undo
+from hoplab.nodes.workdir import owner_exited
 
 if TYPE_CHECKING:
     from hoplab.nodes.executor import Executor
@@ -29,10 +36,6 @@ if TYPE_CHECKING:
 
 def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
     """Remove everything the record lists. Returns warnings; never stops half way."""
-    from hoplab.nodes.executor import ExecutorError, ProcessId
-    from hoplab.nodes.registry import close_all, state_executors, this_machine, wire_executors
-    from hoplab.nodes.tracking import recorded
-
     warnings: list[str] = []
     live = [n for n in state.namespaces if netns.exists(n)]
     try:
@@ -61,16 +64,12 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
             warnings.append(f"{proc.role} on {proc.node} (pid {proc.pid}): {exc}")
     warnings += _undo_recorded(state, nodes)
     warnings += _remove_device_dirs(state, nodes)
-    from hoplab.lab.devices.nics import give_back_nics
-    from hoplab.lab.devices.settings import restore
 
     # Devices: teardown commands, then offloads and sysctls back as recorded; host NICs
     # back to this machine before their namespaces go (a veth would die with them).
     warnings += restore(state, nodes)
     close_all(nodes)
     if state.labgrid:
-        from hoplab.lab.devices.labgrid import release
-
         # The devices are put back: their labgrid places can go to someone else.
         warnings += release(state)
     warnings += give_back_nics(state)
@@ -87,9 +86,6 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
 def _undo_recorded(state: LabState, nodes: Mapping[str, Executor]) -> list[str]:
     """What a test put on a node and a killed run left (an nft table on a device), taken
     away by the command the test logged with it."""
-    from hoplab.nodes.executor import ExecutorError
-    from hoplab.nodes.tracking import recorded_undo
-
     warnings = []
     for node, argv in recorded_undo(state):
         try:
@@ -107,10 +103,6 @@ def _undo_recorded(state: LabState, nodes: Mapping[str, Executor]) -> list[str]:
 def _remove_device_dirs(state: LabState, nodes: Mapping[str, Executor]) -> list[str]:
     """Run directories a SIGKILL left on devices (perf's data, a server's files), each
     only once the hoplab process it is named after has exited: /tmp on OpenWrt is RAM."""
-    from hoplab.nodes.executor import ExecutorError
-    from hoplab.nodes.tracking import recorded_dirs
-    from hoplab.nodes.workdir import owner_exited
-
     warnings = []
     for node, path in recorded_dirs(state):
         where = PurePosixPath(path)

@@ -20,6 +20,7 @@ from typing import Any
 
 from hoplab.errors import LabError
 from hoplab.lab.where import netns_prefix
+from hoplab.nodes.registry import in_namespace
 from hoplab.spec.model import Direction, Link
 
 BINARY = "hoplab-wire"
@@ -157,8 +158,6 @@ IP_LINES = ["link set lo up", f"link set {IF_A} up", f"link set {IF_B} up"]
 
 def start(w: WireLink, exe: Path) -> subprocess.Popen[bytes]:
     """Start the wire inside its namespace; no waiting (see wait_ready)."""
-    from hoplab.nodes.registry import in_namespace
-
     forget_exited()
     w.stats.parent.mkdir(parents=True, exist_ok=True)
     w.stats.unlink(missing_ok=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from hoplab.analysis.select import parse_ranges
 from hoplab.errors import UsageError
 from hoplab.profile import fold
 
@@ -48,8 +49,6 @@ def side_stacks(store: Store, spec: str, ids: list[int], node: str | None
     """The profiles of one side of a diff: (their runs, their stacks, runs left out).
     Runs named by id must have a profile; a key=value selection leaves out its runs
     without one."""
-    from hoplab.analysis.select import parse_ranges
-
     named = parse_ranges(spec) is not None
     runs, stacks, skipped = [], [], []
     for run_id in ids:

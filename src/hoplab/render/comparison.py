@@ -8,6 +8,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
+from hoplab.analysis.verdicts import BETTER, SAME, UNCLEAR, WORSE, rank, word
 from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import metric_name
@@ -64,8 +65,6 @@ def sizes(m: MetricComparison) -> str:
 
 def verdict(m: MetricComparison) -> str:
     """A row's verdict in words ("no clear difference" for unclear)."""
-    from hoplab.analysis.verdicts import word
-
     return word(m.verdict)
 
 
@@ -74,7 +73,6 @@ def notes(g: GroupComparison, alpha: float) -> list[str]:
     without a clear difference could have seen; which rows rest on the trials of a
     single run a side."""
     from hoplab.analysis.ranks import min_p as min_p_value
-    from hoplab.analysis.verdicts import UNCLEAR, word
 
     sizes = sorted({(len(m.a_values), len(m.b_values)) for m in g.metrics
                     if m.verdict == "not enough data" and m.per == "run"})
@@ -119,8 +117,6 @@ def counts(result: Comparison) -> dict[str, int]:
 def summary(result: Comparison) -> str:
     """"B against A: 2 better, 0 worse, 1 same, 3 no clear difference, 1 without a
     verdict"."""
-    from hoplab.analysis.verdicts import UNCLEAR, word
-
     n = counts(result)
     return (f"B against A: {n['better']} better, {n['worse']} worse, {n['same']} same, "
             f"{n['unclear']} {word(UNCLEAR)}, {n['without']} without a verdict")
@@ -137,8 +133,6 @@ def interval(low: float, high: float) -> str:
 def is_headline(g: GroupComparison, m: MetricComparison) -> bool:
     """Whether the row is one of its test kind's headline figures (the kind declares
     them: goodput, the RTT under load...), of the whole run."""
-    from hoplab.render.headline import HEADLINE
-
     return m.flow is None and m.node is None and m.metric in HEADLINE.get(g.kind, ())
 
 
@@ -147,8 +141,6 @@ def biggest(result: Comparison) -> list[tuple[GroupComparison, MetricComparison]
     the regressions first, then the improvements, then the rest; within each, the test
     kinds' headline figures before the others (goodput doubled before a p5 rate that
     grew tenfold from a stall), each by the size of its change."""
-    from hoplab.analysis.verdicts import rank
-
     def order(gm: tuple[GroupComparison, MetricComparison]) -> tuple[int, bool, float]:
         tier, size = rank(gm[1].verdict, gm[1].change_pct)
         return tier, not is_headline(*gm), size
@@ -172,8 +164,6 @@ def headline(result: Comparison, a: str = "A", b: str = "B") -> str:
     worse; 3 more worse, 2 better, 20 with no clear difference". The change it leads
     with is the largest regression, else the largest improvement; the counts are of
     every row of every group."""
-    from hoplab.analysis.verdicts import BETTER, SAME, UNCLEAR, WORSE, word
-
     rows = biggest(result)
     n = counts(result)
     lead = rows[0] if rows and rows[0][1].verdict in (WORSE, BETTER) else None

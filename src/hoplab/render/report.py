@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from hoplab import __version__, kinds
 from hoplab.analysis.changes import Change
 from hoplab.analysis.groups import Comparison, compare_groups, split_sides
-from hoplab.analysis.trend import Trend, shown
+from hoplab.analysis.trend import Trend, shown, trends_of_runs
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
 from hoplab.render import charts
+from hoplab.render.answer import answer_html
 from hoplab.render.decimate import DEFAULT_POINTS
 from hoplab.render.html import (
     chart,
@@ -35,6 +36,7 @@ from hoplab.render.profile_html import (
     folded_of,
     profile_section,
 )
+from hoplab.render.trend_html import change_points_html, note_places, notes_html, trend_chart
 from hoplab.render.units import pairs
 from hoplab.store import Annotation, RunSummary
 
@@ -86,9 +88,6 @@ def build_report(runs: Sequence[RunRecord], store: str,
     (render/answer.py), then the details and charts, each run, and the runs table last;
     `notes`: the store's annotations, drawn on the trend charts they fall on; `pinned`:
     the latest runs against their series' pinned baselines (changes.pinned_changes)."""
-    from hoplab.analysis.trend import trends_of_runs
-    from hoplab.render.answer import answer_html
-
     if not runs:
         raise UsageError("no runs to report")
     title = (f"hoplab run {runs[0].id}" if len(runs) == 1
@@ -121,8 +120,6 @@ def trend_sections(found: Sequence[Trend], notes: Sequence[Annotation] = ()) -> 
     """When the runs are a series (many versions), each metric's change points as
     `hoplab trend` finds them (analysis/trend.py trends_of_runs): a chart with the steps
     marked and their table for metrics that changed, one line naming those that did not."""
-    from hoplab.render.trend_html import change_points_html, note_places, notes_html, trend_chart
-
     if not found:
         return []
     out = [f"<h2>Change points by {esc(found[0].by)}</h2>"]

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hoplab import metrics
+from hoplab import kind_registry, metrics
 from hoplab.record import Metric, RunRecord
 from hoplab.render.spike_text import spike_lines
 from hoplab.render.units import figure, notes, pairs
@@ -125,8 +125,6 @@ def _keyed(rec: RunRecord) -> dict[str, dict[str, Metric]]:
 
 
 def _key_name(kind: str) -> str:
-    from hoplab import kind_registry
-
     found = kind_registry.find(kind)
     return (found.keyed if found is not None else None) or "key"
 

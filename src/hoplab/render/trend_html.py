@@ -10,10 +10,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from hoplab import metrics
+from hoplab import __version__, metrics
 from hoplab.analysis.trend import Trend, TrendChange, cannot_tell, power_note, shown
 from hoplab.render.charts import Chart
-from hoplab.render.html import Html, esc, table
+from hoplab.render.html import Html, chart, esc, table
+from hoplab.render.page import page, standalone_scripts
 from hoplab.render.units import figure, rate_scale
 from hoplab.store import Annotation
 
@@ -157,10 +158,6 @@ def trend_chart(found: Trend, chart_id: str = "trend",
 def trend_page(found: Trend, source: str) -> str:
     """`hoplab trend -o FILE.html`: one self-contained page (plotly.js inlined, as `hoplab
     report` makes them) with trend_chart, the change points' table and the power note."""
-    from hoplab import __version__
-    from hoplab.render.html import chart
-    from hoplab.render.page import page, standalone_scripts
-
     name = found.metric.partition("@")[0]
     runs = sum(len(p.values) for p in found.points)
     title = f"{found.metric} by {found.by}"

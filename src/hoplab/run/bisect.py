@@ -17,10 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hoplab.analysis.adaptive import Classification, Verdict
+from hoplab.analysis.adaptive import Classification, Verdict, judge_runs
+from hoplab.analysis.select import select_pair
 from hoplab.errors import UsageError
-from hoplab.run.commits import CannotTest, Measurer, Say, Target
-from hoplab.run.git import ABORT, SKIP, Repo
+from hoplab.lab.signals import terminate_as_interrupt
+from hoplab.run.commits import CannotTest, Measurer, Say, Target, apart, check, references
+from hoplab.run.git import ABORT, SKIP, Repo, git, head, toplevel
+from hoplab.store import open_store
+from hoplab.store.url import redact
 
 # Commits answered "cannot tell" after which `bisect run` stops git: each costs
 # --max-repeat runs, and git would skip its way through the whole range.
@@ -96,10 +100,6 @@ def bisect(rng: Range, target: Target, url: str, script: Script, say: Say, *,
            every: bool = False, min_step: float = 0.02) -> Outcome:
     """Measure the ends, then find the first bad commit (or, `every`, each step). The
     repository is back on its branch, bisect state reset, whatever happens."""
-    from hoplab.lab.signals import terminate_as_interrupt
-    from hoplab.run.commits import apart
-    from hoplab.store import open_store
-
     repo = rng.repo
     with open_store(url) as store:
         measurer = Measurer(store, target, say, checkout=repo.checkout)
@@ -125,10 +125,6 @@ def _subjects(repo: Repo, rng: Range, *more: str | None) -> dict[str, str]:
 
 def _git_bisect(rng: Range, measurer: Measurer, url: str, script: Script, say: Say
                 ) -> Bisected:
-    from hoplab.analysis.adaptive import judge_runs
-    from hoplab.run.commits import references
-    from hoplab.store.url import redact
-
     g, b = references(measurer, rng.good, rng.bad)
     ends = judge_runs(g, b, measurer.target.metric, bound=None)
     exp, test = g[0].experiment, g[0].test
@@ -155,8 +151,6 @@ def _git_bisect(rng: Range, measurer: Measurer, url: str, script: Script, say: S
 def _every_step(rng: Range, measurer: Measurer, ends: Verdict, min_step: float) -> EveryStep:
     """Split the range at its middle commit while its ends differ, down to adjacent
     commits (along the first-parent line)."""
-    from hoplab.run.commits import apart
-
     commits = rng.repo.first_parents(rng.good, rng.bad)
     found: list[tuple[str, Verdict]] = []
     untold: list[tuple[str, str]] = []
@@ -206,18 +200,11 @@ def check_head(target: Target, url: str, good: str, bad: str, steps_file: str | 
 
 
 def _head() -> str | None:
-    from hoplab.run.git import head
-
     return head(Path.cwd())
 
 
 def _check(target: Target, url: str, good_sel: str, bad_sel: str, steps_file: str | None,
            say: Say) -> int:
-    from hoplab.analysis.select import select_pair
-    from hoplab.run.commits import check
-    from hoplab.run.git import git, toplevel
-    from hoplab.store import open_store
-
     here = Path.cwd()
     top = toplevel(here)
     sha = git(here, "rev-parse", "HEAD")

@@ -16,12 +16,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
 from hoplab.analysis import adaptive, verdicts
 from hoplab.analysis.adaptive import Classification, Verdict
 from hoplab.analysis.verdicts import word
 from hoplab.errors import HoplabError, UsageError
+from hoplab.lab.signals import terminate_as_interrupt
 from hoplab.record import RunRecord
+from hoplab.run.experiment import ExperimentRunner
 from hoplab.spec.experiment import Experiment
+from hoplab.spec.experiment_loader import load_experiment
 from hoplab.store import Store
 
 Say = Callable[[str], None]
@@ -50,9 +54,6 @@ class Target:
 def load_at(checkout: Path, target: Target, sha: str) -> Experiment:
     """The experiment as it is in `checkout`, its runs labelled commit=SHA. It must have
     one variant and one test: bisection follows one figure."""
-    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
-    from hoplab.spec.experiment_loader import load_experiment
-
     path = checkout / target.experiment
     if not path.is_file():
         raise CannotTest(f"{target.experiment} does not exist at {sha[:12]}")
@@ -131,9 +132,6 @@ class Measurer:
         return have
 
     def _run(self, exp: Experiment) -> None:
-        from hoplab.lab.signals import terminate_as_interrupt
-        from hoplab.run.experiment import ExperimentRunner
-
         # As `hoplab run`: SIGTERM and SIGHUP unwind like Ctrl-C (the run under way is
         # stored as interrupted, the lab taken down), and once one came, no other cuts
         # that short. Labs are named bis + hex, so a leftover one can be told.

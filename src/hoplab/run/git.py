@@ -16,6 +16,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from hoplab.errors import HoplabError, UsageError
+from hoplab.lab.signals import shielded
 
 # git bisect run reads 0 as good, 1..127 but 125 as bad, 125 as "skip" and 128 or
 # more as "abort".
@@ -148,8 +149,6 @@ class Repo:
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
-    from hoplab.lab.signals import shielded
-
     with shielded():
         for sig, wait in ((signal.SIGTERM, 60.0), (signal.SIGKILL, 10.0)):
             with suppress(ProcessLookupError):

@@ -28,6 +28,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from hoplab.errors import UsageError
+from hoplab.store.labels import label_rows
 from hoplab.store.schema import SCHEMA_VERSION, TABLES, build
 
 # Execution option asking for a writing transaction: on SQLite it makes BEGIN
@@ -83,8 +84,6 @@ def _v1_to_v2(conn: sa.Connection) -> None:
 
 
 def _v2_to_v3(conn: sa.Connection) -> None:
-    from hoplab.store.labels import label_rows
-
     table = build(3).run_labels
     assert table is not None
     table.create(conn)    # with its index

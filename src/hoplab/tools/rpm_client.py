@@ -45,6 +45,7 @@ from typing import Any
 
 from hoplab.analysis import rpm as algo
 from hoplab.tools import ToolOutputError
+from hoplab.tools.rpm_server import TCP_CONGESTION
 
 IPPROTO_TCP, TCP_INFO = 6, 11
 # Linux's struct tcp_info: tcpi_bytes_acked and tcpi_bytes_received (u64 each, since
@@ -229,8 +230,6 @@ class _Load:
 
     def __init__(self, way: str, urls: dict[str, str], congestion: str | None) -> None:
         import httpx
-
-        from hoplab.tools.rpm_server import TCP_CONGESTION
 
         self.way, self.urls = way, urls
         opts = ([] if not congestion else

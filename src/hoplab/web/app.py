@@ -18,17 +18,28 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from hoplab import numbers
+from hoplab import kinds, metrics, numbers
+from hoplab.analysis import detectors
 from hoplab.analysis.changes import ChangeIndex, WhatChanged
-from hoplab.analysis.trend import Trend
+from hoplab.analysis.groups import compare_groups
+from hoplab.analysis.select import check, conditions, select, select_pair
+from hoplab.analysis.series_trend import trend_points
+from hoplab.analysis.trend import Trend, analyse
+from hoplab.analysis.trend import to_json as trend_json
 from hoplab.errors import HoplabError, UsageError
 from hoplab.jsonsafe import json_safe
+from hoplab.kinds import HEADLINES
 from hoplab.render import charts
+from hoplab.render.charts_overlay import overlay_chart
+from hoplab.render.comparison import to_json as comparison_json
+from hoplab.render.overlay import groups_of
 from hoplab.render.page import plotly_js
+from hoplab.render.profile_html import FOLDED, flamegraph_svg
+from hoplab.render.report import comparison
 from hoplab.store import Store
 from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
-from hoplab.web.home import Latest
+from hoplab.web.home import Latest, changes_json
 from hoplab.web.views import RESERVED, CompareView, OverlayView, TrendView
 
 _CHART_CACHE = 8            # runs whose chart JSON is kept: a run page is often reloaded
@@ -69,8 +80,6 @@ def _json(data: Any, status: int = 200) -> Response:
 def _filters(query: dict[str, list[str]]) -> dict[str, str]:
     """Filters from ?key=value parameters and from q="key=value key=value" (or
     "key=value,key=value": the command line's --filter, analysis/select.py)."""
-    from hoplab.analysis.select import conditions
-
     out = {k: v[-1] for k, v in query.items() if k not in RESERVED and v and v[-1]}
     out.update(conditions((query.get("q") or [""])[-1].split(), "filter"))
     return out
@@ -88,8 +97,6 @@ class _Refresher:
     request waits for it a bounded time, then shows the last answer with a note."""
 
     def __init__(self, store: Store) -> None:
-        from hoplab.kinds import HEADLINES
-
         self.store = store
         self.index = ChangeIndex(HEADLINES)
         self.latest: WhatChanged | None = None
@@ -139,8 +146,6 @@ class _Refresher:
 def _detector(query: dict[str, list[str]]) -> str:
     """A trend's change-point detector, as `hoplab trend --detector` takes it (the
     registered ones; empty: the default)."""
-    from hoplab.analysis import detectors
-
     name = (query.get("detector") or [""])[-1].strip()
     return detectors.get(name or detectors.DEFAULT).name
 
@@ -249,9 +254,6 @@ class Dashboard:
         return found
 
     def _latest_comparison(self) -> Latest | None:
-        from hoplab import metrics
-        from hoplab.render.report import comparison
-
         top = self.store.list_runs(limit=1, newest=True, figures=False)
         if not top or top[0].experiment_id is None:
             return None
@@ -267,8 +269,6 @@ class Dashboard:
         return Latest(top[0].experiment, eid, tuple(r.id for r in mine), result)
 
     def api_changes(self, query: dict[str, list[str]]) -> Response:
-        from hoplab.web.home import changes_json
-
         found = self.what_changed()
         if found is None or found.state != self._changes.state():
             return Response(503, b'{"error":"still judging the store; try again"}',
@@ -330,8 +330,6 @@ class Dashboard:
     def _check(self, filters: dict[str, str]) -> None:
         """A filter key or value no run has answers 400 listing those there are, as the
         command line does, rather than an empty list."""
-        from hoplab.analysis.select import check
-
         check(self.store, filters)
 
     def run(self, query: dict[str, list[str]], run_id: str) -> Response:
@@ -339,8 +337,6 @@ class Dashboard:
         return _html(pages.run_page(rec, self.desc))
 
     def flame(self, query: dict[str, list[str]], run_id: str) -> Response:
-        from hoplab.render.profile_html import FOLDED, flamegraph_svg
-
         rid = numbers.run_id(run_id)
         svg = flamegraph_svg(self.store.get_run(rid, series=False),
                              self.store.raw_output(rid, FOLDED))
@@ -349,10 +345,6 @@ class Dashboard:
         return Response(200, svg.encode(), "image/svg+xml")
 
     def _compare(self, query: dict[str, list[str]]) -> tuple[str, str, Any, Any]:
-        from hoplab import kinds, metrics
-        from hoplab.analysis.groups import compare_groups
-        from hoplab.analysis.select import select_pair
-
         a, b = ((query.get(k) or [""])[-1].strip() for k in ("a", "b"))
         if not a or not b:
             return a, b, None, None
@@ -376,10 +368,6 @@ class Dashboard:
         return _html(pages.compare_page(view, self.desc, result, ids))
 
     def overlay(self, query: dict[str, list[str]]) -> Response:
-        from hoplab.analysis.select import select
-        from hoplab.render.charts_overlay import overlay_chart
-        from hoplab.render.overlay import groups_of
-
         view = OverlayView(tuple(s.strip() for s in query.get("sel", []) if s.strip()))
         if not view.selections:
             return _html(pages.overlay_page(view, self.desc))
@@ -396,16 +384,11 @@ class Dashboard:
         _, _, result, ids = self._compare(query)
         if result is None:
             raise UsageError("give both sides: /api/compare?a=SPEC&b=SPEC")
-        from hoplab.render.comparison import to_json
-
         # The same document as `hoplab compare --json` (groups, unmatched).
-        return _json({"a": ids[0], "b": ids[1], **to_json(result)})
+        return _json({"a": ids[0], "b": ids[1], **comparison_json(result)})
 
     def _trend(self, query: dict[str, list[str]]
                ) -> tuple[str, str, dict[str, str], Any, Trend | None]:
-        from hoplab.analysis.series_trend import trend_points
-        from hoplab.analysis.trend import analyse
-
         metric = (query.get("metric") or [""])[-1].strip()
         by = (query.get("by") or ["started_at"])[-1].strip() or "started_at"
         filters = _filters(query)
@@ -433,8 +416,6 @@ class Dashboard:
                                       notes=self.store.annotations()))
 
     def api_trend(self, query: dict[str, list[str]]) -> Response:
-        from hoplab.analysis.trend import to_json
-
         metric, by, filters, points, found = self._trend(query)
         if points is None:
             raise UsageError("give a metric: /api/trend?metric=goodput&by=hops&test=...")
@@ -442,7 +423,7 @@ class Dashboard:
                                 "detector": _detector(query), "filters": filters,
                                 "points": [{"x": x, "median": m, "runs": n}
                                            for x, m, n in points],
-                                "change_points": to_json(found)["change_points"]
+                                "change_points": trend_json(found)["change_points"]
                                 if found is not None else []}))
 
     def api_runs(self, query: dict[str, list[str]]) -> Response:

@@ -20,6 +20,7 @@ from hoplab.analysis.changes import TIME, Change, Series, WhatChanged, notes_of
 from hoplab.analysis.groups import Comparison
 from hoplab.analysis.trend import shown
 from hoplab.kinds import HEADLINES
+from hoplab.render.answer import comparison_answer
 from hoplab.render.comparison import interval, pct
 from hoplab.render.html import Html, esc
 from hoplab.render.units import figure, id_list
@@ -41,8 +42,6 @@ class Latest:
 
 def latest_html(latest: Latest) -> str:
     """The latest experiment's answer, as the report's first screen gives it."""
-    from hoplab.render.answer import comparison_answer
-
     first = latest.result.groups[0]
     sides = [f"experiment_id={latest.experiment_id},{label}" if label and "=" in label
              else "" for label in (first.a_label, first.b_label)]

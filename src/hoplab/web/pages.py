@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hoplab import metrics
+from hoplab.analysis import detectors
 from hoplab.analysis.changes import WhatChanged
 from hoplab.analysis.groups import Comparison
 from hoplab.analysis.order import natural_key
@@ -26,6 +27,7 @@ from hoplab.render.html import (
     metadata_details,
     run_header,
     run_tables,
+    table,
 )
 from hoplab.render.page import page
 from hoplab.render.profile_html import profile_section
@@ -36,8 +38,9 @@ from hoplab.render.trend_html import (
     note_places,
     notes_html,
 )
-from hoplab.render.units import pairs
+from hoplab.render.units import figure, pairs
 from hoplab.store import Annotation, RunSummary
+from hoplab.web.home import home_body, latest_html, pending
 from hoplab.web.views import CompareView, OverlayView, TrendView, runs_link
 
 if TYPE_CHECKING:
@@ -135,8 +138,6 @@ def home_page(found: WhatChanged | None, store: str, state: tuple[int, int],
     """What changed in the store (web/home.py renders analysis/changes.py's answer);
     `state`: the store's now, which `found` may be behind while it is brought up to
     date (None: not found yet); `latest`: the latest experiment's comparison."""
-    from hoplab.web.home import home_body, latest_html, pending
-
     if found is None or found.state != state:
         body = home_body(found, notes, latest) if found else \
             (latest_html(latest) if latest else "")
@@ -267,8 +268,6 @@ def _choice(name: str, options: Sequence[tuple[str, str]], chosen: str) -> str:
 
 
 def _trend_form(view: TrendView) -> str:
-    from hoplab.analysis import detectors
-
     q = " ".join(f"{k}={v}" for k, v in view.filters.items())
     order = _choice("order", (("natural", "natural order"), ("time", "time order")),
                     view.order)
@@ -314,9 +313,6 @@ def trend_page(view: TrendView, store: str,
 
 def _points_table(points: Sequence[tuple[str | float, float, int]], metric: str,
                   by: str) -> Html:
-    from hoplab.render.html import table
-    from hoplab.render.units import figure
-
     name = metric.partition("@")[0]
     return table((by, "median", "runs"), [(x, figure(m, name), n) for x, m, n in points],
                  numeric=(1, 2))

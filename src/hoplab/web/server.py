@@ -45,6 +45,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from hoplab.store import Store
 from hoplab.web.app import Dashboard, Response, gzipped
+from hoplab.web.token import TokenCheck
 
 MAX_REQUESTS = 8            # answered at once: two cores; more only queue on the GIL and store
 MAX_WAITING = 32            # requests waiting for one of those; more get 503 at once
@@ -332,8 +333,6 @@ class DashboardServer:
 
 def make_app(dashboard: Dashboard, bound: str, port: int, allow_hosts: Iterable[str] = (),
              token: str | None = None) -> Starlette:
-    from hoplab.web.token import TokenCheck
-
     guards = [Middleware(ReadOnly),
               Middleware(HostCheck, bound=bound, port=port, names=tuple(allow_hosts))]
     if token is not None:

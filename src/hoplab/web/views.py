@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+from hoplab.analysis import detectors
+
 # Parameters that are a view's own, not filters: a filter on a label of one of these
 # names travels in q= ("key=value key=value") instead.
 RESERVED = frozenset({"q", "metric", "by", "order", "step", "page", "limit", "offset",
@@ -33,8 +35,6 @@ class TrendView:
     step: str | None = None
 
     def link(self) -> str:
-        from hoplab.analysis import detectors
-
         params = {"metric": self.metric, "by": self.by, "order": self.order}
         if self.detector and self.detector != detectors.DEFAULT:
             params["detector"] = self.detector

@@ -12,6 +12,7 @@ from hoplab.lab.plan import Plan
 from hoplab.lab.state import LabState
 from hoplab.nodes.executor import Executor, Process
 from hoplab.nodes.procs import Proc
+from hoplab.nodes.registry import executor_for
 from hoplab.spec.model import Lab
 
 # `ethtool -k` prints features by their long names; `ethtool -K` takes the short ones.
@@ -135,8 +136,6 @@ def restore(state: LabState, nodes: Mapping[str, Executor], *,
     began), then offloads and sysctls, newest first. Uses the executors in `nodes`
     (teardown's, from the summary) or reconnects from the record; never stops half
     way: what could not be done comes back as warnings that say what is left."""
-    from hoplab.nodes.registry import executor_for
-
     warnings: list[str] = []
     for node, rec in state.devices.items():
         todo: list[tuple[list[str], str | None, str]] = []

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from hoplab.errors import LabError
+from hoplab.lab.netns import in_each
 from hoplab.lab.wireguard import kernel, uapi, userspace
 from hoplab.lab.wireguard.config import (
     MODES,
@@ -166,8 +167,6 @@ def show(iface: WgInterface) -> dict[str, PeerStats]:
 def _run_all(jobs: list[tuple[WgInterface, list[str], str]]) -> None:
     """Run independent commands, each in its interface's namespace, a few at a time;
     fail with every error."""
-    from hoplab.lab.netns import in_each
-
     def one(job: tuple[WgInterface, list[str], str]) -> str | None:
         iface, argv, what = job
         try:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 
 from hoplab.errors import LabError
 from hoplab.lab.wireguard.keys import KeyPair
+from hoplab.nodes.registry import in_namespace
 
 if TYPE_CHECKING:
     from hoplab.nodes.netns_exec import NetnsExecutor
@@ -64,8 +65,6 @@ def where(iface: WgInterface) -> str:
 
 def node_of(iface: WgInterface) -> NetnsExecutor:
     """The namespace ``iface`` lives in, where its commands run."""
-    from hoplab.nodes.registry import in_namespace
-
     return in_namespace(iface.netns, iface.netns)
 
 
