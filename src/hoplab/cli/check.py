@@ -11,8 +11,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from hoplab.errors import HoplabError, SpecError
+
 if TYPE_CHECKING:
-    from hoplab.errors import HoplabError
     from hoplab.spec.check import Checked
     from hoplab.spec.model import Lab
 
@@ -76,7 +77,6 @@ def _devices(c: Checked) -> tuple[list[str], list[str]]:
     the tests ask of them; (problems, notes)."""
     from dataclasses import replace
 
-    from hoplab.errors import HoplabError
     from hoplab.kinds.device_tools import test_tools
     from hoplab.lab import build
 
@@ -106,8 +106,6 @@ def _devices(c: Checked) -> tuple[list[str], list[str]]:
 
 def _sort(path: str, lab: Lab, exc: HoplabError, problems: list[str], notes: list[str]
           ) -> None:
-    from hoplab.errors import SpecError
-
     text = str(exc)
     if lab.accept_new_host_keys and _UNKNOWN_KEY in text:
         notes.append(f"{text.split(';')[0]}: lab up will add it (accept_new_host_keys = "

@@ -7,9 +7,13 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from hoplab import kinds
+from hoplab import metrics as registry
+from hoplab.analysis.verdicts import VERDICTS, word
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
 from hoplab.render import comparison as view
+from hoplab.render.compare_markdown import comparison_markdown
 from hoplab.render.units import figure
 
 if TYPE_CHECKING:
@@ -63,8 +67,6 @@ def run_compare(args: argparse.Namespace) -> int:
     fail_on = _fail_on(args.fail_on)
     # Imported here, not at the top: numpy, scipy and SQLAlchemy take a second to import,
     # which `hoplab compare --help` should not pay.
-    from hoplab import kinds
-    from hoplab import metrics as registry
     from hoplab.analysis.groups import compare_groups
     from hoplab.analysis.select import select_pair
 
@@ -84,8 +86,6 @@ def run_compare(args: argparse.Namespace) -> int:
         json.dump(_as_json(args, desc, ids_a, ids_b, result), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif fmt == "markdown":
-        from hoplab.render.compare_markdown import comparison_markdown
-
         sys.stdout.write(comparison_markdown(result, a=args.a, b=args.b, ids_a=ids_a,
                                              ids_b=ids_b, store=desc,
                                              explicit=bool(args.metrics)))
@@ -107,8 +107,6 @@ def _format(args: argparse.Namespace) -> str:
 def _fail_on(text: str | None) -> set[str]:
     """The verdicts --fail-on names (worse, better, same, unclear or "no clear
     difference", "not enough data", n/a), comma-separated."""
-    from hoplab.analysis.verdicts import VERDICTS, word
-
     if text is None:
         return set()
     known = {v: v for v in VERDICTS} | {word(v): v for v in VERDICTS}

@@ -8,6 +8,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from hoplab.cli.lab import QUEUE_UNITS
 from hoplab.errors import HoplabError
 from hoplab.lab.caps import (
     FEATURE_NAMES,
@@ -217,8 +218,6 @@ def _links(path: str, caps: Capabilities) -> list[dict[str, Any]]:
 def _print_links(links: list[dict[str, Any]], console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
-
-    from hoplab.cli.lab import QUEUE_UNITS
 
     t = Table(title="links of the lab", title_justify="left", caption=QUEUE_UNITS,
               caption_justify="left")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from hoplab import kv, metrics
 from hoplab.cli import store_arg
+from hoplab.kinds import HEADLINES
 from hoplab.render.headline import HEADLINE
 from hoplab.render.units import figure
 
@@ -43,7 +44,6 @@ def run_import(args: argparse.Namespace) -> int:
 
     from hoplab.analysis.changes import keep_judged
     from hoplab.importers import Options, load_files
-    from hoplab.kinds import HEADLINES
     from hoplab.render.console import console as make_console
 
     options = Options(experiment=args.experiment, test=args.test, labels=_labels(args.labels))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from hoplab.cli import store_arg
 from hoplab.errors import UsageError
+from hoplab.jsonsafe import json_safe
 from hoplab.render.plot_kinds import FORMATS
 
 if TYPE_CHECKING:
@@ -110,8 +111,6 @@ def run_trend(args: argparse.Namespace) -> int:
     if args.output is not None:
         _draw(found[0], args.output, desc)
     if args.json:
-        from hoplab.jsonsafe import json_safe
-
         json.dump(json_safe(_json(found, series)), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
