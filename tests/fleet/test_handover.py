@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.errors import HoplabError
 from hoplab.fleet.bisect_jobs import TASK as MEASURE_COMMIT
 from hoplab.fleet.jobs import JOB_LABEL
+from hoplab.fleet.schema import ONE_OK_RUN_INDEX
+from hoplab.record import RunRecord
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, measuring, query, until
 from tests.fleet.test_bisect_fleet import EXPERIMENT as BISECT_EXPERIMENT
@@ -157,6 +160,11 @@ def test_a_frozen_bench_that_thaws_stores_its_late_run_as_superseded(
             [(late[0].id, job_a, a)]
         said = hoplab("fleet", "--db", db).stdout
         assert f"superseded: run {late[0].id} of job {job_a} stored by bench {a}" in said
+        # Where runs are stored, a second ok run of the job is refused, whoever saves it.
+        with open_store(db) as store, pytest.raises(HoplabError, match=ONE_OK_RUN_INDEX):
+            store.save_run(RunRecord(experiment="exp", test="p", kind="ping", repetition=1,
+                                     variant={}, labels={JOB_LABEL: str(job_a)},
+                                     started_at=1.7e9, experiment_id=experiment_id))
     finally:
         hoplab("clean", a, b)
 

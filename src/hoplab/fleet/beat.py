@@ -170,12 +170,6 @@ class Beat:
             self.attempts[job.id] = job.attempts
         return job
 
-    def current(self, job_id: int) -> bool:
-        """Whether this bench's attempt is still the job's attempt under way (no other
-        bench was handed the job while this one was silent)."""
-        return bool(self.query(CURRENT_JOB, id=job_id,
-                               attempt=self.attempts.get(job_id, -1)))
-
     def finish(self, job_id: int, ok: bool) -> bool:
         """The job done, if this bench's attempt is still its own; whether it was."""
         status = procrastinate.jobs.Status.SUCCEEDED if ok else procrastinate.jobs.Status.FAILED
