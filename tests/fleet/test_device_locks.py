@@ -84,7 +84,8 @@ def test_a_job_waits_for_a_device_held_under_another_spelling_then_fails(
         db: str, tmp_path: Path) -> None:
     """The test holds the router as `localhost`; the submitted lab names it
     `root@127.0.0.1`. The bench's job waits (shown by `hoplab fleet`), and fails after
-    its 10 s lock timeout, naming the holder; no lab was built."""
+    its 20 s lock timeout (room for `hoplab fleet` to see the wait on a busy machine),
+    naming the holder; no lab was built."""
     (tmp_path / "lab.toml").write_text(LAB.format(ssh="root@127.0.0.1", port=""))
     (tmp_path / "exp.toml").write_text(EXPERIMENT)
     got = hoplab("submit", str(tmp_path / "exp.toml"), "--db", db, "--json")
@@ -92,7 +93,7 @@ def test_a_job_waits_for_a_device_held_under_another_spelling_then_fails(
     experiment_id = json.loads(got.stdout)["experiment_id"]
     name = new_lab_name()
     with devices.holding(db, _keys("localhost"), bench="holder", job_id=None), \
-            bench(db, name, "--lock-timeout", "10") as b:
+            bench(db, name, "--lock-timeout", "20") as b:
         waits = until("the job waiting for the router", lambda: json.loads(
             hoplab("fleet", "--db", db, "--json").stdout)["device_waits"])
         (job_id,) = query(db, "SELECT id FROM procrastinate_jobs")[0]
@@ -112,5 +113,5 @@ def test_a_job_waits_for_a_device_held_under_another_spelling_then_fails(
             failure["run_id"]) == (experiment_id, job_id, name, None)
     assert failure["error"].startswith("device ssh:127.0.0.1:22 is held by bench holder "
                                        "since "), failure
-    assert failure["error"].endswith("waited more than the lock timeout (10 s)")
+    assert failure["error"].endswith("waited more than the lock timeout (20 s)")
     hoplab("clean", name)
