@@ -111,6 +111,7 @@ def test_a_second_signal_interrupts_the_bench_taking_its_lab_down(
             said, _ = b.communicate(timeout=60)
         assert b.returncode == 130, said
         assert f"`hoplab clean {name}` removes what is left" in said
+        assert f"bench {name} stopped (interrupted; its lab is left)" in said
         assert _statuses(db) == ["succeeded", "todo"]
         assert bench_state(db, name) == "stopped"
         got = hoplab("clean", name)

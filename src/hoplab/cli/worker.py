@@ -133,7 +133,9 @@ def run(args: argparse.Namespace) -> int:
         runs.lock_timeout_s = args.lock_timeout
         print(f"hoplab: {describe(config)} serving {store.describe()}", file=sys.stderr,
               flush=True)
-        code = BenchWorker(db, config, runs).serve()
-    print(f"hoplab: bench {config.row} stopped" + (" (interrupted; its job is back in the "
-                                                   "queue)" if code else ""), file=sys.stderr)
+        worker = BenchWorker(db, config, runs)
+        code = worker.serve()
+    why = "" if not code else " (interrupted; its lab is left)" if worker.lab_left else \
+        " (interrupted; its job is back in the queue)"
+    print(f"hoplab: bench {config.row} stopped{why}", file=sys.stderr)
     return code

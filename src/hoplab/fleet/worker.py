@@ -84,6 +84,8 @@ class BenchWorker:
         self.runs = runs
         self.stopping = False
         self.interrupted = False
+        # A second signal cut the lab's teardown short: `hoplab clean` removes the rest.
+        self.lab_left = False
         self.claims: list[Claim] = []
         self._running = False
         # The job whose run is under way, and a job asked to stop (fleet cancel).
@@ -271,7 +273,7 @@ class BenchWorker:
         try:
             how()
         except KeyboardInterrupt:
-            self.interrupted = self.stopping = True
+            self.interrupted = self.stopping = self.lab_left = True
             print(f"hoplab: bench {self.config.row}: taking lab {self.config.lab_name} "
                   f"down was interrupted: `hoplab clean {self.config.lab_name}` removes "
                   f"what is left", file=sys.stderr, flush=True)
