@@ -35,3 +35,8 @@ class CapabilityError(UsageError):
 
 class LabError(HoplabError):
     """Building, using or tearing down a lab failed."""
+
+
+class Cancelled(KeyboardInterrupt):
+    """A run stopped because its job was cancelled (`hoplab fleet cancel`): unwound as an
+    interrupt is, and stored as cancelled."""

@@ -30,7 +30,7 @@ MEASUREMENT_VERSION = 3
 # iperf3 1003: UDP loss and goodput as measurement version 3 has them (1002 before).
 IMPORTED_MEASUREMENT_VERSIONS = {"flent": 1001, "iperf3": 1003}
 
-Status = Literal["ok", "failed", "interrupted"]
+Status = Literal["ok", "failed", "interrupted", "cancelled", "superseded"]
 
 
 @dataclass

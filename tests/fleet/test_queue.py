@@ -68,7 +68,7 @@ def test_device_keys_are_the_devices_addresses_sorted_once(tmp_path: Path) -> No
     lab.write_text('name = "d"\n[nodes.r2]\nssh = "root@10.0.0.9"\n'
                    '[nodes.r1]\nssh = "root@10.0.0.2"\nssh_options = { port = 2222 }\n'
                    '[nodes.r3]\nssh = "admin@10.0.0.2"\nssh_options = { port = 2222 }\n')
-    assert device_keys(load_lab(str(lab))) == ["10.0.0.2:2222", "10.0.0.9:22"]
+    assert device_keys(load_lab(str(lab))) == ["ssh:10.0.0.2:2222", "ssh:10.0.0.9:22"]
 
 
 HOLDER = """

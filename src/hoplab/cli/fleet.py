@@ -20,8 +20,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Show the benches (idle, busy, draining, stopped or gone), "
                                    "the jobs by state, each experiment's progress and every "
                                    "failure; `fleet cancel EXPERIMENT_ID` drops its waiting "
-                                   "jobs; `fleet drain BENCH` has a bench finish its run and "
-                                   "stop. See docs/fleet.md.")
+                                   "jobs and stops its runs under way; `fleet drain BENCH` "
+                                   "has a bench finish its run and stop. See docs/fleet.md.")
     p.add_argument("action", nargs="?", choices=["cancel", "drain"],
                    help="cancel an experiment, or drain a bench")
     p.add_argument("target", nargs="?", metavar="EXPERIMENT_ID|BENCH")
@@ -65,6 +65,27 @@ def _show(st: FleetStatus) -> None:
         run = f" run {f.run_id}" if f.run_id is not None else ""
         console.print(f"failed: experiment {f.experiment_id} job {f.job_id}{run} on bench "
                       f"{f.bench or '?'}: {f.error}", markup=False, highlight=False)
+    for line in _events(st):
+        console.print(line, markup=False, highlight=False)
+
+
+def _events(st: FleetStatus) -> list[str]:
+    """The failed bisection jobs, the jobs handed on, the superseded runs, the waits."""
+    out = [f"failed: bisection {f.bisection} job {f.job_id} (commit {f.commit[:12]}) on "
+           f"bench {f.bench or '?'}: {f.error}" for f in st.bisection_failures]
+    out += [f"handed on: job {h.job_id} ({h.task}) from bench {h.bench or '?'}, silent, "
+            f"back in the queue by bench {h.by_bench} {_ago(h.at)} (attempt {h.attempt + 1})"
+            for h in st.handovers]
+    out += [f"superseded: run {r.run_id} of job {r.job_id} stored by bench {r.bench} "
+            f"{_ago(r.at)} after the job was handed on: kept, never counted"
+            for r in st.superseded]
+    for w in st.device_waits:
+        held = "nobody now" if w.held_by is None else (
+            f"bench {w.held_by}" + (f" (job {w.held_job})" if w.held_job is not None else "")
+            + f" since {_ago(w.held_since or 0)}")
+        out.append(f"waiting: job {w.job_id} on bench {w.bench} for device {w.device} since "
+                   f"{_ago(w.since)}, held by {held}")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "cancel":
         n = cancel(db, args.target)
         print(f"experiment {args.target}: {n} waiting job{'s' * (n != 1)} cancelled; a "
-              f"running one ends its run")
+              f"run under way is stopped, stored as cancelled")
         return 0
     if args.action == "drain":
         before = status.drain(db, args.target)

@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--heartbeat", type=float, default=10.0, metavar="SECONDS",
                    help="heartbeat interval; a bench silent for 3 of them is gone and its "
                         "job runs again elsewhere (default 10)")
+    p.add_argument("--lock-timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="how long a job waits for a device another run holds; then the job "
+                        "fails, naming the holder (default 3600)")
     p.set_defaults(func=run, needs_root=True)
 
 
@@ -79,7 +82,8 @@ def _workers(args: argparse.Namespace, db: str | None, lab: str) -> int:
     from hoplab.fleet.slots import supervise
 
     argv = [sys.executable, "-m", "hoplab.cli.main", "worker", "--bench", args.bench,
-            "--lab-name", lab, "--heartbeat", str(args.heartbeat)]
+            "--lab-name", lab, "--heartbeat", str(args.heartbeat),
+            "--lock-timeout", str(args.lock_timeout)]
     for label in args.labels:
         argv += ["--label", label]
     if args.bench_file:
@@ -112,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     if "bench" in labels:
         raise UsageError("--label bench=...: `bench` is the bench's name (--bench)")
     sets = benchfile.read(Path(args.bench_file)) if args.bench_file else []
+    if args.lock_timeout <= 0:
+        raise UsageError(f"--lock-timeout {args.lock_timeout:g}: must be more than 0 s")
     if args.concurrency < 1:
         raise UsageError(f"--concurrency {args.concurrency}: must be 1 or more")
     lab = given(lab_name, args.lab_name, "worker --lab-name") if args.lab_name \
@@ -124,9 +130,12 @@ def run(args: argparse.Namespace) -> int:
     config = BenchConfig(args.bench, labels, lab, heartbeat_s=args.heartbeat, slot=args.slot)
     with store_arg.writing(args) as store:
         runs = BenchRuns(db, store, args.bench, labels, lab, _progress(), sets)
+        runs.lock_timeout_s = args.lock_timeout
         print(f"hoplab: {describe(config)} serving {store.describe()}", file=sys.stderr,
               flush=True)
-        code = BenchWorker(db, config, runs).serve()
-    print(f"hoplab: bench {config.row} stopped" + (" (interrupted; its job is back in the "
-                                                   "queue)" if code else ""), file=sys.stderr)
+        worker = BenchWorker(db, config, runs)
+        code = worker.serve()
+    why = "" if not code else " (interrupted; its lab is left)" if worker.lab_left else \
+        " (interrupted; its job is back in the queue)"
+    print(f"hoplab: bench {config.row} stopped{why}", file=sys.stderr)
     return code

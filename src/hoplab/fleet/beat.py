@@ -4,9 +4,15 @@ benches whose heartbeat stopped, and LISTEN for new jobs. The bench's runs own t
 main thread (and its signals); they call in here through `call`.
 
 Every `heartbeat_s` a bench beats (procrastinate's worker heartbeat, and its row in
-hoplab_fleet_benches), puts back in the queue the jobs of workers silent for
-`stale_s` (procrastinate's stalled jobs: their worker's heartbeat is older, or the
-worker is gone) and forgets those workers; and reads whether it was asked to drain.
+hoplab_fleet_benches), puts back in the queue every job, whatever its task, whose
+worker is silent for 3 of that worker's own heartbeats (or is gone), notes the handover
+in hoplab_fleet_handovers and forgets those workers; and reads whether it was asked to
+drain.
+
+Each job is taken with its attempt (procrastinate's `attempts`, raised each time the job
+goes back to the queue): the fencing token. A bench marks a job done, or puts it back,
+only while that attempt is still the job's; a bench that was silent (frozen, cut off)
+and lives on finds its job handed on, and leaves it alone.
 """
 
 from __future__ import annotations
@@ -19,23 +25,48 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 import procrastinate
-from procrastinate import exceptions as pexc
 
-from hoplab.fleet.app import TASK, make_app
+from hoplab.fleet.app import make_app
+from hoplab.fleet.schema import ONE_OK_RUN
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
+# A worker that is no bench (`hoplab schedule serve`'s procrastinate Worker) beats every
+# 10 s (procrastinate's default); a bench's heartbeat is in hoplab_fleet_benches.
+_OTHER_HEARTBEAT_S = 10.0
+_WINDOW = ("3 * coalesce((SELECT max(b.heartbeat_s) FROM hoplab_fleet_benches b WHERE "
+           "b.worker_id = w.id), %(other)s) * interval '1 second'")
+# Every job under way whose worker is silent for 3 of its own heartbeats, or gone; with
+# the bench that had it (its current job), if one says so.
+_STALLED = (
+    "SELECT j.id, j.attempts, (SELECT b.name FROM hoplab_fleet_benches b WHERE "
+    "b.current_job = j.id ORDER BY b.heartbeat DESC LIMIT 1) AS bench FROM "
+    "procrastinate_jobs j LEFT JOIN procrastinate_workers w ON w.id = j.worker_id WHERE "
+    f"j.status = 'doing' AND (w.id IS NULL OR w.last_heartbeat < now() - {_WINDOW})")
+_PRUNE = f"DELETE FROM procrastinate_workers w WHERE w.last_heartbeat < now() - {_WINDOW}"
+# The job, if `attempt` is still its attempt under way (the fencing check); locked.
+CURRENT_JOB = ("SELECT id FROM procrastinate_jobs WHERE id = %(id)s AND status = 'doing' "
+               "AND attempts = %(attempt)s")
+_CURRENT = f"{CURRENT_JOB} FOR UPDATE"
+_RETRY = ("SELECT procrastinate_retry_job_v2(j.id, now(), NULL::integer, NULL::varchar, "
+          f"NULL::varchar) FROM ({_CURRENT}) j")
+_FINISH = ("SELECT procrastinate_finish_job_v1(j.id, %(status)s::procrastinate_job_status, "
+           f"false) FROM ({_CURRENT}) j")
+
 
 class Beat:
     def __init__(self, db_url: str | None, bench: str, *, heartbeat_s: float,
-                 on_wake: Callable[[], None], on_drain: Callable[[], None]) -> None:
+                 on_wake: Callable[[], None], on_drain: Callable[[], None],
+                 on_cancel: Callable[[int], None] = lambda _job: None) -> None:
         self.bench = bench
         self.heartbeat_s = heartbeat_s
         self.stale_s = 3 * heartbeat_s
         self.app: procrastinate.App = make_app(db_url)
         self.worker_id: int | None = None
-        self._on_wake, self._on_drain = on_wake, on_drain
+        # Each job taken, its attempt: the fencing token.
+        self.attempts: dict[int, int] = {}
+        self._on_wake, self._on_drain, self._on_cancel = on_wake, on_drain, on_cancel
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="fleet-beat")
@@ -67,7 +98,8 @@ class Beat:
         if live:
             raise UsageError(f"bench {self.bench} is already serving (pid {live[0]['pid']} "
                              f"on {live[0]['machine']}): give this one another --bench name")
-        await jm.prune_stalled_workers(self.stale_s)
+        await self.app.connector.execute_query_async(_PRUNE, other=_OTHER_HEARTBEAT_S)
+        await self.app.connector.execute_query_async(ONE_OK_RUN)
         self.worker_id = await jm.register_worker()
         await self.app.connector.execute_query_async(
             "INSERT INTO hoplab_fleet_benches (name, labels, machine, pid, worker_id, state, "
@@ -89,23 +121,33 @@ class Beat:
             await asyncio.sleep(self.heartbeat_s)
 
     async def _tick(self) -> None:
-        jm = self.app.job_manager
+        db = self.app.connector
         assert self.worker_id is not None
-        await jm.update_heartbeat(self.worker_id)
-        rows = await self.app.connector.execute_query_all_async(
-            "UPDATE hoplab_fleet_benches SET heartbeat = now() WHERE name = %(name)s "
-            "RETURNING state", name=self.bench)
+        beat = await db.execute_query_all_async(
+            "UPDATE procrastinate_workers SET last_heartbeat = now() WHERE id = %(id)s "
+            "RETURNING id", id=self.worker_id)
+        if not beat:  # silent too long (frozen, cut off): forgotten by the others
+            self.worker_id = await self.app.job_manager.register_worker()
+        rows = await db.execute_query_all_async(
+            "UPDATE hoplab_fleet_benches SET heartbeat = now(), worker_id = %(worker)s "
+            "WHERE name = %(name)s RETURNING state", name=self.bench, worker=self.worker_id)
         if rows and rows[0]["state"] == "draining":
             self._on_drain()
+        # `hoplab fleet cancel` asks a job under way to stop (procrastinate's abort).
+        for job in await db.execute_query_all_async(
+                "SELECT id FROM procrastinate_jobs WHERE id = ANY(%(ids)s) AND status = "
+                "'doing' AND abort_requested", ids=list(self.attempts)):
+            self._on_cancel(int(job["id"]))
         recovered = 0
-        for job in await jm.get_stalled_jobs(task_name=TASK,
-                                             seconds_since_heartbeat=self.stale_s):
-            try:
-                await jm.retry_job(job)
+        for job in await db.execute_query_all_async(_STALLED, other=_OTHER_HEARTBEAT_S):
+            if await db.execute_query_all_async(_RETRY, id=job["id"],
+                                                attempt=job["attempts"]):
+                await db.execute_query_async(
+                    "INSERT INTO hoplab_fleet_handovers (job_id, attempt, bench, by_bench) "
+                    "VALUES (%(id)s, %(attempt)s, %(bench)s, %(by)s)", id=job["id"],
+                    attempt=job["attempts"], bench=job["bench"], by=self.bench)
                 recovered += 1
-            except pexc.ProcrastinateException:
-                pass  # another bench put it back first, or its worker finished it
-        await jm.prune_stalled_workers(self.stale_s)
+        await db.execute_query_async(_PRUNE, other=_OTHER_HEARTBEAT_S)
         if recovered:
             self._on_wake()
 
@@ -122,18 +164,29 @@ class Beat:
 
     def fetch(self, queues: list[str]) -> procrastinate.jobs.Job | None:
         assert self.worker_id is not None
-        return self.call(self.app.job_manager.fetch_job(queues=queues,
-                                                        worker_id=self.worker_id))
+        job = self.call(self.app.job_manager.fetch_job(queues=queues,
+                                                       worker_id=self.worker_id))
+        if job is not None and job.id is not None:
+            self.attempts[job.id] = job.attempts
+        return job
 
-    def finish(self, job_id: int, ok: bool) -> None:
+    def finish(self, job_id: int, ok: bool) -> bool:
+        """The job done, if this bench's attempt is still its own; whether it was."""
         status = procrastinate.jobs.Status.SUCCEEDED if ok else procrastinate.jobs.Status.FAILED
-        self.call(self.app.job_manager.finish_job_by_id_async(job_id, status, False))
+        return self.end(job_id, status.value)
+
+    def end(self, job_id: int, status: str) -> bool:
+        """As finish, with any of procrastinate's end states (succeeded, failed, aborted)."""
+        done = bool(self.query(_FINISH, id=job_id, status=status,
+                               attempt=self.attempts.pop(job_id, -1)))
+        if not done:
+            log.warning("job %s was handed to another bench while this one was silent; "
+                        "its end is that bench's", job_id)
+        return done
 
     def retry(self, job_id: int) -> None:
         """Back in the queue (an interrupted run): another bench, or this one, runs it."""
-        from procrastinate import utils
-
-        self.call(self.app.job_manager.retry_job_by_id_async(job_id, utils.utcnow()))
+        self.query(_RETRY, id=job_id, attempt=self.attempts.pop(job_id, -1))
 
     def stop(self) -> None:
         """Unregister the worker, say the bench stopped, close the pool and the loop."""

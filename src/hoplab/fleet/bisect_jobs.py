@@ -125,7 +125,8 @@ def measure(job: CommitJob, runs: BenchRuns, tree: Path) -> dict[str, Any]:
     try:
         # A device serves one run at a time across benches (hoplab.fleet.devices).
         keys = devices.device_keys(_load(tree, target, job.commit).variants[0].lab)
-        with devices.holding(runs.db_url, keys):
+        with devices.holding(runs.db_url, keys, bench=runs.bench, job_id=job.job_id,
+                             timeout_s=runs.lock_timeout_s):
             return _runs(measurer, job) if job.at_least else _check(measurer, job)
     except CannotTest as e:
         _say(f"cannot test {job.commit[:12]}: {e}")

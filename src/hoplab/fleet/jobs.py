@@ -1,7 +1,13 @@
 """What a bench does with one job: the run it names, by hoplab's own ExperimentRunner,
 stored labelled with the bench and its labels, the submitted experiment's id, seed and
 order; not run again if the store already holds its ok run (a bench that died between
-storing it and marking the job done)."""
+storing it and marking the job done).
+
+Exactly one ok run per job holds where the run is stored: an ok run is saved as such
+only while the bench's attempt is still the job's (the fencing token, hoplab.fleet.beat),
+and the store refuses a second ok run of a job (a unique index, schema.ONE_OK_RUN). A run
+that fails either is kept, as `superseded`, never counted, and noted for `hoplab fleet`.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hoplab.errors import UsageError
+from hoplab.errors import HoplabError, UsageError
 from hoplab.fleet import devices
+from hoplab.fleet.schema import ONE_OK_RUN_INDEX
 from hoplab.nodes import workdir as run_workdir
 
 if TYPE_CHECKING:
@@ -36,24 +43,56 @@ class JobArgs:
     variant: int
     test: int
     repetition: int
+    attempt: int = 0        # the queue's attempt this bench took (the fencing token)
 
     @classmethod
-    def of(cls, job_id: int, args: Mapping[str, Any]) -> JobArgs:
+    def of(cls, job_id: int, args: Mapping[str, Any], attempt: int = 0) -> JobArgs:
         return cls(job_id, str(args["experiment_id"]), str(args["bundle_id"]),
                    int(args["seed"]), int(args["order"]), int(args["variant"]), int(args["test"]),
-                   int(args["repetition"]))
+                   int(args["repetition"]), attempt)
 
 
 @dataclass
 class _Labelled:
-    """The store, adding the bench's labels to every run it saves."""
+    """The store, adding the bench's labels to every run it saves; with a job (`job`,
+    and `query` to the queue), an ok run the job has no more is saved superseded."""
 
     store: Store
     labels: dict[str, str] = field(default_factory=dict)
+    job: JobArgs | None = None
+    query: Query | None = None
 
     def save_run(self, run: RunRecord) -> int:
         run.labels.update(self.labels)
-        return self.store.save_run(run)
+        if run.status != "ok" or self.job is None or self.query is None:
+            return self.store.save_run(run)
+        if not self._current():
+            return self._superseded(run)
+        try:
+            return self.store.save_run(run)
+        except HoplabError as e:
+            if ONE_OK_RUN_INDEX not in str(e.__cause__ or ""):
+                raise
+            return self._superseded(run)  # stored by another bench since the check
+
+    def _current(self) -> bool:
+        from hoplab.fleet.beat import CURRENT_JOB
+
+        assert self.job is not None and self.query is not None
+        return bool(self.query(CURRENT_JOB, id=self.job.job_id, attempt=self.job.attempt))
+
+    def _superseded(self, run: RunRecord) -> int:
+        assert self.job is not None and self.query is not None
+        bench = self.labels.get("bench", "?")
+        run.status = "superseded"
+        run.error = (f"superseded: job {self.job.job_id} was handed to another bench while "
+                     f"bench {bench} was silent (its attempt {self.job.attempt}); kept, "
+                     f"never counted")
+        run_id = self.store.save_run(run)
+        self.query("INSERT INTO hoplab_fleet_superseded (run_id, job_id, attempt, bench) "
+                   "VALUES (%(run)s, %(job)s, %(attempt)s, %(bench)s) RETURNING run_id",
+                   run=run_id, job=self.job.job_id, attempt=self.job.attempt, bench=bench)
+        return run_id
 
 
 class BenchRuns:
@@ -70,6 +109,8 @@ class BenchRuns:
         self.sink = _Labelled(store)
         self.bench, self.labels, self.lab_name = bench, dict(labels), lab_name
         self.progress = progress
+        # How long a job waits for a device another run holds (then it fails, saying so).
+        self.lock_timeout_s = devices.LOCK_TIMEOUT_S
         self._runner: ExperimentRunner | None = None
         self.query: Query | None = None
         # Named as a run's working directory: `hoplab clean` removes a killed bench's.
@@ -89,6 +130,7 @@ class BenchRuns:
     def bind(self, query: Query) -> None:
         """The bench's connection to the queue, for the submitted files."""
         self.query = query
+        self.sink.query = query
 
     def _runner_for(self, job: JobArgs) -> ExperimentRunner:
         from hoplab.fleet.bundle import unpack
@@ -120,9 +162,11 @@ class BenchRuns:
             runner.close()
         self.sink.labels = {**experiment_labels, **self.labels, "bench": self.bench,
                             JOB_LABEL: str(job.job_id)}
+        self.sink.job = job
         lab = runner.exp.variants[job.variant].lab
         keys = devices.device_keys(lab)
-        with devices.holding(self.db_url, keys):
+        with devices.holding(self.db_url, keys, bench=self.bench, job_id=job.job_id,
+                             timeout_s=self.lock_timeout_s):
             try:
                 return runner.run_job(Job(job.variant, job.test, job.repetition), job.order)
             finally:

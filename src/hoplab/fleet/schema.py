@@ -6,7 +6,11 @@ hoplab's own, beside the store's runs:
 - hoplab_fleet_experiments: each submitted experiment, its bundle, seed and routing;
 - hoplab_fleet_routes: the queue of each set of benches (--bench) and labels (--where);
 - hoplab_fleet_benches: each bench, its labels, machine, state, heartbeat, current job;
-- hoplab_fleet_errors: why a bench could not run a job at all (no run was stored).
+- hoplab_fleet_errors: why a bench could not run a job at all (no run was stored);
+- hoplab_fleet_handovers: each job put back in the queue because its bench went silent;
+- hoplab_fleet_superseded: each run a bench stored after its job was handed on;
+- hoplab_fleet_device_holders, hoplab_fleet_device_waits: who holds each device's lock,
+  who waits for it and since when (rows of a dead session are ignored).
 
 `ensure` creates what is missing, once, whoever comes first: under an advisory lock, so
 two benches starting together never both apply procrastinate's schema.
@@ -67,8 +71,58 @@ CREATE TABLE IF NOT EXISTS hoplab_fleet_errors (
     error text NOT NULL,
     at timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS hoplab_fleet_handovers (
+    job_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    bench text,
+    by_bench text NOT NULL,
+    at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS hoplab_fleet_superseded (
+    run_id bigint PRIMARY KEY,
+    job_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    bench text NOT NULL,
+    at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS hoplab_fleet_device_holders (
+    device text NOT NULL,
+    backend integer NOT NULL,
+    bench text NOT NULL,
+    job_id bigint,
+    since timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (device, backend)
+);
+CREATE TABLE IF NOT EXISTS hoplab_fleet_device_waits (
+    device text NOT NULL,
+    backend integer NOT NULL,
+    bench text NOT NULL,
+    job_id bigint,
+    since timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (device, backend)
+);
 CREATE INDEX IF NOT EXISTS hoplab_fleet_jobs_experiment
     ON procrastinate_jobs ((args->>'experiment_id'));
+"""
+
+
+ONE_OK_RUN_INDEX = "hoplab_fleet_one_ok_run"
+# The store refuses a second ok run of a fleet job (label fleet_job), made by the first
+# bench of a store that has runs; the duplicates an older hoplab let in are marked
+# superseded first (the first ok run of each job stays).
+ONE_OK_RUN = f"""
+DO $$ BEGIN
+    PERFORM pg_advisory_xact_lock({_SCHEMA_LOCK});
+    IF to_regclass('runs') IS NOT NULL AND to_regclass('{ONE_OK_RUN_INDEX}') IS NULL THEN
+        UPDATE runs SET status = 'superseded' WHERE status = 'ok'
+            AND labels->>'fleet_job' IS NOT NULL AND id NOT IN (
+                SELECT min(id) FROM runs WHERE status = 'ok'
+                AND labels->>'fleet_job' IS NOT NULL GROUP BY labels->>'fleet_job');
+        CREATE UNIQUE INDEX {ONE_OK_RUN_INDEX} ON runs ((labels->>'fleet_job'))
+            WHERE status = 'ok' AND labels->>'fleet_job' IS NOT NULL;
+    END IF;
+END $$;
 """
 
 

@@ -1,5 +1,7 @@
 """What the fleet is doing, as data: the benches, the jobs by state, each experiment's
-progress and every failure with its error. `hoplab fleet` prints it, `--json` dumps it,
+progress and every failure with its error (a run's, or a bisection's commit job's); the
+jobs handed on from a silent bench, the runs a bench stored after that (superseded),
+and who waits for which device. `hoplab fleet` prints it, `--json` dumps it,
 the dashboard can render the same."""
 
 from __future__ import annotations
@@ -43,18 +45,73 @@ class Failure:
     run_id: int | None  # the failed run, when one was stored
 
 
+@dataclass(frozen=True)
+class Handover:
+    """A job put back in the queue because its bench went silent."""
+
+    job_id: int
+    task: str
+    attempt: int          # the attempt that was under way (the next one is attempt + 1)
+    bench: str | None     # the silent bench, if its row still said it had the job
+    by_bench: str         # the bench that put it back
+    at: float
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """A run stored by a bench whose job had been handed on: kept, never counted."""
+
+    run_id: int
+    job_id: int
+    attempt: int
+    bench: str
+    at: float
+
+
+@dataclass(frozen=True)
+class DeviceWait:
+    """A job waiting for a device's lock, and who holds it (None: nobody now)."""
+
+    device: str
+    bench: str
+    job_id: int | None
+    since: float
+    held_by: str | None
+    held_job: int | None
+    held_since: float | None
+
+
+@dataclass(frozen=True)
+class BisectionFailure:
+    """A commit job of `bisect run --fleet` that failed, with its bench's error."""
+
+    bisection: str
+    commit: str
+    job_id: int
+    bench: str | None
+    error: str
+
+
 @dataclass
 class FleetStatus:
     benches: list[Bench] = field(default_factory=list)
     jobs: dict[str, int] = field(default_factory=dict)
     experiments: list[ExperimentProgress] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    bisection_failures: list[BisectionFailure] = field(default_factory=list)
+    handovers: list[Handover] = field(default_factory=list)
+    superseded: list[Superseded] = field(default_factory=list)
+    device_waits: list[DeviceWait] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {"benches": [asdict(b) for b in self.benches], "jobs": self.jobs,
                 "experiments": [asdict(e) | {"finished": e.finished}
                                 for e in self.experiments],
-                "failures": [asdict(f) for f in self.failures]}
+                "failures": [asdict(f) for f in self.failures],
+                "bisection_failures": [asdict(f) for f in self.bisection_failures],
+                "handovers": [asdict(h) for h in self.handovers],
+                "superseded": [asdict(r) for r in self.superseded],
+                "device_waits": [asdict(w) for w in self.device_waits]}
 
 
 def _benches(conn: psycopg.Connection[tuple[Any, ...]]) -> list[Bench]:
@@ -111,6 +168,57 @@ def _failures(conn: psycopg.Connection[tuple[Any, ...]], store_url: str | None,
     return out
 
 
+def _recent(conn: psycopg.Connection[tuple[Any, ...]], table: str, sql: str
+            ) -> list[tuple[Any, ...]]:
+    """Rows of `sql`, none where `table` is missing (a fleet made by an older hoplab, read
+    through the dashboard's session, which creates nothing)."""
+    found = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+    return [] if found is None or found[0] is None else conn.execute(sql).fetchall()
+
+
+def _bisection_failures(conn: psycopg.Connection[tuple[Any, ...]]) -> list[BisectionFailure]:
+    from hoplab.fleet.bisect_jobs import TASK
+
+    rows = conn.execute(
+        "SELECT j.id, j.args->>'bisection', j.args->>'commit', e.bench, e.error FROM "
+        "procrastinate_jobs j LEFT JOIN hoplab_fleet_errors e ON e.job_id = j.id WHERE "
+        "j.status = 'failed' AND j.task_name = %s ORDER BY j.id DESC LIMIT 20",
+        (TASK,)).fetchall()
+    return [BisectionFailure(str(b), str(c), int(i), None if bench is None else str(bench),
+                             str(error or "")) for i, b, c, bench, error in rows]
+
+
+def _handovers(conn: psycopg.Connection[tuple[Any, ...]]) -> list[Handover]:
+    rows = _recent(conn, "hoplab_fleet_handovers",
+                   "SELECT h.job_id, coalesce(j.task_name, '?'), h.attempt, h.bench, "
+                   "h.by_bench, extract(epoch FROM h.at) FROM hoplab_fleet_handovers h LEFT "
+                   "JOIN procrastinate_jobs j ON j.id = h.job_id ORDER BY h.at DESC LIMIT 20")
+    return [Handover(int(i), str(t), int(a), None if b is None else str(b), str(by),
+                     float(at)) for i, t, a, b, by, at in rows]
+
+
+def _superseded(conn: psycopg.Connection[tuple[Any, ...]]) -> list[Superseded]:
+    rows = _recent(conn, "hoplab_fleet_superseded",
+                   "SELECT run_id, job_id, attempt, bench, extract(epoch FROM at) FROM "
+                   "hoplab_fleet_superseded ORDER BY at DESC LIMIT 20")
+    return [Superseded(int(r), int(j), int(a), str(b), float(at)) for r, j, a, b, at in rows]
+
+
+def _device_waits(conn: psycopg.Connection[tuple[Any, ...]]) -> list[DeviceWait]:
+    # A row whose session is gone (its bench died) says nothing any more.
+    live = "backend IN (SELECT pid FROM pg_stat_activity)"
+    rows = _recent(conn, "hoplab_fleet_device_waits",
+                   "SELECT w.device, w.bench, w.job_id, extract(epoch FROM w.since), h.bench, "
+                   "h.job_id, extract(epoch FROM h.since) FROM hoplab_fleet_device_waits w "
+                   "LEFT JOIN LATERAL (SELECT * FROM hoplab_fleet_device_holders h WHERE "
+                   f"h.device = w.device AND h.{live} ORDER BY h.since LIMIT 1) h ON true "
+                   f"WHERE w.{live} ORDER BY w.since")
+    return [DeviceWait(str(d), str(b), None if j is None else int(j), float(since),
+                       None if hb is None else str(hb), None if hj is None else int(hj),
+                       None if hs is None else float(hs))
+            for d, b, j, since, hb, hj, hs in rows]
+
+
 def fleet_status(db_url: str | None, *, experiments: int = 20) -> FleetStatus:
     """The fleet's state now: every bench, the jobs by state, the last `experiments`
     submitted and the failures among their jobs."""
@@ -141,6 +249,10 @@ def _status(conn: psycopg.Connection[tuple[Any, ...]], db_url: str | None,
         "ORDER BY status").fetchall()}
     status.experiments = _experiments(conn, experiments)
     status.failures = _failures(conn, db_url, [e.id for e in status.experiments])
+    status.bisection_failures = _bisection_failures(conn)
+    status.handovers = _handovers(conn)
+    status.superseded = _superseded(conn)
+    status.device_waits = _device_waits(conn)
     return status
 
 

@@ -18,7 +18,8 @@ finished(db_url: str | None, experiment_id: str) -> bool
 submitted(db_url: str | None, experiment_id: str) -> tuple[int, int]
     Its seed (a file without one gets a new one at each load) and its number of jobs.
 cancel(db_url: str | None, experiment_id: str) -> int
-    Its waiting jobs cancelled (a running one ends its run); how many.
+    Its waiting jobs cancelled, its running ones asked to stop (their benches interrupt
+    the run, store it cancelled and take the lab down); how many were waiting.
 
 `db_url` is a store URL as --db takes it (None: $HOPLAB_DB); a SQLite store is a
 UsageError naming PostgreSQL and docs/fleet.md.
@@ -130,6 +131,8 @@ def cancel(db_url: str | None, experiment_id: str) -> int:
                              "WHERE id = %s", (experiment_id,)).rowcount
         if not known:
             raise UsageError(f"no experiment {experiment_id} was submitted to this store")
+        conn.execute("UPDATE procrastinate_jobs SET abort_requested = true WHERE status = "
+                     "'doing' AND args->>'experiment_id' = %s", (experiment_id,))
         return conn.execute("UPDATE procrastinate_jobs SET status = 'cancelled' "
                             "WHERE status = 'todo' AND args->>'experiment_id' = %s",
                             (experiment_id,)).rowcount

@@ -5,6 +5,9 @@ lab down and waits for a notification (or the next poll).
 Signals: the first SIGTERM or SIGHUP (or `hoplab fleet drain`) lets the current run
 finish, then the lab comes down and the bench exits 0. Ctrl-C, or a second signal,
 interrupts the run: it is stored as interrupted and its job goes back to the queue.
+`hoplab fleet cancel` of the job's experiment interrupts its run too (the beat thread
+hands it to the main thread as SIGUSR1, again each heartbeat while a teardown is under
+way): stored as cancelled, its job ended (aborted), the lab down, and the bench serves on.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
 from procrastinate.exceptions import ConnectorException
 
+from hoplab.errors import Cancelled
 from hoplab.fleet.app import ANY_QUEUE
 from hoplab.fleet.beat import Beat
 from hoplab.fleet.bisect_jobs import TASK as MEASURE_COMMIT
@@ -80,12 +84,21 @@ class BenchWorker:
         self.runs = runs
         self.stopping = False
         self.interrupted = False
+        # A second signal cut the lab's teardown short: `hoplab clean` removes the rest.
+        self.lab_left = False
         self.claims: list[Claim] = []
         self._running = False
+        # The job whose run is under way, and a job asked to stop (fleet cancel).
+        self._job: int | None = None
+        self._cancel: int | None = None
+        # Stop signals heard, and whether the bench is taking its lab down (_take_down).
+        self._heard = 0
+        self._tearing_down = False
         self._wake = threading.Event()
         self._queues: list[str] = [ANY_QUEUE]
         self.beat = Beat(db_url, config.row, heartbeat_s=config.heartbeat_s,
-                         on_wake=self._wake.set, on_drain=self._drain)
+                         on_wake=self._wake.set, on_drain=self._drain,
+                         on_cancel=self._cancelled)
         runs.bind(self.beat.query)
 
     # --- signals ---------------------------------------------------------------------
@@ -97,6 +110,7 @@ class BenchWorker:
     def _note(self, signum: int) -> bool:
         """A stop signal: whether it interrupts the run (Ctrl-C, or a second signal during
         a run), else the bench stops after its run."""
+        self._heard += 1
         if signum != signal.SIGINT and not (self.stopping and self._running):
             self._drain()
             return False
@@ -110,6 +124,20 @@ class BenchWorker:
             for sig in _STOPS:
                 signal.signal(sig, signal.SIG_IGN)
             raise KeyboardInterrupt(f"signal {signum}")
+
+    def _cancelled(self, job_id: int) -> None:
+        """On the beat's thread: the job's run is to stop; the main thread hears it."""
+        self._cancel = job_id
+        if self._running and self._job == job_id:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+
+    def _stop_cancelled(self, _signum: int, _frame: FrameType | None) -> None:
+        from hoplab.lab.signals import quiet
+
+        # In a teardown, or unwinding for a signal: the next heartbeat asks again.
+        if self._running and self._cancel == self._job and not quiet():
+            self._cancel = None
+            raise Cancelled("cancelled by `hoplab fleet cancel`")
 
     # --- the loop --------------------------------------------------------------------
 
@@ -140,7 +168,7 @@ class BenchWorker:
         self.claims.append(Claim(job.id, time.perf_counter() - t0))
         if job.task_name == MEASURE_COMMIT:
             return CommitJob.of(job.id, job.task_kwargs)
-        return JobArgs.of(job.id, job.task_kwargs)
+        return JobArgs.of(job.id, job.task_kwargs, job.attempts)
 
     def _do(self, job: JobArgs) -> None:
         self._state("busy", job.job_id)
@@ -151,9 +179,13 @@ class BenchWorker:
         if self.runs.already_ok(job):
             self.beat.finish(job.job_id, True)
             return
-        self._running = True
+        self._running, self._job = True, job.job_id
         try:
             rec = self.runs.run(job, labels)
+        except Cancelled:
+            self.beat.end(job.job_id, "aborted")
+            self.runs.idle()
+            return
         except KeyboardInterrupt:
             self.beat.retry(job.job_id)
             raise
@@ -162,7 +194,7 @@ class BenchWorker:
             self.beat.finish(job.job_id, False)
             return
         finally:
-            self._running = False
+            self._running, self._job = False, None
         self.beat.finish(job.job_id, rec.status == "ok")
 
     def _measure(self, job: CommitJob) -> None:
@@ -202,26 +234,51 @@ class BenchWorker:
             job=job.job_id, bench=self.config.row, error=said)
 
     def serve(self) -> int:
-        """Take jobs until stopped; 0, or 130 when a run was interrupted."""
+        """Take jobs until stopped; 0, or 130 when a run (or a teardown) was interrupted."""
         from hoplab.lab.signals import noting_stops
 
         old = {sig: signal.signal(sig, self._signal) for sig in _STOPS}
+        old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._stop_cancelled)
         try:
-            with noting_stops(self._note):
-                self._loop()
-        except KeyboardInterrupt:
-            self.interrupted = True
+            with noting_stops(self._note, self._breaks):
+                try:
+                    self._loop()
+                except KeyboardInterrupt:
+                    self.interrupted = True
+                # The lab down first; then the bench says it stopped.
+                self._take_down(self.runs.remove)
         finally:
-            # The lab down first; then the bench says it stopped.
             for sig in _STOPS:
                 signal.signal(sig, signal.SIG_IGN)
             try:
-                self.runs.remove()
+                self.runs.remove()  # what is left, if the above did not get to it
             finally:
                 self.beat.stop()
                 for sig, handler in old.items():
                     signal.signal(sig, handler)
         return 130 if self.interrupted else 0
+
+    def _breaks(self, _signum: int) -> bool:
+        """A stop signal in a shielded teardown: it interrupts the bench's own taking
+        down of its lab when it is the second one (a teardown that hangs on a device
+        must not keep a bench that was told twice to stop)."""
+        return self._tearing_down and self._heard >= 2
+
+    def _take_down(self, how: Callable[[], None]) -> None:
+        """The lab down (between jobs, or at the end); a second stop signal interrupts
+        it: the bench stops, the rest of the lab left for `hoplab clean`."""
+        for sig in _STOPS:   # an interrupted run's unwinding ignored them; now they count
+            signal.signal(sig, self._signal)
+        self._tearing_down = True
+        try:
+            how()
+        except KeyboardInterrupt:
+            self.interrupted = self.stopping = self.lab_left = True
+            print(f"hoplab: bench {self.config.row}: taking lab {self.config.lab_name} "
+                  f"down was interrupted: `hoplab clean {self.config.lab_name}` removes "
+                  f"what is left", file=sys.stderr, flush=True)
+        finally:
+            self._tearing_down = False
 
     def _loop(self) -> None:
         self.beat.start(self.config.labels, socket.gethostname(), os.getpid())
@@ -237,7 +294,9 @@ class BenchWorker:
                 continue
             if job is None:
                 self._state("idle", None)
-                self.runs.idle()
+                self._take_down(self.runs.idle)
+                if self.stopping:
+                    break
                 self._wake.wait(self.config.poll_s)
                 self._wake.clear()
                 self._routes()

@@ -32,19 +32,32 @@ _before: dict[int, _Handler] = {}
 # in a lab's build and teardown too: `_note` takes it first and answers whether it is to
 # interrupt (else it is only noted: the bench stops after its run).
 _note: Callable[[int], bool] | None = None
+# And whether one breaks a shield: a bench taking its lab down after a first stop signal
+# lets a second one interrupt the teardown (the lab is left for `hoplab clean`).
+_breaks: Callable[[int], bool] | None = None
+# How many shielded blocks the main thread is in.
+_shields = 0
+
+
+def quiet() -> bool:
+    """Whether an interrupt now would cut a teardown or an unwinding short (a shield is
+    up): one that can wait (a cancelled job's) waits."""
+    return _shields > 0 or _fired
 
 
 @contextmanager
-def noting_stops(note: Callable[[int], bool]) -> Iterator[None]:
+def noting_stops(note: Callable[[int], bool],
+                 breaks: Callable[[int], bool] | None = None) -> Iterator[None]:
     """For the block, every SIGINT, SIGTERM and SIGHUP goes to `note` first: where one
     would interrupt (terminate_as_interrupt), it does only if `note` says so; where one
-    would be ignored (shielded), `note` still hears of it."""
-    global _note
-    _note = note
+    would be ignored (shielded), `note` still hears of it, and it interrupts if `breaks`
+    (asked after `note`) says so."""
+    global _note, _breaks
+    _note, _breaks = note, breaks
     try:
         yield
     finally:
-        _note = None
+        _note, _breaks = None, None
 
 
 @contextmanager
@@ -118,18 +131,24 @@ def until_exit() -> Iterator[None]:
 @contextmanager
 def shielded() -> Iterator[None]:
     """Ignore SIGINT, SIGTERM and SIGHUP for the block: a second Ctrl-C must not
-    abandon a half-done teardown."""
+    abandon a half-done teardown (except where a bench's `breaks`, noting_stops, says
+    a teardown of its own may be: it leaves the lab for `hoplab clean`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     def noted(signum: int, _frame: FrameType | None) -> None:
         if _note is not None:
             _note(signum)
+        if _breaks is not None and _breaks(signum):
+            raise KeyboardInterrupt(f"signal {signum}")
 
-    quiet = signal.SIG_IGN if _note is None else noted
-    old = {sig: signal.signal(sig, quiet) for sig in _STOPS}
+    global _shields
+    ignore = signal.SIG_IGN if _note is None else noted
+    old = {sig: signal.signal(sig, ignore) for sig in _STOPS}
+    _shields += 1
     try:
         yield
     finally:
+        _shields -= 1
         for sig, handler in old.items():
             signal.signal(sig, handler)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from hoplab.errors import CapabilityError, HoplabError
+from hoplab.errors import Cancelled, CapabilityError, HoplabError
 from hoplab.kinds import flow_tool
 from hoplab.kinds.device_tools import test_tools
 from hoplab.lab import build
@@ -223,7 +223,8 @@ class ExperimentRunner:
                                           Path(self.exp.source).resolve().parent,
                                           nodes=self._nodes)
         except KeyboardInterrupt as e:
-            rec.status, rec.error = "interrupted", _interrupted_by(e)
+            rec.status, rec.error = ("cancelled", str(e)) if isinstance(e, Cancelled) \
+                else ("interrupted", _interrupted_by(e))
             rec.duration_s = time.time() - rec.started_at
             with shielded():
                 self._save(rec)
