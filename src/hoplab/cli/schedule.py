@@ -133,24 +133,33 @@ def _alert_url(args: argparse.Namespace) -> str | None:
 
 def _list(args: argparse.Namespace) -> int:
     from hoplab.fleet.schedule_db import connect
-    from hoplab.fleet.schedules import schedules
+    from hoplab.fleet.schedules import ScheduleError, schedules
 
     now = _now()
     with connect(store_arg.url(args)) as conn:
         found = schedules(conn)
     if args.json:
-        json.dump([s.as_json(now) for s in found], sys.stdout, indent=2)
+        listed = [s.as_json(now) for s in found]
+        json.dump(listed, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return 0
+        return 1 if any(s["error"] for s in listed) else 0
     if not found:
         print("no schedules")
+    broken = []
     for s in found:
         where = " ".join([*(f"--bench {b}" for b in s.benches),
                           *(f"--where {k}={v}" for k, v in s.where.items())])
+        try:
+            upcoming = f"{s.next(now):%Y-%m-%d %H:%M} UTC"
+        except ScheduleError as e:   # listed and reported; the others still are
+            upcoming = "never (see below)"
+            broken.append(f"schedule {s.name}: {e}")
         print(f"{s.name}  {s.experiment} ({s.source})  \"{s.cron}\" {s.tz}  next "
-              f"{s.next(now):%Y-%m-%d %H:%M} UTC  alert {s.alert or '-'}"
-              + (f"  {where}" if where else ""))
-    return 0
+              f"{upcoming}  alert {s.alert or '-'}" + (f"  {where}" if where else ""))
+    for line in broken:
+        print(f"hoplab: {line} (skipped by every tick; replace it with schedule add)",
+              file=sys.stderr)
+    return 1 if broken else 0
 
 
 def _remove(args: argparse.Namespace) -> int:
