@@ -25,6 +25,10 @@ def _add(path: Path, *more: str, db: str = NOWHERE) -> list[str]:
     ("--tz", "Mars/Olympus", "--tz 'Mars/Olympus': no such time zone"),
     ("--alert", "ftp://hooks.example/services/T0/s3cr3t", "--alert ftp://hooks.example/…"),
     ("--where", "device", "--where 'device': no '='"),
+    ("--alert", "http://169.254.169.254/latest/meta-data/s3cr3t",
+     "--alert http://169.254.169.254/…: its host is, or resolves to, a link-local or "
+     "metadata address"),
+    ("--alert", "http://[fd00:ec2::254]/s3cr3t", "--alert http://fd00:ec2::254/…: its host"),
 ])
 def test_bad_option_exits_2_naming_it(tmp_path, capsys, option, value, named):
     exp = tmp_path / "wan.toml"

@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     alert.add_argument("--alert-file", metavar="FILE",
                        help="the alert URL read from FILE's first line instead, so that it "
                             "is in no command line or shell history")
+    add.add_argument("--alert-link-local", action="store_true",
+                     help="allow an alert URL whose host is, or resolves to, a link-local "
+                          "or cloud metadata address (refused otherwise: "
+                          "docs/schedules.md)")
     add.add_argument("--dashboard-url", metavar="URL",
                      help="the team's `hoplab serve` address: alerts link to its "
                           "comparison of the runs (relative links otherwise)")
@@ -93,7 +97,8 @@ def _add(args: argparse.Namespace) -> int:
     cron = schedules.check_cron(args.cron)
     tz = schedules.check_tz(args.tz)
     given = _alert_url(args)
-    alert = None if given is None else schedules.check_alert(given)
+    alert = None if given is None else schedules.check_alert(
+        given, link_local=args.alert_link_local)
     where = dict(kv.split(w, "--where", "--where device=erx") for w in args.where)
     if args.dashboard_url is not None and not args.dashboard_url.startswith(
             ("http://", "https://")):
@@ -109,7 +114,8 @@ def _add(args: argparse.Namespace) -> int:
         replaced = schedules.save(
             conn, name=name, cron=cron, tz=tz, experiment=experiment.name,
             source=args.experiment, bundle=bundle, benches=args.bench, where=where,
-            alert=alert, dashboard_url=args.dashboard_url, now=now)
+            alert=alert, dashboard_url=args.dashboard_url, now=now,
+            alert_link_local=args.alert_link_local)
         added = next(s for s in schedules.schedules(conn) if s.name == name)
     print(f"schedule {name} {'replaced' if replaced else 'added'}: {experiment.name} at "
           f'"{cron}" {tz}, next {added.next(now):%Y-%m-%d %H:%M} UTC; alerts to '

@@ -36,6 +36,7 @@ class Schedule:
     alert: str | None                # shown redacted; None: no alert URL
     dashboard_url: str | None
     added_at: dt.datetime
+    alert_link_local: bool = False   # the alert URL may be link-local (alert_addresses)
 
     def due(self, now: dt.datetime) -> dt.datetime:
         """The latest time at or before `now` the cron expression names (in UTC);
@@ -101,12 +102,28 @@ def check_cron(cron: str, now: dt.datetime | None = None) -> str:
     return " ".join(fields)
 
 
-def check_alert(url: str) -> str:
-    """`url` if it is an http(s) URL with a host; the error never shows it whole."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+def check_alert(url: str, *, link_local: bool = False) -> str:
+    """`url` if it is an http(s) URL with a host that is not, and does not resolve to, a
+    link-local or metadata address (unless `link_local`); the error never shows it
+    whole. A name that does not resolve now is taken: the sender checks again."""
+    from hoplab.fleet import alert_addresses
+
+    try:
+        parts = urlsplit(url)
+        host, port, scheme = parts.hostname, parts.port, parts.scheme
+    except ValueError:      # a bad port, say
+        host = port = scheme = None
+    if scheme not in ("http", "https") or not host:
         raise UsageError(f"--alert {redacted(url)}: give an http:// or https:// URL (a "
                          "Slack incoming webhook, say)")
+    if link_local:
+        return url
+    try:
+        alert_addresses.check(host, port or (443 if scheme == "https" else 80))
+    except alert_addresses.Forbidden as e:
+        raise UsageError(f"--alert {redacted(url)}: {e}") from None
+    except OSError:
+        pass
     return url
 
 
@@ -160,27 +177,30 @@ def _row(r: Mapping[str, Any], secret: bool) -> Schedule:
                     source=r["source"], bundle=r["bundle"], benches=tuple(r["benches"]),
                     where=dict(r["where"]),
                     alert=r["alert_url"] if secret else redacted(r["alert_url"]),
-                    dashboard_url=r["dashboard_url"], added_at=r["added_at"])
+                    dashboard_url=r["dashboard_url"], added_at=r["added_at"],
+                    alert_link_local=bool(r.get("alert_link_local")))
 
 
 def save(conn: Conn, *, name: str, cron: str, tz: str, experiment: str, source: str,
          bundle: str, benches: Sequence[str], where: Mapping[str, str], alert: str | None,
-         dashboard_url: str | None, now: dt.datetime) -> bool:
+         dashboard_url: str | None, now: dt.datetime, alert_link_local: bool = False
+         ) -> bool:
     """Add the schedule, or replace the one of that name; True if it replaced one."""
     with conn.transaction():
         old = conn.execute("SELECT 1 FROM hoplab_fleet_schedules WHERE name = %s FOR UPDATE",
                            (name,)).fetchone()
         conn.execute(
             """INSERT INTO hoplab_fleet_schedules (name, cron, tz, experiment, source, bundle,
-                   benches, "where", alert_url, dashboard_url, added_at)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                   benches, "where", alert_url, dashboard_url, added_at, alert_link_local)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
                ON CONFLICT (name) DO UPDATE SET cron = EXCLUDED.cron, tz = EXCLUDED.tz,
                    experiment = EXCLUDED.experiment, source = EXCLUDED.source,
                    bundle = EXCLUDED.bundle, benches = EXCLUDED.benches,
                    "where" = EXCLUDED."where", alert_url = EXCLUDED.alert_url,
-                   dashboard_url = EXCLUDED.dashboard_url, added_at = EXCLUDED.added_at""",
+                   dashboard_url = EXCLUDED.dashboard_url, added_at = EXCLUDED.added_at,
+                   alert_link_local = EXCLUDED.alert_link_local""",
             (name, cron, tz, experiment, source, bundle, Jsonb(list(benches)),
-             Jsonb(dict(where)), alert, dashboard_url, now))
+             Jsonb(dict(where)), alert, dashboard_url, now, alert_link_local))
     return old is not None
 
 
