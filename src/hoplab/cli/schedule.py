@@ -203,6 +203,7 @@ def _serve(args: argparse.Namespace) -> int:
     from hoplab.fleet.app import conninfo
     from hoplab.fleet.schedule_tasks import serve
 
+    store_arg.no_password_in_argv(args, "schedule serve")
     url = store_arg.url(args)
     conninfo(url)                       # a SQLite store is refused (exit 2)
     print("hoplab: ticking the schedules every minute (Ctrl-C stops)", file=sys.stderr)
