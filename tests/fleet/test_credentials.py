@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from hoplab.errors import UsageError
 from tests.fleet.benches import bench_state, ok_runs, until
-from tests.helpers.lab import HOPLAB, hoplab
+from tests.helpers.lab import HOPLAB, hoplab, new_lab_name
 from tests.helpers.postgres import DB_NAME, PgServer
 
 SECRET = "s3cr3t-pw"
@@ -44,6 +45,7 @@ def test_a_worker_refuses_a_password_on_its_command_line() -> None:
 @contextmanager
 def _bench(name: str, *args: str, env: dict[str, str] | None = None
            ) -> Iterator[subprocess.Popen[str]]:
+    """A bench (its lab named after it); stopped, reaped and its lab removed after."""
     proc = subprocess.Popen([*HOPLAB, "worker", "--bench", name, "--heartbeat", "1", *args],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
@@ -52,8 +54,13 @@ def _bench(name: str, *args: str, env: dict[str, str] | None = None
         yield proc
     finally:
         if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)     # its lab taken down
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
             proc.kill()
-        proc.communicate(timeout=60)
+            proc.communicate(timeout=60)
+        hoplab("clean", name)
 
 
 def _env_job(db: str, experiment: Path, seen: Path) -> None:
@@ -68,8 +75,9 @@ def test_a_bench_from_the_environment_keeps_the_password_from_its_jobs(
         db: str, experiment: Path, tmp_path: Path) -> None:
     seen = tmp_path / "env.txt"
     _env_job(db, experiment, seen)
-    with _bench("cred1", env={"HOPLAB_DB": _with_password(db)}) as proc:
-        until("its run stored", lambda: _stored(db, "cred1") == 1, timeout=120)
+    name = new_lab_name()
+    with _bench(name, env={"HOPLAB_DB": _with_password(db)}) as proc:
+        until("its run stored", lambda: _stored(db, name) == 1, timeout=120)
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
     assert SECRET.encode() not in cmdline
     text = seen.read_text()
@@ -80,14 +88,15 @@ def test_a_bench_from_a_db_file(db: str, experiment: Path, tmp_path: Path) -> No
     url_file = tmp_path / "store.url"
     url_file.write_text(_with_password(db) + "\n")
     url_file.chmod(0o644)
-    got = hoplab("worker", "--bench", "cred2", "--db-file", str(url_file))
+    name = new_lab_name()
+    got = hoplab("worker", "--bench", name, "--db-file", str(url_file))
     assert got.returncode == 2 and f"chmod 600 {url_file}" in got.stderr
     assert SECRET not in got.stderr
     url_file.chmod(0o600)
     seen = tmp_path / "env.txt"
     _env_job(db, experiment, seen)
-    with _bench("cred2", "--db-file", str(url_file)) as proc:
-        until("its run stored", lambda: _stored(db, "cred2") == 1, timeout=120)
+    with _bench(name, "--db-file", str(url_file)) as proc:
+        until("its run stored", lambda: _stored(db, name) == 1, timeout=120)
         assert SECRET.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
     assert SECRET not in seen.read_text()
 
@@ -102,9 +111,10 @@ def test_libpqs_service_file_names_the_store(pg_server: PgServer, db: str,
     got = subprocess.run([*HOPLAB, "submit", str(experiment), "--db", url, "--json"],
                          capture_output=True, text=True, timeout=120, env=env, check=False)
     assert got.returncode == 0, got.stderr
-    with _bench("cred3", "--db", url, env={"PGSERVICEFILE": str(services)}):
-        until("the bench idle or busy", lambda: bench_state(db, "cred3") in ("idle", "busy"))
+    name = new_lab_name()
+    with _bench(name, "--db", url, env={"PGSERVICEFILE": str(services)}):
+        until("the bench idle or busy", lambda: bench_state(db, name) in ("idle", "busy"))
     status = subprocess.run([*HOPLAB, "fleet", "--db", url, "--json"], capture_output=True,
                             text=True, timeout=120, env=env, check=False)
     assert status.returncode == 0, status.stderr
-    assert "cred3" in {b["name"] for b in json.loads(status.stdout)["benches"]}
+    assert name in {b["name"] for b in json.loads(status.stdout)["benches"]}
