@@ -209,3 +209,43 @@ def test_ctrl_c_cancels_the_jobs_still_waiting(db: str, tmp_path: Path) -> None:
         until("bench bb1 idle again", lambda: bench_state(db, "bb1") == "idle")
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0
+
+
+def test_a_build_that_never_ends_is_killed_and_its_commit_cannot_be_told(
+        db: str, tmp_path: Path) -> None:
+    """As above, but commit 3's build hangs: past --build-timeout its process group is
+    killed, the commit is 125, and the bench is free again (it measures no more, and
+    stops when told)."""
+    repo = tmp_path / "repo"
+    shas = history(repo, 4, lambda i: {
+        "exp.toml": EXPERIMENT, "lab.toml": LAB.format(delay="10ms" if i >= 3 else "5ms")})
+    pids = tmp_path / "pids"
+    hang = f'if [ "$HOPLAB_COMMIT" = {shas[2]} ]; then sleep 100000 & echo $! > {pids}; wait; fi'
+    with ExitStack() as stack:
+        procs = [stack.enter_context(bench(db, name)) for name in BENCHES[:2]]
+        until("both benches idle",
+              lambda: all(bench_state(db, name) == "idle" for name in BENCHES[:2]))
+        got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
+                     "--bad", shas[-1], "--db", db, "--fleet", "--json",
+                     "--metric", "rtt_median", "--max-repeat", "5",
+                     "--build", hang, "--build-timeout", "3", timeout=300)
+        until("both benches idle again",
+              lambda: all(bench_state(db, name) == "idle" for name in BENCHES[:2]))
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        codes = [p.wait(timeout=60) for p in procs]
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert codes == [0, 0]
+    doc = json.loads(got.stdout)
+    assert [(s["commit"], s["answer"]) for s in doc["steps"]] == [(shas[1], 0), (shas[2], 125)]
+    assert f"build of {shas[2][:12]} did not finish in 3 s (--build-timeout)" in \
+        doc["steps"][1]["reason"]
+    sleeper = int(pids.read_text())
+    until("the build's sleep is gone", lambda: not _running(sleeper))
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -108,6 +108,32 @@ def test_bad_input_is_refused_before_anything_is_stored(db: str, experiment: Pat
     assert got.returncode == 2 and "--where 'device': no '='" in got.stderr, got.stderr
 
 
+def test_a_stored_manifest_entry_outside_the_job_is_refused_and_modes_kept(
+        db: str, experiment: Path, tmp_path: Path) -> None:
+    """Issue 29, part 1, through the store: a manifest edited to climb out of the job's
+    directory is refused before anything is written; each file keeps its mode."""
+    from hoplab.errors import UsageError
+    from hoplab.fleet.bundle import rows_of, unpack
+    from hoplab.fleet.submit import connect
+
+    (tmp_path / "lab.toml").chmod(0o600)
+    bundle = pack(db, experiment)
+    jobs = tmp_path / "jobs"
+    with connect(db) as conn:
+        unpack(rows_of(conn), bundle, jobs)
+    assert {p.name: p.stat().st_mode & 0o777 for p in (jobs / bundle).iterdir()
+            if p.suffix == ".toml"} == {"exp.toml": 0o644, "lab.toml": 0o600}
+    escaped = tmp_path / "x"
+    query(db, "UPDATE hoplab_fleet_bundles SET files = files - 'lab.toml' || "
+              "jsonb_build_object(%s::text, files->'lab.toml') RETURNING id",
+          f"../../../../../../../../..{escaped}")
+    with connect(db) as conn, pytest.raises(UsageError, match="outside the job's directory"):
+        unpack(rows_of(conn), bundle, tmp_path / "again")
+    assert not escaped.exists() and not (tmp_path / "again").exists()
+    with pytest.raises(UsageError, match="outside the job's directory"):
+        enqueue(db, bundle)
+
+
 def test_a_bench_file_is_lab_overrides(tmp_path: Path) -> None:
     from hoplab.errors import SpecError
     from hoplab.fleet.benchfile import read

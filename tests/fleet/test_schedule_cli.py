@@ -20,9 +20,15 @@ def _add(path: Path, *more: str, db: str = NOWHERE) -> list[str]:
 @pytest.mark.parametrize(("option", "value", "named"), [
     ("--cron", "0 2 * *", "--cron '0 2 * *': not a cron expression of 5 fields"),
     ("--cron", "61 2 * * *", "--cron '61 2 * * *': not a cron expression"),
+    ("--cron", "0 0 31 2 *", "--cron '0 0 31 2 *': never fires"),
+    ("--cron", "0 0 30 2 *", "--cron '0 0 30 2 *': never fires"),
     ("--tz", "Mars/Olympus", "--tz 'Mars/Olympus': no such time zone"),
     ("--alert", "ftp://hooks.example/services/T0/s3cr3t", "--alert ftp://hooks.example/…"),
     ("--where", "device", "--where 'device': no '='"),
+    ("--alert", "http://169.254.169.254/latest/meta-data/s3cr3t",
+     "--alert http://169.254.169.254/…: its host is, or resolves to, a link-local or "
+     "metadata address"),
+    ("--alert", "http://[fd00:ec2::254]/s3cr3t", "--alert http://fd00:ec2::254/…: its host"),
 ])
 def test_bad_option_exits_2_naming_it(tmp_path, capsys, option, value, named):
     exp = tmp_path / "wan.toml"

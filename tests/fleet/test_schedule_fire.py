@@ -183,3 +183,37 @@ def test_a_firing_that_cannot_be_submitted_alerts_once(db, tmp_path, capsys):
     assert got["kind"] == "failed" and got["text"].startswith(
         "nightly: could not submit wan: bundle ")
     assert got["text"].endswith("is missing or damaged")
+
+
+def test_a_schedule_that_cannot_be_computed_is_skipped_and_reported(db, tmp_path, capsys):
+    """A cron that never fires (saved before such a cron was refused, so written to the
+    store here): every tick skips and reports it, telling the team once; the other
+    schedule still fires; `schedule list` shows both and reports it (exit 1)."""
+    with webhook() as hook:
+        path = _experiment(tmp_path)
+        t1 = _add(db, path, hook.url, capsys)
+        assert main(["schedule", "add", "broken", str(path), "--db", db, "--cron",
+                     "0 3 * * *", "--alert", hook.url]) == 0
+        with psycopg.connect(db) as conn:
+            conn.execute("UPDATE hoplab_fleet_schedules SET cron = '0 0 31 2 *' "
+                         "WHERE name = 'broken'")
+        first = tick(db, t1)
+        assert [name for name, _ in first.fired] == ["nightly"]
+        assert [name for name, _ in first.errors] == ["broken"]
+        assert "never fires" in first.errors[0][1] and len(first.alerts) == 1
+        again = tick(db, t1 + MINUTE)
+        assert (again.fired, again.alerts, [n for n, _ in again.errors]) == \
+            ([], [], ["broken"])
+        capsys.readouterr()
+        assert main(["schedule", "list", "--db", db]) == 1
+        got = capsys.readouterr()
+        assert [line.split()[0] for line in got.out.splitlines()] == ["broken", "nightly"]
+        broken, nightly = got.out.splitlines()
+        assert "next never" in broken and " 02:00 UTC  alert" in nightly
+        assert "schedule broken:" in got.err and "never fires" in got.err
+        assert main(["schedule", "list", "--db", db, "--json"]) == 1
+        listed = {s["name"]: s for s in json.loads(capsys.readouterr().out)}
+        assert listed["broken"]["next"] is None and "never" in listed["broken"]["error"]
+        assert listed["nightly"]["error"] is None
+    (told,) = hook.received
+    assert told["text"].startswith("broken: could not submit wan:")

@@ -22,20 +22,26 @@ class Hook:
 
 
 @contextmanager
-def webhook(statuses: Sequence[int] = (), path: str = "/services/T0/B0/s3cr3t"
-            ) -> Iterator[Hook]:
-    """A server whose URL (with a secret-looking path) is hook.url; stopped after."""
+def webhook(statuses: Sequence[int] = (), path: str = "/services/T0/B0/s3cr3t",
+            location: str | None = None) -> Iterator[Hook]:
+    """A server whose URL (with a secret-looking path) is hook.url; stopped after. A 3xx
+    answer sends `location` as where to go."""
     lock = threading.Lock()
     hook = Hook(url="", statuses=list(statuses))
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:   # where a followed redirect would land
+            self.do_POST()
+
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with lock:
                 status = hook.statuses.pop(0) if hook.statuses else 200
-                hook.received.append(json.loads(body))
+                hook.received.append(json.loads(body) if body else {"GET": self.path})
                 hook.answered.append(status)
             self.send_response(status)
+            if location is not None and 300 <= status < 400:
+                self.send_header("Location", location)
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")

@@ -276,3 +276,57 @@ def test_every_step_leaves_out_a_difference_under_the_min_step(tmp_path: Path) -
     assert re.findall(r"^step at \w+ change (\d+)", proc.stdout, re.M) == ["3"], proc.stdout
     assert "1 step between" in proc.stdout and _runs(db) == 15
     _left_clean(repo)
+
+
+PING_LAB = """name = "bisected"
+[nodes.a]
+[nodes.b]
+[[links]]
+between = ["a", "b"]
+delay = "{delay}"
+"""
+PING = """lab = "lab.toml"
+pause = "0s"
+[[tests]]
+name = "p"
+kind = "ping"
+from = "a"
+to = "b"
+duration = "0.5s"
+interval = "20ms"
+"""
+
+
+def test_a_build_that_never_ends_is_killed_and_its_commit_skipped(tmp_path: Path) -> None:
+    """4 commits, the delay doubling at commit 3, the builds of commits 2 and 3 hanging:
+    past --build-timeout each is killed with its process group and answers 125, so git
+    bisect is left with skipped commits only and no commit is named."""
+    repo, db = tmp_path / "repo", tmp_path / "runs.db"
+    shas = history(repo, 4, lambda i: {
+        "exp.toml": PING, "lab.toml": PING_LAB.format(delay="10ms" if i >= 3 else "5ms")})
+    pids = tmp_path / "pids"
+    hang = (f'case "$HOPLAB_COMMIT" in {shas[1]}|{shas[2]}) sleep 100000 & '
+            f'echo $! >> {pids}; wait;; esac')
+    proc = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
+                  "--bad", shas[-1], "--db", str(db), "--metric", "rtt_median",
+                  "--max-repeat", "5", "--build", hang, "--build-timeout", "2",
+                  timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert "no commit is named" in proc.stdout
+    for sha in shas[1:3]:
+        assert f"build of {sha[:12]} did not finish in 2 s (--build-timeout)" in said, said
+    sleepers = [int(p) for p in pids.read_text().split()]
+    assert len(sleepers) == 2
+    deadline = time.monotonic() + 30
+    while any(_running(p) for p in sleepers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p for p in sleepers if _running(p)] == []
+    _left_clean(repo)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

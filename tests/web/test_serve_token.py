@@ -107,3 +107,45 @@ def test_a_bad_token_file_is_refused(store_path: tuple[Path, dict[str, list[int]
                           timeout=60, check=False)
     assert done.returncode == 2
     assert said in done.stderr and str(path) in done.stderr
+
+
+def _answer(port: int, path: str, headers: dict[str, str] | None = None
+            ) -> tuple[int, dict[str, str], bytes]:
+    """The status, headers and body of GET `path`, sent exactly as written."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    conn.request("GET", path, headers=headers or {})
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
+
+
+@pytest.mark.parametrize(("path", "location"), [
+    ("//evil.example/", "/evil.example/"),                 # not another host
+    ("/\\evil.example/", "/evil.example/"),                # a browser's //evil.example/
+    ("///evil.example/x?y=1&", "/evil.example/x?y=1"),
+    ("/%E2%82%AC", "/%E2%82%AC"),                          # non-ASCII: was a 500
+    ("/%ff", "/%EF%BF%BD"),                                # not UTF-8: was a 500
+    ("/a%0d%0aX:%20y", "/a%0D%0AX%3A%20y"),                # CR LF: was no answer at all
+    ("/runs?experiment=%0d%0aX:%20y", "/runs?experiment=%0D%0AX%3A+y"),
+])
+def test_the_sign_in_redirect_stays_on_this_dashboard(
+        guarded: tuple[int, object], path: str, location: str) -> None:
+    port, _ = guarded
+    sep = "&" if "?" in path else "?"
+    status, headers, _ = _answer(port, f"{path}{sep}token={TOKEN}")
+    assert status == 303 and headers["location"] == location
+    assert "x" not in headers
+
+
+def test_a_token_given_twice_is_never_echoed(guarded: tuple[int, object]) -> None:
+    port, _ = guarded
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    for path in (f"/runs?token={TOKEN}", f"/api/runs?token={TOKEN}",
+                 "/runs?token=someothersecretvalue"):
+        status, _, body = _answer(port, path, bearer)
+        assert status == 400 and b"not both" in body, (path, body)
+        assert TOKEN.encode() not in body and b"someothersecret" not in body
+    cookie = {"Cookie": f"hoplab_token={TOKEN}"}
+    status, _, body = _answer(port, "/runs?token=someothersecretvalue", cookie)
+    assert status == 401 and b"someothersecret" not in body

@@ -25,10 +25,11 @@ impl Trace {
             }
             let t: u64 = line
                 .parse()
-                .map_err(|_| format!("line {}: expected a time in ms, got {line:?}", i + 1))?;
+                // The line is never quoted: the file may be anyone's (issue 29).
+                .map_err(|_| format!("line {}: expected a time in ms (digits only)", i + 1))?;
             if let Some(&prev) = ms.last() {
                 if t < prev {
-                    return Err(format!("line {}: {t} ms comes before {prev} ms", i + 1));
+                    return Err(format!("line {}: its time comes before the previous line's", i + 1));
                 }
             }
             ms.push(t);

@@ -101,6 +101,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build", metavar="CMD",
                    help="shell command run in the checkout before measuring a commit "
                         "($HOPLAB_COMMIT is its SHA); non-zero skips it")
+    p.add_argument("--build-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="a build still running after this long is killed (its whole "
+                        "process group) and its commit cannot be told (125) "
+                        "(default 3600)")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
 
 
 def _target(args: argparse.Namespace, experiment: str) -> Target:
@@ -114,8 +128,11 @@ def _target(args: argparse.Namespace, experiment: str) -> Target:
     labels = kv.parse(args.labels, "--label", "device=r7800")
     if "commit" in labels:
         raise UsageError("--label commit=...: the commit label is the measured commit's SHA")
+    if args.build_timeout is not None and not args.build:
+        raise UsageError("--build-timeout: only with --build")
+    timeout = {} if args.build_timeout is None else {"build_timeout": args.build_timeout}
     return Target(experiment=experiment, metric=args.metric, labels=labels,
-                  build=args.build, max_repeat=args.max_repeat)
+                  build=args.build, max_repeat=args.max_repeat, **timeout)
 
 
 def _store_url(args: argparse.Namespace) -> str:
@@ -169,7 +186,8 @@ def run_bisect(args: argparse.Namespace) -> int:
                 "--metric", target.metric, "--max-repeat", str(target.max_repeat),
                 "--record-steps", steps_file,
                 *(f"--label={k}={v}" for k, v in target.labels.items()),
-                *(("--build", target.build) if target.build else ())]
+                *(("--build", target.build, "--build-timeout", str(target.build_timeout))
+                  if target.build else ())]
         return argv, {store_arg.ENV: url}
 
     found = bisect(rng, target, url, script, _say, every=args.all,

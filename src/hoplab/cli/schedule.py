@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     alert.add_argument("--alert-file", metavar="FILE",
                        help="the alert URL read from FILE's first line instead, so that it "
                             "is in no command line or shell history")
+    add.add_argument("--alert-link-local", action="store_true",
+                     help="allow an alert URL whose host is, or resolves to, a link-local "
+                          "or cloud metadata address (refused otherwise: "
+                          "docs/schedules.md)")
     add.add_argument("--dashboard-url", metavar="URL",
                      help="the team's `hoplab serve` address: alerts link to its "
                           "comparison of the runs (relative links otherwise)")
@@ -93,7 +97,8 @@ def _add(args: argparse.Namespace) -> int:
     cron = schedules.check_cron(args.cron)
     tz = schedules.check_tz(args.tz)
     given = _alert_url(args)
-    alert = None if given is None else schedules.check_alert(given)
+    alert = None if given is None else schedules.check_alert(
+        given, link_local=args.alert_link_local)
     where = dict(kv.split(w, "--where", "--where device=erx") for w in args.where)
     if args.dashboard_url is not None and not args.dashboard_url.startswith(
             ("http://", "https://")):
@@ -109,7 +114,8 @@ def _add(args: argparse.Namespace) -> int:
         replaced = schedules.save(
             conn, name=name, cron=cron, tz=tz, experiment=experiment.name,
             source=args.experiment, bundle=bundle, benches=args.bench, where=where,
-            alert=alert, dashboard_url=args.dashboard_url, now=now)
+            alert=alert, dashboard_url=args.dashboard_url, now=now,
+            alert_link_local=args.alert_link_local)
         added = next(s for s in schedules.schedules(conn) if s.name == name)
     print(f"schedule {name} {'replaced' if replaced else 'added'}: {experiment.name} at "
           f'"{cron}" {tz}, next {added.next(now):%Y-%m-%d %H:%M} UTC; alerts to '
@@ -133,24 +139,33 @@ def _alert_url(args: argparse.Namespace) -> str | None:
 
 def _list(args: argparse.Namespace) -> int:
     from hoplab.fleet.schedule_db import connect
-    from hoplab.fleet.schedules import schedules
+    from hoplab.fleet.schedules import ScheduleError, schedules
 
     now = _now()
     with connect(store_arg.url(args)) as conn:
         found = schedules(conn)
     if args.json:
-        json.dump([s.as_json(now) for s in found], sys.stdout, indent=2)
+        listed = [s.as_json(now) for s in found]
+        json.dump(listed, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return 0
+        return 1 if any(s["error"] for s in listed) else 0
     if not found:
         print("no schedules")
+    broken = []
     for s in found:
         where = " ".join([*(f"--bench {b}" for b in s.benches),
                           *(f"--where {k}={v}" for k, v in s.where.items())])
+        try:
+            upcoming = f"{s.next(now):%Y-%m-%d %H:%M} UTC"
+        except ScheduleError as e:   # listed and reported; the others still are
+            upcoming = "never (see below)"
+            broken.append(f"schedule {s.name}: {e}")
         print(f"{s.name}  {s.experiment} ({s.source})  \"{s.cron}\" {s.tz}  next "
-              f"{s.next(now):%Y-%m-%d %H:%M} UTC  alert {s.alert or '-'}"
-              + (f"  {where}" if where else ""))
-    return 0
+              f"{upcoming}  alert {s.alert or '-'}" + (f"  {where}" if where else ""))
+    for line in broken:
+        print(f"hoplab: {line} (skipped by every tick; replace it with schedule add)",
+              file=sys.stderr)
+    return 1 if broken else 0
 
 
 def _remove(args: argparse.Namespace) -> int:
@@ -188,6 +203,7 @@ def _serve(args: argparse.Namespace) -> int:
     from hoplab.fleet.app import conninfo
     from hoplab.fleet.schedule_tasks import serve
 
+    store_arg.no_password_in_argv(args, "schedule serve")
     url = store_arg.url(args)
     conninfo(url)                       # a SQLite store is refused (exit 2)
     print("hoplab: ticking the schedules every minute (Ctrl-C stops)", file=sys.stderr)

@@ -94,6 +94,7 @@ def _workers(args: argparse.Namespace, db: str | None, lab: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     from pathlib import Path
 
     from hoplab import kv
@@ -105,9 +106,14 @@ def run(args: argparse.Namespace) -> int:
     from hoplab.fleet.submit import connect
     from hoplab.fleet.worker import BenchConfig, BenchWorker, describe
     from hoplab.spec.names import given, lab_name
+    from hoplab.store import open_store
 
+    store_arg.no_password_in_argv(args, "worker")
     db = store_arg.url(args)
     conninfo(db)  # a SQLite store is refused before anything else
+    # Not inherited by what the jobs start (their setup commands, the tools): they have
+    # no use of the store. (They run as root: see docs/fleet.md#credentials.)
+    os.environ.pop(store_arg.ENV, None)
     if not args.bench.strip():
         raise UsageError("--bench: give the bench a name")
     if args.heartbeat <= 0:
@@ -128,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     if args.slot is not None:
         lab = slot_lab(lab, args.slot)
     config = BenchConfig(args.bench, labels, lab, heartbeat_s=args.heartbeat, slot=args.slot)
-    with store_arg.writing(args) as store:
+    with open_store(db) as store:
+        store_arg.said_upgraded(store)
         runs = BenchRuns(db, store, args.bench, labels, lab, _progress(), sets)
         runs.lock_timeout_s = args.lock_timeout
         print(f"hoplab: {describe(config)} serving {store.describe()}", file=sys.stderr,

@@ -10,11 +10,13 @@ argv or log line holds it, and no error message quotes it."""
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from hoplab.fleet import alert_addresses
 from hoplab.fleet.alerts import FAILED, PENDING, SENT
 from hoplab.fleet.schedule_db import Conn, connect
 
@@ -32,18 +34,55 @@ class Attempt:
     error: str | None
 
 
-def post(url: str, body: bytes, timeout: float = TIMEOUT_S) -> str | None:
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A 3xx is an answer, not a delivery: never followed (a POST turned into a GET to
+    another address, counted as sent)."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def _opener(allow_link_local: bool) -> urllib.request.OpenerDirector:
+    class Http(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = alert_addresses.connect(self.host, self.port, self.timeout or
+                                                TIMEOUT_S, allow_link_local)
+            if self._tunnel_host:  # type: ignore[attr-defined]
+                self._tunnel()  # type: ignore[attr-defined]
+
+    # HTTPSConnection.connect calls super().connect(): Http's, then wraps the socket.
+    class Https(http.client.HTTPSConnection, Http):
+        pass
+
+    class HttpHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Http, req)
+
+    class HttpsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Https, req)
+
+    return urllib.request.build_opener(_NoRedirect, HttpHandler, HttpsHandler)
+
+
+def post(url: str, body: bytes, timeout: float = TIMEOUT_S, *,
+         allow_link_local: bool = False) -> str | None:
     """POST `body` as JSON; None when the server took it (2xx), else why not, in words
-    that never hold the URL."""
+    that never hold the URL. Redirects are not followed (a 3xx is not delivered), and
+    a host that is or resolves to a link-local or metadata address is refused unless
+    `allow_link_local` (fleet/alert_addresses.py)."""
     request = urllib.request.Request(url, data=body, method="POST",
                                      headers={"Content-Type": "application/json",
                                               "User-Agent": "hoplab"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _opener(allow_link_local).open(request, timeout=timeout) as response:
             response.read(65536)
+            if not 200 <= response.status < 300:
+                return f"HTTP {response.status} {response.reason}"
             return None
     except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code} {exc.reason}"
+        redirect = " (a redirect: not followed)" if 300 <= exc.code < 400 else ""
+        return f"HTTP {exc.code} {exc.reason}{redirect}"
     except urllib.error.URLError as exc:
         return f"not reached: {exc.reason}"
     except (OSError, ValueError) as exc:     # timeouts, resets, a malformed URL
@@ -54,7 +93,8 @@ def _attempt(conn: Conn, now: dt.datetime) -> Attempt | None:
     """Try the next due alert, if any, in its own transaction."""
     with conn.transaction():
         row = conn.execute(
-            """SELECT a.id, a.payload, a.attempts, s.alert_url FROM hoplab_fleet_alerts a
+            """SELECT a.id, a.payload, a.attempts, s.alert_url, s.alert_link_local
+               FROM hoplab_fleet_alerts a
                LEFT JOIN hoplab_fleet_schedules s ON s.name = a.schedule
                WHERE a.state = %s AND a.next_at <= %s
                ORDER BY a.next_at, a.id LIMIT 1 FOR UPDATE OF a SKIP LOCKED""",
@@ -66,7 +106,8 @@ def _attempt(conn: Conn, now: dt.datetime) -> Attempt | None:
             error: str | None = "the schedule is gone, or has no --alert URL"
             state = FAILED
         else:
-            error = post(row["alert_url"], json.dumps(row["payload"]).encode())
+            error = post(row["alert_url"], json.dumps(row["payload"]).encode(),
+                         allow_link_local=bool(row["alert_link_local"]))
             state = SENT if error is None else \
                 PENDING if attempts <= len(BACKOFF_S) else FAILED
         wait = BACKOFF_S[min(attempts, len(BACKOFF_S)) - 1]

@@ -181,7 +181,8 @@ def bisect_fleet(rng: Range, target: Target, url: str, where: Mapping[str, str],
     repo = rng.repo
     target = dataclasses.replace(target, labels={**target.labels, **where})
     template = CommitJob("", "", str(repo.top), rng.experiment, target.metric,
-                         dict(target.labels), target.build, target.max_repeat)
+                         dict(target.labels), target.build, target.max_repeat,
+                         build_timeout=target.build_timeout)
     with Fleet(url, where, say) as fleet, open_store(url) as store:
         fleet.benches()  # none serving: said before anything is queued
         measurer = FleetMeasurer(store, target, say, fleet, template)

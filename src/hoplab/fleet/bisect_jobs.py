@@ -61,6 +61,7 @@ class CommitJob:
     good: list[int] = field(default_factory=list)   # run ids of good's runs
     bad: list[int] = field(default_factory=list)
     job_id: int = 0
+    build_timeout: float | None = None  # None: Target's default (hoplab.run.commits)
 
     @classmethod
     def of(cls, job_id: int, args: Mapping[str, Any]) -> CommitJob:
@@ -68,7 +69,10 @@ class CommitJob:
                    str(args["experiment"]), str(args["metric"]), dict(args["labels"]),
                    None if args["build"] is None else str(args["build"]),
                    int(args["max_repeat"]), int(args["at_least"]),
-                   [int(i) for i in args["good"]], [int(i) for i in args["bad"]], job_id)
+                   [int(i) for i in args["good"]], [int(i) for i in args["bad"]], job_id,
+                   # A job queued by a hoplab before --build-timeout has none.
+                   None if args.get("build_timeout") is None
+                   else float(args["build_timeout"]))
 
     def args(self) -> dict[str, Any]:
         """The job's arguments as queued."""
@@ -80,7 +84,9 @@ class CommitJob:
         from hoplab.run.commits import Target
 
         return Target(experiment=self.experiment, metric=self.metric, labels=self.labels,
-                      build=self.build, max_repeat=self.max_repeat, sets=sets)
+                      build=self.build, max_repeat=self.max_repeat, sets=sets,
+                      **({} if self.build_timeout is None
+                         else {"build_timeout": self.build_timeout}))
 
 
 def serve(job: CommitJob, runs: BenchRuns, execute: Execute) -> None:

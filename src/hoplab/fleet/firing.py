@@ -25,7 +25,7 @@ from hoplab.fleet.alert_post import Attempt, send_due
 from hoplab.fleet.judge import Alerted, Key, key
 from hoplab.fleet.schedule_db import Conn, connect
 from hoplab.fleet.schedule_fleet import Bench, QueueFleet
-from hoplab.fleet.schedules import Schedule, schedules
+from hoplab.fleet.schedules import Schedule, ScheduleError, schedules
 
 GONE_AFTER = dt.timedelta(minutes=10)
 
@@ -48,8 +48,9 @@ def tick(db_url: str | None, now: dt.datetime) -> Tick:
             try:
                 fired = _fire(conn, fleet, s, now)
             except HoplabError as exc:
-                # Its packed files no longer load (a newer hoplab refuses them, say): the
-                # others still fire, and the team is told once per due time.
+                # Its packed files no longer load (a newer hoplab refuses them, say), or
+                # its times cannot be computed (ScheduleError): the others still fire,
+                # and the team is told once per due time (or broken definition).
                 done.errors.append((s.name, str(exc)))
                 done.alerts += _cannot_submit(conn, s, now, str(exc))
                 continue
@@ -83,8 +84,12 @@ def _cannot_submit(conn: Conn, s: Schedule, now: dt.datetime, why: str) -> list[
     document = {"text": f"{s.name}: could not submit {s.experiment}: {why}",
                 "schedule": s.name, "kind": "failed", "changes": [], "failed": [],
                 "benches_gone": []}
+    try:
+        when = s.due(now).isoformat()
+    except ScheduleError:  # no due time to tell once per: once per broken definition
+        when = f"never:{s.cron}:{s.tz}"
     with conn.transaction():
-        made = alerts.record(conn, key=f"submit:{s.name}:{s.due(now).isoformat()}",
+        made = alerts.record(conn, key=f"submit:{s.name}:{when}",
                              document=document, has_url=s.alert is not None, now=now)
     return [] if made is None else [made]
 

@@ -30,6 +30,9 @@ DDL = (
         alert_url text,                    -- secret: never printed whole, never logged
         dashboard_url text,
         added_at timestamptz NOT NULL)""",
+    # --alert-link-local: the alert URL may be a link-local or metadata address.
+    """ALTER TABLE hoplab_fleet_schedules
+        ADD COLUMN IF NOT EXISTS alert_link_local boolean NOT NULL DEFAULT false""",
     """CREATE TABLE IF NOT EXISTS hoplab_fleet_firings (
         id bigserial PRIMARY KEY,
         schedule text NOT NULL,

@@ -2,7 +2,8 @@
 hoplab's own, beside the store's runs:
 
 - hoplab_fleet_files: every file a submitted experiment names, by its SHA-256;
-- hoplab_fleet_bundles: an experiment file and the files it names, by relative path;
+- hoplab_fleet_bundles: an experiment file and the files it names, by relative path,
+  and their modes;
 - hoplab_fleet_experiments: each submitted experiment, its bundle, seed and routing;
 - hoplab_fleet_routes: the queue of each set of benches (--bench) and labels (--where);
 - hoplab_fleet_benches: each bench, its labels, machine, state, heartbeat, current job;
@@ -37,6 +38,8 @@ CREATE TABLE IF NOT EXISTS hoplab_fleet_bundles (
     files jsonb NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
 );
+-- Each file's permission bits, by relative path (a bundle stored before has none).
+ALTER TABLE hoplab_fleet_bundles ADD COLUMN IF NOT EXISTS modes jsonb;
 CREATE TABLE IF NOT EXISTS hoplab_fleet_routes (
     queue text PRIMARY KEY,
     benches jsonb NOT NULL,

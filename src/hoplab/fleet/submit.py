@@ -65,6 +65,7 @@ def pack(db_url: str | None, path: Path) -> str:
     from hoplab.spec.experiment_loader import load_experiment
 
     exp = load_experiment(path)
+    bundle.named_files(exp)  # a file it may not bundle: refused before the store is asked
     with connect(db_url) as conn:
         return bundle.store(conn, exp)
 

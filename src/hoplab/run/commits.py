@@ -30,6 +30,11 @@ from hoplab.store import Store
 
 Say = Callable[[str], None]
 LAB_PREFIX = "bis"
+# --build-timeout's default: a kernel or firmware build from a warm tree fits in it; a
+# build that hangs (waiting for input, a lock) is killed and the commit skipped.
+BUILD_TIMEOUT_S = 3600.0
+# After SIGTERM, how long the build's process group has to end before SIGKILL.
+BUILD_GRACE_S = 5.0
 
 
 class CannotTest(HoplabError):
@@ -49,6 +54,8 @@ class Target:
     # --set overrides applied to the experiment at each commit (a fleet bench's own
     # facts, from its bench file: its devices' addresses, its NICs).
     sets: tuple[str, ...] = ()
+    # Seconds the build may take; past them it is killed and the commit cannot be told.
+    build_timeout: float = BUILD_TIMEOUT_S
 
 
 def load_at(checkout: Path, target: Target, sha: str) -> Experiment:
@@ -76,14 +83,50 @@ def stored(store: Store, exp: Experiment, sha: str, target: Target) -> list[RunR
             if s.id is not None]
 
 
-def build(checkout: Path, command: str, sha: str, say: Say) -> None:
-    """Run the user's build command (a shell command line they wrote) in the checkout;
-    non-zero: this commit cannot be tested."""
+def build(checkout: Path, command: str, sha: str, say: Say,
+          timeout: float = BUILD_TIMEOUT_S) -> None:
+    """Run the user's build command (a shell command line they wrote) in the checkout,
+    in a process group of its own; non-zero, or still running after `timeout` seconds
+    (its whole group is then killed): this commit cannot be tested."""
+    import signal
+
     say(f"  build {sha[:12]}: {command}")
-    proc = subprocess.run(["sh", "-c", command], cwd=checkout, check=False,
-                          env={**os.environ, "HOPLAB_COMMIT": sha})
-    if proc.returncode != 0:
-        raise CannotTest(f"build of {sha[:12]} failed (exit {proc.returncode}): {command}")
+    proc = subprocess.Popen(["sh", "-c", command], cwd=checkout, start_new_session=True,
+                            env={**os.environ, "HOPLAB_COMMIT": sha})
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        # Whatever ended the wait (the timeout, Ctrl-C), nothing of the build outlives it.
+        _kill_group(proc, signal.SIGTERM)
+    if code is None:
+        raise CannotTest(f"build of {sha[:12]} did not finish in {timeout:g} s "
+                         f"(--build-timeout): its processes were killed: {command}")
+    if code != 0:
+        raise CannotTest(f"build of {sha[:12]} failed (exit {code}): {command}")
+
+
+def _kill_group(proc: subprocess.Popen[bytes], first: int) -> None:
+    """SIGTERM, then SIGKILL after BUILD_GRACE_S, to the build's process group (its
+    session: `sh` and all it started), and reap `sh`."""
+    import signal
+
+    for sig, grace in ((first, BUILD_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break   # the group is empty: everything in it has ended
+        if grace is None:
+            break
+        try:
+            proc.wait(timeout=grace)
+            os.killpg(proc.pid, 0)  # sh ended: did something it started stay?
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            break
+    proc.wait()
 
 
 class Measurer:
@@ -119,7 +162,7 @@ class Measurer:
         if missing <= 0:
             return have
         if self.target.build and sha not in self._built:
-            build(tree, self.target.build, sha, self.say)
+            build(tree, self.target.build, sha, self.say, self.target.build_timeout)
             self._built.add(sha)
         self.say(f"  {sha[:12]}: {len(have)} stored, running {missing} more")
         self._run(dataclasses.replace(exp, repeat=missing,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hoplab import kind_registry as registry
+from hoplab import user_files
 from hoplab.errors import SpecError
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Experiment
@@ -57,9 +58,9 @@ def file_kind(data: Mapping[str, object]) -> str | None:
 def check_file(path: str | Path) -> Checked:
     got = Checked(str(path))
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = user_files.read_text(Path(path))
         data = parse_toml(text, str(path))
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, ValueError) as e:  # FileRefused, UnicodeDecodeError
         got.problems.append(SpecError(f"cannot read the file: {e}", file=str(path)))
         return got
     except SpecError as e:

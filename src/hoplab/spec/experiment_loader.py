@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hoplab import kind_registry as registry
-from hoplab import kv
+from hoplab import kv, user_files
 from hoplab.errors import SpecError
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Experiment, Profile, Samplers, Test, Variant
@@ -37,8 +37,8 @@ _SCALAR_SETS = ("name", "repeat", "seed", "shuffle", "pause")
 
 def _toml(path: Path) -> tuple[str, dict[str, Any]]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = user_files.read_text(path)
+    except (OSError, ValueError) as e:  # FileRefused, UnicodeDecodeError
         raise SpecError(f"cannot read the file: {e}", file=str(path)) from None
     try:
         return text, tomllib.loads(text)

@@ -23,6 +23,7 @@ from typing import NoReturn, ParamSpec, TypeVar
 import hoplab.spec.devices as dev
 import hoplab.spec.generate as gen
 import hoplab.spec.names as names
+from hoplab import user_files
 from hoplab.errors import SpecError
 from hoplab.nodes.registry import is_local
 from hoplab.spec.locate import Locator, Path, split_syntax_error
@@ -315,26 +316,29 @@ def _trace_path(ctx: _Ctx, trace: str, where: Path) -> str:
     base = FsPath(ctx.source).parent if ctx.source.endswith(".toml") else FsPath(".")
     path = os.path.abspath(base / trace)
     try:
-        check_trace(FsPath(path).read_text())
+        check_trace(user_files.read_text(FsPath(path)))
     except OSError as exc:
         ctx.fail(where, f"cannot read trace file {path}: {exc.strerror}")
-    except ValueError as exc:
+    except UnicodeDecodeError as exc:
+        ctx.fail(where, f"trace file {path}: not UTF-8 text (byte {exc.start})")
+    except ValueError as exc:  # FileRefused, or check_trace's own
         ctx.fail(where, f"trace file {path}: {exc}")
     return path
 
 
 def check_trace(text: str) -> None:
     """The mahimahi format: one delivery opportunity per line, its time in ms,
-    non-decreasing; the last time is the period."""
+    non-decreasing; the last time is the period. A message names the line, never quotes
+    it: the file may be anybody's (a bench's /etc/shadow named as a trace)."""
     last = -1
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         if not line.isdigit():
-            raise ValueError(f"line {n}: expected a time in ms, got {line!r}")
+            raise ValueError(f"line {n}: expected a time in ms (digits only)")
         if int(line) < last:
-            raise ValueError(f"line {n}: {line} ms comes before {last} ms")
+            raise ValueError(f"line {n}: its time comes before the previous line's")
         last = int(line)
     if last <= 0:
         raise ValueError("no delivery opportunities after 0 ms (the last time is the period)")
@@ -812,8 +816,8 @@ def check_lab_data(data: dict[str, object], text: str, source: str
 def load_lab(path: str | FsPath, name: str | None = None) -> Lab:
     """Read and validate the lab file at `path`; `name` replaces the file's name."""
     try:
-        text = FsPath(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = user_files.read_text(FsPath(path))
+    except (OSError, ValueError) as e:  # FileRefused, UnicodeDecodeError
         raise SpecError(f"cannot read the lab file: {e}", file=str(path)) from None
     return load_lab_text(text, str(path), name)
 

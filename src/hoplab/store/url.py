@@ -85,6 +85,17 @@ def _sqlite(path: str) -> StoreLocation:
     return StoreLocation("sqlite", sa.URL.create("sqlite", database=absolute), f"sqlite {path}")
 
 
+def has_password(url: str) -> bool:
+    """Whether a store URL holds a password (in its user part or as ?password=)."""
+    if "://" not in url:
+        return False
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        return ":" in url.split("://", 1)[1].split("@", 1)[0] if "@" in url else False
+    return bool(parsed.password) or "password" in parsed.query
+
+
 def parse_location(url: str | None) -> StoreLocation:
     """None: ./hoplab.db; a path: SQLite there; else a sqlite:// or postgresql:// URL."""
     if url is None:
@@ -100,12 +111,15 @@ def parse_location(url: str | None) -> StoreLocation:
         return _sqlite(parsed.database or "")
     if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
         parsed = parsed.set(drivername="postgresql+psycopg")
-        if not parsed.database:
+        service = parsed.query.get("service")
+        # A libpq service (pg_service.conf) names the host, database and user itself.
+        if not parsed.database and not service:
             raise UsageError(f"bad store URL {shown_url(url)}: no database name")
         user = f"{parsed.username}@" if parsed.username else ""
-        host = parsed.host or "localhost"
+        host = parsed.host or ("" if service else "localhost")
         port = f":{parsed.port}" if parsed.port else ""
-        description = f"postgresql://{user}{host}{port}/{parsed.database}"
+        description = f"postgresql://{user}{host}{port}/{parsed.database or ''}" + \
+            (f"?service={service}" if service else "")
         return StoreLocation("postgresql", parsed, description)
     raise UsageError(
         f"bad store URL {shown_url(url)}: unsupported scheme {scheme!r} "

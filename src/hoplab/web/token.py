@@ -17,7 +17,7 @@ import stat
 from collections.abc import Callable
 from http.cookies import SimpleCookie
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -65,31 +65,52 @@ class TokenCheck:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        plain = self.plain
         headers = dict(scope["headers"])
-        auth = headers.get(b"authorization", b"")
-        if auth[:7].lower() == b"bearer " and self._good(auth[7:].strip()):
-            await self.app(scope, receive, send)
-            return
-        cookies = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
-        if COOKIE in cookies and self._good(cookies[COOKIE].value):
-            await self.app(scope, receive, send)
-            return
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"),
                           keep_blank_values=True)
         given = [v for k, v in query if k == "token"]
-        if len(given) == 1 and self._good(given[0]):
-            rest = urlencode([(k, v) for k, v in query if k != "token"])
-            where = scope["path"] + (f"?{rest}" if rest else "")
-            await plain(303, "signed in\n", {
-                "Location": where,
-                "Set-Cookie": f"{COOKIE}={given[0]}; HttpOnly; SameSite=Strict; Path=/",
-                "Cache-Control": "no-store"})(scope, receive, send)
-            return
-        await plain(401, "this dashboard needs its access token: open it once with "
-                         "?token=TOKEN (the token in the file given to hoplab serve "
-                         "--token-file), or send Authorization: Bearer TOKEN\n",
-                    {"WWW-Authenticate": 'Bearer realm="hoplab"'})(scope, receive, send)
+        auth = headers.get(b"authorization", b"")
+        bearer = auth[:7].lower() == b"bearer "
+        if given:
+            # Never passed on to a page (which would quote its unknown parameter).
+            answer = self._sign_in(scope["path"], query, given, bearer)
+        elif bearer and self._good(auth[7:].strip()):
+            answer = self.app
+        else:
+            cookies = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
+            good = COOKIE in cookies and self._good(cookies[COOKIE].value)
+            answer = self.app if good else self._refused()
+        await answer(scope, receive, send)
+
+    def _sign_in(self, path: str, query: list[tuple[str, str]], given: list[str],
+                 bearer: bool) -> ASGIApp:
+        """?token=: a redirect to the same page of this dashboard without it, the token
+        in a cookie; never an answer that quotes what was given."""
+        if bearer:
+            return self.plain(400, "the token is sent once: as Authorization: Bearer or "
+                                   "as ?token=, not both\n", {})
+        if len(given) != 1 or not self._good(given[0]):
+            return self._refused()
+        rest = urlencode([(k, v) for k, v in query if k != "token"])
+        return self.plain(303, "signed in\n", {
+            "Location": same_page(path) + (f"?{rest}" if rest else ""),
+            "Set-Cookie": f"{COOKIE}={given[0]}; HttpOnly; SameSite=Strict; Path=/",
+            "Cache-Control": "no-store"})
+
+    def _refused(self) -> ASGIApp:
+        return self.plain(401, "this dashboard needs its access token: open it once with "
+                               "?token=TOKEN (the token in the file given to hoplab serve "
+                               "--token-file), or send Authorization: Bearer TOKEN\n",
+                          {"WWW-Authenticate": 'Bearer realm="hoplab"'})
+
+
+def same_page(path: str) -> str:
+    """`path` (as decoded by the server) as a Location that can only be a page of this
+    dashboard: one leading slash (`//evil.example/` would be another host, and so would
+    `/\\evil.example/` to a browser), every other byte but letters, digits, `/` and
+    `-._~` percent-encoded (UTF-8), so that no CR, LF or non-ASCII reaches the header."""
+    raw = path.encode("utf-8", "surrogateescape")
+    return "/" + quote(raw.lstrip(b"/\\"), safe="/")
 
 
 _IN_QUERY = re.compile(r"([?&]token=)[^&\s]*")
