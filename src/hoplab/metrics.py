@@ -112,6 +112,19 @@ def note(name: str) -> str:
     return "" if d is None else d.note
 
 
+# Run notes (metadata) a kind's summary shows as a column (kind_registry.Kind.notes), and
+# what that column is called: a note is text, never judged, but labelled like a figure.
+NOTE_LABELS: dict[str, str] = {
+    "grade": "grade",
+    "short_trials": "trial length",
+}
+
+
+def note_label(name: str) -> str:
+    """What a summary's column of run note `name` is called; the raw name if unknown."""
+    return NOTE_LABELS.get(name, name)
+
+
 def trials(name: str) -> tuple[str, str] | None:
     """(series, what one point is called) when `name` is the median of trials kept one
     by one in that series (web_load: every page load); None otherwise."""

@@ -135,7 +135,7 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
             table.add_column(metrics.label(name), justify="right")
         notes = () if per_flow else _notes(kind)
         for note in notes:
-            table.add_column(note)
+            table.add_column(metrics.note_label(note))
         for row in rows:
             cells = [escape(row["variant"])] + ([escape(row["flow"])] if per_flow or keyed
                                                 else [])
