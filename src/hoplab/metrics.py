@@ -215,7 +215,8 @@ register(
 
 # RFC 6349's figures of TCP tests, from the tcp_info sampler's series (analysis/rfc6349.py):
 # bytes not retransmitted over bytes sent; the loaded RTT's excess over the idle one, in
-# ms and (on a path with a real idle RTT) as a share of it; the actual transfer time over the ideal one (the bottleneck's payload rate).
+# ms and (on a path with a real idle RTT) as a share of it; the actual transfer time over
+# the ideal one (the bottleneck's payload rate).
 register(
     _m("tcp_efficiency", "%", "TCP efficiency", "higher"),
     _m("buffer_delay_ms", "ms", "buffer delay", "lower"),
