@@ -240,6 +240,9 @@ register(
     # A probe stream's RTT while the NDR runs (RFC 2544 section 26.2): keys "SIZE median"
     # and "SIZE p99".
     _m("ndr_latency_ms", "ms", "latency at NDR", "lower"),
+    # A frame size that does not fit the path's MTU (a tunnel's 1420 under 1518-byte
+    # frames): that MTU, in bytes; the size has no rate, and says why.
+    _m("frame_over_mtu", "B", "does not fit MTU", "neutral"),
 )
 
 # Responsiveness under working conditions (draft-ietf-ippm-responsiveness; the

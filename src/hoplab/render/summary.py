@@ -87,11 +87,14 @@ def summary_rows(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
         notes = {n: sorted({str(r.metadata[n]) for r in ok if n in r.metadata})
                  for n in _notes(kind)}
         if _keyed(kind):
-            # One row per key of the headline figures (throughput: per frame size).
+            # One row per key of the headline figures (throughput: per frame size). Each
+            # key is measured on its own (a search per size), so a run that failed at one
+            # size keeps the figures of the sizes it measured.
             head = HEADLINE.get(kind, ())
-            keys = list(dict.fromkeys(m.key for r in ok for m in r.metrics
+            done = [r for r in runs if r.status in ("ok", "failed")]
+            keys = list(dict.fromkeys(m.key for r in done for m in r.metrics
                                       if m.name in head and m.flow is None and m.key))
-            rows += [{**base, "flow": k, "figures": _figures(ok, head, None, k),
+            rows += [{**base, "flow": k, "figures": _figures(done, head, None, k),
                       "grades": [], "notes": notes} for k in keys]
             continue
         rows.append({**base, "figures": _figures(ok, HEADLINE.get(kind, ()), None),
