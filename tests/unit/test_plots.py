@@ -116,7 +116,7 @@ def test_the_ndr_axes_are_linear_from_zero_and_the_ceiling_shows_under_the_resul
         assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
     ndr, ceiling = fig.axes[0].get_lines()[:2]
     assert ceiling.get_linewidth() >= 4 * ndr.get_linewidth()
-    assert ceiling.get_zorder() < ndr.get_zorder() and ceiling.get_alpha() < 0.5
+    assert ceiling.get_zorder() < ndr.get_zorder() and (ceiling.get_alpha() or 1) < 0.5
 
 
 def test_timeseries_total_is_the_summed_series_and_phases_are_marked() -> None:

@@ -227,10 +227,10 @@ class _Trials:
                                       "ip route get"), src).dev
         self.streams = _streams(size, flow.family)
         # One server per stream for every trial of the search (not one-off: -1).
-        servers = [ctx.launcher.start(f"iperf3 server {self.key} {s.port}", self.receiver,
-                                      ["iperf3", "-s", "-p", str(s.port)])
-                   for s in self.streams]
-        ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], servers)
+        self.servers = [ctx.launcher.start(f"iperf3 server {self.key} {s.port}",
+                                           self.receiver, ["iperf3", "-s", "-p", str(s.port)])
+                        for s in self.streams]
+        ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], self.servers)
         self.rx.run(rxcount.delete_argv(table), timeout=30)  # one a killed run left
         # Logged first: a run killed now leaves the table, and `hoplab clean` removes it.
         ctx.launcher.will_undo(self.receiver, rxcount.delete_argv(table))
@@ -241,6 +241,11 @@ class _Trials:
         self.times: list[float] = []
 
     def close(self) -> None:
+        # This size's servers end with it: the next size's take their ports (a server
+        # left running made the next one fail to bind and linger as a zombie).
+        for server in self.servers:
+            with contextlib.suppress(Exception):
+                server.stop()
         with contextlib.suppress(Exception):
             self.rx.run(rxcount.delete_argv(self.table), timeout=30)
             self.ctx.launcher.undone(self.receiver, rxcount.delete_argv(self.table))
