@@ -5,13 +5,13 @@ is given its short settings here or a stated reason not to run here."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from hoplab.store import open_store
 from tests.helpers.lab import HOPLAB, hoplab, lab_namespaces
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -62,14 +62,18 @@ def test_every_example_is_run_or_excluded() -> None:
 def test_the_example_runs_to_its_end(example: str, tmp_path: Path, lab_name: str) -> None:
     sets = [arg for s in SHORT[example] for arg in ("--set", s)]
     db = tmp_path / "runs.db"
+    # As a CI log sees it: stdout no terminal, so a line per finished run (issue 27).
     proc = hoplab("run", str(EXAMPLES / example), *sets, "--repeat", "1", "--db", str(db),
-                  "--json", "--lab-name", lab_name, timeout=600)
+                  "--lab-name", lab_name, timeout=600)
     assert lab_namespaces(lab_name) == set(), "the run left namespaces behind"
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = json.loads(proc.stdout)["runs"]
-    failed = [(r.get("test"), r.get("variant"), r.get("error")) for r in runs
-              if r.get("status") != "ok"]
+    with open_store(str(db)) as store:
+        runs = store.list_runs({})
+    failed = [(r.id, r.test, r.status) for r in runs if r.status != "ok"]
     assert runs and not failed, failed
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("run ")]
+    assert [line.split(":")[0].rsplit(" ", 1) for line in lines] == [
+        [f"run {i}/{len(runs)}", "ok"] for i in range(1, len(runs) + 1)], proc.stdout
 
 
 def _zombies(parent: int) -> set[int]:

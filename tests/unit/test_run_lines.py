@@ -1,0 +1,32 @@
+"""What `hoplab run` says as it goes where no bar is drawn, and when interrupted
+(issue 27: six minutes of silence in a CI log; "0 finished runs kept" beside "stored run
+38 (interrupted)")."""
+
+from __future__ import annotations
+
+from hoplab.cli.run import finished_line, interrupted_line
+from hoplab.record import Metric, RunRecord
+
+
+def _run(run_id: int, status: str, goodput: float | None = None) -> RunRecord:
+    rec = RunRecord(experiment="quickstart", test="tcp-up", kind="tcp", repetition=2,
+                    variant={"hops": 4}, labels={}, started_at=0.0, duration_s=5.4,
+                    status=status,  # type: ignore[arg-type]
+                    metrics=[] if goodput is None else [Metric("goodput", goodput, "bit/s")])
+    rec.id = run_id
+    return rec
+
+
+def test_a_line_per_finished_run_with_its_headline() -> None:
+    assert finished_line(3, 24, _run(7, "ok", 95.2e6)) == (
+        "run 3/24 ok: tcp-up hops=4 rep 2 (run 7, 5 s): goodput 95.2 Mbit/s")
+    assert finished_line(4, 24, _run(8, "failed")) == (
+        "run 4/24 failed: tcp-up hops=4 rep 2 (run 8, 5 s)")
+
+
+def test_the_interrupt_says_both_truths_in_one_line() -> None:
+    assert interrupted_line([_run(38, "interrupted")]) == (
+        "hoplab: interrupted; 0 finished runs kept, run 38 cut short and stored as "
+        "interrupted; the lab is down")
+    assert interrupted_line([_run(1, "ok"), _run(2, "failed")]) == (
+        "hoplab: interrupted; 2 finished runs kept; the lab is down")
