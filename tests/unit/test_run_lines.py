@@ -30,3 +30,22 @@ def test_the_interrupt_says_both_truths_in_one_line() -> None:
         "interrupted; the lab is down")
     assert interrupted_line([_run(1, "ok"), _run(2, "failed")]) == (
         "hoplab: interrupted; 2 finished runs kept; the lab is down")
+
+
+def test_a_worker_names_its_labels_as_a_selection_does() -> None:
+    from hoplab.fleet.worker import BenchConfig, describe
+
+    assert describe(BenchConfig("nuone", {}, "hoplab-nuone")) == (
+        "bench nuone, lab hoplab-nuone")
+    assert describe(BenchConfig("erx-1", {"device": "erx", "site": "lab2"}, "l", slot=2)) == (
+        "bench erx-1#2 (device=erx site=lab2), lab l")
+
+
+def test_the_fleet_doc_works_on_a_fresh_debian_as_root() -> None:
+    # A fresh Debian 12 has no sudo: runuser (util-linux) is there.
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for doc in sorted(docs.glob("*.md")):
+        assert "sudo -u postgres" not in doc.read_text(), doc.name
+    assert "runuser -u postgres -- createdb" in (docs / "fleet.md").read_text()

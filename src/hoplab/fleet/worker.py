@@ -9,7 +9,6 @@ interrupts the run: it is stored as interrupted and its job goes back to the que
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from procrastinate.exceptions import ConnectorException
 
+from hoplab import kv
 from hoplab.fleet.app import ANY_QUEUE
 from hoplab.fleet.beat import Beat
 from hoplab.fleet.bisect_jobs import TASK as MEASURE_COMMIT
@@ -249,4 +249,7 @@ class BenchWorker:
 
 
 def describe(config: BenchConfig) -> str:
-    return f"bench {config.row} ({json.dumps(dict(config.labels))}), lab {config.lab_name}"
+    """"bench erx-1 (device=erx), lab hoplab-erx-1": labels as a selection writes them,
+    and none where there are none (was a Python dict: "bench nuone ({})")."""
+    labels = f" ({kv.pairs(config.labels)})" if config.labels else ""
+    return f"bench {config.row}{labels}, lab {config.lab_name}"
