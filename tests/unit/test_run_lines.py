@@ -49,3 +49,20 @@ def test_the_fleet_doc_works_on_a_fresh_debian_as_root() -> None:
     for doc in sorted(docs.glob("*.md")):
         assert "sudo -u postgres" not in doc.read_text(), doc.name
     assert "runuser -u postgres -- createdb" in (docs / "fleet.md").read_text()
+
+
+def test_a_runs_page_puts_its_figures_before_what_the_run_was(tmp_path: object) -> None:
+    # Issue 27: metadata and the tool list first, the figures 1,400 px down.
+    from pathlib import Path
+
+    from hoplab.store import open_store
+    from hoplab.web.app import Dashboard
+    from tests.helpers.runs import make_run
+
+    db = Path(str(tmp_path)) / "r.db"
+    with open_store(str(db)) as store:
+        rid = store.save_run(make_run(goodput=9.5e7))
+        page = Dashboard(store).handle(f"/run/{rid}").body.decode()
+    charts, figures, tools = (page.index(s) for s in ('id="charts"', "<h3>figures</h3>",
+                                                       "<th>tools</th>"))
+    assert charts < figures < tools

@@ -67,11 +67,11 @@ def comparison(runs: Sequence[RunRecord]) -> tuple[Comparison | None, str]:
 
 def run_section(rec: RunRecord, budget: int, cdf: bool) -> str:
     parts = [f'<h2 id="run-{rec.id}">Run {rec.id}: {esc(rec.experiment)} / {esc(rec.test)} '
-             f"({esc(pairs(rec.variant))}, repetition {rec.repetition})</h2>",
-             run_header(rec)]
+             f"({esc(pairs(rec.variant))}, repetition {rec.repetition})</h2>"]
+    # Figures first, then what the run was (host, tools, phases).
     parts += [chart(c) for c in charts.run_charts(rec, budget)
               if cdf or not c.id.startswith("cdf")]
-    parts.append(run_tables(rec))
+    parts += [run_tables(rec), run_header(rec)]
     svg = flamegraph_svg(rec, folded_of(rec))
     graph = None if svg is None else packed_svg(f"flame-{rec.id}", svg, "flame", FLAME_HEIGHT)
     parts.append(profile_section(rec, None, graph))

@@ -162,11 +162,15 @@ def run_page(rec: RunRecord, store: str) -> str:
 }).catch(e => {
   document.getElementById('charts').textContent = 'charts failed to load: ' + e;
 });</script>""")
-    body = (f"{run_header(rec)}"
+    # Figures first: the charts and the run's figures, then what the run was (host, tools,
+    # phases), which sent them 1,400 px down.
+    failed = (f'<p class="worse">{esc(rec.status)}: {esc(rec.error or "")}</p>'
+              if rec.status != "ok" else "")
+    body = (f"{failed}"
             f'<p><a href="/compare?a={rid}">compare this run</a> · '
             f'<a href="/api/run/{rid}">JSON</a></p>'
             '<div id="charts"><p class="note">drawing charts…</p></div>'
-            f"{script}{run_tables(rec)}"
+            f"{script}{run_tables(rec)}<h3>the run</h3>{run_header(rec)}"
             f"{profile_section(rec, f'/run/{rid}/flamegraph.svg')}{metadata_details(rec)}")
     return dashboard_page(f"Run {rid}: {rec.experiment} / {rec.test} ({pairs(rec.variant)}, "
                  f"repetition {rec.repetition})", body, store, charts=True)
