@@ -66,3 +66,16 @@ def test_a_runs_page_puts_its_figures_before_what_the_run_was(tmp_path: object) 
     charts, figures, tools = (page.index(s) for s in ('id="charts"', "<h3>figures</h3>",
                                                        "<th>tools</th>"))
     assert charts < figures < tools
+
+
+def test_a_fleets_bench_and_job_labels_are_no_version_history() -> None:
+    # Issue 27: a fleet store's report led with "no change point by fleet_job".
+    from hoplab.analysis.trend import series_key, trends_of_runs
+    from tests.helpers.runs import make_run
+
+    runs = [make_run(rep=1, labels={"bench": f"b{i % 3}", "fleet_job": str(i)},
+                     goodput=9e7 + i) for i in range(12)]
+    assert series_key(runs) is None and trends_of_runs(runs) == []
+    for i, r in enumerate(runs):
+        r.labels["version"] = f"v{i // 2}"
+    assert series_key(runs) == "version"
