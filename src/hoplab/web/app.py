@@ -250,7 +250,7 @@ class Dashboard:
 
     def _latest_comparison(self) -> Latest | None:
         from hoplab import metrics
-        from hoplab.render.report import comparison
+        from hoplab.render.report import comparisons
 
         top = self.store.list_runs(limit=1, newest=True, figures=False)
         if not top or top[0].experiment_id is None:
@@ -261,10 +261,11 @@ class Dashboard:
         if not 2 <= len(mine) <= LATEST_RUNS:
             return None
         trials = metrics.trial_series()
-        result, _ = comparison([self.store.get_run(r.id, series=trials) for r in mine])
-        if result is None:
+        every, _ = comparisons([self.store.get_run(r.id, series=trials) for r in mine])
+        if not every:
             return None
-        return Latest(top[0].experiment, eid, tuple(r.id for r in mine), result)
+        return Latest(top[0].experiment, eid, tuple(r.id for r in mine), every[0],
+                      tuple(every[1:]))
 
     def api_changes(self, query: dict[str, list[str]]) -> Response:
         from hoplab.web.home import changes_json

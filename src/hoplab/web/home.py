@@ -37,11 +37,14 @@ class Latest:
     experiment_id: str
     ids: tuple[int, ...]
     result: Comparison
+    # An n-way matrix's other values against the first (hops=4 after hops=2, both
+    # against hops=1).
+    more: tuple[Comparison, ...] = ()
 
 
 def latest_html(latest: Latest) -> str:
     """The latest experiment's answer, as the report's first screen gives it."""
-    from hoplab.render.answer import comparison_answer
+    from hoplab.render.answer import comparison_answer, more_answers
 
     first = latest.result.groups[0]
     sides = [f"experiment_id={latest.experiment_id},{label}" if label and "=" in label
@@ -53,7 +56,7 @@ def latest_html(latest: Latest) -> str:
                        "the comparison in full</a>")
     return (f'<section id="latest"><h2>The latest experiment: {esc(latest.experiment)} '
             f'<span class="note">({len(latest.ids)} runs, {esc(latest.experiment_id)})'
-            f"</span></h2>{comparison_answer(latest.result)}"
+            f"</span></h2>{comparison_answer(latest.result)}{more_answers(latest.more)}"
             f'<p class="note">{" · ".join(more)}</p></section>')
 
 
