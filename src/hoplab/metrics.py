@@ -116,6 +116,7 @@ def note(name: str) -> str:
 # what that column is called: a note is text, never judged, but labelled like a figure.
 NOTE_LABELS: dict[str, str] = {
     "grade": "grade",
+    "load_levels": "loaded RTT in two levels",
     "short_trials": "trial length",
 }
 
