@@ -1,7 +1,8 @@
 """Every experiment in examples/ runs to its end, as a user starts it, shortened with
 --set (issue 27: router-throughput.toml failed at 1518-byte frames through WireGuard,
 and nothing ran it). A new example fails test_every_example_is_run_or_excluded until it
-is given its short settings here or a stated reason not to run here."""
+is given its short settings here or a stated reason not to run here. `make test` runs
+this file two tests at a time (the examples have no timing bounds)."""
 
 from __future__ import annotations
 
@@ -19,18 +20,22 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Each example's shortest run: one repetition, short tests, and where a matrix is large
 # one value of an axis (the one whose failure the issue saw kept: WireGuard on).
 SHORT: dict[str, list[str]] = {
-    "demo.toml": ["duration=1s", "idle=1s"],
-    "exit-70ms-run.toml": ["duration=2s"],
+    "demo.toml": ["duration=1s", "idle=0.5s"],
+    "exit-70ms-run.toml": ["duration=1s"],
     "hop-sweep.toml": ["hops=2", "duration=1s"],
     "nat-regression.toml": ["duration=2s"],
-    "nat-versions/versions.toml": ["duration=1s"],
     "qos-under-load.toml": ["duration=3s"],
-    "quickstart.toml": ["duration=1s", "idle=1s"],
+    "quickstart.toml": ["duration=1s", "idle=0.5s"],
     "router-mode.toml": ["duration=1s"],
     "router-throughput.toml": ["trial=0.2s", "drain=0.1s", "frame_sizes=[64, 1518]",
                                "precision=10%"],
-    "sfq-perturb.toml": ["duration=6s"],
+    "sfq-perturb.toml": ["duration=3s"],
     "wireguard-profile.toml": ["duration=2s"],
+}
+# Examples another test runs to its end, and which.
+RUN_ELSEWHERE = {
+    "nat-versions/versions.toml": "tests/lab/test_nat_versions.py runs it as "
+                                  "docs/versions.md tells a user to, with its trend",
 }
 # Directories of examples that need more than this machine, and where they are run.
 EXCLUDED = {
@@ -52,8 +57,9 @@ def _experiments() -> list[str]:
 
 def test_every_example_is_run_or_excluded() -> None:
     found = _experiments()
-    excluded = [f for f in found if f.split("/")[0] in EXCLUDED]
+    excluded = [f for f in found if f.split("/")[0] in EXCLUDED or f in RUN_ELSEWHERE]
     assert sorted(set(found) - set(excluded)) == sorted(SHORT)
+    assert set(RUN_ELSEWHERE) <= set(found)
     assert "devices/router-throughput.toml" in excluded
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hoplab.record import RunRecord
 from hoplab.render.report import build_report, comparisons
 from hoplab.store import open_store
 from hoplab.web.app import Dashboard
@@ -17,7 +18,7 @@ from tests.helpers.runs import make_run
 LEVEL = {1: 200e6, 2: 95e6, 4: 94e6}
 
 
-def _runs() -> list:
+def _runs() -> list[RunRecord]:
     runs = []
     for i, hops in enumerate((1, 2, 4) * 4):
         r = make_run("tcp-up", rep=i // 3 + 1, variant={"hops": hops},

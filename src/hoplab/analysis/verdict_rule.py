@@ -39,14 +39,16 @@ import numpy as np
 from hoplab.analysis import verdicts
 from hoplab.analysis.power import detectable_change, noise_cv
 from hoplab.analysis.ranks import min_p, rank_p
+from hoplab.analysis.sizes import P_SLACK as _P_SLACK
+
+# How many runs a side the rule needs, said where it matters (check, compare's notes).
+from hoplab.analysis.sizes import can_reach as can_reach
+from hoplab.analysis.sizes import runs_per_side as runs_per_side
 
 MARGIN_PCT = 2.0            # compare's --margin: "same" within +-2 %
 MIN_CHANGE_PCT = 1.0        # a significant change smaller than this is no verdict of
                             # better or worse
 POWER = 0.8
-ALPHA = 0.05                # compare's default level
-# p values from scipy land a few ulps either side of exact fractions such as 0.1.
-_P_SLACK = 1e-9
 
 Trials = tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]
 
@@ -59,19 +61,6 @@ class Judgement:
     # unclear: the smallest change (%) these repetitions find with 80 % power at alpha
     # (inf: none at these sizes); nan for every other verdict.
     detectable_pct: float
-
-
-def runs_per_side(alpha: float = ALPHA) -> int:
-    """The fewest runs a side with which the rank test can reach p <= alpha at all (4 at
-    0.05: 3 + 3 cannot go below p = 0.1): the one figure every note and `hoplab check`
-    give for how many repetitions a verdict needs."""
-    level = alpha * (1 + _P_SLACK)
-    return next(n for n in range(2, 10_000) if min_p(n, n) <= level)
-
-
-def can_reach(n_a: int, n_b: int, alpha: float = ALPHA) -> bool:
-    """Whether n_a against n_b runs can give better or worse at all."""
-    return min(n_a, n_b) >= 2 and min_p(n_a, n_b) <= alpha * (1 + _P_SLACK)
 
 
 class Rule(Protocol):

@@ -87,7 +87,7 @@ def _how_long(e: Experiment) -> str:
 def _verdicts(e: Experiment) -> str:
     """Whether the repetitions can give compare a verdict at all (analysis/verdict_rule
     decides how many can)."""
-    from hoplab.analysis.verdict_rule import ALPHA, can_reach, runs_per_side
+    from hoplab.analysis.sizes import ALPHA, can_reach, runs_per_side
 
     if can_reach(e.repeat, e.repeat, ALPHA):
         return f"{e.repeat} a side can reach p <= {ALPHA:g}"
