@@ -112,6 +112,20 @@ def note(name: str) -> str:
     return "" if d is None else d.note
 
 
+# Run notes (metadata) a kind's summary shows as a column (kind_registry.Kind.notes), and
+# what that column is called: a note is text, never judged, but labelled like a figure.
+NOTE_LABELS: dict[str, str] = {
+    "grade": "grade",
+    "load_levels": "loaded RTT in two levels",
+    "short_trials": "trial length",
+}
+
+
+def note_label(name: str) -> str:
+    """What a summary's column of run note `name` is called; the raw name if unknown."""
+    return NOTE_LABELS.get(name, name)
+
+
 def trials(name: str) -> tuple[str, str] | None:
     """(series, what one point is called) when `name` is the median of trials kept one
     by one in that series (web_load: every page load); None otherwise."""
@@ -201,11 +215,13 @@ register(
 )
 
 # RFC 6349's figures of TCP tests, from the tcp_info sampler's series (analysis/rfc6349.py):
-# bytes not retransmitted over bytes sent; the loaded RTT's excess over the idle one as a
-# share of it; the actual transfer time over the ideal one (the bottleneck's payload rate).
+# bytes not retransmitted over bytes sent; the loaded RTT's excess over the idle one, in
+# ms and (on a path with a real idle RTT) as a share of it; the actual transfer time over
+# the ideal one (the bottleneck's payload rate).
 register(
     _m("tcp_efficiency", "%", "TCP efficiency", "higher"),
-    _m("buffer_delay_pct", "%", "buffer delay", "lower"),
+    _m("buffer_delay_ms", "ms", "buffer delay", "lower"),
+    _m("buffer_delay_pct", "%", "buffer delay %", "lower"),
     _m("transfer_time_ratio", "ratio", "transfer time ratio", "lower"),
 )
 
@@ -225,6 +241,9 @@ register(
     # A probe stream's RTT while the NDR runs (RFC 2544 section 26.2): keys "SIZE median"
     # and "SIZE p99".
     _m("ndr_latency_ms", "ms", "latency at NDR", "lower"),
+    # A frame size that does not fit the path's MTU (a tunnel's 1420 under 1518-byte
+    # frames): that MTU, in bytes; the size has no rate, and says why.
+    _m("frame_over_mtu", "B", "does not fit MTU", "neutral"),
 )
 
 # Responsiveness under working conditions (draft-ietf-ippm-responsiveness; the

@@ -100,3 +100,16 @@ def test_figure_json_cannot_end_a_script_and_has_no_nan() -> None:
     assert json.loads(text)["data"][0]["name"] == "</script><b>"
     assert charts.rounded(np.array([1.23456789, float("nan")])) == [1.23457, None]
     assert charts.rounded(np.array([2151.989850848333])) == [2151.99]
+
+
+def test_the_legend_hangs_below_the_time_axis_title() -> None:
+    # Issue 27: a horizontal legend at y = -0.12, anchored by its bottom, grew upwards
+    # over "time (s)". Now its top is below the title (about 45 px under the plot).
+    c = charts.timeline(run([tput("f.1"), rtt("p", 150)]))
+    assert c is not None
+    go.Figure(c.figure)
+    layout = c.figure["layout"]
+    legend, margin = layout["legend"], layout["margin"]
+    plot_px = layout["height"] - margin["t"] - margin["b"]
+    assert legend["yanchor"] == "top" and -legend["y"] * plot_px >= 50
+    assert margin["b"] >= -legend["y"] * plot_px + 40       # room for a row of entries

@@ -103,7 +103,8 @@ def test_every_problem_of_every_file_is_named(tmp_path: Path,
         f"{f['neither.toml']}: neither a lab (it would have nodes, links or [generate]) nor "
         "an experiment (lab = ... and [[tests]])",
         f"{f['good-exp.toml']}: ok: experiment good-exp: 1 variants, 1 runs, lab "
-        f"{f['chain.toml']}",
+        f"{f['chain.toml']}; at least 10 s of tests and pauses (building labs and starting "
+        "tools add more); 1 a side cannot reach p <= 0.05; 4 can",
         f"{tmp_path / 'missing.toml'}: cannot read the file: [Errno 2] No such file or "
         f"directory: '{tmp_path / 'missing.toml'}'",
     ]
@@ -168,3 +169,23 @@ def test_check_builds_writes_and_starts_nothing(tmp_path: Path) -> None:
     good = subprocess.run([*HOPLAB, "check", str(f["good-exp.toml"])], cwd=work, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     assert good.returncode == 0 and _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(("repeat", "said"), [
+    (3, "3 a side cannot reach p <= 0.05; 4 can"), (4, "4 a side can reach p <= 0.05"),
+    (1, "1 a side cannot reach p <= 0.05; 4 can")])
+def test_check_says_how_long_and_whether_the_repetitions_can_give_a_verdict(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], repeat: int, said: str) -> None:
+    # Issue 27: 3 repetitions gave "not enough data" for every row, and nothing said so
+    # before the 6 minutes were spent. 2 variants x 2 tests of 9 s + a 1 s pause.
+    (tmp_path / "chain.toml").write_text(CHAIN)
+    exp = tmp_path / "e.toml"
+    exp.write_text(f'lab = "chain.toml"\nrepeat = {repeat}\npause = "1s"\n'
+                   '[matrix]\nflows = [1, 2]\n'
+                   + ''.join(f'[[tests]]\nname = "t{i}"\nkind = "tcp"\nfrom = "client"\n'
+                             'to = "server"\nduration = "9s"\n' for i in (1, 2)))
+    assert main(["check", str(exp)]) == 0
+    out = capsys.readouterr().out
+    secs = round(repeat * 4 * 10.0)
+    took = f"{secs // 60} min {secs % 60} s" if secs >= 60 else f"{secs} s"
+    assert f"; at least {took} of tests and pauses" in out and out.rstrip().endswith(said)

@@ -46,9 +46,10 @@ LIBRARIES = ("sqlalchemy", "numpy", "scipy", "matplotlib", "plotly", "psycopg",
 PACKAGES = ("hoplab.store", "hoplab.analysis", "hoplab.web", "hoplab.run", "hoplab.samplers",
             "hoplab.profile", "hoplab.importers")
 NOTHING_HEAVY = LIBRARIES + PACKAGES
-# Modules of those packages that cost nothing: the words of a verdict (math alone), which
-# the renderers of a comparison import at their top (compare's parser loads them).
-LIGHT = frozenset({"hoplab.analysis", "hoplab.analysis.verdicts"})
+# Modules of those packages that cost nothing: the words of a verdict and the runs a
+# verdict needs (math alone), which the renderers of a comparison import at their top
+# (compare's parser loads them).
+LIGHT = frozenset({"hoplab.analysis", "hoplab.analysis.verdicts", "hoplab.analysis.sizes"})
 COMMANDS = ["doctor", "check", "lab", "run", "submit", "worker", "fleet", "schedule", "runs",
             "show", "compare", "report", "serve", "flamegraph", "profile", "fold", "clean",
             "plot", "trend", "annotate", "baseline", "import", "export", "migrate", "bisect"]

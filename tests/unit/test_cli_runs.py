@@ -55,3 +55,17 @@ def test_bad_filter_is_a_usage_error(tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runs", "--db", str(tmp_path / "x.db"), "--filter", "hops"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_runs_shows_each_runs_labels(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/fleet.md: "each run labelled bench=one or bench=two" (issue 27: no column).
+    from tests.helpers.runs import make_run
+
+    db = tmp_path / "team.db"
+    with open_store(str(db)) as store:
+        store.save_run(make_run(labels={"bench": "one", "device": "erx"}, goodput=9e7))
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["runs", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "labels" in out and "bench=one device=erx" in out

@@ -328,3 +328,30 @@ def test_runs_that_differ_in_another_variant_key_are_separate_series(
     assert main(["trend", "goodput", "--db", path, "--filter", "gro=on", "--json"]) == 0
     one = json.loads(capsys.readouterr().out)
     assert one["variant"] == {} and len(one["change_points"]) == 1
+
+
+def test_the_png_title_says_not_enough_data_as_the_cli_does(tmp_path: Path) -> None:
+    from hoplab.analysis.series_trend import trend_points
+    from hoplab.analysis.trend import analyse
+    from hoplab.render.plots_trend import trend_figure
+
+    path = str(tmp_path / "g.db")
+    _gro(path, ["v1"])
+    with open_store(path) as store:
+        points = trend_points(store, "goodput", {}, "gro")
+    fig = trend_figure(analyse("goodput", "gro", points))
+    assert fig.axes[0].get_title() == "goodput by gro: not enough data"
+
+
+def test_the_dashboards_trend_chart_reads_gbits_and_variant_values_as_given() -> None:
+    from hoplab.web.pages import _points_table, trend_chart
+
+    points: list[tuple[str | float, float, int]] = [(1.0, 25e9, 3), (2.0, 24e9, 3),
+                                                    (4.0, 12.5e9, 3)]
+    fig = trend_chart(points, "goodput", "hops").figure
+    (trace,) = fig["data"]
+    assert trace["x"] == ["1", "2", "4"] and fig["layout"]["xaxis"]["type"] == "category"
+    assert trace["y"] == [25.0, 24.0, 12.5]
+    assert fig["layout"]["yaxis"]["title"]["text"] == "goodput (Gbit/s)"
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", str(_points_table(points, "goodput", "hops")))
+    assert cells[0::3] == ["1", "2", "4"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -243,3 +244,34 @@ def test_udp_bidir_flow_counts_the_datagrams_of_both_directions() -> None:
         + end["sum_received_bidir_reverse"]["jitter_ms"] / 1000
         * end["sum_received_bidir_reverse"]["packets"])
         / out.metric_value("packets"))
+
+
+def _chain_lab(hops: int, shaped: str) -> dict[str, object]:
+    """A chain's lab summary: `shaped` "access" (client - r1) or "inner" (each router-to-
+    router link) at 100 Mbit/s."""
+    ends = ["client", *(f"r{i}" for i in range(1, hops + 1)), "server"]
+    links = []
+    for i, (a, b) in enumerate(itertools.pairwise(ends)):
+        inner = a.startswith("r") and b.startswith("r")
+        rate = {"rate_bps": 1e8} if (i == 0 if shaped == "access" else inner) else {}
+        links.append({"index": i, "between": [a, b], "wireguard": False, "forward": rate,
+                      "reverse": rate})
+    return {"nodes": {}, "links": links, "tunnels": []}
+
+
+def test_cost_per_hop_only_where_hops_are_all_that_differs() -> None:
+    # Issue 27: with the bottleneck on a router-to-router link, hops = 1 has none
+    # (27.5 Gbit/s) and a slope through it said -28.5 % per hop.
+    def runs(shaped: str) -> list[RunRecord]:
+        out = []
+        for h, v in ((1, 27.5e9), (2, 94e6), (4, 93e6)):
+            r = record("tcp-up", "tcp", {"hops": h}, [Metric("goodput", v, "bit/s")])
+            r.metadata["lab"] = _chain_lab(h, shaped)
+            out.append(r)
+        return out
+
+    (row,) = per_hop_rows(runs("inner"))
+    assert row["hops"] == [2.0, 4.0] and row["left_out"] == [1.0]
+    assert row["per_hop"] == pytest.approx(-0.5e6)
+    (row,) = per_hop_rows(runs("access"))
+    assert row["hops"] == [1.0, 2.0, 4.0] and row["left_out"] == []

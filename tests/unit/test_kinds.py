@@ -244,3 +244,18 @@ def test_each_front_end_that_reads_tests_has_the_kinds(tmp_path: Path, front: st
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2, proc.stderr
     assert "not one of tcp, udp, ping, probe, rrul, custom, web" in proc.stderr, proc.stderr
+
+
+def test_a_summarys_note_columns_are_labelled_never_raw_keys() -> None:
+    for name in kinds.names():
+        for note in kinds.get(name).notes:
+            assert note in metrics.NOTE_LABELS, (name, note)
+    run = RunRecord(experiment="e", test="ndr", kind="throughput", repetition=1, variant={},
+                    labels={}, started_at=0.0,
+                    metadata={"short_trials": "2s trials (RFC 2544: 60s)"},
+                    metrics=[Metric("ndr_fps", 1e5, "frames/s", key="64")])
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(summary_table([run], "summary"))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "trial length" in text and "short_trials" not in text
+    assert "2s trials (RFC 2544: 60s)" in text

@@ -51,6 +51,19 @@ def test_groups_are_captioned_by_what_sets_them_apart() -> None:
         groups_of([(str(i), _runs("on")) for i in range(9)])
 
 
+def test_runs_of_two_tests_are_overlaid_a_test_at_a_time() -> None:
+    # Issue 27: `plot hops=1 hops=4 --overlay` drew tcp-up and rrul runs as one line.
+    off, on = _runs("off"), _runs("on")
+    off[1].test = on[1].test = "tcp-up"
+    title, groups = groups_of([("hops=1", off), ("hops=4", on)])
+    assert title == "experiment=lab-a device=ap1 firmware=v1"
+    assert [(g.caption, g.selection, [r.id for r in g.runs]) for g in groups] == [
+        ("qos=off test=rrul (run 20)", "hops=1,test=rrul", [20]),
+        ("qos=off test=tcp-up (run 21)", "hops=1,test=tcp-up", [21]),
+        ("qos=on test=rrul (run 10)", "hops=4,test=rrul", [10]),
+        ("qos=on test=tcp-up (run 11)", "hops=4,test=tcp-up", [11])]
+
+
 def test_each_line_is_the_stored_series_of_its_group() -> None:
     off, on = _runs("off"), _runs("on")
     fig = overlay(*groups_of([("a", off), ("b", on)]))

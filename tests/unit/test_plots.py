@@ -107,6 +107,18 @@ def test_throughput_draws_the_stored_ndr_and_the_generator_ceiling() -> None:
         figure("throughput", [make_run()])
 
 
+def test_the_ndr_axes_are_linear_from_zero_and_the_ceiling_shows_under_the_result() -> None:
+    # Issue 27: a log axis over 2.2-2.34 x 10^5 made 6 % look like a cliff, and a
+    # generator-limited answer hid its ceiling line exactly.
+    run = _throughput_run()
+    fig = figure("throughput", [run])
+    for ax in fig.axes:
+        assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+    ndr, ceiling = fig.axes[0].get_lines()[:2]
+    assert ceiling.get_linewidth() >= 4 * ndr.get_linewidth()
+    assert ceiling.get_zorder() < ndr.get_zorder() and (ceiling.get_alpha() or 1) < 0.5
+
+
 def test_timeseries_total_is_the_summed_series_and_phases_are_marked() -> None:
     run = make_run()
     fig = figure("timeseries", [run])

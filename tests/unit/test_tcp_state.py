@@ -185,3 +185,17 @@ def test_show_has_a_row_per_flow_and_sender_with_its_tcp_state() -> None:
         "160", "-", "19.1 Mbit/s", "99.8 %"]
     assert "95.6 ms" in next(line for line in lines if "t @ server down" in line)
     assert any("transfer time ratio" in line and "1.031" in line for line in lines)
+
+
+def test_buffer_delay_is_in_ms_and_a_share_only_of_a_real_paths_idle_rtt() -> None:
+    # A veth path's 0.02 ms idle RTT under 5 ms of queue: 4.98 ms, never 24,900 %.
+    fast = {(m.name, m.flow): (m.value, m.unit) for m in rfc6349.figures(
+        _flow("a", "client", [4.0, 6.0], 1e6, 0.0, 0.02), (0.0, 10.0))}
+    assert fast[("buffer_delay_ms", "a")] == pytest.approx((4.98, "ms"))
+    assert fast[("buffer_delay_ms", None)] == pytest.approx((4.98, "ms"))
+    assert ("buffer_delay_pct", "a") not in fast and ("buffer_delay_pct", None) not in fast
+    # A 40 ms path: both, the ms beside the %.
+    slow = {(m.name, m.flow): m.value for m in rfc6349.figures(
+        _flow("a", "client", [50.0, 70.0], 1e6, 0.0, 40.0), (0.0, 10.0))}
+    assert slow[("buffer_delay_ms", "a")] == pytest.approx(20.0)
+    assert slow[("buffer_delay_pct", "a")] == pytest.approx(50.0)

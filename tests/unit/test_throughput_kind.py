@@ -3,12 +3,17 @@ key; defaults are RFC 2544's."""
 
 from __future__ import annotations
 
+import io
+import subprocess
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from hoplab.errors import SpecError
+from hoplab.kinds import path_mtu
 from hoplab.kinds.throughput import ThroughputOptions
+from hoplab.record import Metric, RunRecord
 from hoplab.spec.experiment_loader import load_experiment
 from tests.helpers.lab_text import chain3
 
@@ -73,3 +78,63 @@ def test_both_directions_are_two_searches(tmp_path):
 def test_the_example_loads():
     exp = load_experiment(EXAMPLES / "router-throughput.toml")
     assert [v.values for v in exp.variants] == [{"wireguard": False}, {"wireguard": True}]
+
+
+# ping -M do -s 1472 -c 2 -i 0.2 -W 1 server, from a client behind a WireGuard hop
+# (captured in a lab: the router answers first, the sender's kernel then refuses).
+PING_OVER_MTU = ("PING server (10.200.0.10) 1472(1500) bytes of data.\n"
+                 "From r1 (10.200.0.2) icmp_seq=1 Frag needed and DF set (mtu = 1420)\n\n"
+                 "--- server ping statistics ---\n2 packets transmitted, 0 received, +2 "
+                 "errors, 100% packet loss, time 201ms\n",
+                 "ping: local error: message too long, mtu=1420\n")
+
+
+class _Pinger:
+    node = "client"
+
+    def __init__(self, out: tuple[str, str], code: int) -> None:
+        self.out, self.code = out, code
+        self.argv: list[str] = []
+
+    def run(self, argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        self.argv = argv
+        return subprocess.CompletedProcess(argv, self.code, *self.out)
+
+
+def test_a_frame_over_the_paths_mtu_is_found_and_said_not_searched() -> None:
+    # Issue 27: 1518-byte frames through a WireGuard hop failed the run ("Message too
+    # long"); they now get the MTU they do not fit.
+    ex = _Pinger(PING_OVER_MTU, 1)
+    assert path_mtu.probe(ex, "10.200.0.10", 1518, 4) == 1420  # type: ignore[arg-type]
+    # A 1518-byte frame is a 1500-byte IP packet: 1472 bytes of echo payload.
+    assert ex.argv[ex.argv.index("-s") + 1] == "1472" and "do" in ex.argv
+    assert path_mtu.largest_frame(1420) == 1438
+    fits = _Pinger(("PING server 1472(1500) bytes\n2 packets transmitted, 2 received\n", ""), 0)
+    assert path_mtu.probe(fits, "10.200.0.10", 1518, 4) is None  # type: ignore[arg-type]
+
+
+def _ndr_run(status: str, metrics: list[Metric]) -> RunRecord:
+    return RunRecord(experiment="e", test="ndr", kind="throughput", repetition=1,
+                     variant={"wireguard": True}, labels={}, started_at=0.0,
+                     status=status, metrics=metrics)  # type: ignore[arg-type]
+
+
+def test_the_summary_and_plot_say_does_not_fit_and_keep_the_sizes_that_ran() -> None:
+    from hoplab.render.plots_throughput import throughput
+    from hoplab.render.summary import summary_rows, summary_table
+
+    fits = [Metric("ndr_fps", 1e5, "frames/s", key="64"),
+            Metric("generator_fps", 2e5, "frames/s", key="64")]
+    over = Metric("frame_over_mtu", 1420.0, "B", key="1518")
+    # A run that failed at another size keeps the sizes it measured.
+    rows = {r["flow"]: r for r in summary_rows([_ndr_run("failed", [*fits, over])])}
+    assert rows["64"]["figures"]["ndr_fps"]["median"] == 1e5
+    assert rows["1518"]["figures"] == {"frame_over_mtu": {"median": 1420.0, "min": 1420.0,
+                                                         "max": 1420.0, "n": 1}}
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(summary_table([_ndr_run("ok", [*fits, over])], "summary"))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "does not fit MTU" in text and "1420 B" in text
+    fig = throughput([_ndr_run("ok", [*fits, over])])
+    said = [t.get_text() for t in fig.axes[0].texts]
+    assert said == ["does not fit 1420"]

@@ -73,11 +73,11 @@ def _show(dim: str, value: str) -> str:
     return value if dim in ("experiment", "test") else f"{dim[2:]}={value}"
 
 
-def split_sides(runs: Sequence[RunRecord]) -> tuple[str, list[RunRecord], list[RunRecord]] | None:
-    """A and B in one set of runs: split by the one variant key that takes two values
-    (A the lower one in natural order: qos=off before qos=on, v1.9 before v1.10), else,
-    when no variant key varies, by the one label key that does. None when that is
-    ambiguous (no key, or several, or more than two values): then say what to compare."""
+def split_values(runs: Sequence[RunRecord]
+                 ) -> tuple[str, list[list[RunRecord]]] | None:
+    """The runs split by the one variant key that varies (its values in natural order:
+    qos=off before qos=on, hops 1, 2, 4), else, when no variant key varies, by the one
+    label key that does. None when that is ambiguous (no key, or several)."""
     for prefix, keys in (("v:", {k for r in runs for k in r.variant}),
                          ("l:", {k for r in runs for k in r.labels})):
         varying = {k: {_dim(r, prefix + k) for r in runs} for k in sorted(keys)}
@@ -87,12 +87,19 @@ def split_sides(runs: Sequence[RunRecord]) -> tuple[str, list[RunRecord], list[R
         if len(varying) != 1:
             return None
         ((key, values),) = varying.items()
-        if len(values) != 2:
-            return None
-        low, high = sorted(values, key=natural_key)
-        return (key, [r for r in runs if _dim(r, prefix + key) == low],
-                [r for r in runs if _dim(r, prefix + key) == high])
+        return key, [[r for r in runs if _dim(r, prefix + key) == v]
+                     for v in sorted(values, key=natural_key)]
     return None
+
+
+def split_sides(runs: Sequence[RunRecord]) -> tuple[str, list[RunRecord], list[RunRecord]] | None:
+    """A and B in one set of runs (split_values into exactly two: A the lower value);
+    None when ambiguous or more than two values: then say what to compare."""
+    found = split_values(runs)
+    if found is None or len(found[1]) != 2:
+        return None
+    key, (low, high) = found
+    return key, low, high
 
 
 def compare_groups(a: Sequence[RunRecord], b: Sequence[RunRecord],

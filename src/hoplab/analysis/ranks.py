@@ -16,20 +16,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# Its callers find it here; sizes.py holds it, without numpy, for `hoplab check`.
+from hoplab.analysis.sizes import min_p as min_p
+
 EXACT_CELLS = 400           # n1 x n2 up to which a p without ties is exact
-
-
-def min_p(n_a: int, n_b: int) -> float:
-    """The smallest two-sided p a rank test of n_a against n_b can give: every value of
-    one side above every value of the other."""
-    if n_a < 1 or n_b < 1:
-        return 1.0
-    if n_a + n_b > 100:
-        # Far below any level; math.comb's exact integer costs milliseconds at thousands
-        # of repetitions (power.py asks for those).
-        return 2 * math.exp(math.lgamma(n_a + 1) + math.lgamma(n_b + 1)
-                            - math.lgamma(n_a + n_b + 1))
-    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
 
 
 @functools.cache

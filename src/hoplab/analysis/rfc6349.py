@@ -3,8 +3,10 @@ from each flow's tcp_info series on its sender (hoplab.samplers.tcp_info):
 
 - `tcp_efficiency`: bytes sent less bytes retransmitted, over bytes sent, in % (the
   connection's own counts over its whole life: its last sample);
-- `buffer_delay_pct`: the mean smoothed RTT over the load phase less the idle RTT, over
-  the idle RTT, in %. The idle RTT is a probe's before the load where the test has one
+- `buffer_delay_ms`: the mean smoothed RTT over the load phase less the idle RTT, in ms;
+  `buffer_delay_pct` the same over the idle RTT, in %, only where the idle RTT is a real
+  path's (at least REAL_PATH_MS: a veth pair's 0.02 ms would make 5 ms of queue
+  25,000 %). The idle RTT is a probe's before the load where the test has one
   (`latency_idle`), else the least RTT the connection saw (tcp_info's min_rtt);
 - `transfer_time_ratio`: the actual transfer time over the ideal one, where the
   bottleneck's rate is known. For the same bytes, that is the bottleneck's payload rate
@@ -41,8 +43,24 @@ def efficiency(sent: float, retrans: float) -> float | None:
     return 100.0 * (sent - retrans) / sent if sent > 0 else None
 
 
+# The least idle RTT a share is taken of. Below it the "path" is this machine's own stack
+# (namespaces without delay: 0.02-0.05 ms), where a percentage says nothing a person can
+# use; RFC 6349 frames buffer delay for paths with a real round trip.
+REAL_PATH_MS = 1.0
+
+
 def buffer_delay(loaded_ms: float, idle_ms: float) -> float | None:
-    return 100.0 * (loaded_ms - idle_ms) / idle_ms if idle_ms > 0 else None
+    """The loaded RTT's excess as a share of the idle RTT, in %, or None where the idle
+    RTT is below a real path's (REAL_PATH_MS)."""
+    return 100.0 * (loaded_ms - idle_ms) / idle_ms if idle_ms >= REAL_PATH_MS else None
+
+
+def _buffer_delay(loaded_ms: float, idle_ms: float, **where: str | None) -> list[Metric]:
+    out = [Metric("buffer_delay_ms", loaded_ms - idle_ms, "ms", **where)]
+    pct = buffer_delay(loaded_ms, idle_ms)
+    if pct is not None:
+        out.append(Metric("buffer_delay_pct", pct, "%", **where))
+    return out
 
 
 def transfer_time_ratio(ideal_bps: float, goodput_bps: float) -> float | None:
@@ -93,18 +111,14 @@ def figures(series: Sequence[Series], window: tuple[float, float], *,
         if floor is not None:
             idles.append(min(floor.v))
         if srtt and idle is not None:
-            pct = buffer_delay(mean(srtt), idle)
-            if pct is not None:
-                out.append(Metric("buffer_delay_pct", pct, "%", flow=flow, node=node, key=key))
+            out += _buffer_delay(mean(srtt), idle, flow=flow, node=node, key=key)
         srtt_all += srtt
     whole = efficiency(sent_all, retrans_all)
     if whole is not None:
         out.append(Metric("tcp_efficiency", whole, "%"))
     idle = idle_rtt_ms if idle_rtt_ms is not None else min(idles, default=None)
     if srtt_all and idle is not None:
-        pct = buffer_delay(mean(srtt_all), idle)
-        if pct is not None:
-            out.append(Metric("buffer_delay_pct", pct, "%"))
+        out += _buffer_delay(mean(srtt_all), idle)
     for key, rate in (ideal or {}).items():
         achieved = (goodput or {}).get(key)
         ratio = transfer_time_ratio(rate, achieved) if achieved is not None else None

@@ -88,13 +88,20 @@ def analyse_many(by: str, points: Mapping[str, Sequence[TrendPoint]], *,
     return [_trend(m, by, pts, found[m]) for m, pts in points.items()]
 
 
+# Labels that say where and how a run ran (a fleet's bench, its job), never what was
+# measured: their values are no history a figure changes along.
+NOT_A_HISTORY = frozenset({"bench", "fleet_job"})
+
+
 def series_key(runs: Sequence[RunRecord]) -> str | None:
-    """The key a set of runs is a series along, for the report: a label, else a variant
-    key, that takes enough values for a change point on each side (2 x MIN_SIZE + 1),
-    "version" or "commit" first; None when there is none or several."""
+    """The key a set of runs is a series along, for the report: a label (not one of
+    NOT_A_HISTORY), else a variant key, that takes enough values for a change point on
+    each side (2 x MIN_SIZE + 1), "version" or "commit" first; None when there is none
+    or several."""
     from hoplab.analysis.changepoints import MIN_SIZE
 
-    for keys in (("version", "commit"), sorted({k for r in runs for k in r.labels}),
+    labels = sorted({k for r in runs for k in r.labels} - NOT_A_HISTORY)
+    for keys in (("version", "commit"), labels,
                  sorted({k for r in runs for k in r.variant})):
         many = [k for k in keys if len({json.dumps(r.labels.get(k, r.variant.get(k)))
                                         for r in runs} - {"null"}) > 2 * MIN_SIZE]

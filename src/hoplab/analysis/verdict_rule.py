@@ -39,13 +39,16 @@ import numpy as np
 from hoplab.analysis import verdicts
 from hoplab.analysis.power import detectable_change, noise_cv
 from hoplab.analysis.ranks import min_p, rank_p
+from hoplab.analysis.sizes import P_SLACK as _P_SLACK
+
+# How many runs a side the rule needs, said where it matters (check, compare's notes).
+from hoplab.analysis.sizes import can_reach as can_reach
+from hoplab.analysis.sizes import runs_per_side as runs_per_side
 
 MARGIN_PCT = 2.0            # compare's --margin: "same" within +-2 %
 MIN_CHANGE_PCT = 1.0        # a significant change smaller than this is no verdict of
                             # better or worse
 POWER = 0.8
-# p values from scipy land a few ulps either side of exact fractions such as 0.1.
-_P_SLACK = 1e-9
 
 Trials = tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]
 

@@ -15,6 +15,7 @@ from hoplab.errors import HoplabError, SpecError
 
 if TYPE_CHECKING:
     from hoplab.spec.check import Checked
+    from hoplab.spec.experiment import Experiment
     from hoplab.spec.model import Lab
 
 # The message an SSH connection gives a host key it has not seen (hoplab.nodes.ssh_conn).
@@ -67,9 +68,31 @@ def _what(c: Checked) -> str:
     if c.experiment is not None:
         e = c.experiment
         return (f"experiment {e.name}: {len(e.variants)} variants, {e.runs()} runs, "
-                f"lab {e.lab_source}")
+                f"lab {e.lab_source}; {_how_long(e)}; {_verdicts(e)}")
     assert c.lab is not None
     return f"lab {c.lab.name}: {len(c.lab.nodes)} nodes, {len(c.lab.links)} links"
+
+
+def _how_long(e: Experiment) -> str:
+    from hoplab import kind_registry
+
+    m, sec = divmod(round(e.traffic_s()), 60)
+    took = f"{m} min {sec} s" if m else f"{sec} s"
+    searches = sorted({t.kind for v in e.variants for t in v.tests
+                       if kind_registry.get(t.kind).procedure is not None})
+    more = f", {' and '.join(searches)} searches as long as they need" if searches else ""
+    return (f"at least {took} of tests and pauses (building labs and starting tools "
+            f"add more{more})")
+
+
+def _verdicts(e: Experiment) -> str:
+    """Whether the repetitions can give compare a verdict at all (analysis/verdict_rule
+    decides how many can)."""
+    from hoplab.analysis.sizes import ALPHA, can_reach, runs_per_side
+
+    if can_reach(e.repeat, e.repeat, ALPHA):
+        return f"{e.repeat} a side can reach p <= {ALPHA:g}"
+    return f"{e.repeat} a side cannot reach p <= {ALPHA:g}; {runs_per_side(ALPHA)} can"
 
 
 def _devices(c: Checked) -> tuple[list[str], list[str]]:

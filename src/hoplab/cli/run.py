@@ -52,8 +52,9 @@ def _expected_seconds(exp: Experiment) -> float:
     return sum(t.duration_s + 2.0 for v in exp.variants for t in v.tests) * exp.repeat
 
 
-def _progress(exp: Experiment, bar: Progress | None, console: Console
+def _progress(exp: Experiment, bar: Progress | None, console: Console, plain: bool = False
               ) -> tuple[RunProgress, list[float]]:
+    """`plain`: no bar is drawn (stdout is no terminal): a line per finished run."""
     from rich.markup import escape
 
     from hoplab.run.experiment import Progress as RunProgress
@@ -61,6 +62,7 @@ def _progress(exp: Experiment, bar: Progress | None, console: Console
     # Names come from the experiment file and errors from the devices' stderr: shown as
     # they are, never read as rich markup.
     done = [0.0]
+    finished = [0]
     total = exp.runs()
     task = bar.add_task("starting", total=_expected_seconds(exp)) if bar else None
 
@@ -75,8 +77,12 @@ def _progress(exp: Experiment, bar: Progress | None, console: Console
 
     def end_run(rec: RunRecord) -> None:
         done[0] += rec.duration_s + 2.0
+        finished[0] += 1
         if bar is not None and task is not None:
             bar.update(task, completed=done[0])
+        elif plain:
+            console.print(finished_line(finished[0], total, rec), markup=False,
+                          highlight=False)
         if rec.status != "ok":
             console.print(f"run {rec.id} ({rec.test} {kv.pairs(rec.variant)}) "
                           f"{rec.status}: {rec.error}", style="yellow", markup=False,
@@ -87,6 +93,37 @@ def _progress(exp: Experiment, bar: Progress | None, console: Console
             console.print(message, markup=False)
 
     return RunProgress(start_run, tick, end_run, note), done
+
+
+def interrupted_line(records: Sequence[RunRecord]) -> str:
+    """Both truths in one line: the runs that finished, and the one cut short (stored
+    as interrupted, with what it had measured)."""
+    from hoplab.render.units import id_list
+
+    done = sum(r.status != "interrupted" for r in records)
+    cut = [r.id for r in records if r.status == "interrupted" and r.id is not None]
+    kept = f"{done} finished run{'s' * (done != 1)} kept"
+    if cut:
+        kept += (f", run{'s' * (len(cut) > 1)} {id_list(cut)} cut short and stored as "
+                 "interrupted")
+    return f"hoplab: interrupted; {kept}; the lab is down"
+
+
+def finished_line(order: int, total: int, rec: RunRecord) -> str:
+    """A line per finished run where no progress bar is drawn (a log, `| tee`): what ran,
+    how it ended, its headline figure."""
+    from hoplab import metrics
+    from hoplab.render.headline import HEADLINE
+    from hoplab.render.units import value
+
+    what = " ".join(x for x in (rec.test, kv.pairs(rec.variant), f"rep {rec.repetition}") if x)
+    line = f"run {order}/{total} {rec.status}: {what} (run {rec.id}, {rec.duration_s:.0f} s)"
+    name = next((n for n in HEADLINE.get(rec.kind, ()) if rec.metric(n) is not None), None)
+    if rec.status == "ok" and name is not None:
+        got = rec.metric(name)
+        assert got is not None
+        line += f": {metrics.label(name)} {value(got, metrics.unit(name))}"
+    return line
 
 
 def stored_line(ids: list[int], store: str, experiment_id: str | None) -> str:
@@ -173,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                        TimeRemainingColumn(), console=console, transient=True) \
             if interactive else None
-        progress, _ = _progress(exp, bar, console)
+        progress, _ = _progress(exp, bar, console, plain=not args.json and bar is None)
         runner = ExperimentRunner(exp, store, progress, lab_name=args.lab_name)
         if not args.json:
             tests = len(exp.variants[0].tests)
@@ -196,7 +233,6 @@ def run(args: argparse.Namespace) -> int:
         _keep_judged(store, [r.id for r in runner.records if r.id is not None])
         _print_result(args, exp, runner, store.describe(), console, interrupted)
     if interrupted:
-        print(f"hoplab: interrupted; {sum(r.status != 'interrupted' for r in runner.records)} "
-              f"finished runs kept, the lab is down", file=sys.stderr)
+        print(interrupted_line(runner.records), file=sys.stderr)
         return 130
     return 1 if any(r.status != "ok" for r in runner.records) else 0

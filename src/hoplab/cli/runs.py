@@ -72,7 +72,8 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     # Every cell is text from the runs (names, labels): shown as it is, never read as markup.
     table = Table(title=escape(f"runs in {desc}"), title_justify="left")
-    for col in ("id", "started", "experiment", "test", "variant", "rep", "status", "figures"):
+    for col in ("id", "started", "experiment", "test", "variant", "labels", "rep", "status",
+                "figures"):
         table.add_column(col, justify="right" if col in ("id", "rep") else "left")
     for r in runs:
         # Every headline figure: rrul's loaded RTT and added latency are its point.
@@ -82,7 +83,8 @@ def run_list(args: argparse.Namespace) -> int:
         variant = pairs(r.variant)
         status = escape(r.status) if r.status == "ok" else f"[red]{escape(r.status)}[/]"
         table.add_row(str(r.id), _when(r.started_at), escape(r.experiment), escape(r.test),
-                      escape(variant), str(r.repetition), status, escape(figures))
+                      escape(variant), escape(pairs(r.labels)), str(r.repetition), status,
+                      escape(figures))
     console.print(table)
     return 0
 

@@ -12,7 +12,6 @@ way): stored as cancelled, its job ended (aborted), the lab down, and the bench 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from procrastinate.exceptions import ConnectorException
 
+from hoplab import kv
 from hoplab.errors import Cancelled
 from hoplab.fleet.app import ANY_QUEUE
 from hoplab.fleet.beat import Beat
@@ -308,4 +308,7 @@ class BenchWorker:
 
 
 def describe(config: BenchConfig) -> str:
-    return f"bench {config.row} ({json.dumps(dict(config.labels))}), lab {config.lab_name}"
+    """"bench erx-1 (device=erx), lab hoplab-erx-1": labels as a selection writes them,
+    and none where there are none (was a Python dict: "bench nuone ({})")."""
+    labels = f" ({kv.pairs(config.labels)})" if config.labels else ""
+    return f"bench {config.row}{labels}, lab {config.lab_name}"

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from hoplab import kind_registry as registry
+from hoplab.analysis import levels
 from hoplab.analysis.stats import (
     binned_sum,
     bufferbloat_grade,
@@ -207,20 +208,28 @@ def phase_latency(test: Test, outcomes: Sequence[Outcome]
     phases', and the bufferbloat grade of the difference (a note)."""
     idle: list[float] = []
     load: list[float] = []
+    load_t: list[float] = []
     for o in _probes(outcomes):
         for t, v in zip(o.rtt_t, o.rtt_ms, strict=True):
             phase = next((p.name for p in test.phases if p.start_s <= t < p.end_s), None)
             if phase == "load":
                 load.append(v)
+                load_t.append(t)
             elif phase is not None:
                 idle.append(v)
     if not (idle and load):
         return [], {}
     increase = median(load) - median(idle)
+    notes = {"grade": bufferbloat_grade(increase)}
+    two = levels.step(load_t, load)
+    if two is not None:
+        # The path changed under the load: its median lies between the two levels.
+        notes["load_levels"] = (f"{two.before:.1f} ms, then {two.after:.1f} ms from "
+                                f"{two.at_s - test.load.start_s:.1f} s into the load")
     return [Metric("latency_idle", median(idle), "ms"),
             Metric("latency_load", median(load), "ms"),
             Metric("latency_load_p95", percentile(load, 95), "ms"),
-            Metric("latency_increase", increase, "ms")], {"grade": bufferbloat_grade(increase)}
+            Metric("latency_increase", increase, "ms")], notes
 
 
 def fairness(test: Test, outcomes: Sequence[Outcome]) -> tuple[list[Metric], dict[str, str]]:

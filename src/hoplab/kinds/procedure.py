@@ -30,6 +30,9 @@ class Running(Protocol):
 
     def output(self) -> bytes: ...
 
+    def stop(self, grace: float = 2.0) -> None:
+        """Ends it if it still runs, and reaps it (no zombie while the procedure goes on)."""
+
 
 class Launcher(Protocol):
     """Starts a tracked process on a node (hoplab.run.procs.ProcessGroup is one)."""

@@ -63,4 +63,4 @@ KIND = register(Kind(
               "latency_increase"),
     metrics=(*BULK_METRICS, *PROBE_METRICS, "latency_idle", "latency_load",
              "latency_load_p95", "latency_increase", *RFC6349_METRICS),
-    notes=("grade",)))
+    notes=("grade", "load_levels")))

@@ -354,7 +354,8 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
 
 
 # RFC 6349's figures of a TCP test (hoplab.run.tcp_flows), the tcp_info sampler's.
-RFC6349_METRICS = ("tcp_efficiency", "buffer_delay_pct", "transfer_time_ratio")
+RFC6349_METRICS = ("tcp_efficiency", "buffer_delay_ms", "buffer_delay_pct",
+                   "transfer_time_ratio")
 BOTTLENECK = Option(parse_rate, (
     "the path's bottleneck rate as a shaper counts it (Ethernet frames: a full TCP segment "
     "is a 1514-byte frame), for RFC 6349's `transfer_time_ratio` where the lab does not "

@@ -31,6 +31,7 @@ from hoplab.analysis.ndr import Search, Trial, bounds_hints, phases
 from hoplab.errors import HoplabError
 from hoplab.kind_registry import FlowTool, Kind, Option, Reader, register
 from hoplab.kinds.flow import address
+from hoplab.kinds.path_mtu import largest_frame, probe
 from hoplab.kinds.procedure import Context, Result
 from hoplab.nodes.executor import Executor
 from hoplab.record import Metric, RawOutput, Series
@@ -47,7 +48,7 @@ PROBE_INTERVAL_S = 0.01
 # A trial that loses more than the target but at most this share is repeated once.
 RETRY_BELOW = 0.05
 METRICS = ("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps", "generator_limited",
-           "ndr_latency_ms")
+           "ndr_latency_ms", "frame_over_mtu")
 
 
 def _sizes(value: object) -> tuple[str, ...]:
@@ -226,10 +227,10 @@ class _Trials:
                                       "ip route get"), src).dev
         self.streams = _streams(size, flow.family)
         # One server per stream for every trial of the search (not one-off: -1).
-        servers = [ctx.launcher.start(f"iperf3 server {self.key} {s.port}", self.receiver,
-                                      ["iperf3", "-s", "-p", str(s.port)])
-                   for s in self.streams]
-        ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], servers)
+        self.servers = [ctx.launcher.start(f"iperf3 server {self.key} {s.port}",
+                                           self.receiver, ["iperf3", "-s", "-p", str(s.port)])
+                        for s in self.streams]
+        ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], self.servers)
         self.rx.run(rxcount.delete_argv(table), timeout=30)  # one a killed run left
         # Logged first: a run killed now leaves the table, and `hoplab clean` removes it.
         ctx.launcher.will_undo(self.receiver, rxcount.delete_argv(table))
@@ -240,6 +241,11 @@ class _Trials:
         self.times: list[float] = []
 
     def close(self) -> None:
+        # This size's servers end with it: the next size's take their ports (a server
+        # left running made the next one fail to bind and linger as a zombie).
+        for server in self.servers:
+            with contextlib.suppress(Exception):
+                server.stop()
         with contextlib.suppress(Exception):
             self.rx.run(rxcount.delete_argv(self.table), timeout=30)
             self.ctx.launcher.undone(self.receiver, rxcount.delete_argv(self.table))
@@ -385,11 +391,30 @@ def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
     out.raw += trials.raw
 
 
+def _too_big(ctx: Context, flow: Flow, sizes: Sequence[str]) -> dict[str, int]:
+    """The sizes whose frames do not fit the path's MTU (a tunnel's), and that MTU."""
+    frames = {s: max(int(x) for x, _ in trafgen.IMIX) if s == "imix" else int(s)
+              for s in sizes}
+    sender, receiver = ((flow.dst, flow.src) if flow.direction == "down"
+                        else (flow.src, flow.dst))
+    mtu = probe(ctx.nodes[sender], address(ctx.plan, receiver, flow.family),
+                         max(frames.values()), flow.family)
+    if mtu is None:
+        return {}
+    return {s: mtu for s, f in frames.items() if f > largest_frame(mtu)}
+
+
 def _procedure(ctx: Context) -> Result:
     out = Result()
     for flow in ctx.test.flows:
         opts = flow.options_as(ThroughputOptions)
+        too_big = _too_big(ctx, flow, opts.frame_sizes)
         for size in opts.frame_sizes:
+            if size in too_big:
+                # A size the path does not carry whole: its MTU, not a rate of 0.
+                out.metrics.append(Metric("frame_over_mtu", too_big[size], "B",
+                                          key=_key(ctx.test.flows, flow, size)))
+                continue
             try:
                 _one_size(ctx, flow, opts, size, out)
             except HoplabError as e:
@@ -408,7 +433,7 @@ KIND = register(Kind(
     name="throughput", options=OPTIONS, expand=_expand,
     figures=lambda _test, _outcomes, _end: ([], [], {}),
     headline=("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps",
-              "generator_limited"),
+              "generator_limited", "frame_over_mtu"),
     metrics=METRICS, notes=("short_trials",), keyed="frames",
     flow=FlowTool(tool="iperf3", package="iperf3", bulk=True, rtt=False,
                   media_type="application/json", server=lambda _f, _i, _p: None,

@@ -136,17 +136,25 @@ def pinned_answer(changes: Sequence[Change]) -> Html:
                         cls="cards biggest"))
 
 
+def more_answers(more: Sequence[Comparison]) -> str:
+    """The comparisons after the first of an n-way matrix (hops=4 against hops=1 after
+    hops=2 against it), each as the first is given, its headline no second #headline."""
+    return "".join(str(comparison_answer(c)).replace(' id="headline"', "", 1) for c in more)
+
+
 def answer_html(result: Comparison | None, why: str, trends: Sequence[Trend],
-                runs: int, pinned: Sequence[Change] = ()) -> Html:
+                runs: int, pinned: Sequence[Change] = (),
+                more: Sequence[Comparison] = ()) -> Html:
     """The first screen of a report of `runs` runs (several); `pinned`: the latest runs
-    against their series' pinned baselines, first when there are any."""
+    against their series' pinned baselines, first when there are any; `more`: the other
+    values of an n-way matrix against the first, after `result`."""
     parts = ['<section id="answer">']
     if pinned:
         parts.append(str(pinned_answer(pinned)))
     if trends:
         parts.append(str(trend_answer(trends)))
     if result is not None:
-        parts.append(str(comparison_answer(result)))
+        parts.append(str(comparison_answer(result)) + more_answers(more))
     if not trends and result is None:
         parts.append(f'<p class="answer" id="headline">{esc(why)}</p>')
     parts.append(f'<p class="note">Below: the details and charts, each run, then <a '

@@ -166,8 +166,8 @@ def timeline(rec: RunRecord, budget: int = decimate.DEFAULT_POINTS) -> Chart | N
     data: list[dict[str, Any]] = []
     notes: list[str] = []
     layout: dict[str, Any] = {"height": 200 + 220 * len(panels), "hovermode": "closest",
-                              "margin": {"t": 40, "r": 20, "b": 50, "l": 70},
-                              "legend": {"orientation": "h", "y": -0.12}}
+                              "margin": {"t": 40, "r": 20, "b": 50, "l": 70}}
+    legend_below(layout)
     gap = 0.08
     height = (1 - gap * (len(panels) - 1)) / len(panels)
     for i, (kind, group) in enumerate(panels):
@@ -196,6 +196,22 @@ def timeline(rec: RunRecord, budget: int = decimate.DEFAULT_POINTS) -> Chart | N
     return Chart(_chart_id(rec, "timeline"), title, {"data": data, "layout": layout}, notes)
 
 
+# Pixels from the plot's bottom edge to below its x axis title ("time (s)").
+_BELOW_TITLE_PX = 58
+
+
+def legend_below(layout: dict[str, Any]) -> dict[str, Any]:
+    """A horizontal legend hung below the x axis title, in a bottom margin made for it:
+    anchored by its bottom at a fraction of the height (plotly's "auto" for y < 1/3),
+    it grew upwards over the title."""
+    margin = layout.setdefault("margin", {})
+    margin["b"] = max(margin.get("b", 0), _BELOW_TITLE_PX + 60)
+    plot = layout["height"] - margin.get("t", 100) - margin["b"]
+    layout["legend"] = {"orientation": "h", "yanchor": "top", "x": 0,
+                        "y": -round(_BELOW_TITLE_PX / plot, 4)}
+    return layout
+
+
 def cpu(rec: RunRecord, budget: int = decimate.DEFAULT_POINTS) -> Chart | None:
     """Per core, user/system/irq/softirq stacked: where a router spends its cycles."""
     states = {name for name, _ in _CPU_STATES}
@@ -215,7 +231,8 @@ def cpu(rec: RunRecord, budget: int = decimate.DEFAULT_POINTS) -> Chart | None:
     notes: list[str] = []
     layout: dict[str, Any] = {"height": 120 + 170 * rows, "title": {"text": "CPU per core"},
                               "margin": {"t": 50, "r": 20, "b": 50, "l": 60},
-                              "legend": {"orientation": "h", "y": -0.08}, "annotations": []}
+                              "annotations": []}
+    legend_below(layout)
     for i, core in enumerate(cores):
         r, c = divmod(i, cols)
         n = "" if i == 0 else str(i + 1)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hoplab.render import decimate
-from hoplab.render.charts import Chart, rounded
+from hoplab.render.charts import Chart, legend_below, rounded
 from hoplab.render.overlay import COLORS, Group, panels
 from hoplab.render.units import rate_scale
 
@@ -18,8 +18,8 @@ def overlay_chart(title: str, groups: Sequence[Group],
     data: list[dict[str, Any]] = []
     layout: dict[str, Any] = {"title": {"text": f"{title}: {len(groups)} groups overlaid"},
                               "height": 200 + 220 * len(found), "hovermode": "closest",
-                              "margin": {"t": 50, "r": 20, "b": 50, "l": 70},
-                              "legend": {"orientation": "h", "y": -0.12}}
+                              "margin": {"t": 50, "r": 20, "b": 50, "l": 70}}
+    legend_below(layout)
     gap = 0.08
     height = (1 - gap * (len(found) - 1)) / len(found)
     for i, (name, pick) in enumerate(found):

@@ -8,6 +8,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
+from hoplab.analysis.sizes import runs_per_side
 from hoplab.analysis.verdicts import BETTER, SAME, UNCLEAR, WORSE, rank, word
 from hoplab.jsonsafe import json_safe
 from hoplab.render.headline import HEADLINE
@@ -88,12 +89,13 @@ def notes(g: GroupComparison, alpha: float) -> list[str]:
         out.append(f"{word(UNCLEAR)}: the smallest change these runs would have seen 80 % of "
                    f"the time (p <= {alpha:g}): {', '.join(unclear)}; a smaller one can hide "
                    "in their noise")
+    need = runs_per_side(alpha)
     for na, nb in sizes:
         if min(na, nb) < 2:
             out.append(f"{na} + {nb} runs: one run shows no spread, so a difference cannot "
-                       "be told from noise; repeat each side (repeat = 5 in the experiment)")
+                       f"be told from noise; {need} runs per side can (repeat = {need} in "
+                       "the experiment)")
         else:
-            need = next(n for n in range(2, 50) if min_p_value(n, n) <= alpha)
             out.append(f"{na} + {nb} runs: the rank test cannot reach p <= {alpha:g} (its "
                        f"smallest p is {min_p_value(na, nb):.2g}); {need} runs per side can")
     return out

@@ -40,12 +40,24 @@ def _common(runs: Sequence[RunRecord]) -> dict[str, str]:
     return {k: v for k, v in facts[0].items() if all(f.get(k) == v for f in facts[1:])}
 
 
+def _by_test(selections: Sequence[tuple[str, Sequence[RunRecord]]]
+             ) -> list[tuple[str, Sequence[RunRecord]]]:
+    """Each selection split by test where the runs hold more than one: a tcp-up run and
+    an rrul run on one time axis are not one thing, and each line says its test."""
+    tests = sorted({r.test for _, runs in selections for r in runs}, key=natural_key)
+    if len(tests) < 2:
+        return list(selections)
+    return [(f"{spec},test={t}", mine) for spec, runs in selections for t in tests
+            if (mine := [r for r in runs if r.test == t])]
+
+
 def groups_of(selections: Sequence[tuple[str, Sequence[RunRecord]]]
               ) -> tuple[str, list[Group]]:
     """The groups to overlay, each captioned by the facts its runs share that set it
     apart from the other groups (qos=on; version=v45 device=ap1), else by its
     selection; and the title: what all of them share. UsageError for more groups than
     colours, a group without runs, or one run in two groups."""
+    selections = _by_test(selections)
     if len(selections) > MAX_GROUPS:
         raise UsageError(f"{len(selections)} selections: an overlay draws at most "
                          f"{MAX_GROUPS}, one colour each")

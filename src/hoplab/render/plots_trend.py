@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from hoplab import metrics
 from hoplab.analysis.trend import Trend, shown
+from hoplab.analysis.verdicts import NOT_ENOUGH, word
 from hoplab.render.plot_parts import new_figure, unit_scale
 
 _MAX_TICKS = 40
@@ -43,8 +44,10 @@ def trend_figure(found: Trend) -> Figure:
     ax.set_xlabel(found.by)
     label = metrics.label(name)
     ax.set_ylabel(f"{label} ({unit})" if unit else label)
-    ax.set_title(f"{found.metric} by {found.by}: {len(found.changes)} change point"
-                 f"{'s' * (len(found.changes) != 1)}")
+    # Too few values for any step: the CLI's words, never "0 change points".
+    said = (word(NOT_ENOUGH) if found.detection.too_short else
+            f"{len(found.changes)} change point{'s' * (len(found.changes) != 1)}")
+    ax.set_title(f"{found.metric} by {found.by}: {said}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     return fig

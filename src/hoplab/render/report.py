@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from hoplab import __version__, kinds
 from hoplab.analysis.changes import Change
-from hoplab.analysis.groups import Comparison, compare_groups, split_sides
+from hoplab.analysis.groups import Comparison, compare_groups, split_values
 from hoplab.analysis.trend import Trend, shown, trends_of_runs
 from hoplab.errors import UsageError
 from hoplab.record import RunRecord
@@ -53,27 +53,36 @@ def summary_of(rec: RunRecord) -> RunSummary:
 
 
 def comparison(runs: Sequence[RunRecord]) -> tuple[Comparison | None, str]:
-    """The runs' comparison, as `hoplab compare` makes it, when they split into two sides
-    (analysis.groups.split_sides); else None and why."""
-    sides = split_sides(runs)
+    """The runs' comparison, as `hoplab compare` makes it, when they split into sides by
+    one key (analysis.groups.split_values): the second value against the first; else None
+    and why. comparisons gives every value against the first."""
+    found, why = comparisons(runs)
+    return (found[0] if found else None), why
+
+
+def comparisons(runs: Sequence[RunRecord]) -> tuple[list[Comparison], str]:
+    """Each value of the one key the runs split by against its first value (hops=2 and
+    hops=4 against hops=1: an n-way matrix's summary), as `hoplab compare` makes them;
+    else [] and why."""
+    sides = split_values(runs)
     if sides is None:
-        return None, ("no comparison: the runs do not split into two sides by one variant "
-                      "or label key; `hoplab compare A B` compares any two selections")
-    key, a, b = sides
+        return [], ("no comparison: the runs do not split into sides by one variant or "
+                    "label key; `hoplab compare A B` compares any two selections")
+    key, (first, *rest) = sides
     try:
         # As `hoplab compare`: custom tests compare each flow too.
-        return compare_groups(a, b, per_flow=kinds.per_flow), ""
+        return [compare_groups(first, b, per_flow=kinds.per_flow) for b in rest], ""
     except UsageError as exc:       # e.g. different measurement versions: not comparable
-        return None, f"no comparison by {key}: {exc}"
+        return [], f"no comparison by {key}: {exc}"
 
 
 def run_section(rec: RunRecord, budget: int, cdf: bool) -> str:
     parts = [f'<h2 id="run-{rec.id}">Run {rec.id}: {esc(rec.experiment)} / {esc(rec.test)} '
-             f"({esc(pairs(rec.variant))}, repetition {rec.repetition})</h2>",
-             run_header(rec)]
+             f"({esc(pairs(rec.variant))}, repetition {rec.repetition})</h2>"]
+    # Figures first, then what the run was (host, tools, phases).
     parts += [chart(c) for c in charts.run_charts(rec, budget)
               if cdf or not c.id.startswith("cdf")]
-    parts.append(run_tables(rec))
+    parts += [run_tables(rec), run_header(rec)]
     svg = flamegraph_svg(rec, folded_of(rec))
     graph = None if svg is None else packed_svg(f"flame-{rec.id}", svg, "flame", FLAME_HEIGHT)
     parts.append(profile_section(rec, None, graph))
@@ -98,10 +107,11 @@ def build_report(runs: Sequence[RunRecord], store: str,
             "thinned (each bucket's lowest and highest point kept; the legend and caption "
             "say so); the tables hold the exact figures.</p>")
     if len(runs) > 1:
-        found, why = comparison(runs)
+        every, why = comparisons(runs)
         trends = trends_of_runs(runs)
-        body += [answer_html(found, why, trends, len(runs), pinned), made]
-        if found is not None:
+        body += [answer_html(every[0] if every else None, why, trends, len(runs), pinned,
+                             more=every[1:]), made]
+        for found in every:
             body += ["<h2>Comparison</h2>", comparison_html(found, link="#run-%d")]
         body += trend_sections(trends, notes)
     else:

@@ -90,7 +90,8 @@ IFACE_COLUMNS = ("iface.rx_bps", "iface.tx_bps", "iface.tx_pps", "iface.rx_drops
 QDISC_COLUMNS = ("qdisc.sent_bytes", "qdisc.drops", "qdisc.overlimits",
                  "qdisc.backlog_packets_max", "qdisc.backlog_bytes_max")
 TCP_STATE_COLUMNS = ("tcp.cwnd", "tcp.srtt", "tcp.rttvar", "tcp.min_rtt", "tcp.delivery_rate",
-                     "tcp.pacing_rate", "tcp.retrans", "tcp_efficiency", "buffer_delay_pct")
+                     "tcp.pacing_rate", "tcp.retrans", "tcp_efficiency", "buffer_delay_ms",
+                     "buffer_delay_pct")
 QDISC_PACKETS = ("a qdisc packet is what the kernel queued: with GSO, a super-frame of up to "
                  "64 KiB is one; the bytes say how much it held")
 

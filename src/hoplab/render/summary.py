@@ -3,6 +3,7 @@ with its spread, so a reader sees at once whether a difference is larger than th
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -86,11 +87,14 @@ def summary_rows(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
         notes = {n: sorted({str(r.metadata[n]) for r in ok if n in r.metadata})
                  for n in _notes(kind)}
         if _keyed(kind):
-            # One row per key of the headline figures (throughput: per frame size).
+            # One row per key of the headline figures (throughput: per frame size). Each
+            # key is measured on its own (a search per size), so a run that failed at one
+            # size keeps the figures of the sizes it measured.
             head = HEADLINE.get(kind, ())
-            keys = list(dict.fromkeys(m.key for r in ok for m in r.metrics
+            done = [r for r in runs if r.status in ("ok", "failed")]
+            keys = list(dict.fromkeys(m.key for r in done for m in r.metrics
                                       if m.name in head and m.flow is None and m.key))
-            rows += [{**base, "flow": k, "figures": _figures(ok, head, None, k),
+            rows += [{**base, "flow": k, "figures": _figures(done, head, None, k),
                       "grades": [], "notes": notes} for k in keys]
             continue
         rows.append({**base, "figures": _figures(ok, HEADLINE.get(kind, ()), None),
@@ -135,7 +139,7 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
             table.add_column(metrics.label(name), justify="right")
         notes = () if per_flow else _notes(kind)
         for note in notes:
-            table.add_column(note)
+            table.add_column(metrics.note_label(note))
         for row in rows:
             cells = [escape(row["variant"])] + ([escape(row["flow"])] if per_flow or keyed
                                                 else [])
@@ -152,11 +156,32 @@ def summary_table(records: Sequence[RunRecord], title: str) -> Group:
     return Group(*tables, *(Text(f"note: {n}", style="dim") for n in metric_notes(shown)))
 
 
+def _path(r: RunRecord) -> frozenset[str]:
+    """What a run's links are, apart from how many: each distinct link's shaping and
+    tunnel (from the lab's summary in its metadata; empty for a run without one)."""
+    lab = r.metadata.get("lab")
+    links = lab.get("links", []) if isinstance(lab, dict) else []
+    return frozenset(json.dumps({k: lk.get(k) for k in ("wireguard", "forward", "reverse")},
+                                sort_keys=True) for lk in links if isinstance(lk, dict))
+
+
+def _same_path(by_hops: dict[float, list[tuple[float, frozenset[str]]]]
+               ) -> tuple[list[float], list[float]]:
+    """The hop counts whose links are those of the most hops (hops then are all that
+    differs), and those whose links are not (hops = 1 of a chain whose bottleneck is a
+    router-to-router link has no bottleneck at all)."""
+    ref = {p for _, p in by_hops[max(by_hops)]}
+    kept = [h for h in sorted(by_hops) if {p for _, p in by_hops[h]} == ref]
+    return kept, [h for h in sorted(by_hops) if h not in kept]
+
+
 def per_hop_rows(records: Sequence[RunRecord], axis: str = "hops") -> list[dict[str, Any]]:
     """Seed 000's question, "what does each hop cost?": for every test and every value of
     the other matrix keys, the least-squares slope of the headline figure's per-variant
-    medians over the hop count, also in % of its value at the fewest hops."""
-    groups: dict[tuple[str, str], dict[float, list[float]]] = {}
+    medians over the hop count, also in % of its value at the fewest hops; only over the
+    hop counts whose links (shaping, tunnels) are those of the most hops, the others
+    named in "left_out"."""
+    groups: dict[tuple[str, str], dict[float, list[tuple[float, frozenset[str]]]]] = {}
     names: dict[str, str] = {}
     for r in records:
         hops = r.variant.get(axis)
@@ -168,18 +193,18 @@ def per_hop_rows(records: Sequence[RunRecord], axis: str = "hops") -> list[dict[
             continue
         rest = pairs({k: x for k, x in r.variant.items() if k != axis})
         names[r.test] = name
-        groups.setdefault((r.test, rest), {}).setdefault(float(hops), []).append(v)
+        groups.setdefault((r.test, rest), {}).setdefault(float(hops), []).append((v, _path(r)))
     rows = []
     for (test, rest), by_hops in sorted(groups.items(),
                                         key=lambda kv: tuple(map(natural_key, kv[0]))):
-        if len(by_hops) < 2:
+        xs, left_out = _same_path(by_hops)
+        if len(xs) < 2:
             continue
-        xs = sorted(by_hops)
-        ys = [median(by_hops[x]) for x in xs]
+        ys = [median([v for v, _ in by_hops[x]]) for x in xs]
         step = slope(xs, ys)
         first = ys[0]
         rows.append({"test": test, "variant": rest, "metric": names[test], "hops": xs,
-                     "medians": ys, "per_hop": step,
+                     "medians": ys, "per_hop": step, "left_out": left_out,
                      "per_hop_pct": 100 * step / first if first else math.nan})
     return rows
 
@@ -201,4 +226,8 @@ def per_hop_table(records: Sequence[RunRecord], units: dict[str, str]) -> Table 
             f"{value(r['medians'][-1], unit)} ({r['hops'][-1]:g})",
             ("+" if r["per_hop"] > 0 else "") + value(r["per_hop"], unit),
             "-" if math.isnan(pct) else f"{pct:+.1f} %")))
+    out = sorted({f"{h:g}" for r in rows for h in r["left_out"]}, key=float)
+    if out:
+        t.caption = (f"left out: hops={', '.join(out)}, whose links (shaping, tunnels) differ "
+                     "from the most hops': there hops are not all that differs")
     return t

@@ -126,15 +126,22 @@ def _between(c: TrendChange, by: str) -> str:
     return f"{shown(c.before, by)} → {shown(c.after, by)}"
 
 
+def y_scale(name: str, values: Sequence[float]) -> tuple[float, str]:
+    """Divisor and unit of a trend chart's y axis: rates in the unit that reads (25
+    Gbit/s, never plotly's "25B"), others in their own."""
+    unit = metrics.unit(name)
+    if unit != "bit/s":
+        return 1.0, unit
+    return rate_scale(max((abs(v) for v in values if math.isfinite(v)), default=0.0))
+
+
 def trend_chart(found: Trend, chart_id: str = "trend",
                 notes: Sequence[Annotation] = ()) -> Chart:
     """Every repetition as a point, each value's median as a line, change points marked,
     and the annotations that fall on it (note_places)."""
     name, _, where = found.metric.partition("@")
     label = metrics.label(name) + (f" @ {where}" if where else "")
-    unit = metrics.unit(name)
-    div, unit = rate_scale(max((abs(v) for p in found.points for v in p.values),
-                               default=0.0)) if unit == "bit/s" else (1.0, unit)
+    div, unit = y_scale(name, [v for p in found.points for v in p.values])
     xs = [shown(p.value, found.by) for p in found.points]
     reps = {"type": "scatter", "mode": "markers", "name": "repetitions",
             "x": [x for x, p in zip(xs, found.points, strict=True) for _ in p.values],

@@ -130,6 +130,9 @@ class Proc:
     def output(self) -> bytes:
         return self.out.read_bytes() if self.out.exists() else b""
 
+    def stop(self, grace: float = 2.0) -> None:
+        self.node.stop(self.process, grace)
+
     def output_done(self) -> float | None:
         """Unix time of the last write to the tool's output, None when it wrote nothing.
 

@@ -163,3 +163,10 @@ class Experiment:
 
     def runs(self) -> int:
         return self.repeat * sum(len(v.tests) for v in self.variants)
+
+    def traffic_s(self) -> float:
+        """The least an experiment takes: every run's test duration and the pause after
+        it (building labs and starting tools come on top; a search such as RFC 2544's
+        throughput counts only what its test declares)."""
+        return self.repeat * sum(t.duration_s + self.pause_s
+                                 for v in self.variants for t in v.tests)

@@ -35,7 +35,7 @@ from hoplab.render.comparison import to_json as comparison_json
 from hoplab.render.overlay import groups_of
 from hoplab.render.page import plotly_js
 from hoplab.render.profile_html import FOLDED, flamegraph_svg
-from hoplab.render.report import comparison
+from hoplab.render.report import comparisons
 from hoplab.store import Store
 from hoplab.store.budget import TooSlow, time_budget
 from hoplab.web import pages
@@ -263,10 +263,11 @@ class Dashboard:
         if not 2 <= len(mine) <= LATEST_RUNS:
             return None
         trials = metrics.trial_series()
-        result, _ = comparison([self.store.get_run(r.id, series=trials) for r in mine])
-        if result is None:
+        every, _ = comparisons([self.store.get_run(r.id, series=trials) for r in mine])
+        if not every:
             return None
-        return Latest(top[0].experiment, eid, tuple(r.id for r in mine), result)
+        return Latest(top[0].experiment, eid, tuple(r.id for r in mine), every[0],
+                      tuple(every[1:]))
 
     def api_changes(self, query: dict[str, list[str]]) -> Response:
         found = self.what_changed()

@@ -20,7 +20,7 @@ from hoplab.analysis.changes import TIME, Change, Series, WhatChanged, notes_of
 from hoplab.analysis.groups import Comparison
 from hoplab.analysis.trend import shown
 from hoplab.kinds import HEADLINES
-from hoplab.render.answer import comparison_answer
+from hoplab.render.answer import comparison_answer, more_answers
 from hoplab.render.comparison import interval, pct
 from hoplab.render.html import Html, esc
 from hoplab.render.units import figure, id_list
@@ -38,6 +38,9 @@ class Latest:
     experiment_id: str
     ids: tuple[int, ...]
     result: Comparison
+    # An n-way matrix's other values against the first (hops=4 after hops=2, both
+    # against hops=1).
+    more: tuple[Comparison, ...] = ()
 
 
 def latest_html(latest: Latest) -> str:
@@ -52,7 +55,7 @@ def latest_html(latest: Latest) -> str:
                        "the comparison in full</a>")
     return (f'<section id="latest"><h2>The latest experiment: {esc(latest.experiment)} '
             f'<span class="note">({len(latest.ids)} runs, {esc(latest.experiment_id)})'
-            f"</span></h2>{comparison_answer(latest.result)}"
+            f"</span></h2>{comparison_answer(latest.result)}{more_answers(latest.more)}"
             f'<p class="note">{" · ".join(more)}</p></section>')
 
 

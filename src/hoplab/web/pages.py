@@ -37,6 +37,7 @@ from hoplab.render.trend_html import (
     note_marks,
     note_places,
     notes_html,
+    y_scale,
 )
 from hoplab.render.units import figure, pairs
 from hoplab.store import Annotation, RunSummary
@@ -162,11 +163,15 @@ def run_page(rec: RunRecord, store: str) -> str:
 }).catch(e => {
   document.getElementById('charts').textContent = 'charts failed to load: ' + e;
 });</script>""")
-    body = (f"{run_header(rec)}"
+    # Figures first: the charts and the run's figures, then what the run was (host, tools,
+    # phases), which sent them 1,400 px down.
+    failed = (f'<p class="worse">{esc(rec.status)}: {esc(rec.error or "")}</p>'
+              if rec.status != "ok" else "")
+    body = (f"{failed}"
             f'<p><a href="/compare?a={rid}">compare this run</a> · '
             f'<a href="/api/run/{rid}">JSON</a></p>'
             '<div id="charts"><p class="note">drawing charts…</p></div>'
-            f"{script}{run_tables(rec)}"
+            f"{script}{run_tables(rec)}<h3>the run</h3>{run_header(rec)}"
             f"{profile_section(rec, f'/run/{rid}/flamegraph.svg')}{metadata_details(rec)}")
     return dashboard_page(f"Run {rid}: {rec.experiment} / {rec.test} ({pairs(rec.variant)}, "
                  f"repetition {rec.repetition})", body, store, charts=True)
@@ -221,15 +226,15 @@ def trend_chart(points: Sequence[tuple[str | float, float, int]], metric: str, b
     %, as analysis/trend.py found them) are marked by a dashed line and their change,
     `marked` (one of them) solid; `places`: annotations and where they go (their time
     on a time axis, else trend_html.note_places)."""
-    xs: list[Any] = [p[0] for p in points]
-    if by == "started_at":
-        xs = [_iso(float(x)) for x in xs]
-    category = by != "started_at" and any(isinstance(x, str) for x in xs)
+    # A variant's values are categories, drawn as the table names them (hops 1, 2, 4:
+    # never a tick at 1.5); only time is an axis of its own.
+    category = by != "started_at"
+    xs: list[Any] = [shown(p[0], by) if category else _iso(float(p[0])) for p in points]
     name, _, where = metric.partition("@")
     label = metrics.label(name) + (f" @ {where}" if where else "")
-    unit = metrics.unit(name)
+    div, unit = y_scale(name, [p[1] for p in points])
     trace = {"type": "scatter", "mode": "lines+markers", "name": f"{label} median",
-             "x": xs, "y": [p[1] for p in points],
+             "x": xs, "y": [p[1] / div for p in points],
              "text": [f"{p[2]} run{'s' if p[2] != 1 else ''}" for p in points],
              "hovertemplate": "%{x}: %{y}<br>%{text}<extra></extra>"}
     layout = {"title": {"text": f"{label} by {by} (median over runs)"}, "height": 420,
@@ -314,7 +319,8 @@ def trend_page(view: TrendView, store: str,
 def _points_table(points: Sequence[tuple[str | float, float, int]], metric: str,
                   by: str) -> Html:
     name = metric.partition("@")[0]
-    return table((by, "median", "runs"), [(x, figure(m, name), n) for x, m, n in points],
+    return table((by, "median", "runs"), [(shown(x, by), figure(m, name), n)
+                                          for x, m, n in points],
                  numeric=(1, 2))
 
 
