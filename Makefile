@@ -155,8 +155,7 @@ test: setup lint typecheck wire-test fold-test
 	$(BIN)/python -m compileall -q src
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 $(EXAMPLES_TEST)
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q --durations=25 --ignore=tests/unit \
-		--ignore=$(EXAMPLES_TEST) tests
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q --durations=25 --ignore=tests/unit --ignore=$(EXAMPLES_TEST) tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \
 	if [ "$$left" != 0 ]; then echo "tests left $$left hoplab namespaces behind"; exit 1; fi
 
