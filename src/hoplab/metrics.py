@@ -225,6 +225,9 @@ register(
     # A probe stream's RTT while the NDR runs (RFC 2544 section 26.2): keys "SIZE median"
     # and "SIZE p99".
     _m("ndr_latency_ms", "ms", "latency at NDR", "lower"),
+    # Trials whose generator sent slower than asked by more than the search's precision
+    # (its own frames over its own sending time): not evidence, repeated, counted here.
+    _m("invalid_trials", "count", "invalid trials", "lower"),
 )
 
 # Responsiveness under working conditions (draft-ietf-ippm-responsiveness; the

@@ -24,7 +24,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from hoplab.analysis.ndr import Phase as SearchPhase
 from hoplab.analysis.ndr import Search, Trial, bounds_hints, phases
@@ -44,10 +44,8 @@ DEFAULT_SIZES = ",".join(str(s) for s in trafgen.RFC2544_SIZES)
 PORT = 5201
 # A ping probe stream for the latency at the found rate: one echo every 10 ms.
 PROBE_INTERVAL_S = 0.01
-# A trial that loses more than the target but at most this share is repeated once.
-RETRY_BELOW = 0.05
 METRICS = ("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps", "generator_limited",
-           "ndr_latency_ms")
+           "ndr_latency_ms", "invalid_trials")
 
 
 def _sizes(value: object) -> tuple[str, ...]:
@@ -282,24 +280,15 @@ class _Trials:
     def counted(self) -> int:
         return rxcount.frames(_run(self.rx, rxcount.read_argv(self.table), "nft"))
 
-    def _once(self, fps: float, seconds: float, drain_s: float) -> Trial:
+    def trial(self, fps: float, seconds: float, drain_s: float) -> Trial:
+        """One trial at `fps`, with the generator's own record of how long it sent: its
+        loss is the trial's (the search judges whether the generator kept the rate)."""
+        self.times.append(time.time() - self.ctx.t0)
         before = self.counted()
-        sent, _ = self._send(fps, seconds)
+        sent, took = self._send(fps, seconds)
         time.sleep(drain_s)  # RFC 2544 section 23: frames that arrive late still count
         self.ctx.tick(time.time() - self.ctx.t0)
-        return Trial(fps, sent, self.counted() - before)
-
-    def trial(self, fps: float, seconds: float, drain_s: float, target: float) -> Trial:
-        """A trial at `fps`; one that misses `target` by a little is repeated once and
-        the better kept. A generator on a busy test machine stalls now and then and its
-        catch-up burst overflows a short queue: a single trial then fails below the
-        path's rate. A path that is over its rate loses in both."""
-        self.times.append(time.time() - self.ctx.t0)
-        first = self._once(fps, seconds, drain_s)
-        if not target < first.loss_ratio <= RETRY_BELOW:
-            return first
-        second = self._once(fps, seconds, drain_s)
-        return min(first, second, key=lambda t: t.loss_ratio)
+        return Trial(fps, sent, self.counted() - before, took)
 
     def latency(self, fps: float, seconds: float) -> list[float]:
         """RTTs (ms) of a ping stream while frames flow at `fps` (RFC 2544 26.2)."""
@@ -329,23 +318,32 @@ def _size_bits(size: str) -> float:
     return 8 * int(size)
 
 
-def _search(trials: _Trials, opts: ThroughputOptions, ceiling: float
-            ) -> tuple[Search, list[Trial]]:
-    """The last phase's search (its trials, full-length, decide the answers) and every
-    trial of every phase, in order."""
+class TrialRunner(Protocol):
+    def trial(self, fps: float, seconds: float, drain_s: float) -> Trial: ...
+
+
+def _search(trials: TrialRunner, opts: ThroughputOptions, ceiling: float
+            ) -> tuple[Search, list[Trial], int]:
+    """The last phase's search (its trials, full-length, decide the answers), every
+    trial of every phase in order, those the generator fell short in included, and the
+    number of those (invalid: the search repeated their rates)."""
     targets = tuple(p / 100 for p in opts.losses_pct)
     plan = (phases(opts.trial_s, opts.precision_pct / 100) if opts.search == "mlr"
             else [SearchPhase(opts.trial_s, opts.precision_pct / 100)])
     done: list[Trial] = []
     hints: tuple[float, ...] = ()
+    invalid = 0
     for phase in plan:
         search = Search(ceiling_fps=ceiling, targets=targets, precision=phase.precision,
                         hints=hints)
-        while (rate := search.next_rate()) is not None:
-            search.record(trials.trial(rate, phase.trial_s, opts.drain_s, min(targets)))
-        done += search.trials
-        hints = bounds_hints(search)
-    return search, done
+        try:
+            while (rate := search.next_rate()) is not None:
+                search.record(trials.trial(rate, phase.trial_s, opts.drain_s))
+        finally:
+            done += search.history
+            invalid += len(search.invalid)
+        hints, ceiling = bounds_hints(search), search.ceiling_fps
+    return search, done, invalid
 
 
 def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
@@ -354,13 +352,16 @@ def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
     trials = _Trials(ctx, flow, opts, size, table)
     try:
         ceiling = trials.ceiling()
-        search, done = _search(trials, opts, ceiling)
+        search, done, invalid = _search(trials, opts, ceiling)
         ndr = search.answer(min(opts.losses_pct) / 100)
         rtts = trials.latency(ndr, opts.trial_s) if opts.latency and ndr > 0 else []
     finally:
         trials.close()
     key = trials.key
-    out.metrics.append(Metric("generator_fps", ceiling, "frames/s", key=key))
+    # The ceiling as the search ends: lower than measured alone when the generator could
+    # not keep that rate in trials.
+    out.metrics += [Metric("generator_fps", search.ceiling_fps, "frames/s", key=key),
+                    Metric("invalid_trials", float(invalid), "count", key=key)]
     for pct in opts.losses_pct:
         target = pct / 100
         fps = search.answer(target)
@@ -380,6 +381,8 @@ def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
     out.series += [
         Series("throughput_trial", "frames/s", trials.times, [t.rate_fps for t in done],
                key=key),
+        Series("throughput_trial_achieved", "frames/s", trials.times,
+               [t.achieved_fps for t in done], key=key),
         Series("throughput_trial_loss", "%", trials.times,
                [100 * t.loss_ratio for t in done], key=key)]
     out.raw += trials.raw
