@@ -267,14 +267,27 @@ def test_a_rate_short_three_times_running_becomes_the_ceiling():
 def test_a_generator_short_too_often_stops_the_search():
     s = Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005)
     with pytest.raises(ndr.GeneratorShort, match="fell short"):
-        _search(s, _stalling(20_000, short=set(range(1, 100)), achieved=0.5))
+        _search(s, _stalling(20_000, short=set(range(1, 100)), achieved=0.99))
     assert len(s.invalid) == ndr.MAX_INVALID + 1
+    s = Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005)
+    with pytest.raises(ndr.GeneratorShort):  # its ceiling halves down to nothing
+        _search(s, _stalling(20_000, short=set(range(1, 100)), achieved=0.5))
+
+
+def test_what_a_short_lossy_trial_forwarded_is_tried_next():
+    """A short trial is no evidence, but the path's forwarding rate in it is a good next
+    rate: a search whose generator is short at the top still finds the path."""
+    s = _search(Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005),
+                _stalling(20_000, short={0, 1}, achieved=0.8))
+    assert s.history[2].rate_fps == pytest.approx(20_000)
+    assert 20_000 * 0.995 <= s.answer(0.0) <= 20_000 and len(s.invalid) == 1
 
 
 def test_the_kinds_search_runs_each_trial_once_and_keeps_every_one():
     """kinds.throughput._search: one call of the generator a trial, every trial in the
     order run (the short one too), and the count of short ones."""
-    from hoplab.kinds.throughput import ThroughputOptions, _search as kind_search
+    from hoplab.kinds.throughput import ThroughputOptions
+    from hoplab.kinds.throughput import _search as kind_search
 
     class Runner:
         def __init__(self) -> None:

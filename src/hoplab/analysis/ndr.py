@@ -19,9 +19,9 @@ A trial's loss is that trial's: no trial is repeated to pick the better. What is
 the generator's own record: a trial whose achieved rate (frames sent over the measured
 sending time) falls short of the rate asked by more than the search's precision did not
 test that rate. It is kept (`invalid`) but is no evidence, so `next_rate()` asks for the
-same rate again. A trial short at the ceiling itself brings the ceiling down to what it
-achieved less the precision (the first such, where the ceiling measured unpaced meets
-pacing, is not counted). After MAX_REPEATS short trials in a row at one rate the generator cannot
+same rate again, unless it lost frames: then what the path forwarded is tried first. A
+trial short at the ceiling brings the ceiling down to what it achieved less the
+precision (the first, where the ceiling measured unpaced meets pacing, uncounted). After MAX_REPEATS short trials in a row at one rate the generator cannot
 send it here: the ceiling comes down to the best rate it achieved, and the answer, if it is
 that ceiling, says it is the generator's. More than MAX_INVALID short trials in one search
 is a machine too busy to measure on (GeneratorShort). Answers are achieved rates.
@@ -37,7 +37,7 @@ from hoplab.errors import HoplabError
 # Short trials in a row at one rate before the ceiling comes down to what was achieved.
 MAX_REPEATS = 3
 # Short trials in one search before it gives up.
-MAX_INVALID = 12
+MAX_INVALID = 20
 
 
 class GeneratorShort(HoplabError):
@@ -99,16 +99,20 @@ class Search:
         if not trial.short_of(self.precision):
             self.trials.append(trial)
             return
+        forwarded = trial.achieved_fps * (1 - trial.loss_ratio)
+        if trial.loss_ratio > 0 and not self._tried(forwarded):
+            # Not evidence, but where the path is: what it forwarded is the next rate to try.
+            self.hints = (forwarded, *self.hints)
         if trial.rate_fps >= self.ceiling_fps:
-            # Short at the ceiling: the generator cannot pace this rate; what it achieved,
+            # Short at the ceiling: the generator cannot pace that rate; what it achieved,
             # less the precision, is its ceiling. The first time is expected (the ceiling
-            # was measured unpaced) and is not counted; later ones are.
+            # was measured unpaced) and is not counted.
             self.ceiling_fps = trial.achieved_fps * (1 - self.precision)
             if not self._paced:
                 self._paced = True
                 return
         self.invalid.append(trial)
-        if len(self.invalid) > MAX_INVALID:
+        if len(self.invalid) > MAX_INVALID or self.ceiling_fps <= self.floor_fps:
             raise GeneratorShort(
                 f"the generator fell short of the rate asked (by more than the precision, "
                 f"{100 * self.precision:g} %) in {len(self.invalid)} trials: the last "
