@@ -96,8 +96,8 @@ class Gen:
 def addresses() -> tuple[str, str, str, str]:
     """(server address, client address, client MAC, next hop's MAC)."""
     def addr(node: str) -> str:
-        return json.loads(sh([*ns(node), "ip", "-j", "-4", "addr", "show", "eth0"])
-                          )[0]["addr_info"][0]["local"]
+        doc = json.loads(sh([*ns(node), "ip", "-j", "-4", "addr", "show", "eth0"]))
+        return str(doc[0]["addr_info"][0]["local"])
     dst, src = addr("server"), addr("client")
     route = iproute_json.route(sh(ns("client") + iproute_json.route_get_argv(dst)), dst)
     sh([*ns("client"), "ping", "-c", "1", "-W", "1", dst])

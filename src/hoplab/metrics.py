@@ -228,6 +228,19 @@ register(
     # Trials whose generator sent slower than asked by more than the search's precision
     # (its own frames over its own sending time): not evidence, repeated, counted here.
     _m("invalid_trials", "count", "invalid trials", "lower"),
+    # The test frames' own one-way latency at the NDR (hoplab-gen stamps each with its
+    # send time; the receiver reads the same clock): keys "SIZE median", "SIZE p99",
+    # "SIZE max"; and the share of them that arrived after a later-sent one.
+    _m("ndr_one_way_ms", "ms", "one-way latency at NDR", "lower"),
+    _m("ndr_out_of_order", "%", "out of order at NDR", "lower"),
+    # RFC 2544 section 26.3's frame loss rate: keys "SIZE PCT%" (of the generator's
+    # ceiling), the loss and the rate the generator achieved in that trial.
+    _m("frame_loss", "%", "frame loss", "lower"),
+    _m("frame_loss_offered_fps", "frames/s", "frame loss trial's rate", "neutral"),
+    # Section 26.4's back-to-back frames: the longest burst forwarded whole, and the rate
+    # the generator sent that burst at.
+    _m("back_to_back_frames", "frames", "back-to-back frames", "higher"),
+    _m("back_to_back_fps", "frames/s", "back-to-back burst rate", "neutral"),
 )
 
 # Responsiveness under working conditions (draft-ietf-ippm-responsiveness; the

@@ -15,16 +15,16 @@ from the previous phase's bounds (`phases`, and `Search.hints`). Only the last p
 trials, at the full trial length, decide the answer: a short trial overstates a path
 by what its queues hold. bench/ndr_search.py measures it against a single phase.
 
-A trial's loss is that trial's: no trial is repeated to pick the better. What is checked is
-the generator's own record: a trial whose achieved rate (frames sent over the measured
-sending time) falls short of the rate asked by more than the search's precision did not
-test that rate. It is kept (`invalid`) but is no evidence, so `next_rate()` asks for the
-same rate again, unless it lost frames: then what the path forwarded is tried first. A
-trial short at the ceiling brings the ceiling down to what it achieved less the
-precision (the first, where the ceiling measured unpaced meets pacing, uncounted). After MAX_REPEATS short trials in a row at one rate the generator cannot
-send it here: the ceiling comes down to the best rate it achieved, and the answer, if it is
-that ceiling, says it is the generator's. More than MAX_INVALID short trials in one search
-is a machine too busy to measure on (GeneratorShort). Answers are achieved rates.
+A trial's loss is that trial's: no trial is repeated to pick the better. What is checked
+is the generator's own record: a trial whose achieved rate (frames sent over the
+measured sending time) falls short of the rate asked by more than the search's precision
+did not test that rate. It is kept (`invalid`, `history`) but is no evidence, so
+`next_rate()` asks for the same rate again, unless it lost frames: then what the path
+forwarded is tried first. A trial short at the ceiling brings the ceiling down to what
+it achieved less the precision (the first, where the ceiling measured unpaced meets
+pacing, is not counted); so do MAX_REPEATS short trials in a row at one rate. An answer
+at the ceiling says it is the generator's. More than MAX_INVALID short trials in one
+search is a machine too busy to measure on (GeneratorShort). Answers are achieved rates.
 """
 
 from __future__ import annotations
@@ -138,9 +138,10 @@ class Search:
         if lo >= self.ceiling_fps:
             return None  # nothing higher can be offered
         if hi is None:
-            # Nothing failed above lo: a hint above lo, else the ceiling itself.
+            # Nothing failed above lo: a hint above lo, else the ceiling itself, unless
+            # only short trials lost frames up there: then a rate the generator keeps.
             hinted = self._hinted(lo, None)
-            return self.ceiling_fps if hinted is None else hinted
+            return self._below_short(lo, target) if hinted is None else hinted
         if hi <= self.floor_fps:
             return None
         if lo > 0 and hi - lo <= self.precision * lo:
@@ -154,6 +155,16 @@ class Search:
         if guided is not None:
             return guided
         return (lo + hi) / 2 if lo > 0 else max(self.floor_fps, hi / 2)
+
+    def _below_short(self, lo: float, target: float) -> float:
+        """With nothing valid failed above `lo`: the ceiling, or, where short trials lost
+        frames above lo (a generator that cannot pace up there), a step of at most a
+        quarter above lo towards the lowest of them: a failure the search can use."""
+        lossy = [t.rate_fps for t in self.history
+                 if t.short_of(self.precision) and t.loss_ratio > target and t.rate_fps > lo]
+        if not lossy or lo <= 0:
+            return self.ceiling_fps
+        return min(self.ceiling_fps, (lo + min(lossy)) / 2, lo * 1.25)
 
     def _hinted(self, lo: float, hi: float | None) -> float | None:
         for rate in self.hints:

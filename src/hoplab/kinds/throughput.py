@@ -30,6 +30,7 @@ from hoplab.analysis.ndr import Phase as SearchPhase
 from hoplab.analysis.ndr import Search, Trial, bounds_hints, phases
 from hoplab.errors import HoplabError
 from hoplab.kind_registry import FlowTool, Kind, Option, Reader, register
+from hoplab.kinds import throughput_curve, throughput_tagged
 from hoplab.kinds.flow import address
 from hoplab.kinds.procedure import Context, Result
 from hoplab.nodes.executor import Executor
@@ -38,14 +39,23 @@ from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.locate import Path
 from hoplab.spec.units import choice, parse_bool, parse_percent, parse_time
-from hoplab.tools import ToolOutputError, iproute_json, load_json, ping, rxcount, trafgen
+from hoplab.tools import (
+    ToolOutputError,
+    hoplab_gen,
+    iproute_json,
+    load_json,
+    ping,
+    rxcount,
+    trafgen,
+)
 
 DEFAULT_SIZES = ",".join(str(s) for s in trafgen.RFC2544_SIZES)
 PORT = 5201
 # A ping probe stream for the latency at the found rate: one echo every 10 ms.
 PROBE_INTERVAL_S = 0.01
 METRICS = ("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps", "generator_limited",
-           "ndr_latency_ms", "invalid_trials")
+           "ndr_latency_ms", "invalid_trials", "ndr_one_way_ms", "ndr_out_of_order",
+           "frame_loss", "frame_loss_offered_fps", "back_to_back_frames", "back_to_back_fps")
 
 
 def _sizes(value: object) -> tuple[str, ...]:
@@ -125,8 +135,20 @@ OPTIONS: dict[str, Option] = {
                      "rate of failed trials; mlr: MLRsearch's phases, 1 s trials first, "
                      "then longer ones from their bounds (bench/ndr_search.py: binary "
                      "needs less time here)", "binary"),
-    "latency": Option(parse_bool, "a ping probe stream at the rate found (RFC 2544 "
-                                  "section 26.2): ndr_latency_ms", "true"),
+    "latency": Option(parse_bool, "latency at the rate found (RFC 2544 section 26.2): "
+                                  "of the test frames themselves with hoplab-gen "
+                                  "(ndr_one_way_ms, ndr_out_of_order), of a ping stream "
+                                  "beside them with iperf3 (ndr_latency_ms)", "true"),
+    "generator": Option(choice(("auto", "hoplab-gen", "iperf3")),
+                        "the frame generator: hoplab-gen (evenly spaced sendmmsg batches, "
+                        "gen/), iperf3, or auto: hoplab-gen where it is installed; the "
+                        "run's metadata names the one that ran", "auto"),
+    "loss_curve": Option(parse_bool, "RFC 2544's frame loss rate (section 26.3): trials at "
+                                     "100 %, 90 %, ... of the generator's ceiling until two "
+                                     "lose nothing (frame_loss, keys \"SIZE PCT%\")", "false"),
+    "back_to_back": Option(parse_bool, "RFC 2544's back-to-back frames (section 26.4): the "
+                                       "longest burst at the generator's top rate forwarded "
+                                       "whole (back_to_back_frames)", "false"),
 }
 
 
@@ -140,6 +162,9 @@ class ThroughputOptions:
     drain_s: float
     latency: bool
     search: str = "binary"
+    generator: str = "auto"
+    loss_curve: bool = False
+    back_to_back: bool = False
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
@@ -156,7 +181,10 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
                              flows=o.get("flows", 1), trial_s=o.get("trial", 60.0),
                              precision_pct=o.get("precision", 0.5),
                              drain_s=o.get("drain", 2.0), latency=o.get("latency", True),
-                             search=o.get("search", "binary"))
+                             search=o.get("search", "binary"),
+                             generator=o.get("generator", "auto"),
+                             loss_curve=o.get("loss_curve", False),
+                             back_to_back=o.get("back_to_back", False))
     direction = o.get("direction", "up")
     ways = ("up", "down") if direction == "both" else (direction,)
     flows = [Flow(name=name if len(ways) == 1 else f"{name}.{way}", kind="throughput",
@@ -223,11 +251,13 @@ class _Trials:
         dev = iproute_json.route(_run(self.rx, iproute_json.route_get_argv(src),
                                       "ip route get"), src).dev
         self.streams = _streams(size, flow.family)
-        # One server per stream for every trial of the search (not one-off: -1).
-        servers = [ctx.launcher.start(f"iperf3 server {self.key} {s.port}", self.receiver,
-                                      ["iperf3", "-s", "-p", str(s.port)])
-                   for s in self.streams]
-        ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], servers)
+        self.gen = _generator(opts.generator)
+        if self.gen is None:
+            # One server per stream for every trial of the search (not one-off: -1).
+            servers = [ctx.launcher.start(f"iperf3 server {self.key} {s.port}",
+                                          self.receiver, ["iperf3", "-s", "-p", str(s.port)])
+                       for s in self.streams]
+            ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], servers)
         self.rx.run(rxcount.delete_argv(table), timeout=30)  # one a killed run left
         # Logged first: a run killed now leaves the table, and `hoplab clean` removes it.
         ctx.launcher.will_undo(self.receiver, rxcount.delete_argv(table))
@@ -242,40 +272,64 @@ class _Trials:
             self.rx.run(rxcount.delete_argv(self.table), timeout=30)
             self.ctx.launcher.undone(self.receiver, rxcount.delete_argv(self.table))
 
+    @property
+    def generator(self) -> str:
+        return "iperf3" if self.gen is None else hoplab_gen.BINARY
+
     def _argv(self, s: _Stream, fps: float | None, frames: int | None) -> list[str]:
+        """A stream's sender: at `fps` (None: unpaced) for `frames` (None: one second)."""
         flows = self.opts.flows
+        if self.gen is not None:
+            return hoplab_gen.send_argv(
+                self.gen, self.dst, s.port, s.payload, flows=flows,
+                fps=None if fps is None else fps * s.share,
+                frames=None if frames is None else max(1, frames),
+                seconds=1.0 if frames is None else None)
         argv = ["iperf3", "-c", self.dst, "-p", str(s.port), "-u", "-l", str(s.payload),
                 "-P", str(flows), "--pacing-timer", "100", "-J",
                 "-6" if self.flow.family == 6 else "-4"]
-        if fps is None:
-            return [*argv, "-b", "0", "-t", "1"]
-        # -b is per stream, in bits of UDP payload a second; -k counts every stream's.
-        bps = max(1, round(fps * s.share * s.payload * 8 / flows))
-        return [*argv, "-b", str(bps), "-k", str(max(flows, frames or 1))]
+        # -b is per stream, in bits of UDP payload a second (0: unpaced); -k counts every
+        # stream's datagrams.
+        bps = 0 if fps is None else max(1, round(fps * s.share * s.payload * 8 / flows))
+        length = ["-t", "1"] if frames is None else ["-k", str(max(flows, frames))]
+        return [*argv, "-b", str(bps), *length]
 
-    def _send(self, fps: float | None, seconds: float) -> tuple[int, float]:
-        """Every stream at once; (datagrams sent, the longest stream's seconds)."""
+    def send(self, fps: float | None, seconds: float, frames: int | None = None
+             ) -> tuple[int, float]:
+        """Every stream at once, at `fps` for `seconds`, or unpaced: `frames` in a burst,
+        or for one second when None; (datagrams sent, the longest stream's seconds)."""
         procs = []
         for s in self.streams:
-            frames = None if fps is None else round(fps * s.share * seconds)
-            procs.append(self.ctx.launcher.start(f"iperf3 {self.key} {s.port}", self.sender,
-                                                 self._argv(s, fps, frames)))
+            n = (round(fps * s.share * seconds) if fps is not None
+                 else None if frames is None else max(1, round(frames * s.share)))
+            procs.append(self.ctx.launcher.start(f"{self.generator} {self.key} {s.port}",
+                                                 self.sender, self._argv(s, fps, n)))
         limit = time.time() + seconds + 30
         for proc in procs:
             while proc.poll() is None:
                 if time.time() > limit:
-                    raise HoplabError(f"iperf3 on {self.sender} did not finish in time")
+                    raise HoplabError(f"{self.generator} on {self.sender} did not finish "
+                                      "in time")
                 time.sleep(0.005)
         sent, took = 0, 0.0
+        parse = _sent if self.gen is None else hoplab_gen.sent
         for proc in procs:
-            n, t = _sent(proc.output().decode(errors="replace"))
+            n, t = parse(proc.output().decode(errors="replace"))
             sent, took = sent + n, max(took, t)
         return sent, took
 
     def ceiling(self) -> float:
         """The generator's own rate with no pacing, for one second."""
-        sent, took = self._send(None, 1.0)
+        sent, took = self.send(None, 1.0)
         return sent / took
+
+    def burst(self, frames: int, drain_s: float) -> Trial:
+        """`frames` back to back, as fast as the generator sends (RFC 2544 26.4)."""
+        before = self.counted()
+        sent, took = self.send(None, 0.0, frames)
+        time.sleep(drain_s)
+        self.ctx.tick(time.time() - self.ctx.t0)
+        return Trial(sent / took, sent, self.counted() - before, took)
 
     def counted(self) -> int:
         return rxcount.frames(_run(self.rx, rxcount.read_argv(self.table), "nft"))
@@ -285,7 +339,7 @@ class _Trials:
         loss is the trial's (the search judges whether the generator kept the rate)."""
         self.times.append(time.time() - self.ctx.t0)
         before = self.counted()
-        sent, took = self._send(fps, seconds)
+        sent, took = self.send(fps, seconds)
         time.sleep(drain_s)  # RFC 2544 section 23: frames that arrive late still count
         self.ctx.tick(time.time() - self.ctx.t0)
         return Trial(fps, sent, self.counted() - before, took)
@@ -295,7 +349,7 @@ class _Trials:
         stream = ping.Stream(host=self.dst, interval_s=PROBE_INTERVAL_S, duration_s=seconds,
                              ipv6=self.flow.family == 6)
         probe = self.ctx.launcher.start(f"ping {self.key}", self.sender, ping.argv(stream))
-        self._send(fps, seconds)
+        self.send(fps, seconds)
         limit = time.time() + seconds + ping.LINGER_S + 10
         while probe.poll() is None and time.time() < limit:
             time.sleep(0.01)
@@ -303,6 +357,17 @@ class _Trials:
         self.raw.append(RawOutput(f"{self.flow.name} {self.key} ping", text.encode(),
                                   "text/plain"))
         return [r.rtt_s * 1000 for r in ping.parse(text).replies if r.rtt_s is not None]
+
+
+def _generator(choice: str) -> str | None:
+    """hoplab-gen's path, or None for iperf3: `auto` takes hoplab-gen where installed."""
+    if choice == "iperf3":
+        return None
+    exe = hoplab_gen.binary()
+    if exe is None and choice == "hoplab-gen":
+        raise HoplabError("generator = \"hoplab-gen\" but it is not installed (make setup "
+                          "builds it; or set HOPLAB_GEN to its path)")
+    return None if exe is None else str(exe)
 
 
 def _key(flows: Sequence[Flow], flow: Flow, size: str) -> str:
@@ -346,17 +411,51 @@ def _search(trials: TrialRunner, opts: ThroughputOptions, ceiling: float
     return search, done, invalid
 
 
+def _extras(trials: _Trials, opts: ThroughputOptions, search: Search) -> list[Metric]:
+    """RFC 2544's frame loss curve and back-to-back frames, where asked for."""
+    out: list[Metric] = []
+    if opts.loss_curve:
+        curve = throughput_curve.loss_curve(trials, search.ceiling_fps, opts.trial_s,
+                                            opts.drain_s)
+        out += throughput_curve.curve_metrics(curve, trials.key)
+    if opts.back_to_back:
+        frames, decided = throughput_curve.back_to_back(
+            trials, round(search.ceiling_fps * throughput_curve.BURST_S), opts.drain_s,
+            opts.precision_pct / 100)
+        out += throughput_curve.b2b_metrics(frames, decided, trials.key)
+    return out
+
+
+def _latency(ctx: Context, flow: Flow, trials: _Trials, opts: ThroughputOptions, ndr: float,
+             out: Result) -> list[float]:
+    """The latency at the NDR: of the tagged test frames with hoplab-gen (into `out`), or
+    the RTTs of a ping stream beside iperf3's frames (returned)."""
+    if not opts.latency or ndr <= 0:
+        return []
+    if trials.gen is None:
+        return trials.latency(ndr, opts.trial_s)
+    trials.close()  # the frames must reach the receiver's socket
+    tagged = throughput_tagged.measure(
+        ctx, trials.gen, trials.receiver, trials.dst, [st.port for st in trials.streams],
+        lambda: trials.send(ndr, opts.trial_s), opts.trial_s, opts.drain_s, out.raw,
+        f"{flow.name} {trials.key}")
+    out.metrics += tagged.metrics(trials.key) if tagged else []
+    return []
+
+
 def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
               out: Result) -> None:
     table = f"hoplab_rx_{ctx.test.flows.index(flow)}"
     trials = _Trials(ctx, flow, opts, size, table)
     try:
-        ceiling = trials.ceiling()
-        search, done, invalid = _search(trials, opts, ceiling)
-        ndr = search.answer(min(opts.losses_pct) / 100)
-        rtts = trials.latency(ndr, opts.trial_s) if opts.latency and ndr > 0 else []
+        search, done, invalid = _search(trials, opts, trials.ceiling())
+        times = list(trials.times)  # the search's: the loss curve's trials come after
+        out.metrics += _extras(trials, opts, search)
+        rtts = _latency(ctx, flow, trials, opts, search.answer(min(opts.losses_pct) / 100),
+                        out)
     finally:
         trials.close()
+    out.notes["generator"] = trials.generator
     key = trials.key
     # The ceiling as the search ends: lower than measured alone when the generator could
     # not keep that rate in trials.
@@ -379,11 +478,11 @@ def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
                                key=f"{key} median"),
                         Metric("ndr_latency_ms", q[98], "ms", key=f"{key} p99")]
     out.series += [
-        Series("throughput_trial", "frames/s", trials.times, [t.rate_fps for t in done],
+        Series("throughput_trial", "frames/s", times, [t.rate_fps for t in done],
                key=key),
-        Series("throughput_trial_achieved", "frames/s", trials.times,
+        Series("throughput_trial_achieved", "frames/s", times,
                [t.achieved_fps for t in done], key=key),
-        Series("throughput_trial_loss", "%", trials.times,
+        Series("throughput_trial_loss", "%", times,
                [100 * t.loss_ratio for t in done], key=key)]
     out.raw += trials.raw
 
@@ -412,7 +511,7 @@ KIND = register(Kind(
     figures=lambda _test, _outcomes, _end: ([], [], {}),
     headline=("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps",
               "generator_limited"),
-    metrics=METRICS, notes=("short_trials",), keyed="frames",
+    metrics=METRICS, notes=("short_trials", "generator"), keyed="frames",
     flow=FlowTool(tool="iperf3", package="iperf3", bulk=True, rtt=False,
                   media_type="application/json", server=lambda _f, _i, _p: None,
                   client=_unused_client, collect=lambda *_a: None,

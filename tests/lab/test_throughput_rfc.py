@@ -1,0 +1,75 @@
+"""RFC 2544's figures beside the NDR, known answers through a shaped link: the frame loss
+curve (section 26.3), back-to-back frames (26.4) and the test frames' own one-way
+latency (26.2), with hoplab-gen, the generator named in the run's metadata.
+
+Through R frames/s behind HTB's bucket of B frames (hoplab.lab.shaping.burst_bytes over
+the frame's 1514 bytes) and a queue of Q frames, a trial of T seconds at G frames/s
+delivers R x T + B + Q frames at most: loss 1 - (R x T + B + Q) / (G x T). A burst at G
+frames/s is forwarded whole while N <= (Q + B) / (1 - R / G).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hoplab.lab.shaping import burst_bytes
+from hoplab.store import open_store
+from hoplab.tools import hoplab_gen
+from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name
+
+pytestmark = [pytest.mark.root, pytest.mark.slow,
+              pytest.mark.skipif(hoplab_gen.binary() is None,
+                                 reason="hoplab-gen is built by make setup (make gen)")]
+
+RATE, QUEUE, FRAME, DELAY_MS = 50_000_000, 20, 1514, 5.0
+R = RATE / (FRAME * 8)
+B = burst_bytes(RATE) / FRAME
+TRIAL_S = 1.0
+
+
+def _run(tmp_path: Path) -> tuple[dict[str, float], dict[str, str]]:
+    name = new_lab_name()
+    (tmp_path / "lab.toml").write_text(
+        f'name = "{name}"\n[addressing]\nipv6 = false\n[nodes.client]\n[nodes.r]\n'
+        f'[nodes.server]\n[[links]]\nbetween = ["client", "r"]\n[[links]]\n'
+        f'between = ["r", "server"]\nrate = "{RATE}bit"\nqueue = {QUEUE}\n'
+        f'delay = "{DELAY_MS:g}ms"\n')
+    (tmp_path / "exp.toml").write_text(
+        'lab = "lab.toml"\n[[tests]]\nname = "rfc"\nkind = "throughput"\nfrom = "client"\n'
+        f'to = "server"\nframe_sizes = [1518]\ntrial = "{TRIAL_S:g}s"\ndrain = "0.5s"\n'
+        'precision = "1%"\nloss_curve = true\nback_to_back = true\n'
+        'generator = "hoplab-gen"\n')
+    db = tmp_path / "runs.db"
+    proc = hoplab("run", str(tmp_path / "exp.toml"), "--db", str(db), "--json",
+                  "--lab-name", name, timeout=900)
+    assert lab_namespaces(name) == set(), "the run left namespaces behind"
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert run["status"] == "ok", run["error"]
+    with open_store(str(db)) as store:
+        rec = store.get_run(run["id"])
+    return ({f"{m.name} {m.key}": m.value for m in rec.metrics if m.flow is None},
+            {k: str(v) for k, v in rec.metadata.items()})
+
+
+def test_loss_curve_back_to_back_and_tagged_latency_through_50_mbit(tmp_path: Path) -> None:
+    got, meta = _run(tmp_path)
+    assert meta["generator"] == "hoplab-gen"
+    curve = sorted(k.split()[-1] for k in got if k.startswith("frame_loss "))
+    assert curve[0] == "100%" or "100%" in curve
+    for key in (k for k in got if k.startswith("frame_loss ")):
+        pct = key.split()[-1]
+        g = got[f"frame_loss_offered_fps 1518 {pct}"]
+        want = 100 * max(0.0, 1 - (R * TRIAL_S + B + QUEUE) / (g * TRIAL_S))
+        assert abs(got[key] - want) <= 1.0, (pct, got[key], want)
+    g = got["back_to_back_fps 1518"]
+    want = (QUEUE + B) / (1 - R / g)
+    assert abs(got["back_to_back_frames 1518"] / want - 1) <= 0.1, (got, want)
+    # One-way: the link's delay, plus at most what the queue and bucket hold at R.
+    median = got["ndr_one_way_ms 1518 median"]
+    assert DELAY_MS <= median <= DELAY_MS + 1000 * (QUEUE + B) / R + 1.0, got
+    assert got["ndr_one_way_ms 1518 max"] >= got["ndr_one_way_ms 1518 p99"] >= median
+    assert got["ndr_out_of_order 1518"] == 0.0
