@@ -210,7 +210,8 @@ register(
 )
 
 # RFC 2544 throughput (the throughput kind), each keyed by its frame size ("64", "imix";
-# "64 up" when a test searches both ways; "64 0.5%" for a second loss target): the
+# "64 up" and "64 down" beside "64" for each direction of a test of both at once; "64
+# 0.5%" for a second loss target): the
 # highest rate with no loss (NDR) or loss within a target (PDR), in frames/s and in bit/s
 # of whole frames with their FCS, as RFC 2544 counts them.
 register(

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,9 +29,18 @@ from hoplab.analysis.ndr import Phase as SearchPhase
 from hoplab.analysis.ndr import Search, Trial, bounds_hints, phases
 from hoplab.errors import HoplabError
 from hoplab.kind_registry import FlowTool, Kind, Option, Reader, register
-from hoplab.kinds import throughput_curve, throughput_tagged
 from hoplab.kinds.flow import address
-from hoplab.kinds.procedure import Context, Result
+from hoplab.kinds.procedure import Context, Result, Running
+from hoplab.kinds.throughput_both import Both
+from hoplab.kinds.throughput_curve import (
+    BURST_S,
+    Runner,
+    b2b_metrics,
+    back_to_back,
+    curve_metrics,
+    loss_curve,
+)
+from hoplab.kinds.throughput_tagged import measure as tagged_latency
 from hoplab.nodes.executor import Executor
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.spec import option_values as ov
@@ -126,7 +134,9 @@ OPTIONS: dict[str, Option] = {
     "precision": Option(_precision, "the search stops when the rate found is known to "
                                     "within this share of it", '`"0.5%"`'),
     "direction": Option(choice(("up", "down", "both")), "up (from -> to), down, or both "
-                                                       "(one search each)", "up"),
+                                                       "at once (RFC 2544's bidirectional "
+                                                       "test: a trial fails if either "
+                                                       "direction loses)", "up"),
     "drain": Option(_drain, "wait for late frames after each trial (RFC 2544 section 23)",
                     '`"2s"`'),
     "family": Option(ov.family, "4 or 6", "4"),
@@ -185,12 +195,9 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
                              generator=o.get("generator", "auto"),
                              loss_curve=o.get("loss_curve", False),
                              back_to_back=o.get("back_to_back", False))
-    direction = o.get("direction", "up")
-    ways = ("up", "down") if direction == "both" else (direction,)
-    flows = [Flow(name=name if len(ways) == 1 else f"{name}.{way}", kind="throughput",
-                  src=src, dst=dst, direction=way, family=family, options=opts)
-             for way in ways]
-    return flows, [Phase("load", 0.0, 0.0)]
+    flow = Flow(name=name, kind="throughput", src=src, dst=dst,
+                direction=o.get("direction", "up"), family=family, options=opts)
+    return [flow], [Phase("load", 0.0, 0.0)]
 
 
 def _run(ex: Executor, argv: list[str], what: str, input: str | None = None) -> str:
@@ -240,10 +247,10 @@ class _Trials:
     frames cannot absorb: a search with it finds the generator's bursts, not the path."""
 
     def __init__(self, ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
-                 table: str) -> None:
+                 table: str, way: str) -> None:
         self.ctx, self.flow, self.opts, self.table = ctx, flow, opts, table
-        self.key = _key(ctx.test.flows, flow, size)
-        self.sender, self.receiver = ((flow.dst, flow.src) if flow.direction == "down"
+        self.key = size if flow.direction != "both" else f"{size} {way}"
+        self.sender, self.receiver = ((flow.dst, flow.src) if way == "down"
                                       else (flow.src, flow.dst))
         self.tx, self.rx = ctx.nodes[self.sender], ctx.nodes[self.receiver]
         self.dst = address(ctx.plan, self.receiver, flow.family)
@@ -294,16 +301,20 @@ class _Trials:
         length = ["-t", "1"] if frames is None else ["-k", str(max(flows, frames))]
         return [*argv, "-b", str(bps), *length]
 
-    def send(self, fps: float | None, seconds: float, frames: int | None = None
-             ) -> tuple[int, float]:
-        """Every stream at once, at `fps` for `seconds`, or unpaced: `frames` in a burst,
-        or for one second when None; (datagrams sent, the longest stream's seconds)."""
+    def start(self, fps: float | None, seconds: float, frames: int | None = None
+              ) -> list[Running]:
+        """Every stream's sender, at `fps` for `seconds`, or unpaced: `frames` in a
+        burst, or for one second when None."""
         procs = []
         for s in self.streams:
             n = (round(fps * s.share * seconds) if fps is not None
                  else None if frames is None else max(1, round(frames * s.share)))
             procs.append(self.ctx.launcher.start(f"{self.generator} {self.key} {s.port}",
                                                  self.sender, self._argv(s, fps, n)))
+        return procs
+
+    def collect(self, procs: list[Running], seconds: float) -> tuple[int, float]:
+        """(datagrams sent, the longest stream's seconds) once every sender is done."""
         limit = time.time() + seconds + 30
         for proc in procs:
             while proc.poll() is None:
@@ -317,6 +328,10 @@ class _Trials:
             n, t = parse(proc.output().decode(errors="replace"))
             sent, took = sent + n, max(took, t)
         return sent, took
+
+    def send(self, fps: float | None, seconds: float, frames: int | None = None
+             ) -> tuple[int, float]:
+        return self.collect(self.start(fps, seconds, frames), seconds)
 
     def ceiling(self) -> float:
         """The generator's own rate with no pacing, for one second."""
@@ -370,11 +385,6 @@ def _generator(choice: str) -> str | None:
     return None if exe is None else str(exe)
 
 
-def _key(flows: Sequence[Flow], flow: Flow, size: str) -> str:
-    """The figures' key: the frame size, and the direction when the test searches both."""
-    return size if len(flows) == 1 else f"{size} {flow.direction}"
-
-
 def _size_bits(size: str) -> float:
     """Bits on the wire per frame as RFC 2544 counts them (FCS included; imix: its mean)."""
     if size == "imix":
@@ -411,18 +421,19 @@ def _search(trials: TrialRunner, opts: ThroughputOptions, ceiling: float
     return search, done, invalid
 
 
-def _extras(trials: _Trials, opts: ThroughputOptions, search: Search) -> list[Metric]:
+def _extras(runner: Runner, key: str, opts: ThroughputOptions,
+            search: Search) -> list[Metric]:
     """RFC 2544's frame loss curve and back-to-back frames, where asked for."""
     out: list[Metric] = []
     if opts.loss_curve:
-        curve = throughput_curve.loss_curve(trials, search.ceiling_fps, opts.trial_s,
+        curve = loss_curve(runner, search.ceiling_fps, opts.trial_s,
                                             opts.drain_s)
-        out += throughput_curve.curve_metrics(curve, trials.key)
+        out += curve_metrics(curve, key)
     if opts.back_to_back:
-        frames, decided = throughput_curve.back_to_back(
-            trials, round(search.ceiling_fps * throughput_curve.BURST_S), opts.drain_s,
+        frames, decided = back_to_back(
+            runner, round(search.ceiling_fps * BURST_S), opts.drain_s,
             opts.precision_pct / 100)
-        out += throughput_curve.b2b_metrics(frames, decided, trials.key)
+        out += b2b_metrics(frames, decided, key)
     return out
 
 
@@ -435,7 +446,7 @@ def _latency(ctx: Context, flow: Flow, trials: _Trials, opts: ThroughputOptions,
     if trials.gen is None:
         return trials.latency(ndr, opts.trial_s)
     trials.close()  # the frames must reach the receiver's socket
-    tagged = throughput_tagged.measure(
+    tagged = tagged_latency(
         ctx, trials.gen, trials.receiver, trials.dst, [st.port for st in trials.streams],
         lambda: trials.send(ndr, opts.trial_s), opts.trial_s, opts.drain_s, out.raw,
         f"{flow.name} {trials.key}")
@@ -445,46 +456,87 @@ def _latency(ctx: Context, flow: Flow, trials: _Trials, opts: ThroughputOptions,
 
 def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
               out: Result) -> None:
-    table = f"hoplab_rx_{ctx.test.flows.index(flow)}"
-    trials = _Trials(ctx, flow, opts, size, table)
+    index = ctx.test.flows.index(flow)
+    ways = ("up", "down") if flow.direction == "both" else (flow.direction,)
+    trials: list[_Trials] = []
     try:
-        search, done, invalid = _search(trials, opts, trials.ceiling())
-        times = list(trials.times)  # the search's: the loss curve's trials come after
-        out.metrics += _extras(trials, opts, search)
-        rtts = _latency(ctx, flow, trials, opts, search.answer(min(opts.losses_pct) / 100),
-                        out)
+        for way in ways:
+            trials.append(_Trials(ctx, flow, opts, size, f"hoplab_rx_{index}_{way}", way))
+        runner: Runner = (trials[0] if len(trials) == 1
+                                           else Both(ctx, trials))
+        search, done, invalid = _search(runner, opts, min(t.ceiling() for t in trials))
+        times = list(trials[0].times)  # the search's: the loss curve's trials come after
+        out.metrics += _extras(runner, size, opts, search)
+        ndr = search.answer(min(opts.losses_pct) / 100)
+        # Latency at the NDR: each direction on its own.
+        rtts = {t.key: _latency(ctx, flow, t, opts, ndr, out) for t in trials}
     finally:
-        trials.close()
-    out.notes["generator"] = trials.generator
-    key = trials.key
-    # The ceiling as the search ends: lower than measured alone when the generator could
-    # not keep that rate in trials.
-    out.metrics += [Metric("generator_fps", search.ceiling_fps, "frames/s", key=key),
-                    Metric("invalid_trials", float(invalid), "count", key=key)]
+        for t in trials:
+            t.close()
+    out.notes["generator"] = trials[0].generator
+    out.metrics += [Metric("generator_fps", search.ceiling_fps, "frames/s", key=size),
+                    Metric("invalid_trials", float(invalid), "count", key=size)]
+    out.metrics += _answers(search, size, opts, size)
+    out.series += _trial_series(size, times, done)
+    if isinstance(runner, Both):
+        for one, mine in zip(trials, runner.per_way, strict=True):
+            out.metrics += _way_answers(search, done, mine, one.key, size, opts)
+            out.series += _trial_series(one.key, times, mine[:len(done)])
+    for key, rtt in rtts.items():
+        out.metrics += _rtt_metrics(key, rtt)
+    for t in trials:
+        out.raw += t.raw
+
+
+def _answers(search: Search, size: str, opts: ThroughputOptions, key: str) -> list[Metric]:
+    out: list[Metric] = []
     for pct in opts.losses_pct:
         target = pct / 100
         fps = search.answer(target)
         prefix = "ndr" if pct == 0 else "pdr"
         tkey = key if len(opts.losses_pct) == 1 or pct == 0 else f"{key} {pct:g}%"
-        out.metrics += [
-            Metric(f"{prefix}_fps", fps, "frames/s", key=tkey),
-            Metric(f"{prefix}_bps", fps * _size_bits(size), "bit/s", key=tkey),
-            Metric("generator_limited", float(search.limited_by_generator(target)), "flag",
-                   key=tkey)]
-    if rtts:
-        q = (statistics.quantiles(rtts, n=100, method="inclusive") if len(rtts) > 1
-             else rtts * 99)
-        out.metrics += [Metric("ndr_latency_ms", statistics.median(rtts), "ms",
-                               key=f"{key} median"),
-                        Metric("ndr_latency_ms", q[98], "ms", key=f"{key} p99")]
-    out.series += [
-        Series("throughput_trial", "frames/s", times, [t.rate_fps for t in done],
-               key=key),
-        Series("throughput_trial_achieved", "frames/s", times,
-               [t.achieved_fps for t in done], key=key),
-        Series("throughput_trial_loss", "%", times,
-               [100 * t.loss_ratio for t in done], key=key)]
-    out.raw += trials.raw
+        out += [Metric(f"{prefix}_fps", fps, "frames/s", key=tkey),
+                Metric(f"{prefix}_bps", fps * _size_bits(size), "bit/s", key=tkey),
+                Metric("generator_limited", float(search.limited_by_generator(target)),
+                       "flag", key=tkey)]
+    return out
+
+
+def _way_answers(search: Search, done: list[Trial], mine: list[Trial], key: str, size: str,
+                 opts: ThroughputOptions) -> list[Metric]:
+    """One direction's rate in the trial that decided each answer of a search of both."""
+    out: list[Metric] = []
+    offset = len(done) - len(search.history)
+    for pct in opts.losses_pct:
+        target = pct / 100
+        lo = search.bounds(target)[0]
+        deciding = [i for i, t in enumerate(search.history)
+                    if any(t is v for v in search.trials) and t.rate_fps == lo
+                    and t.loss_ratio <= target]
+        fps = max((mine[offset + i].achieved_fps for i in deciding), default=0.0)
+        prefix = "ndr" if pct == 0 else "pdr"
+        tkey = key if len(opts.losses_pct) == 1 or pct == 0 else f"{key} {pct:g}%"
+        out += [Metric(f"{prefix}_fps", fps, "frames/s", key=tkey),
+                Metric(f"{prefix}_bps", fps * _size_bits(size), "bit/s", key=tkey)]
+    return out
+
+
+def _trial_series(key: str, times: list[float], done: list[Trial]) -> list[Series]:
+    return [Series("throughput_trial", "frames/s", times, [t.rate_fps for t in done],
+                   key=key),
+            Series("throughput_trial_achieved", "frames/s", times,
+                   [t.achieved_fps for t in done], key=key),
+            Series("throughput_trial_loss", "%", times,
+                   [100 * t.loss_ratio for t in done], key=key)]
+
+
+def _rtt_metrics(key: str, rtts: list[float]) -> list[Metric]:
+    if not rtts:
+        return []
+    q = (statistics.quantiles(rtts, n=100, method="inclusive") if len(rtts) > 1
+         else rtts * 99)
+    return [Metric("ndr_latency_ms", statistics.median(rtts), "ms", key=f"{key} median"),
+            Metric("ndr_latency_ms", q[98], "ms", key=f"{key} p99")]
 
 
 def _procedure(ctx: Context) -> Result:
