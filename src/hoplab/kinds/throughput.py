@@ -41,7 +41,7 @@ from hoplab.kinds.throughput_curve import (
     loss_curve,
 )
 from hoplab.kinds.throughput_tagged import measure as tagged_latency
-from hoplab.nodes.executor import Executor
+from hoplab.nodes.executor import LOCAL_MACHINE, Executor
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
@@ -151,8 +151,9 @@ OPTIONS: dict[str, Option] = {
                                   "beside them with iperf3 (ndr_latency_ms)", "true"),
     "generator": Option(choice(("auto", "hoplab-gen", "iperf3")),
                         "the frame generator: hoplab-gen (evenly spaced sendmmsg batches, "
-                        "gen/), iperf3, or auto: hoplab-gen where it is installed; the "
-                        "run's metadata names the one that ran", "auto"),
+                        "gen/), iperf3, or auto: hoplab-gen where it is installed and "
+                        "both ends are on this machine; the run's metadata names the one "
+                        "that ran", "auto"),
     "loss_curve": Option(parse_bool, "RFC 2544's frame loss rate (section 26.3): trials at "
                                      "100 %, 90 %, ... of the generator's ceiling until two "
                                      "lose nothing (frame_loss, keys \"SIZE PCT%\")", "false"),
@@ -258,7 +259,8 @@ class _Trials:
         dev = iproute_json.route(_run(self.rx, iproute_json.route_get_argv(src),
                                       "ip route get"), src).dev
         self.streams = _streams(size, flow.family)
-        self.gen = _generator(opts.generator)
+        self.gen = _generator(opts.generator, all(
+            ex.machine == LOCAL_MACHINE for ex in (self.tx, self.rx)))
         if self.gen is None:
             # One server per stream for every trial of the search (not one-off: -1).
             servers = [ctx.launcher.start(f"iperf3 server {self.key} {s.port}",
@@ -374,14 +376,15 @@ class _Trials:
         return [r.rtt_s * 1000 for r in ping.parse(text).replies if r.rtt_s is not None]
 
 
-def _generator(choice: str) -> str | None:
-    """hoplab-gen's path, or None for iperf3: `auto` takes hoplab-gen where installed."""
-    if choice == "iperf3":
+def _generator(choice: str, local: bool) -> str | None:
+    """hoplab-gen's path, or None for iperf3: `auto` takes hoplab-gen where it is
+    installed and both ends are on this machine (it is not copied to devices)."""
+    if choice == "iperf3" or (choice == "auto" and not local):
         return None
     exe = hoplab_gen.binary()
-    if exe is None and choice == "hoplab-gen":
-        raise HoplabError("generator = \"hoplab-gen\" but it is not installed (make setup "
-                          "builds it; or set HOPLAB_GEN to its path)")
+    if choice == "hoplab-gen" and (exe is None or not local):
+        raise HoplabError("generator = \"hoplab-gen\" needs it installed (make setup builds "
+                          "it; or set HOPLAB_GEN to its path) and both ends on this machine")
     return None if exe is None else str(exe)
 
 
