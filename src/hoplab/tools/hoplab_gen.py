@@ -1,8 +1,8 @@
 """hoplab-gen (gen/, a Rust program `make setup` builds into the venv): the throughput
 kind's frame generator. argv builders and pure parsers of its one-line JSON reports.
 
-`send` spaces frames evenly in timed sendmmsg batches (at most 20 us of frames in one)
-and, behind its schedule by more than 10 frames (or 0.5 ms), starts its schedule again
+`send` spaces frames evenly in timed sendmmsg batches (at most 20 us of frames in one),
+sleeping through each gap at real-time priority, and, behind its schedule by more than 10 frames (or 0.5 ms), starts its schedule again
 instead of catching up in a burst: a stall shows in its own record, frames sent over its
 sending time, which the search judges (hoplab.analysis.ndr). `recv` counts stamped
 frames (sequence number and send time in the first 12 bytes of the payload) and gives
