@@ -4,7 +4,9 @@
 //!
 //! send: frames (UDP datagrams of BYTES of payload) to ADDR:P from F sockets (distinct
 //! source ports, so RSS spreads them), evenly spaced at FPS (none: as fast as it can),
-//! until N are sent or S seconds passed; prints {"sent", "seconds", "resets", "batch"}.
+//! until N are sent or S seconds passed; prints {"sent", "refused", "seconds", "resets",
+//! "batch"}: paced, "sent" counts the frames offered, "refused" those of them the kernel
+//! could not take at their time (counted as offered: the path did not take them).
 //! recv: counts stamped frames on port P until none came for S seconds (after the
 //! first) or --max passed; prints {"received", "out_of_order", "latency_us"}.
 
@@ -99,9 +101,13 @@ impl Sender {
         Ok(Sender { socks, bufs, seq: 0 })
     }
 
-    /// Sends `n` frames (at most MAX_BATCH) in one sendmmsg on flow `flow`; the number
-    /// sent. A refusal (ICMP port unreachable from an earlier frame) is not a stop.
-    fn batch(&mut self, n: usize, flow: usize) -> io::Result<usize> {
+    /// Sends `n` frames (at most MAX_BATCH) in one sendmmsg on flow `flow`: (frames the
+    /// kernel took, frames it refused). Paced (`wait` false), a frame the kernel cannot
+    /// take now (its socket buffer full of frames the path has not taken: a veth's peer
+    /// pushes back) is refused, not waited for: it was offered at its time, and a
+    /// generator that waited would fall behind its schedule. A refusal of the socket
+    /// (ICMP port unreachable from an earlier frame) is not a stop.
+    fn batch(&mut self, n: usize, flow: usize, wait: bool) -> io::Result<(usize, usize)> {
         let stamp_ns = now_ns(libc::CLOCK_REALTIME);
         let mut iov: Vec<libc::iovec> = Vec::with_capacity(n);
         for buf in self.bufs.iter_mut().take(n) {
@@ -117,20 +123,23 @@ impl Sender {
             m.msg_hdr.msg_iovlen = 1;
         }
         let fd = self.socks[flow % self.socks.len()].as_raw_fd();
+        let flags = if wait { 0 } else { libc::MSG_DONTWAIT };
         let mut done = 0usize;
         while done < n {
             // SAFETY: msgs[done..] point at live iovecs and buffers.
-            let rc = unsafe { libc::sendmmsg(fd, msgs[done..].as_mut_ptr(), (n - done) as u32, 0) };
+            let rc = unsafe { libc::sendmmsg(fd, msgs[done..].as_mut_ptr(), (n - done) as u32, flags) };
             if rc < 0 {
                 let e = io::Error::last_os_error();
                 match e.raw_os_error() {
-                    Some(libc::ECONNREFUSED) | Some(libc::EINTR) | Some(libc::ENOBUFS) => continue,
+                    Some(libc::ECONNREFUSED) | Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) if !wait => return Ok((done, n - done)),
+                    Some(libc::ENOBUFS) => continue,
                     _ => return Err(e),
                 }
             }
             done += rc as usize;
         }
-        Ok(done)
+        Ok((done, 0))
     }
 }
 
@@ -157,7 +166,8 @@ fn send(a: &Args) -> Result<String, String> {
     let limit = start + (seconds.min(1e6) * 1e9) as u64;
     let mut sched = (rate > 0.0).then(|| Schedule::new(rate, start));
     let batch = sched.as_ref().map_or(MAX_BATCH, |s| s.batch);
-    let (mut sent, mut first, mut last, mut k) = (0u64, 0u64, start, 0usize);
+    // `sent` counts the frames offered: those the kernel took and those it refused.
+    let (mut sent, mut refused, mut first, mut last, mut k) = (0u64, 0u64, 0u64, start, 0usize);
     while sent < count {
         if let Some(s) = &sched {
             wait_until(s.due_ns());
@@ -170,7 +180,9 @@ fn send(a: &Args) -> Result<String, String> {
             first = now;
         }
         let n = batch.min(count - sent) as usize;
-        sent += tx.batch(n, k).map_err(|e| format!("sendmmsg: {e}"))? as u64;
+        let (took, no) = tx.batch(n, k, sched.is_none()).map_err(|e| format!("sendmmsg: {e}"))?;
+        sent += (took + no) as u64;
+        refused += no as u64;
         k += 1;
         last = now_ns(libc::CLOCK_MONOTONIC);
         if let Some(s) = &mut sched {
@@ -183,7 +195,8 @@ fn send(a: &Args) -> Result<String, String> {
         None => (last - first) as f64 / 1e9,
     };
     let resets = sched.as_ref().map_or(0, |s| s.resets);
-    Ok(format!("{{\"sent\": {sent}, \"seconds\": {took:.9}, \"resets\": {resets}, \"batch\": {batch}}}"))
+    Ok(format!("{{\"sent\": {sent}, \"refused\": {refused}, \"seconds\": {took:.9}, \
+                \"resets\": {resets}, \"batch\": {batch}}}"))
 }
 
 const RX_BATCH: usize = 64;

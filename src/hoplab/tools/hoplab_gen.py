@@ -2,9 +2,10 @@
 kind's frame generator. argv builders and pure parsers of its one-line JSON reports.
 
 `send` spaces frames evenly in timed sendmmsg batches (at most 20 us of frames in one),
-sleeping through each gap at real-time priority, and, behind its schedule by more than 10 frames (or 0.5 ms), starts its schedule again
-instead of catching up in a burst: a stall shows in its own record, frames sent over its
-sending time, which the search judges (hoplab.analysis.ndr). `recv` counts stamped
+sleeping through each gap at real-time priority, and, behind its schedule by more than
+10 frames (or 0.5 ms), starts its schedule again instead of catching up in a burst: a
+stall shows in its own record, frames sent over its sending time, which the search
+judges (hoplab.analysis.ndr). `recv` counts stamped
 frames (sequence number and send time in the first 12 bytes of the payload) and gives
 their one-way latency on the machine's clock and the share out of order.
 """
@@ -60,7 +61,9 @@ def recv_argv(exe: str, bind: str, port: int, idle_s: float, max_s: float) -> li
 
 
 def sent(text: str) -> tuple[int, float]:
-    """(frames sent, seconds of sending) from `send`'s report."""
+    """(frames offered, seconds of sending) from `send`'s report. Paced, the frames the
+    kernel refused at their time (a full socket buffer: the path's ingress pushing back,
+    as a veth's peer does) count as offered, and lost: the path did not take them."""
     doc = load_json(BINARY, text.strip().splitlines()[-1] if text.strip() else text)
     n, s = doc.get("sent"), doc.get("seconds")
     if not isinstance(n, int) or not isinstance(s, int | float) or s <= 0:
