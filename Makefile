@@ -28,7 +28,7 @@ WIRE_BIN := $(BIN)/hoplab-wire
 
 all: setup
 
-setup: system rust venv wire inferno fold
+setup: system rust venv wire inferno fold gen
 
 # System packages: only those not installed yet; never pulls recommends
 # (wireguard-tools would otherwise bring a whole kernel image).
@@ -107,6 +107,24 @@ fold-test:
 	$(CARGO) clippy --locked --quiet --all-targets --manifest-path $(FOLD_DIR)/Cargo.toml \
 		-- -D warnings
 
+# The frame generator and receiver of the throughput kind (docs/experiment-format.md),
+# installed next to the venv's python like the wire.
+.PHONY: gen gen-test
+GEN_DIR := gen
+GEN_SRC := $(wildcard $(GEN_DIR)/src/*.rs) $(GEN_DIR)/Cargo.toml $(GEN_DIR)/Cargo.lock
+GEN_BIN := $(BIN)/hoplab-gen
+
+gen: $(GEN_BIN)
+
+$(GEN_BIN): $(GEN_SRC) | $(STAMP) rust
+	$(CARGO) build --release --locked --quiet --manifest-path $(GEN_DIR)/Cargo.toml
+	install -m 0755 $(GEN_DIR)/target/release/hoplab-gen $@
+
+gen-test:
+	$(CARGO) test --locked --quiet --manifest-path $(GEN_DIR)/Cargo.toml
+	$(CARGO) clippy --locked --quiet --all-targets --manifest-path $(GEN_DIR)/Cargo.toml \
+		-- -D warnings
+
 # FlameGraph's stackcollapse-perf.pl (CDDL), the reference bench/profile.py times hoplab
 # fold against and tests/unit/test_fold_reference.py checks its stored outputs with when
 # it is here: fetched at a pinned commit into build/, never committed. Not part of setup:
@@ -151,7 +169,7 @@ HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 # Every example run to its end, two at a time: each builds its own lab and no figure of
 # theirs is held to a timing bound (the other lab tests run one at a time).
 EXAMPLES_TEST = tests/lab/test_examples_run.py
-test: setup lint typecheck wire-test fold-test
+test: setup lint typecheck wire-test fold-test gen-test
 	$(BIN)/python -m compileall -q src
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 $(EXAMPLES_TEST)
@@ -166,4 +184,4 @@ clean:
 	-$(BIN)/hoplab clean
 
 distclean: clean
-	rm -rf $(VENV) build *.egg-info $(WIRE_DIR)/target
+	rm -rf $(VENV) build *.egg-info $(WIRE_DIR)/target $(FOLD_DIR)/target $(GEN_DIR)/target

@@ -1,19 +1,25 @@
-"""Which frame generator the throughput kind uses, by measurement: iperf3 over UDP (its
-pacing timer at 100 us) against trafgen (netsniff-ng, a memory-mapped ring), on this
-machine, through a lab of client - r - server whose r -> server link is shaped to
-50 Mbit/s with a queue of 20 frames (HTB's bucket: 64 KiB + one frame).
+"""Which frame generator the throughput kind uses, by measurement: hoplab-gen (gen/:
+timed sendmmsg batches, real-time priority), iperf3 over UDP (its pacing timer at
+100 us) and trafgen (netsniff-ng, a memory-mapped ring), on this machine, side by side.
 
-    .venv/bin/python bench/generators.py
+    .venv/bin/python bench/generators.py               # 60 s at the NDR, as the issue asks
+    .venv/bin/python bench/generators.py --seconds 10  # a quick look
 
-For each generator it prints its ceiling (frames/s sent with no pacing, 64- and
-1518-byte frames) and how many frames a paced stream well below the link's rate loses
-(1518-byte frames at 100 and 2,000 frames/s, 1.2 and 24 Mbit/s): a generator that paces
-evenly loses none; one that sends bursts loses what the bucket and queue cannot hold.
+For each generator it prints
+- its ceiling: frames/s of 64 and 1518 bytes sent unpaced for a second from one core,
+  client -> r over veth (the target is 1,000,000 of 64 bytes);
+- its spacing: the loss of 64-byte frames sent for --seconds at the computed no-drop
+  rate of a 10 Mbit/s HTB shaper with a queue of 20 frames, r -> server
+  (10e6 / (60 x 8) + (bucket / 60 + 20) / T frames/s: a bucket and queue the rate fills
+  exactly). A generator that spaces its frames evenly loses none; one that sends bursts,
+  or stalls and catches up, loses what the 20-frame queue cannot hold;
+- the rate it achieved in that run (its frames over its own sending time).
 Needs root.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -21,12 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from hoplab.lab.shaping import burst_bytes
 from hoplab.lab.where import netns_prefix
-from hoplab.tools import iproute_json, rxcount, trafgen
+from hoplab.tools import hoplab_gen, iproute_json, rxcount, trafgen
 
 HOPLAB = str(Path(sys.executable).with_name("hoplab"))
-LAB = """name = "genbench"
+RATE_BPS, QUEUE = 10_000_000, 20
+LAB = f"""name = "genbench"
 [addressing]
 ipv6 = false
 [nodes.client]
@@ -36,8 +44,8 @@ ipv6 = false
 between = ["client", "r"]
 [[links]]
 between = ["r", "server"]
-rate = "50mbit"
-queue = 20
+rate = "{RATE_BPS}bit"
+queue = {QUEUE}
 """
 PORT = 5201
 
@@ -55,69 +63,93 @@ def counted() -> int:
     return rxcount.frames(sh(ns("server") + rxcount.read_argv("genbench")))
 
 
-def trafgen_send(conf: str, frames: int, fps: float | None) -> tuple[int, float]:
-    t = time.perf_counter()
-    out = sh(ns("client") + trafgen.argv("eth0", conf, frames, fps))
-    return trafgen.frames_sent(out), time.perf_counter() - t
+def ndr_fps(seconds: float) -> float:
+    """The computed no-drop rate of 64-byte frames (60 bytes to HTB) for a trial."""
+    return RATE_BPS / (60 * 8) + (burst_bytes(RATE_BPS) / 60 + QUEUE) / seconds
 
 
-def iperf3_send(dst: str, payload: int, frames: int, fps: float | None) -> tuple[int, float]:
-    argv = ["iperf3", "-c", dst, "-p", str(PORT), "-u", "-l", str(payload), "-J",
-            "--pacing-timer", "100"]
-    argv += ["-b", "0", "-t", "1"] if fps is None else [
-        "-b", str(round(fps * payload * 8)), "-k", str(frames)]
-    total = json.loads(sh(ns("client") + argv))["end"]["sum"]
-    return int(total["packets"]), float(total["seconds"])
+class Gen:
+    def __init__(self, name: str, dst: str, confs: dict[int, str]) -> None:
+        self.name, self.dst, self.confs = name, dst, confs
+
+    def send(self, size: int, frames: int | None, fps: float | None) -> tuple[int, float]:
+        """(frames sent, seconds): `frames` at `fps`, or unpaced for a second."""
+        payload = trafgen.payload_bytes(size, 4)
+        if self.name == "hoplab-gen":
+            exe = str(hoplab_gen.binary())
+            argv = hoplab_gen.send_argv(exe, self.dst, PORT, payload, fps=fps, frames=frames,
+                                        seconds=1.0 if frames is None else None)
+            return hoplab_gen.sent(sh(ns("client") + argv))
+        if self.name == "trafgen":
+            t = time.perf_counter()
+            out = sh(ns("client") + trafgen.argv("eth0", self.confs[size],
+                                                 frames or 2_000_000, fps))
+            return trafgen.frames_sent(out), time.perf_counter() - t
+        argv = ["iperf3", "-c", self.dst, "-p", str(PORT), "-u", "-l", str(payload), "-J",
+                "--pacing-timer", "100"]
+        argv += ["-b", "0", "-t", "1"] if fps is None else [
+            "-b", str(round(fps * payload * 8)), "-k", str(frames)]
+        total = json.loads(sh(ns("client") + argv))["end"]["sum"]
+        return int(total["packets"]), float(total["seconds"])
+
+
+def addresses() -> tuple[str, str, str, str]:
+    """(server address, client address, client MAC, next hop's MAC)."""
+    def addr(node: str) -> str:
+        doc = json.loads(sh([*ns(node), "ip", "-j", "-4", "addr", "show", "eth0"]))
+        return str(doc[0]["addr_info"][0]["local"])
+    dst, src = addr("server"), addr("client")
+    route = iproute_json.route(sh(ns("client") + iproute_json.route_get_argv(dst)), dst)
+    sh([*ns("client"), "ping", "-c", "1", "-W", "1", dst])
+    src_mac = iproute_json.mac(sh(ns("client") + iproute_json.link_argv("eth0")), "eth0")
+    nh_mac = iproute_json.neighbour_mac(sh(ns("client") + iproute_json.neigh_argv(
+        route.next_hop, route.dev)))
+    assert nh_mac is not None
+    return dst, src, src_mac, nh_mac
+
+
+def bench(tmp: str, seconds: float) -> None:
+    dst, src, src_mac, nh_mac = addresses()
+    confs: dict[int, str] = {}
+    for size in (64, 1518):
+        confs[size] = str(Path(tmp) / f"{size}.cfg")
+        Path(confs[size]).write_text(trafgen.config(trafgen.Stream(
+            src_mac, nh_mac, src, dst, size, PORT)))
+    sh(ns("server") + rxcount.load_argv(), input=rxcount.ruleset(
+        "genbench", "eth0", [(PORT, trafgen.payload_bytes(s, 4) + 8) for s in (64, 1518)]))
+    fps = ndr_fps(seconds)
+    print(f"64-byte frames at {fps:,.0f}/s for {seconds:g} s through {RATE_BPS / 1e6:g} "
+          f"Mbit/s, queue {QUEUE}")
+    print("generator    ceiling 64 B   ceiling 1518 B   loss at NDR   achieved")
+    names = ["iperf3", "trafgen"] + (["hoplab-gen"] if hoplab_gen.binary() else [])
+    for name in names:
+        gen = Gen(name, dst, confs)
+        row = [f"{name:10}"]
+        for size in (64, 1518):
+            sent, took = gen.send(size, None, None)
+            row.append(f"{sent / took:12,.0f}/s")
+        before = counted()
+        sent, took = gen.send(64, round(fps * seconds), fps)
+        time.sleep(1.0)
+        got = counted() - before
+        row += [f"{100 * (sent - got) / sent:10.3f} %", f"{sent / took:9,.0f}/s"]
+        print("  ".join(row), flush=True)
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=60.0)
+    args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         lab = Path(tmp) / "lab.toml"
         lab.write_text(LAB)
         subprocess.run([HOPLAB, "lab", "up", str(lab)], check=True, capture_output=True)
         server = None
         try:
-            dst = json.loads(sh([*ns("server"), "ip", "-j", "-4", "addr", "show", "eth0"])
-                             )[0]["addr_info"][0]["local"]
-            route = iproute_json.route(sh(ns("client") + iproute_json.route_get_argv(dst)),
-                                       dst)
-            sh([*ns("client"), "ping", "-c", "1", "-W", "1", dst])
-            src_ip = json.loads(sh([*ns("client"), "ip", "-j", "-4", "addr", "show", "eth0"])
-                                )[0]["addr_info"][0]["local"]
-            src_mac = iproute_json.mac(sh(ns("client") + iproute_json.link_argv("eth0")),
-                                       "eth0")
-            nh_mac = iproute_json.neighbour_mac(sh(ns("client") + iproute_json.neigh_argv(
-                route.next_hop, route.dev)))
-            assert nh_mac is not None
             server = subprocess.Popen([*ns("server"), "iperf3", "-s", "-p", str(PORT)],
                                       stdout=subprocess.DEVNULL)
             time.sleep(0.5)  # a bench, not a test: iperf3's listen is not watched here
-            confs: dict[int, str] = {}
-            for size in (64, 1518):
-                confs[size] = str(Path(tmp) / f"{size}.cfg")
-                Path(confs[size]).write_text(trafgen.config(trafgen.Stream(
-                    src_mac, nh_mac, src_ip, dst, size, PORT)))
-            sh(ns("server") + rxcount.load_argv(), input=rxcount.ruleset(
-                "genbench", "eth0", [(PORT, trafgen.payload_bytes(s, 4) + 8)
-                                     for s in (64, 1518)]))
-            print("generator  ceiling 64 B   ceiling 1518 B   loss at 100/s   loss at 2000/s")
-            for name in ("iperf3", "trafgen"):
-                row = [name]
-                for size in (64, 1518):
-                    payload = trafgen.payload_bytes(size, 4)
-                    sent, took = (iperf3_send(dst, payload, 0, None) if name == "iperf3"
-                                  else trafgen_send(confs[size], 300_000, None))
-                    row.append(f"{sent / took:10.0f}/s")
-                for fps in (100, 2000):
-                    frames = fps * 2
-                    before = counted()
-                    payload = trafgen.payload_bytes(1518, 4)
-                    sent, _ = (iperf3_send(dst, payload, frames, fps) if name == "iperf3"
-                               else trafgen_send(confs[1518], frames, fps))
-                    time.sleep(0.5)
-                    got = counted() - before
-                    row.append(f"{100 * (sent - got) / sent:12.1f} %")
-                print("  ".join(row))
+            bench(tmp, args.seconds)
         finally:
             if server is not None:
                 server.terminate()

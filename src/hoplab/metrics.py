@@ -226,7 +226,8 @@ register(
 )
 
 # RFC 2544 throughput (the throughput kind), each keyed by its frame size ("64", "imix";
-# "64 up" when a test searches both ways; "64 0.5%" for a second loss target): the
+# "64 up" and "64 down" beside "64" for each direction of a test of both at once; "64
+# 0.5%" for a second loss target): the
 # highest rate with no loss (NDR) or loss within a target (PDR), in frames/s and in bit/s
 # of whole frames with their FCS, as RFC 2544 counts them.
 register(
@@ -244,6 +245,22 @@ register(
     # A frame size that does not fit the path's MTU (a tunnel's 1420 under 1518-byte
     # frames): that MTU, in bytes; the size has no rate, and says why.
     _m("frame_over_mtu", "B", "does not fit MTU", "neutral"),
+    # Trials whose generator sent slower than asked by more than the search's precision
+    # (its own frames over its own sending time): not evidence, repeated, counted here.
+    _m("invalid_trials", "count", "invalid trials", "lower"),
+    # The test frames' own one-way latency at the NDR (hoplab-gen stamps each with its
+    # send time; the receiver reads the same clock): keys "SIZE median", "SIZE p99",
+    # "SIZE max"; and the share of them that arrived after a later-sent one.
+    _m("ndr_one_way_ms", "ms", "one-way latency at NDR", "lower"),
+    _m("ndr_out_of_order", "%", "out of order at NDR", "lower"),
+    # RFC 2544 section 26.3's frame loss rate: keys "SIZE PCT%" (of the generator's
+    # ceiling), the loss and the rate the generator achieved in that trial.
+    _m("frame_loss", "%", "frame loss", "lower"),
+    _m("frame_loss_offered_fps", "frames/s", "frame loss trial's rate", "neutral"),
+    # Section 26.4's back-to-back frames: the longest burst forwarded whole, and the rate
+    # the generator sent that burst at.
+    _m("back_to_back_frames", "frames", "back-to-back frames", "higher"),
+    _m("back_to_back_fps", "frames/s", "back-to-back burst rate", "neutral"),
 )
 
 # Responsiveness under working conditions (draft-ietf-ippm-responsiveness; the

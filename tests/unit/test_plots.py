@@ -119,6 +119,18 @@ def test_the_ndr_axes_are_linear_from_zero_and_the_ceiling_shows_under_the_resul
     assert ceiling.get_zorder() < ndr.get_zorder() and (ceiling.get_alpha() or 1) < 0.5
 
 
+def test_throughput_draws_the_frame_loss_curve_where_a_run_has_one() -> None:
+    run = _throughput_run()
+    for pct, loss in [(100, 97.9), (90, 97.7), (80, 97.4)]:
+        run.metrics.append(Metric("frame_loss", loss, "%", key=f"1518 {pct}%"))
+    fig = figure("throughput", [run])
+    assert len(fig.axes) == 3
+    (curve,) = fig.axes[2].get_lines()
+    assert list(xs(curve)) == [80, 90, 100] and list(ys(curve)) == [97.4, 97.7, 97.9]
+    assert "1518 B" in label(curve) and "frame loss" in fig.axes[2].get_ylabel()
+    assert len(figure("throughput", [_throughput_run()]).axes) == 2
+
+
 def test_timeseries_total_is_the_summed_series_and_phases_are_marked() -> None:
     run = make_run()
     fig = figure("timeseries", [run])

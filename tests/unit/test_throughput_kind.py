@@ -66,13 +66,13 @@ def test_ipv6_frames_start_at_78_bytes(tmp_path):
     assert _load(tmp_path, "frame_sizes = [78]\nfamily = 6\n", ipv6=True).frame_sizes == ("78",)
 
 
-def test_both_directions_are_two_searches(tmp_path):
+def test_both_directions_are_one_search_of_both_at_once(tmp_path):
     (tmp_path / "lab.toml").write_text(chain3("tp", ipv6=False))
     (tmp_path / "exp.toml").write_text(
         'lab = "lab.toml"\n[[tests]]\nname = "ndr"\nkind = "throughput"\n'
         'from = "client"\nto = "server"\ndirection = "both"\n')
     flows = load_experiment(tmp_path / "exp.toml").variants[0].tests[0].flows
-    assert [(f.name, f.direction) for f in flows] == [("ndr.up", "up"), ("ndr.down", "down")]
+    assert [(f.name, f.direction) for f in flows] == [("ndr", "both")]
 
 
 def test_the_example_loads():

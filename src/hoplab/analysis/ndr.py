@@ -14,6 +14,17 @@ bounds cheaply, then each phase lengthens the trials and narrows the width, star
 from the previous phase's bounds (`phases`, and `Search.hints`). Only the last phase's
 trials, at the full trial length, decide the answer: a short trial overstates a path
 by what its queues hold. bench/ndr_search.py measures it against a single phase.
+
+A trial's loss is that trial's: no trial is repeated to pick the better. What is checked
+is the generator's own record: a trial whose achieved rate (frames sent over the
+measured sending time) falls short of the rate asked by more than the search's precision
+did not test that rate. It is kept (`invalid`, `history`) but is no evidence, so
+`next_rate()` asks for the same rate again, unless it lost frames: then what the path
+forwarded is tried first. A trial short at the ceiling brings the ceiling down to what
+it achieved less the precision (the first, where the ceiling measured unpaced meets
+pacing, is not counted); so do MAX_REPEATS short trials in a row at one rate. An answer
+at the ceiling says it is the generator's. More than MAX_INVALID short trials in one
+search is a machine too busy to measure on (GeneratorShort). Answers are achieved rates.
 """
 
 from __future__ import annotations
@@ -21,13 +32,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hoplab import metrics
+from hoplab.errors import HoplabError
+
+# Short trials in a row at one rate before the ceiling comes down to what was achieved.
+MAX_REPEATS = 3
+# Short trials in one search before it gives up.
+MAX_INVALID = 20
+
+
+class GeneratorShort(HoplabError):
+    """The generator fell short of the rates asked too often for the search to go on."""
 
 
 @dataclass(frozen=True)
 class Trial:
-    rate_fps: float
+    rate_fps: float                     # asked
     offered: int
     received: int
+    seconds: float | None = None        # the generator's measured sending time
+
+    @property
+    def achieved_fps(self) -> float:
+        """Frames sent over the measured sending time (the asked rate when not measured)."""
+        return self.offered / self.seconds if self.seconds else self.rate_fps
+
+    def short_of(self, precision: float) -> bool:
+        """True when the generator sent slower than asked by more than `precision`."""
+        return self.achieved_fps < self.rate_fps * (1 - precision)
 
     @property
     def loss_ratio(self) -> float:
@@ -49,6 +80,11 @@ class Search:
     # Rates to try first, in order, while each still lies between the bounds: a
     # previous phase's bounds (MLRsearch).
     hints: tuple[float, ...] = ()
+    # Trials the generator fell short in (Trial.short_of): kept, never evidence.
+    invalid: list[Trial] = field(default_factory=list)
+    # Every trial in the order run, the invalid ones included.
+    history: list[Trial] = field(default_factory=list)
+    _paced: bool = field(default=False, repr=False)   # the ceiling came down to a trial's
 
     def __post_init__(self) -> None:
         if self.ceiling_fps <= 0:
@@ -59,7 +95,34 @@ class Search:
             raise ValueError(f"precision is a fraction within (0, 1), not {self.precision}")
 
     def record(self, trial: Trial) -> None:
-        self.trials.append(trial)
+        self.history.append(trial)
+        if not trial.short_of(self.precision):
+            self.trials.append(trial)
+            return
+        forwarded = trial.achieved_fps * (1 - trial.loss_ratio)
+        if trial.loss_ratio > 0 and not self._tried(forwarded):
+            # Not evidence, but where the path is: what it forwarded is the next rate to try.
+            self.hints = (forwarded, *self.hints)
+        if trial.rate_fps >= self.ceiling_fps:
+            # Short at the ceiling: the generator cannot pace that rate; what it achieved,
+            # less the precision, is its ceiling. The first time is expected (the ceiling
+            # was measured unpaced) and is not counted.
+            self.ceiling_fps = trial.achieved_fps * (1 - self.precision)
+            if not self._paced:
+                self._paced = True
+                return
+        self.invalid.append(trial)
+        if len(self.invalid) > MAX_INVALID or self.ceiling_fps <= self.floor_fps:
+            raise GeneratorShort(
+                f"the generator fell short of the rate asked (by more than the precision, "
+                f"{100 * self.precision:g} %) in {len(self.invalid)} trials: the last "
+                f"sent {trial.achieved_fps:.0f} of {trial.rate_fps:.0f} frames/s")
+        recent = self.history[-MAX_REPEATS:]
+        if trial.rate_fps < self.ceiling_fps and len(recent) == MAX_REPEATS and all(
+                t.short_of(self.precision) and t.rate_fps == trial.rate_fps for t in recent):
+            # It cannot send this rate here: the most it did send is its ceiling.
+            self.ceiling_fps = min(self.ceiling_fps, max(t.achieved_fps for t in recent)
+                                   * (1 - self.precision))
 
     def bounds(self, target: float) -> tuple[float, float | None]:
         """(highest rate that passed, lowest rate that failed above it or None)."""
@@ -72,13 +135,13 @@ class Search:
     def _open(self, target: float) -> float | None:
         """The next rate for one target, or None when its answer is known."""
         lo, hi = self.bounds(target)
+        if lo >= self.ceiling_fps:
+            return None  # nothing higher can be offered
         if hi is None:
             # Nothing failed above lo: a hint above lo, else the ceiling itself, unless
-            # it passed.
-            if lo >= self.ceiling_fps:
-                return None
+            # only short trials lost frames up there: then a rate the generator keeps.
             hinted = self._hinted(lo, None)
-            return self.ceiling_fps if hinted is None else hinted
+            return self._below_short(lo, target) if hinted is None else hinted
         if hi <= self.floor_fps:
             return None
         if lo > 0 and hi - lo <= self.precision * lo:
@@ -92,6 +155,16 @@ class Search:
         if guided is not None:
             return guided
         return (lo + hi) / 2 if lo > 0 else max(self.floor_fps, hi / 2)
+
+    def _below_short(self, lo: float, target: float) -> float:
+        """With nothing valid failed above `lo`: the ceiling, or, where short trials lost
+        frames above lo (a generator that cannot pace up there), a step of at most a
+        quarter above lo towards the lowest of them: a failure the search can use."""
+        lossy = [t.rate_fps for t in self.history
+                 if t.short_of(self.precision) and t.loss_ratio > target and t.rate_fps > lo]
+        if not lossy or lo <= 0:
+            return self.ceiling_fps
+        return min(self.ceiling_fps, (lo + min(lossy)) / 2, lo * 1.25)
 
     def _hinted(self, lo: float, hi: float | None) -> float | None:
         for rate in self.hints:
@@ -120,20 +193,25 @@ class Search:
         return None
 
     def next_rate(self) -> float | None:
-        """The rate of the next trial, or None when every target is answered."""
+        """The rate of the next trial, or None when every target is answered. Never
+        above the ceiling (which comes down when the generator cannot reach it)."""
         for target in self.targets:
             rate = self._open(target)
             if rate is not None:
-                return rate
+                return min(rate, self.ceiling_fps)
         return None
 
     def answer(self, target: float) -> float:
-        """The highest rate with loss within `target` (0 when none passed)."""
-        return self.bounds(target)[0]
+        """The achieved rate of the highest trial with loss within `target` (0 when none
+        passed): what was sent, not what was asked."""
+        lo = self.bounds(target)[0]
+        return max((t.achieved_fps for t in self.trials
+                    if t.rate_fps == lo and t.loss_ratio <= target), default=0.0)
 
     def limited_by_generator(self, target: float) -> bool:
         """True when the answer is the ceiling: the path may forward more than offered."""
-        return self.answer(target) >= self.ceiling_fps
+        lo = self.bounds(target)[0]
+        return lo > 0 and lo >= self.ceiling_fps
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from hoplab.analysis.ndr import Phase as SearchPhase
 from hoplab.analysis.ndr import Search, Trial, bounds_hints, phases
@@ -32,23 +32,41 @@ from hoplab.errors import HoplabError
 from hoplab.kind_registry import FlowTool, Kind, Option, Reader, register
 from hoplab.kinds.flow import address
 from hoplab.kinds.path_mtu import largest_frame, probe
-from hoplab.kinds.procedure import Context, Result
-from hoplab.nodes.executor import Executor
+from hoplab.kinds.procedure import Context, Result, Running
+from hoplab.kinds.throughput_both import Both
+from hoplab.kinds.throughput_curve import (
+    BURST_S,
+    Runner,
+    b2b_metrics,
+    back_to_back,
+    curve_metrics,
+    loss_curve,
+)
+from hoplab.kinds.throughput_tagged import measure as tagged_latency
+from hoplab.nodes.executor import LOCAL_MACHINE, Executor
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase
 from hoplab.spec.locate import Path
 from hoplab.spec.units import choice, parse_bool, parse_percent, parse_time
-from hoplab.tools import ToolOutputError, iproute_json, load_json, ping, rxcount, trafgen
+from hoplab.tools import (
+    ToolOutputError,
+    hoplab_gen,
+    iproute_json,
+    load_json,
+    ping,
+    rxcount,
+    trafgen,
+)
 
 DEFAULT_SIZES = ",".join(str(s) for s in trafgen.RFC2544_SIZES)
 PORT = 5201
 # A ping probe stream for the latency at the found rate: one echo every 10 ms.
 PROBE_INTERVAL_S = 0.01
-# A trial that loses more than the target but at most this share is repeated once.
-RETRY_BELOW = 0.05
 METRICS = ("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps", "generator_limited",
-           "ndr_latency_ms", "frame_over_mtu")
+           "ndr_latency_ms", "invalid_trials", "ndr_one_way_ms", "ndr_out_of_order",
+           "frame_loss", "frame_loss_offered_fps", "back_to_back_frames", "back_to_back_fps",
+           "frame_over_mtu")
 
 
 def _sizes(value: object) -> tuple[str, ...]:
@@ -119,7 +137,9 @@ OPTIONS: dict[str, Option] = {
     "precision": Option(_precision, "the search stops when the rate found is known to "
                                     "within this share of it", '`"0.5%"`'),
     "direction": Option(choice(("up", "down", "both")), "up (from -> to), down, or both "
-                                                       "(one search each)", "up"),
+                                                       "at once (RFC 2544's bidirectional "
+                                                       "test: a trial fails if either "
+                                                       "direction loses)", "up"),
     "drain": Option(_drain, "wait for late frames after each trial (RFC 2544 section 23)",
                     '`"2s"`'),
     "family": Option(ov.family, "4 or 6", "4"),
@@ -128,8 +148,21 @@ OPTIONS: dict[str, Option] = {
                      "rate of failed trials; mlr: MLRsearch's phases, 1 s trials first, "
                      "then longer ones from their bounds (bench/ndr_search.py: binary "
                      "needs less time here)", "binary"),
-    "latency": Option(parse_bool, "a ping probe stream at the rate found (RFC 2544 "
-                                  "section 26.2): ndr_latency_ms", "true"),
+    "latency": Option(parse_bool, "latency at the rate found (RFC 2544 section 26.2): "
+                                  "of the test frames themselves with hoplab-gen "
+                                  "(ndr_one_way_ms, ndr_out_of_order), of a ping stream "
+                                  "beside them with iperf3 (ndr_latency_ms)", "true"),
+    "generator": Option(choice(("auto", "hoplab-gen", "iperf3")),
+                        "the frame generator: hoplab-gen (evenly spaced sendmmsg batches, "
+                        "gen/), iperf3, or auto: hoplab-gen where it is installed and "
+                        "both ends are on this machine; the run's metadata names the one "
+                        "that ran", "auto"),
+    "loss_curve": Option(parse_bool, "RFC 2544's frame loss rate (section 26.3): trials at "
+                                     "100 %, 90 %, ... of the generator's ceiling until two "
+                                     "lose nothing (frame_loss, keys \"SIZE PCT%\")", "false"),
+    "back_to_back": Option(parse_bool, "RFC 2544's back-to-back frames (section 26.4): the "
+                                       "longest burst at the generator's top rate forwarded "
+                                       "whole (back_to_back_frames)", "false"),
 }
 
 
@@ -143,6 +176,9 @@ class ThroughputOptions:
     drain_s: float
     latency: bool
     search: str = "binary"
+    generator: str = "auto"
+    loss_curve: bool = False
+    back_to_back: bool = False
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
@@ -159,13 +195,13 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
                              flows=o.get("flows", 1), trial_s=o.get("trial", 60.0),
                              precision_pct=o.get("precision", 0.5),
                              drain_s=o.get("drain", 2.0), latency=o.get("latency", True),
-                             search=o.get("search", "binary"))
-    direction = o.get("direction", "up")
-    ways = ("up", "down") if direction == "both" else (direction,)
-    flows = [Flow(name=name if len(ways) == 1 else f"{name}.{way}", kind="throughput",
-                  src=src, dst=dst, direction=way, family=family, options=opts)
-             for way in ways]
-    return flows, [Phase("load", 0.0, 0.0)]
+                             search=o.get("search", "binary"),
+                             generator=o.get("generator", "auto"),
+                             loss_curve=o.get("loss_curve", False),
+                             back_to_back=o.get("back_to_back", False))
+    flow = Flow(name=name, kind="throughput", src=src, dst=dst,
+                direction=o.get("direction", "up"), family=family, options=opts)
+    return [flow], [Phase("load", 0.0, 0.0)]
 
 
 def _run(ex: Executor, argv: list[str], what: str, input: str | None = None) -> str:
@@ -215,10 +251,10 @@ class _Trials:
     frames cannot absorb: a search with it finds the generator's bursts, not the path."""
 
     def __init__(self, ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
-                 table: str) -> None:
+                 table: str, way: str) -> None:
         self.ctx, self.flow, self.opts, self.table = ctx, flow, opts, table
-        self.key = _key(ctx.test.flows, flow, size)
-        self.sender, self.receiver = ((flow.dst, flow.src) if flow.direction == "down"
+        self.key = size if flow.direction != "both" else f"{size} {way}"
+        self.sender, self.receiver = ((flow.dst, flow.src) if way == "down"
                                       else (flow.src, flow.dst))
         self.tx, self.rx = ctx.nodes[self.sender], ctx.nodes[self.receiver]
         self.dst = address(ctx.plan, self.receiver, flow.family)
@@ -226,11 +262,16 @@ class _Trials:
         dev = iproute_json.route(_run(self.rx, iproute_json.route_get_argv(src),
                                       "ip route get"), src).dev
         self.streams = _streams(size, flow.family)
-        # One server per stream for every trial of the search (not one-off: -1).
-        self.servers = [ctx.launcher.start(f"iperf3 server {self.key} {s.port}",
-                                           self.receiver, ["iperf3", "-s", "-p", str(s.port)])
-                        for s in self.streams]
-        ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], self.servers)
+        self.gen = _generator(opts.generator, all(
+            ex.machine == LOCAL_MACHINE for ex in (self.tx, self.rx)))
+        self.servers: list[Running] = []
+        if self.gen is None:
+            # One server per stream for every trial of the search (not one-off: -1).
+            self.servers = [
+                ctx.launcher.start(f"iperf3 server {self.key} {s.port}", self.receiver,
+                                   ["iperf3", "-s", "-p", str(s.port)])
+                for s in self.streams]
+            ctx.listening(self.receiver, "tcp", [s.port for s in self.streams], self.servers)
         self.rx.run(rxcount.delete_argv(table), timeout=30)  # one a killed run left
         # Logged first: a run killed now leaves the table, and `hoplab clean` removes it.
         ctx.launcher.will_undo(self.receiver, rxcount.delete_argv(table))
@@ -250,69 +291,92 @@ class _Trials:
             self.rx.run(rxcount.delete_argv(self.table), timeout=30)
             self.ctx.launcher.undone(self.receiver, rxcount.delete_argv(self.table))
 
+    @property
+    def generator(self) -> str:
+        return "iperf3" if self.gen is None else hoplab_gen.BINARY
+
     def _argv(self, s: _Stream, fps: float | None, frames: int | None) -> list[str]:
+        """A stream's sender: at `fps` (None: unpaced) for `frames` (None: one second)."""
         flows = self.opts.flows
+        if self.gen is not None:
+            return hoplab_gen.send_argv(
+                self.gen, self.dst, s.port, s.payload, flows=flows,
+                fps=None if fps is None else fps * s.share,
+                frames=None if frames is None else max(1, frames),
+                seconds=1.0 if frames is None else None)
         argv = ["iperf3", "-c", self.dst, "-p", str(s.port), "-u", "-l", str(s.payload),
                 "-P", str(flows), "--pacing-timer", "100", "-J",
                 "-6" if self.flow.family == 6 else "-4"]
-        if fps is None:
-            return [*argv, "-b", "0", "-t", "1"]
-        # -b is per stream, in bits of UDP payload a second; -k counts every stream's.
-        bps = max(1, round(fps * s.share * s.payload * 8 / flows))
-        return [*argv, "-b", str(bps), "-k", str(max(flows, frames or 1))]
+        # -b is per stream, in bits of UDP payload a second (0: unpaced); -k counts every
+        # stream's datagrams.
+        bps = 0 if fps is None else max(1, round(fps * s.share * s.payload * 8 / flows))
+        length = ["-t", "1"] if frames is None else ["-k", str(max(flows, frames))]
+        return [*argv, "-b", str(bps), *length]
 
-    def _send(self, fps: float | None, seconds: float) -> tuple[int, float]:
-        """Every stream at once; (datagrams sent, the longest stream's seconds)."""
+    def start(self, fps: float | None, seconds: float, frames: int | None = None
+              ) -> list[Running]:
+        """Every stream's sender, at `fps` for `seconds`, or unpaced: `frames` in a
+        burst, or for one second when None."""
         procs = []
         for s in self.streams:
-            frames = None if fps is None else round(fps * s.share * seconds)
-            procs.append(self.ctx.launcher.start(f"iperf3 {self.key} {s.port}", self.sender,
-                                                 self._argv(s, fps, frames)))
+            n = (round(fps * s.share * seconds) if fps is not None
+                 else None if frames is None else max(1, round(frames * s.share)))
+            procs.append(self.ctx.launcher.start(f"{self.generator} {self.key} {s.port}",
+                                                 self.sender, self._argv(s, fps, n)))
+        return procs
+
+    def collect(self, procs: list[Running], seconds: float) -> tuple[int, float]:
+        """(datagrams sent, the longest stream's seconds) once every sender is done."""
         limit = time.time() + seconds + 30
         for proc in procs:
             while proc.poll() is None:
                 if time.time() > limit:
-                    raise HoplabError(f"iperf3 on {self.sender} did not finish in time")
+                    raise HoplabError(f"{self.generator} on {self.sender} did not finish "
+                                      "in time")
                 time.sleep(0.005)
         sent, took = 0, 0.0
+        parse = _sent if self.gen is None else hoplab_gen.sent
         for proc in procs:
-            n, t = _sent(proc.output().decode(errors="replace"))
+            n, t = parse(proc.output().decode(errors="replace"))
             sent, took = sent + n, max(took, t)
         return sent, took
 
+    def send(self, fps: float | None, seconds: float, frames: int | None = None
+             ) -> tuple[int, float]:
+        return self.collect(self.start(fps, seconds, frames), seconds)
+
     def ceiling(self) -> float:
         """The generator's own rate with no pacing, for one second."""
-        sent, took = self._send(None, 1.0)
+        sent, took = self.send(None, 1.0)
         return sent / took
+
+    def burst(self, frames: int, drain_s: float) -> Trial:
+        """`frames` back to back, as fast as the generator sends (RFC 2544 26.4)."""
+        before = self.counted()
+        sent, took = self.send(None, 0.0, frames)
+        time.sleep(drain_s)
+        self.ctx.tick(time.time() - self.ctx.t0)
+        return Trial(sent / took, sent, self.counted() - before, took)
 
     def counted(self) -> int:
         return rxcount.frames(_run(self.rx, rxcount.read_argv(self.table), "nft"))
 
-    def _once(self, fps: float, seconds: float, drain_s: float) -> Trial:
+    def trial(self, fps: float, seconds: float, drain_s: float) -> Trial:
+        """One trial at `fps`, with the generator's own record of how long it sent: its
+        loss is the trial's (the search judges whether the generator kept the rate)."""
+        self.times.append(time.time() - self.ctx.t0)
         before = self.counted()
-        sent, _ = self._send(fps, seconds)
+        sent, took = self.send(fps, seconds)
         time.sleep(drain_s)  # RFC 2544 section 23: frames that arrive late still count
         self.ctx.tick(time.time() - self.ctx.t0)
-        return Trial(fps, sent, self.counted() - before)
-
-    def trial(self, fps: float, seconds: float, drain_s: float, target: float) -> Trial:
-        """A trial at `fps`; one that misses `target` by a little is repeated once and
-        the better kept. A generator on a busy test machine stalls now and then and its
-        catch-up burst overflows a short queue: a single trial then fails below the
-        path's rate. A path that is over its rate loses in both."""
-        self.times.append(time.time() - self.ctx.t0)
-        first = self._once(fps, seconds, drain_s)
-        if not target < first.loss_ratio <= RETRY_BELOW:
-            return first
-        second = self._once(fps, seconds, drain_s)
-        return min(first, second, key=lambda t: t.loss_ratio)
+        return Trial(fps, sent, self.counted() - before, took)
 
     def latency(self, fps: float, seconds: float) -> list[float]:
         """RTTs (ms) of a ping stream while frames flow at `fps` (RFC 2544 26.2)."""
         stream = ping.Stream(host=self.dst, interval_s=PROBE_INTERVAL_S, duration_s=seconds,
                              ipv6=self.flow.family == 6)
         probe = self.ctx.launcher.start(f"ping {self.key}", self.sender, ping.argv(stream))
-        self._send(fps, seconds)
+        self.send(fps, seconds)
         limit = time.time() + seconds + ping.LINGER_S + 10
         while probe.poll() is None and time.time() < limit:
             time.sleep(0.01)
@@ -322,9 +386,16 @@ class _Trials:
         return [r.rtt_s * 1000 for r in ping.parse(text).replies if r.rtt_s is not None]
 
 
-def _key(flows: Sequence[Flow], flow: Flow, size: str) -> str:
-    """The figures' key: the frame size, and the direction when the test searches both."""
-    return size if len(flows) == 1 else f"{size} {flow.direction}"
+def _generator(choice: str, local: bool) -> str | None:
+    """hoplab-gen's path, or None for iperf3: `auto` takes hoplab-gen where it is
+    installed and both ends are on this machine (it is not copied to devices)."""
+    if choice == "iperf3" or (choice == "auto" and not local):
+        return None
+    exe = hoplab_gen.binary()
+    if choice == "hoplab-gen" and (exe is None or not local):
+        raise HoplabError("generator = \"hoplab-gen\" needs it installed (make setup builds "
+                          "it; or set HOPLAB_GEN to its path) and both ends on this machine")
+    return None if exe is None else str(exe)
 
 
 def _size_bits(size: str) -> float:
@@ -335,60 +406,150 @@ def _size_bits(size: str) -> float:
     return 8 * int(size)
 
 
-def _search(trials: _Trials, opts: ThroughputOptions, ceiling: float
-            ) -> tuple[Search, list[Trial]]:
-    """The last phase's search (its trials, full-length, decide the answers) and every
-    trial of every phase, in order."""
+class TrialRunner(Protocol):
+    def trial(self, fps: float, seconds: float, drain_s: float) -> Trial: ...
+
+
+def _search(trials: TrialRunner, opts: ThroughputOptions, ceiling: float
+            ) -> tuple[Search, list[Trial], int]:
+    """The last phase's search (its trials, full-length, decide the answers), every
+    trial of every phase in order, those the generator fell short in included, and the
+    number of those (invalid: the search repeated their rates)."""
     targets = tuple(p / 100 for p in opts.losses_pct)
     plan = (phases(opts.trial_s, opts.precision_pct / 100) if opts.search == "mlr"
             else [SearchPhase(opts.trial_s, opts.precision_pct / 100)])
     done: list[Trial] = []
     hints: tuple[float, ...] = ()
+    invalid = 0
     for phase in plan:
         search = Search(ceiling_fps=ceiling, targets=targets, precision=phase.precision,
                         hints=hints)
-        while (rate := search.next_rate()) is not None:
-            search.record(trials.trial(rate, phase.trial_s, opts.drain_s, min(targets)))
-        done += search.trials
-        hints = bounds_hints(search)
-    return search, done
+        try:
+            while (rate := search.next_rate()) is not None:
+                search.record(trials.trial(rate, phase.trial_s, opts.drain_s))
+        finally:
+            done += search.history
+            invalid += len(search.invalid)
+        hints, ceiling = bounds_hints(search), search.ceiling_fps
+    return search, done, invalid
+
+
+def _extras(runner: Runner, key: str, opts: ThroughputOptions,
+            search: Search) -> list[Metric]:
+    """RFC 2544's frame loss curve and back-to-back frames, where asked for."""
+    out: list[Metric] = []
+    if opts.loss_curve:
+        curve = loss_curve(runner, search.ceiling_fps, opts.trial_s,
+                                            opts.drain_s)
+        out += curve_metrics(curve, key)
+    if opts.back_to_back:
+        frames, decided = back_to_back(
+            runner, round(search.ceiling_fps * BURST_S), opts.drain_s,
+            opts.precision_pct / 100)
+        out += b2b_metrics(frames, decided, key)
+    return out
+
+
+def _latency(ctx: Context, flow: Flow, trials: _Trials, opts: ThroughputOptions, ndr: float,
+             out: Result) -> list[float]:
+    """The latency at the NDR: of the tagged test frames with hoplab-gen (into `out`), or
+    the RTTs of a ping stream beside iperf3's frames (returned)."""
+    if not opts.latency or ndr <= 0:
+        return []
+    if trials.gen is None:
+        return trials.latency(ndr, opts.trial_s)
+    trials.close()  # the frames must reach the receiver's socket
+    tagged = tagged_latency(
+        ctx, trials.gen, trials.receiver, trials.dst, [st.port for st in trials.streams],
+        lambda: trials.send(ndr, opts.trial_s), opts.trial_s, opts.drain_s, out.raw,
+        f"{flow.name} {trials.key}")
+    out.metrics += tagged.metrics(trials.key) if tagged else []
+    return []
 
 
 def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
               out: Result) -> None:
-    table = f"hoplab_rx_{ctx.test.flows.index(flow)}"
-    trials = _Trials(ctx, flow, opts, size, table)
+    index = ctx.test.flows.index(flow)
+    ways = ("up", "down") if flow.direction == "both" else (flow.direction,)
+    trials: list[_Trials] = []
     try:
-        ceiling = trials.ceiling()
-        search, done = _search(trials, opts, ceiling)
+        for way in ways:
+            trials.append(_Trials(ctx, flow, opts, size, f"hoplab_rx_{index}_{way}", way))
+        runner: Runner = (trials[0] if len(trials) == 1
+                                           else Both(ctx, trials))
+        search, done, invalid = _search(runner, opts, min(t.ceiling() for t in trials))
+        times = list(trials[0].times)  # the search's: the loss curve's trials come after
+        out.metrics += _extras(runner, size, opts, search)
         ndr = search.answer(min(opts.losses_pct) / 100)
-        rtts = trials.latency(ndr, opts.trial_s) if opts.latency and ndr > 0 else []
+        # Latency at the NDR: each direction on its own.
+        rtts = {t.key: _latency(ctx, flow, t, opts, ndr, out) for t in trials}
     finally:
-        trials.close()
-    key = trials.key
-    out.metrics.append(Metric("generator_fps", ceiling, "frames/s", key=key))
+        for t in trials:
+            t.close()
+    out.notes["generator"] = trials[0].generator
+    out.metrics += [Metric("generator_fps", search.ceiling_fps, "frames/s", key=size),
+                    Metric("invalid_trials", float(invalid), "count", key=size)]
+    out.metrics += _answers(search, size, opts, size)
+    out.series += _trial_series(size, times, done)
+    if isinstance(runner, Both):
+        for one, mine in zip(trials, runner.per_way, strict=True):
+            out.metrics += _way_answers(search, done, mine, one.key, size, opts)
+            out.series += _trial_series(one.key, times, mine[:len(done)])
+    for key, rtt in rtts.items():
+        out.metrics += _rtt_metrics(key, rtt)
+    for t in trials:
+        out.raw += t.raw
+
+
+def _answers(search: Search, size: str, opts: ThroughputOptions, key: str) -> list[Metric]:
+    out: list[Metric] = []
     for pct in opts.losses_pct:
         target = pct / 100
         fps = search.answer(target)
         prefix = "ndr" if pct == 0 else "pdr"
         tkey = key if len(opts.losses_pct) == 1 or pct == 0 else f"{key} {pct:g}%"
-        out.metrics += [
-            Metric(f"{prefix}_fps", fps, "frames/s", key=tkey),
-            Metric(f"{prefix}_bps", fps * _size_bits(size), "bit/s", key=tkey),
-            Metric("generator_limited", float(search.limited_by_generator(target)), "flag",
-                   key=tkey)]
-    if rtts:
-        q = (statistics.quantiles(rtts, n=100, method="inclusive") if len(rtts) > 1
-             else rtts * 99)
-        out.metrics += [Metric("ndr_latency_ms", statistics.median(rtts), "ms",
-                               key=f"{key} median"),
-                        Metric("ndr_latency_ms", q[98], "ms", key=f"{key} p99")]
-    out.series += [
-        Series("throughput_trial", "frames/s", trials.times, [t.rate_fps for t in done],
-               key=key),
-        Series("throughput_trial_loss", "%", trials.times,
-               [100 * t.loss_ratio for t in done], key=key)]
-    out.raw += trials.raw
+        out += [Metric(f"{prefix}_fps", fps, "frames/s", key=tkey),
+                Metric(f"{prefix}_bps", fps * _size_bits(size), "bit/s", key=tkey),
+                Metric("generator_limited", float(search.limited_by_generator(target)),
+                       "flag", key=tkey)]
+    return out
+
+
+def _way_answers(search: Search, done: list[Trial], mine: list[Trial], key: str, size: str,
+                 opts: ThroughputOptions) -> list[Metric]:
+    """One direction's rate in the trial that decided each answer of a search of both."""
+    out: list[Metric] = []
+    offset = len(done) - len(search.history)
+    for pct in opts.losses_pct:
+        target = pct / 100
+        lo = search.bounds(target)[0]
+        deciding = [i for i, t in enumerate(search.history)
+                    if any(t is v for v in search.trials) and t.rate_fps == lo
+                    and t.loss_ratio <= target]
+        fps = max((mine[offset + i].achieved_fps for i in deciding), default=0.0)
+        prefix = "ndr" if pct == 0 else "pdr"
+        tkey = key if len(opts.losses_pct) == 1 or pct == 0 else f"{key} {pct:g}%"
+        out += [Metric(f"{prefix}_fps", fps, "frames/s", key=tkey),
+                Metric(f"{prefix}_bps", fps * _size_bits(size), "bit/s", key=tkey)]
+    return out
+
+
+def _trial_series(key: str, times: list[float], done: list[Trial]) -> list[Series]:
+    return [Series("throughput_trial", "frames/s", times, [t.rate_fps for t in done],
+                   key=key),
+            Series("throughput_trial_achieved", "frames/s", times,
+                   [t.achieved_fps for t in done], key=key),
+            Series("throughput_trial_loss", "%", times,
+                   [100 * t.loss_ratio for t in done], key=key)]
+
+
+def _rtt_metrics(key: str, rtts: list[float]) -> list[Metric]:
+    if not rtts:
+        return []
+    q = (statistics.quantiles(rtts, n=100, method="inclusive") if len(rtts) > 1
+         else rtts * 99)
+    return [Metric("ndr_latency_ms", statistics.median(rtts), "ms", key=f"{key} median"),
+            Metric("ndr_latency_ms", q[98], "ms", key=f"{key} p99")]
 
 
 def _too_big(ctx: Context, flow: Flow, sizes: Sequence[str]) -> dict[str, int]:
@@ -398,7 +559,7 @@ def _too_big(ctx: Context, flow: Flow, sizes: Sequence[str]) -> dict[str, int]:
     sender, receiver = ((flow.dst, flow.src) if flow.direction == "down"
                         else (flow.src, flow.dst))
     mtu = probe(ctx.nodes[sender], address(ctx.plan, receiver, flow.family),
-                         max(frames.values()), flow.family)
+                max(frames.values()), flow.family)
     if mtu is None:
         return {}
     return {s: mtu for s, f in frames.items() if f > largest_frame(mtu)}
@@ -413,7 +574,7 @@ def _procedure(ctx: Context) -> Result:
             if size in too_big:
                 # A size the path does not carry whole: its MTU, not a rate of 0.
                 out.metrics.append(Metric("frame_over_mtu", too_big[size], "B",
-                                          key=_key(ctx.test.flows, flow, size)))
+                                          key=size))
                 continue
             try:
                 _one_size(ctx, flow, opts, size, out)
@@ -434,7 +595,7 @@ KIND = register(Kind(
     figures=lambda _test, _outcomes, _end: ([], [], {}),
     headline=("ndr_fps", "ndr_bps", "pdr_fps", "pdr_bps", "generator_fps",
               "generator_limited", "frame_over_mtu"),
-    metrics=METRICS, notes=("short_trials",), keyed="frames",
+    metrics=METRICS, notes=("short_trials", "generator"), keyed="frames",
     flow=FlowTool(tool="iperf3", package="iperf3", bulk=True, rtt=False,
                   media_type="application/json", server=lambda _f, _i, _p: None,
                   client=_unused_client, collect=lambda *_a: None,

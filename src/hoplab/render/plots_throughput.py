@@ -1,7 +1,9 @@
 """RFC 2544 throughput against frame size (`hoplab plot --kind throughput`): the no-drop
 rate in frames/s (left) and in Mbit/s of whole frames (right) for each frame size, a
 line per run (its variant in the legend), with the generator's own ceiling a
-pale band under it, so an answer at the ceiling reads as the generator's, not the path's."""
+pale band under it, so an answer at the ceiling reads as the generator's, not the path's;
+and, where a run has one, RFC 2544's frame loss curve: loss against the offered load, a
+line per frame size."""
 
 from __future__ import annotations
 
@@ -40,14 +42,40 @@ def _over_mtu(run: RunRecord, axes: Sequence[Axes], colour: str) -> None:
                         fontsize="small", color=colour)
 
 
+def _curve(run: RunRecord) -> dict[str, list[tuple[float, float]]]:
+    """RFC 2544's frame loss curve of a run: {size: [(percent of the maximum, loss %)]}."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for m in run.metrics:
+        if m.name == "frame_loss" and m.key and m.flow is None and m.node is None:
+            size, _, pct = m.key.rpartition(" ")
+            out.setdefault(size, []).append((float(pct.rstrip("%")), m.value))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _loss_curves(ax: Axes, runs: Sequence[RunRecord]) -> None:
+    for run in runs:
+        label = f"run {run.id} {kv.pairs(run.variant)}".strip()
+        for size, points in _curve(run).items():
+            ax.plot([p for p, _ in points], [v for _, v in points], marker="o",
+                    label=f"{label}, {size} B")
+    ax.set(xlabel="offered load (% of the generator's ceiling)", ylabel="frame loss (%)",
+           title="frame loss rate (RFC 2544 26.3)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+
+
 def throughput(runs: Sequence[RunRecord]) -> Figure:
     """NDR by frame size of each run; UsageError when no run has one."""
     drawn = [r for r in runs if _sizes(r) or over_mtu(r)]
     if not drawn:
         raise UsageError("no run has RFC 2544 throughput figures (a test of kind "
                          "\"throughput\"); runs: " + ", ".join(str(r.id) for r in runs))
-    fig = Figure(figsize=(10, 4.5))
-    fps_ax, bps_ax = fig.subplots(1, 2)
+    curves = [r for r in drawn if _curve(r)]
+    fig = Figure(figsize=(15 if curves else 10, 4.5))
+    axes = fig.subplots(1, 3 if curves else 2)
+    fps_ax, bps_ax = axes[0], axes[1]
+    if curves:
+        _loss_curves(axes[2], curves)
     for run in drawn:
         sizes = _sizes(run)
         label = f"run {run.id} {kv.pairs(run.variant)}".strip()

@@ -1,0 +1,93 @@
+"""hoplab-gen (gen/, a Rust program `make setup` builds into the venv): the throughput
+kind's frame generator. argv builders and pure parsers of its one-line JSON reports.
+
+`send` spaces frames evenly in timed sendmmsg batches (at most 20 us of frames in one),
+sleeping through each gap at real-time priority, and, behind its schedule by more than
+10 frames (or 0.5 ms), starts its schedule again instead of catching up in a burst: a
+stall shows in its own record, frames sent over its sending time, which the search
+judges (hoplab.analysis.ndr). `recv` counts stamped
+frames (sequence number and send time in the first 12 bytes of the payload) and gives
+their one-way latency on the machine's clock and the share out of order.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hoplab.tools import ToolOutputError, load_json
+
+BINARY = "hoplab-gen"
+REPO_BUILD = Path(__file__).resolve().parents[3] / "gen" / "target" / "release" / BINARY
+
+
+def binary() -> Path | None:
+    """Where hoplab-gen is: $HOPLAB_GEN, next to the Python interpreter (make setup
+    installs it into the venv), or the crate's release build in the repository."""
+    env = os.environ.get("HOPLAB_GEN")
+    candidates = [Path(env)] if env else []
+    candidates += [Path(sys.executable).with_name(BINARY), REPO_BUILD]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def send_argv(exe: str, dst: str, port: int, payload: int, *, flows: int = 1,
+              fps: float | None = None, frames: int | None = None,
+              seconds: float | None = None) -> list[str]:
+    """Frames of `payload` bytes to dst:port; at `fps` (None: as fast as it can) until
+    `frames` are sent or `seconds` have passed."""
+    if frames is None and seconds is None:
+        raise ValueError("a send needs a count of frames or a time")
+    argv = [exe, "send", "--dst", dst, "--port", str(port), "--payload", str(payload),
+            "--flows", str(flows)]
+    if fps is not None:
+        argv += ["--rate", f"{fps:.3f}"]
+    if frames is not None:
+        argv += ["--count", str(frames)]
+    if seconds is not None:
+        argv += ["--seconds", f"{seconds:g}"]
+    return argv
+
+
+def recv_argv(exe: str, bind: str, port: int, idle_s: float, max_s: float) -> list[str]:
+    """Counts frames on bind:port until none came for `idle_s` (after the first) or
+    `max_s` passed."""
+    return [exe, "recv", "--bind", bind, "--port", str(port), "--idle", f"{idle_s:g}",
+            "--max", f"{max_s:g}"]
+
+
+def sent(text: str) -> tuple[int, float]:
+    """(frames offered, seconds of sending) from `send`'s report. Paced, the frames the
+    kernel refused at their time (a full socket buffer: the path's ingress pushing back,
+    as a veth's peer does) count as offered, and lost: the path did not take them."""
+    doc = load_json(BINARY, text.strip().splitlines()[-1] if text.strip() else text)
+    n, s = doc.get("sent"), doc.get("seconds")
+    if not isinstance(n, int) or not isinstance(s, int | float) or s <= 0:
+        raise ToolOutputError(f"{BINARY}: no frames and seconds in its report: {text!r}")
+    return n, float(s)
+
+
+@dataclass(frozen=True)
+class Received:
+    frames: int
+    out_of_order: int
+    median_us: float | None
+    p99_us: float | None
+    max_us: float | None
+
+
+def received(text: str) -> Received:
+    """What `recv` counted and timed."""
+    doc = load_json(BINARY, text.strip().splitlines()[-1] if text.strip() else text)
+    n, ooo, lat = doc.get("received"), doc.get("out_of_order"), doc.get("latency_us")
+    if not isinstance(n, int) or not isinstance(ooo, int) or not isinstance(lat, dict):
+        raise ToolOutputError(f"{BINARY}: no counts in its report: {text!r}")
+
+    def us(key: str) -> float | None:
+        v = lat.get(key)
+        return float(v) if isinstance(v, int | float) else None
+    return Received(n, ooo, us("median"), us("p99"), us("max"))
