@@ -118,6 +118,7 @@ NOTE_LABELS: dict[str, str] = {
     "grade": "grade",
     "load_levels": "loaded RTT in two levels",
     "short_trials": "trial length",
+    "generator": "frame generator",
 }
 
 
