@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 @contextmanager
@@ -31,8 +34,12 @@ def stops_held() -> Iterator[None]:
     def hold(signum: int, _frame: FrameType | None) -> None:
         held.append(signum)
 
-    before = {sig: signal.signal(sig, hold) for sig in _STOPS}
+    before: dict[signal.Signals, _Handler] = {}
     try:
+        # Inside the try: a stop that lands between two of these still finds the ones
+        # already replaced put back.
+        for sig in _STOPS:
+            before[sig] = signal.signal(sig, hold)
         yield
     finally:
         for sig, handler in before.items():

@@ -139,15 +139,21 @@ def test_run_stopped_by_a_signal_and_pestered_leaves_nothing(
         assert store.get_run(runs[0].id).metric("goodput") is not None
 
 
+WIREGUARD_LAB = (EXAMPLES / "wireguard-hops.toml").read_text().replace(
+    "[nodes.server]\n", '[nodes.server]\nsetup = [["sleep", "120"]]\n')
+
+
 @pytest.mark.parametrize("kind", ["chain150", "wireguard"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_lab_up_stopped_half_way_and_pestered_leaves_nothing(
         tmp_path: Path, sig: signal.Signals, kind: str) -> None:
     """Half way: the first namespaces exist, or (WireGuard) the first wireguard-go
-    daemon runs."""
+    daemon runs. The WireGuard lab's setup command (run after its daemons start) waits,
+    so that lab up is still building when the signal comes: on a loaded machine the test
+    saw the daemon late, and its SIGHUP found a lab up that had finished."""
     file = tmp_path / "lab.toml"
     file.write_text("[generate]\nchain = 150\n" if kind == "chain150"
-                    else (EXAMPLES / "wireguard-hops.toml").read_text())
+                    else WIREGUARD_LAB)
     name = new_lab_name()
     proc = subprocess.Popen([*HOPLAB, "lab", "up", str(file), "--name", name],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
