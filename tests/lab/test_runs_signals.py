@@ -5,6 +5,7 @@ the finished runs are stored."""
 from __future__ import annotations
 
 import glob
+import os
 import signal
 import subprocess
 import sys
@@ -76,9 +77,10 @@ def into_a_run(lab: str, seconds: float = 60) -> set[int]:
         time.sleep(0.02)
 
 
-def workdirs(pid: int) -> list[str]:
-    """The run working directories of process `pid` (hoplab.nodes.workdir)."""
-    return glob.glob(f"{tempfile.gettempdir()}/hoplab-run-{pid}-*")
+def workdirs(pid: int, tmp: Path | None = None) -> list[str]:
+    """The run working directories of process `pid` (hoplab.nodes.workdir), in its
+    TMPDIR `tmp` or the default one."""
+    return glob.glob(f"{tmp or tempfile.gettempdir()}/hoplab-run-{pid}-*")
 
 
 def alive(pids: set[int]) -> list[int]:
@@ -237,21 +239,27 @@ def test_lab_up_stopped_inside_the_start_of_a_daemon_stops_it(tmp_path: Path) ->
 
 def test_run_killed_then_clean_leaves_nothing(tmp_path: Path) -> None:
     """SIGKILL cannot be caught: the lab, the tools inside it and the run's working
-    directory stay until `hoplab clean`, which removes them all."""
+    directory stay until `hoplab clean`, which removes them all. The run and the clean
+    have a TMPDIR of their own: any `hoplab clean` removes every run directory whose
+    process has exited, and one that someone else ran on this machine between the kill
+    and ours took this one first (seen on the shared test machine)."""
     (tmp_path / "lab.toml").write_text(LAB)
     exp = tmp_path / "exp.toml"
     exp.write_text(EXPERIMENT)
     db = tmp_path / "runs.db"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
     name = new_lab_name()
     proc = subprocess.Popen([*HOPLAB, "run", str(exp), "--db", str(db), "--lab-name", name],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, env=env)
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (db.exists() and workdirs(proc.pid)):
+        while time.monotonic() < deadline and not (db.exists() and workdirs(proc.pid, tmp)):
             time.sleep(0.2)
         inside = into_a_run(name)
-        left = workdirs(proc.pid)
+        left = workdirs(proc.pid, tmp)
         proc.kill()
         proc.wait(timeout=10)
     finally:
@@ -260,9 +268,9 @@ def test_run_killed_then_clean_leaves_nothing(tmp_path: Path) -> None:
             proc.wait()
     assert left and lab_namespaces(name), "the killed run left nothing to clean"
     cleaned = subprocess.run([*HOPLAB, "clean", name], capture_output=True, text=True,
-                             check=False, timeout=120)
+                             check=False, timeout=120, env=env)
     assert cleaned.returncode == 0, cleaned.stderr
     assert f"removed run directory {left[0]}" in cleaned.stdout
-    assert workdirs(proc.pid) == []
+    assert workdirs(proc.pid, tmp) == []
     assert lab_namespaces(name) == set()
     assert alive(inside) == []
