@@ -35,8 +35,9 @@ class Scripted:
         return [str(seen), clock.END]
 
 
-def edge(monkeypatch: pytest.MonkeyPatch, rtts: Iterator[float]) -> clock.ClockOffset:
-    t = Scripted(1000.0, rtts)
+def edge(monkeypatch: pytest.MonkeyPatch, rtts: Iterator[float],
+         start: float = 1000.0) -> clock.ClockOffset:
+    t = Scripted(start, rtts)
     # The time module the clock reads (the one module: patched for this test only).
     monkeypatch.setattr(time, "time", t.time)
     monkeypatch.setattr(time, "monotonic", t.time)
@@ -76,3 +77,12 @@ def test_where_every_round_trip_is_slow_the_first_edge_is_taken(
     assert abs(got.offset_s - OFFSET) <= got.uncertainty_s
     assert got.uncertainty_s == pytest.approx((0.160 + 0.010) / 2)
     assert got.exchanges < 20
+
+
+def test_an_edge_in_the_first_exchanges_is_not_taken_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The node's second turns at the second exchange, while round trips still take 80 ms
+    # (its best round trip then says nothing of the machine's); the next is quiet.
+    got = edge(monkeypatch, rtts({0, 1, 2, 3}), start=999.6)
+    assert abs(got.offset_s - OFFSET) <= got.uncertainty_s
+    assert got.uncertainty_s == pytest.approx(0.006)

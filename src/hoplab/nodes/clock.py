@@ -37,6 +37,7 @@ COARSE_TICK_S = 0.010
 # taken at once; else the narrowest edge within the budget.
 EDGE_BUDGET_S = 3.0
 EDGE_SLACK = 4.0
+EDGE_MIN_EXCHANGES = 8
 _NANO = re.compile(r"\d+\.\d{9}")
 _SCRIPT = r'''while read -r r; do
   case $r in
@@ -143,7 +144,8 @@ def _edge(node: str, chan: Any, timeout: float) -> ClockOffset:
             # Round trips about as short as the best one: the tick dominates, take it. A
             # wider span is a round trip that waited (a busy machine or device: 78 ms
             # was seen); the next second's edge, within the budget, may be narrower.
-            if t1 - prev[0] <= EDGE_SLACK * min_rtt + COARSE_TICK_S:
+            # Not before a few exchanges: the best round trip of two or three says little.
+            if n >= EDGE_MIN_EXCHANGES and t1 - prev[0] <= EDGE_SLACK * min_rtt + COARSE_TICK_S:
                 return best
         prev = (t0, sec)
     if best is not None:
