@@ -135,6 +135,24 @@ def pids_in(nss: set[str]) -> set[int]:
     return out
 
 
+def holding(directory: Path) -> set[int]:
+    """Running (not zombie) processes with a file open under `directory`, deleted or
+    not: a lab's daemons keep their log in its run directory from their fork on (so
+    through `ip netns exec` and every exec after it), which tells them from the daemons
+    of other labs, whoever runs those, on this machine."""
+    prefix = str(directory).rstrip("/") + "/"
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with suppress(OSError):
+            targets = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+            st = _stat(int(entry.name))
+            if st is not None and st[1] != "Z" and any(t.startswith(prefix) for t in targets):
+                out.add(int(entry.name))
+    return out
+
+
 def foreign_labs() -> set[str]:
     """hoplab namespaces and lab records that are not from this test session: somebody
     else's labs, which `hoplab clean` would remove too."""

@@ -150,7 +150,10 @@ def test_sampler_loop_in_awk(awk: list[str]) -> None:
             sec = split_sample(lines)
             assert sec["/proc/stat"].startswith("cpu ")
             assert "Inter-|" in sec["/proc/net/dev"]
-            assert list(sec)[2:] == ["/proc/self/stat", f"/proc/{os.getpid()}/stat"]
+            assert list(sec)[2:] == ["/proc/self/stat", f"/proc/{os.getpid()}/stat",
+                                     "/proc/self/schedstat", f"/proc/{os.getpid()}/schedstat"]
+            # The scheduler's run time in ns (the sampler's cost below a clock tick).
+            assert int(sec[f"/proc/{os.getpid()}/schedstat"].split()[0]) > 0
         p.stdin.write("q\n")
         p.stdin.flush()
         assert p.wait(5) == 0
@@ -173,6 +176,7 @@ def test_sampler_loop_in_busybox_ash() -> None:
     assert "Inter-|" in sec["/proc/net/dev"]
     stats = [k for k in sec if k.endswith("/stat") and k != "/proc/stat"]
     assert len(stats) == 2       # the loop shell's own and its parent's
+    assert len([k for k in sec if k.endswith("/schedstat")]) == 2
 
 
 def test_adjtimex_answer_and_offset_metadata() -> None:

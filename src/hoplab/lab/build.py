@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hoplab.errors import CapabilityError, LabError, UsageError
+from hoplab.held_stops import stops_held
 from hoplab.lab import netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.clean import in_use
@@ -424,9 +425,11 @@ def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:
                   lambda ex: netns.ip_batch(wire.IP_LINES, f"wire namespace {ex.netns}", ex))
     started = []
     for w in wires:
-        proc = wire.start(w, exe)
-        # Recorded at once, so an interrupt from here on still stops it.
-        state.add_process(proc.pid, w.argv(exe), w.short, f"{wire.BINARY} for {w.label}")
+        # Started and recorded as one: a stop that lands in between is delivered once
+        # the record has it, and the teardown stops it.
+        with stops_held():
+            proc = wire.start(w, exe)
+            state.add_process(proc.pid, w.argv(exe), w.short, f"{wire.BINARY} for {w.label}")
         started.append((w, proc))
     deadline = time.monotonic() + wire.START_TIMEOUT_S
     for w, proc in started:

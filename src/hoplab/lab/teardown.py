@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ from hoplab.lab.state import ETC_NETNS, LabState
 from hoplab.nodes import netns
 from hoplab.nodes.executor import ExecutorError, ProcessId
 from hoplab.nodes.netns import processes_in
+from hoplab.nodes.procs import proc_start_time
 from hoplab.nodes.registry import close_all, state_executors, this_machine, wire_executors
 from hoplab.nodes.tracking import recorded, recorded_dirs, recorded_undo
 from hoplab.nodes.workdir import owner_exited
@@ -126,16 +128,33 @@ def _recorded_teardown(state: LabState) -> list[tuple[str, list[str]]]:
     return out
 
 
+#: How long a SIGKILLed leftover may take to exit (a Go daemon's threads, a busy machine).
+LEFTOVER_EXIT_S = 5.0
+
+
 def kill_leftovers(namespaces: list[str]) -> list[str]:
-    """SIGKILL whatever still lives inside these namespaces (hoplab owns them)."""
-    killed = []
+    """SIGKILL whatever still lives inside these namespaces (hoplab owns them), and wait
+    until it has exited: a process that is still dying runs on after its lab is gone."""
+    killed: list[str] = []
+    dying: dict[int, int] = {}
     for ns, pids in processes_in(namespaces).items():
         for pid in pids:
+            start = proc_start_time(pid)
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed.append(f"killed pid {pid}, left running inside {ns}")
             except ProcessLookupError:
-                pass
+                continue
+            killed.append(f"killed pid {pid}, left running inside {ns}")
+            if start is not None:
+                dying[pid] = start
+    deadline = time.monotonic() + LEFTOVER_EXIT_S
+    # Gone, or a zombie (no start time): nothing of it runs any more.
+    while any(proc_start_time(pid) == start for pid, start in dying.items()):
+        if time.monotonic() > deadline:
+            still = sorted(p for p, s in dying.items() if proc_start_time(p) == s)
+            killed.append(f"pids {still} still running {LEFTOVER_EXIT_S:g} s after SIGKILL")
+            break
+        time.sleep(0.01)
     return killed
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.errors import LabError
+from hoplab.held_stops import stops_held
 from hoplab.lab.where import netns_prefix
 from hoplab.nodes.registry import in_namespace
 from hoplab.spec.model import Direction, Link
@@ -161,7 +162,8 @@ def start(w: WireLink, exe: Path) -> subprocess.Popen[bytes]:
     forget_exited()
     w.stats.parent.mkdir(parents=True, exist_ok=True)
     w.stats.unlink(missing_ok=True)
-    with open(w.stats.with_suffix(".log"), "ab") as log:
+    # A stop held while the wire starts: one landing after Popen's fork would lose it.
+    with open(w.stats.with_suffix(".log"), "ab") as log, stops_held():
         try:
             proc = in_namespace(w.short, w.netns).popen(
                 w.argv(exe), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -170,7 +172,7 @@ def start(w: WireLink, exe: Path) -> subprocess.Popen[bytes]:
                 start_new_session=True)
         except OSError as exc:
             raise LabError(f"cannot start {BINARY} for {w.label}: {exc}") from exc
-    _CHILDREN[proc.pid] = proc
+        _CHILDREN[proc.pid] = proc
     return proc
 
 

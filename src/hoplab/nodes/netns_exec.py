@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hoplab.errors import LabError
+from hoplab.held_stops import stops_held
 from hoplab.nodes import netns as ns_lib
 from hoplab.nodes.executor import (
     LOCAL_MACHINE,
@@ -324,7 +325,9 @@ class NetnsExecutor:
 
     def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path,
               noted: Callable[[Process], None] | None = None) -> NetnsProcess:
-        with out.open("wb") as fo, err.open("wb") as fe:
+        # A stop held until the tool is listed and noted: one landing after Popen's fork
+        # would leave it running, known to no one.
+        with stops_held(), out.open("wb") as fo, err.open("wb") as fe:
             started = time.time()
             try:
                 popen = self.popen(argv, as_user=True, stdout=fo, stderr=fe,
@@ -333,16 +336,17 @@ class NetnsExecutor:
             except FileNotFoundError:
                 raise ExecutorError(f"node {self.node}: cannot start "
                                     f"{self._as_user(argv)[0]}: not installed") from None
-        # `ip netns exec` execs the tool in place: this PID is the tool's. A process that
-        # is already a zombie has no start time; it is our child, so its PID is not reused.
-        ticks = proc_start_time(popen.pid) or 0
-        proc = NetnsProcess(name, list(argv), ProcessId(self.node, popen.pid, ticks), out, err,
-                            started, popen)
-        self._procs.append(proc)
-        # A process in a lab's namespace that a SIGKILL leaves is found by its namespace
-        # too (hoplab clean), so it is noted once started.
-        if noted is not None:
-            noted(proc)
+            # `ip netns exec` execs the tool in place: this PID is the tool's. A process
+            # that is already a zombie has no start time; it is our child, so its PID is
+            # not reused.
+            ticks = proc_start_time(popen.pid) or 0
+            proc = NetnsProcess(name, list(argv), ProcessId(self.node, popen.pid, ticks),
+                                out, err, started, popen)
+            self._procs.append(proc)
+            # A process in a lab's namespace that a SIGKILL leaves is found by its
+            # namespace too (hoplab clean), so it is noted once started.
+            if noted is not None:
+                noted(proc)
         return proc
 
     def stop(self, proc: Process, grace: float = 2.0) -> None:

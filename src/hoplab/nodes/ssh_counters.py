@@ -12,11 +12,15 @@ per sample (or a `cat` per file). Each file comes under a "==> FILE <==" line.
 
 The session has a connection of its own, so the SSH server process that serves it
 serves nothing else: the sampler's cost on the device is that server process's CPU
-time plus the loop's own and its children's (fields 14-17 of /proc/PID/stat), as a
-share of one core over the interval (the core-ticks of the same /proc/stat
-samples), reported as the `sampler.cpu` series (%). Measured at 10 Hz on the
-emulated devices: 0.4 to 0.6 % (OpenWrt-like: BusyBox awk, no tc), about 1 %
-(Linux board: mawk, tc at 2.5 Hz); with the ash loop instead, 0.7 and 1.6 to 2.3 %.
+time plus the loop's own and its children's, as a share of one core over the interval
+(the core-ticks of the same /proc/stat samples), reported as the `sampler.cpu` series
+(%). The two processes' own time is read in ns from /proc/PID/schedstat where the
+device's kernel has it (CONFIG_SCHED_INFO), else, as the children's always, in clock
+ticks (fields 14-17 of /proc/PID/stat): at 10 ms a tick, a cost of 0.5 % is a tick
+every 2 s, and a 3 s phase read in ticks alone often shows none of it (0.0).
+Measured at 10 Hz on the emulated devices: 0.4 to 0.6 % (OpenWrt-like: BusyBox awk,
+no tc), about 1 % (Linux board: mawk, tc at 2.5 Hz); with the ash loop instead, 0.7
+and 1.6 to 2.3 %.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from hoplab.tools.tc import parse_tc_json, parse_tc_text
 END = "@@hoplab-end@@"
 SAMPLE_TIMEOUT_S = 5.0
 COST_SERIES = ("sampler.cpu", "%")
+# /proc's clock ticks (USER_HZ): 1/100 s on every Linux architecture OpenWrt builds for.
+NS_PER_TICK = 10_000_000
 # tc is a fork and exec of a dynamically linked program: 2.7 ms of CPU per call on the
 # 2-core test machine, 2.7 % of a core at 10 Hz on its own, over the 2 % budget with the
 # rest. So qdiscs are read at most this often; the /proc counters at every tick.
@@ -68,13 +74,14 @@ function dump(f,   l) { print "==> " f " <=="; while ((getline l < f) > 0) print
 BEGIN {
   n = split(ENVIRON["HL_FILES"], F, " ")
   getline s < "/proc/self/stat"; close("/proc/self/stat")
-  sub(/^.*\) /, "", s); split(s, a, " "); pp = "/proc/" a[2] "/stat"
+  sub(/^.*\) /, "", s); split(s, a, " "); pp = "/proc/" a[2]
   tc = ENVIRON["HL_TC"]; end = ENVIRON["HL_END"]
 }
 $0 == "q" { exit }
 {
   for (i = 1; i <= n; i++) dump(F[i])
-  dump("/proc/self/stat"); dump(pp)
+  dump("/proc/self/stat"); dump(pp "/stat")
+  dump("/proc/self/schedstat"); dump(pp "/schedstat")
   if ($0 == "t" && tc != "") {
     print "==> " tc " <=="; fflush()
     system(tc == "tc-json" ? "exec tc -s -j qdisc show 2>&1" : "exec tc -s qdisc show 2>&1")
@@ -99,10 +106,11 @@ def loop_argv(files: list[str], awk: str | None, head: bool, tc: str | None) -> 
 def loop_script(files: list[str], head: bool, tc: str | None) -> str:
     """The device's side in ash alone, where there is no awk: a fork per sample."""
     fl = " ".join(shlex.quote(f) for f in files)
+    own = "/proc/$$/stat /proc/$PPID/stat /proc/$$/schedstat /proc/$PPID/schedstat"
     if head:
-        dump = f'head -n 100000 {fl} /proc/$$/stat /proc/$PPID/stat 2>/dev/null'
+        dump = f'head -n 100000 {fl} {own} 2>/dev/null'
     else:
-        dump = (f'for f in {fl} /proc/$$/stat /proc/$PPID/stat; do echo "==> $f <=="; '
+        dump = (f'for f in {fl} {own}; do echo "==> $f <=="; '
                 f'cat "$f" 2>/dev/null; done')
     tcs = ""
     if tc == "tc-json":
@@ -122,6 +130,30 @@ def split_sample(lines: list[str]) -> dict[str, str]:
         elif cur is not None:
             cur.append(line)
     return {k: "\n".join(v).strip("\n") + "\n" for k, v in out.items()}
+
+
+def spent_ns(stats: list[str], scheds: list[str]) -> tuple[bool, int]:
+    """CPU time of the loop (with the children it waited for) and of its SSH server, in
+    ns, and whether it was read with the scheduler's ns clock (/proc/PID/schedstat's
+    first field) rather than in clock ticks: 0.5 % of a core is 0.5 ms per 100 ms
+    sample, 15 ms over a 3 s phase, so a tick (10 ms), truncated in each of the four
+    fields, often reads none of it. The children's part (tc, the ash loop's forks) has
+    ticks only. `stats` and `scheds`: the loop's, then the server's."""
+    children = _cpu_ticks(stats[0], children=True) - _cpu_ticks(stats[0], children=False)
+    runtimes = [_runtime_ns(s) for s in scheds]
+    if len(runtimes) == 2 and all(r for r in runtimes):
+        return True, sum(r for r in runtimes if r) + children * NS_PER_TICK
+    ticks = _cpu_ticks(stats[0], children=True) + _cpu_ticks(stats[1], children=False)
+    return False, ticks * NS_PER_TICK
+
+
+def _runtime_ns(schedstat: str) -> int | None:
+    """The first field of /proc/PID/schedstat; None where it is absent, or 0 (a kernel
+    without sched_info writes "0 0 0")."""
+    try:
+        return int(schedstat.split()[0]) or None
+    except (IndexError, ValueError):
+        return None
 
 
 def _cpu_ticks(stat_line: str, children: bool) -> int:
@@ -147,7 +179,8 @@ class DeviceCounterSource:
         except BaseException:
             self.ex.close()
             raise
-        self._prev_cost: tuple[int, int] | None = None    # (our ticks, core ticks)
+        # ((read in ns?, our CPU time in ns), core ticks) of the last sample
+        self._prev_cost: tuple[tuple[bool, int], int] | None = None
         self._last_tc = -QDISC_INTERVAL_S
 
     def _open(self) -> None:
@@ -208,17 +241,18 @@ class DeviceCounterSource:
         if len(stats) != 2 or snap.proc_stat is None:
             snap.missing["sampler.cpu"] = "the sampler's own /proc/PID/stat was not readable"
             return
-        # Ours (the loop shell, with the children it waited for), then the SSH server's.
-        ours = _cpu_ticks(stats[0], children=True) + _cpu_ticks(stats[1], children=False)
+        scheds = [v for k, v in sec.items() if k.endswith("/schedstat")]
+        spent = spent_ns(stats, scheds)
         rows = parse_proc_stat(snap.proc_stat)
         cores = max(1, sum(1 for r in rows if r != "all"))
         total = rows["all"].total() if "all" in rows else 0
-        prev, self._prev_cost = self._prev_cost, (ours, total)
-        if prev is None or total <= prev[1]:
+        prev, self._prev_cost = self._prev_cost, (spent, total)
+        # Both ends read with the same clock (ns, or ticks where schedstat failed once).
+        if prev is None or total <= prev[1] or prev[0][0] != spent[0]:
             return
-        per_core = (total - prev[1]) / cores
+        per_core_ns = (total - prev[1]) / cores * NS_PER_TICK
         snap.extra.append((COST_SERIES[0], COST_SERIES[1], None,
-                           100.0 * (ours - prev[0]) / per_core))
+                           100.0 * (spent[1] - prev[0][1]) / per_core_ns))
 
     def close(self) -> None:
         try:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from hoplab.errors import LabError
+from hoplab.held_stops import stops_held
 from hoplab.lab.netns import in_each
 from hoplab.lab.wireguard import kernel, uapi, userspace
 from hoplab.lab.wireguard.config import (
@@ -113,13 +114,15 @@ def start_many(ifaces: Sequence[WgInterface], mode: Mode, *,
         return [None] * len(ifaces)
 
     procs: list[subprocess.Popen[bytes]] = []
-    before = userspace.children()
     try:
         for iface in ifaces:
-            proc = userspace.spawn(iface)
-            procs.append(proc)
-            if on_started is not None:
-                on_started(iface, proc.pid)
+            # Started, listed and recorded as one: a stop that lands in between is
+            # delivered once the daemon is in `procs`, which the unwinding stops.
+            with stops_held():
+                proc = userspace.spawn(iface)
+                procs.append(proc)
+                if on_started is not None:
+                    on_started(iface, proc.pid)
         deadline = time.monotonic() + START_TIMEOUT_S
         for iface, proc in zip(ifaces, procs, strict=True):
             userspace.wait_ready(iface, proc, deadline)
@@ -130,10 +133,6 @@ def start_many(ifaces: Sequence[WgInterface], mode: Mode, *,
     except BaseException:
         for iface, proc in zip(ifaces, procs, strict=False):
             _quietly(stop, iface, proc.pid)
-        # A stop that landed between a daemon's start and its place in `procs` (a
-        # signal lab up turns into an exception) left it running: it is the next one's.
-        for pid in userspace.children() - before - {p.pid for p in procs}:
-            _quietly(stop, ifaces[min(len(procs), len(ifaces) - 1)], pid)
         raise
     return [proc.pid for proc in procs]
 

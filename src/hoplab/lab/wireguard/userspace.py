@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from hoplab.errors import LabError
+from hoplab.held_stops import stops_held
 from hoplab.lab.wireguard.config import (
     WgInterface,
     log_file,
@@ -87,14 +88,15 @@ def spawn(iface: WgInterface) -> subprocess.Popen[bytes]:
         }
         argv = [sys.executable, "-I", "-S", "-c", PRIVATE_RUN_HELPER, str(iface.rundir),
                 _WG_GO, "-f", iface.ifname]
-        with open(log_file(iface), "ab") as log:
+        # A stop that lands while the daemon starts (inside Popen, after its fork) is
+        # held until it is known: the one who stops the daemons finds it here.
+        with open(log_file(iface), "ab") as log, stops_held():
             proc = node_of(iface).popen(
                 argv, as_user=True, env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT,
                 # Own session: a Ctrl-C meant for the engine must not reach the
                 # daemons directly; the engine stops them in order.
                 start_new_session=True)
-            # Known at once: a stop that lands before spawn returns finds it here.
             _CHILDREN[proc.pid] = proc
     except OSError as exc:
         with contextlib.suppress(FileNotFoundError):

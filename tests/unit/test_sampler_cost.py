@@ -1,0 +1,74 @@
+"""The device sampler's own cost (sampler.cpu): read with the scheduler's ns clock where
+the device has /proc/PID/schedstat, so a cost below one clock tick (10 ms) per sample
+does not read as zero; in ticks where it has not. Known answers from scripted samples."""
+
+from __future__ import annotations
+
+import pytest
+
+from hoplab.nodes.fake import FakeExecutor
+from hoplab.nodes.ssh_counters import _PROBE, END, DeviceCounterSource, spent_ns
+
+
+def stat(pid: int, comm: str, utime: int, stime: int, cutime: int = 0, cstime: int = 0) -> str:
+    """A /proc/PID/stat line: fields 14-17 are utime, stime, cutime, cstime."""
+    return (f"{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 100 0 0 0 "
+            f"{utime} {stime} {cutime} {cstime} 20 0 1 0 500 1000000 200")
+
+
+def proc_stat(total_per_core: int) -> str:
+    """Two cores, all time idle but for 1 tick of user each: totals grow by 2 per tick."""
+    cpu = f"1 0 0 {total_per_core - 1} 0 0 0 0 0 0"
+    return "\n".join([f"cpu  {2 * 1} 0 0 {2 * (total_per_core - 1)} 0 0 0 0 0 0",
+                      f"cpu0 {cpu}", f"cpu1 {cpu}", "intr 0"])
+
+
+def sample(core_ticks: int, ticks: tuple[int, int], runtimes: tuple[int, int] | None) -> list[str]:
+    lines = ["==> /proc/stat <==", *proc_stat(core_ticks).splitlines(),
+             "==> /proc/self/stat <==", stat(40, "awk", ticks[0], 0),
+             "==> /proc/39/stat <==", stat(39, "dropbear", ticks[1], 0)]
+    if runtimes is not None:
+        lines += ["==> /proc/self/schedstat <==", f"{runtimes[0]} 5000 30",
+                  "==> /proc/39/schedstat <==", f"{runtimes[1]} 7000 40"]
+    return [*lines, END]
+
+
+def costs(samples: list[list[str]]) -> list[float]:
+    ex = FakeExecutor("owrt")
+    ex.reply(["sh", "-c", _PROBE, "sh", "/proc/stat"], stdout="file /proc/stat\nawk\n")
+    answers = iter(samples)
+    ex.answer = lambda _line: next(answers)
+    source = DeviceCounterSource(ex, frozenset())
+    out = []
+    for _ in samples:
+        snap = source.read()
+        out += [v for name, _unit, _key, v in snap.extra if name == "sampler.cpu"]
+    source.close()
+    return out
+
+
+def test_a_cost_below_a_tick_is_read_in_ns() -> None:
+    # 100 ms per core between the samples (10 ticks); no tick of the loop's or the
+    # server's, but 300 + 200 us of their run time: 0.5 % of one core.
+    got = costs([sample(1000, (7, 9), (100_000_000, 200_000_000)),
+                 sample(1010, (7, 9), (100_300_000, 200_200_000))])
+    assert got == [pytest.approx(0.5)]
+
+
+def test_without_schedstat_the_cost_is_in_ticks() -> None:
+    # One tick (10 ms) of the loop's in 100 ms: 10 %.
+    got = costs([sample(1000, (7, 9), None), sample(1010, (8, 9), None)])
+    assert got == [pytest.approx(10.0)]
+
+
+def test_a_change_of_clock_between_two_samples_gives_no_value() -> None:
+    got = costs([sample(1000, (7, 9), None), sample(1010, (8, 9), (1, 2)),
+                 sample(1020, (8, 9), (1_000_001, 2))])
+    assert got == [pytest.approx(1.0)]
+
+
+def test_spent_counts_the_children_in_ticks_and_a_zero_schedstat_as_absent() -> None:
+    stats = [stat(40, "sh", 1, 2, cutime=3, cstime=4), stat(39, "dropbear", 5, 6)]
+    assert spent_ns(stats, ["1000 0 0", "2000 0 0"]) == (True, 3000 + 7 * 10_000_000)
+    assert spent_ns(stats, ["0 0 0", "0 0 0"]) == (False, 21 * 10_000_000)
+    assert spent_ns(stats, []) == (False, 21 * 10_000_000)
