@@ -25,6 +25,8 @@ from hoplab.lab.devices import tools as device_tools
 from hoplab.lab.lock import lab_lock
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab, unresolved
 from hoplab.lab.requirements import (
+    for_host,
+    guest_ends,
     impairment_backend,
     link_disciplines,
     requirements_problems,
@@ -34,6 +36,7 @@ from hoplab.lab.signals import shielded, terminate_as_interrupt
 from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
 from hoplab.lab.teardown import teardown
+from hoplab.lab.vm import boot as vm_boot
 from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Completed, Executor
 from hoplab.nodes.netns import exists as ns_exists
@@ -100,7 +103,7 @@ def _ip_lines(node: NodePlan, kinds: tuple[str, ...]) -> list[str]:
     for i in node.ifaces:
         if i.kind not in kinds:
             continue
-        if i.kind in ("veth", "nic"):
+        if i.kind in ("veth", "nic", "tap", "guest"):
             lines.append(f"link set {i.name} up")
         for a in i.addrs:
             flag = " nodad" if a.version == 6 else ""
@@ -114,10 +117,10 @@ def _ip_lines(node: NodePlan, kinds: tuple[str, ...]) -> list[str]:
 def _configure_veths(lab: Lab, node: NodePlan, ex: NetnsExecutor,
                      wired: frozenset[int] = frozenset()) -> None:
     what = f"node {node.name}"
-    netns.ip_batch(_ip_lines(node, ("veth", "nic")), what, ex)
+    netns.ip_batch(_ip_lines(node, ("veth", "nic", "tap")), what, ex)
     tc: list[str] = []
     for i in node.ifaces:
-        if i.kind == "veth" and i.link not in wired:
+        if i.kind in ("veth", "tap") and i.link not in wired:
             tc += tc_lines(i.name, i.egress)
     netns.tc_batch(tc, what, ex)
     for i in node.ifaces:
@@ -129,7 +132,7 @@ def _configure_veths(lab: Lab, node: NodePlan, ex: NetnsExecutor,
     spec = lab.node(node.name)
     if spec.offloads:
         for i in node.ifaces:
-            if i.kind != "veth":
+            if i.kind not in ("veth", "tap"):
                 continue
             argv = ["ethtool", "-K", i.name]
             for feat, on in spec.offloads:
@@ -167,7 +170,7 @@ def resolve_iface(node: NodePlan, ref: str) -> str | None:
         if i.name == ref:
             return i.name
     for i in node.ifaces:
-        if i.kind == "veth" and i.peer == ref:
+        if i.kind in ("veth", "tap", "guest") and i.peer == ref:
             return i.name
     return None
 
@@ -290,6 +293,7 @@ class _Build:
     # The executor of each node that is a namespace here, by namespace.
     local: dict[str, NetnsExecutor]
     wires: dict[int, wire.WireLink]
+    vms: dict[str, vm_boot.Vm] = field(default_factory=dict)
 
     def step(self, name: str, start: float) -> float:
         now = time.monotonic()
@@ -310,10 +314,18 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
     with terminate_as_interrupt(shield_after_first=True):
         try:
             t = _make_namespaces(b, time.monotonic())
+            if b.vms:
+                # Booting takes seconds: the namespaces are configured meanwhile.
+                b.say("vms")
+                vm_boot.start(lab, plan, b.state, b.vms)
             t = _make_links(b, t)
             _write_hosts(plan, b.state)
             _run_commands(plan, b.local)
             t = b.step("hosts+setup", t)
+            if b.vms:
+                vm_boot.wait_ready(b.vms)
+                _configure_guests(b)
+                t = b.step("vms", t)
             if execs:
                 b.say("devices")
                 settings.apply(b.state, plan, execs)
@@ -349,7 +361,8 @@ def _record(lab: Lab, plan: Plan, caps: Capabilities, progress: Progress | None,
     if held is not None:
         state.created, state.labgrid = held.created, held.labgrid
     wires = {w.index: w for w in wire.plan_wires(
-        lab.name, [lk for lk in lab.links if impairment_backend(lk, caps) == "wire"],
+        lab.name, [lk for lk in lab.links
+                   if impairment_backend(for_host(lab, lk), caps) == "wire"],
         state.rundir)}
     state.namespaces += [w.netns for w in wires.values()]
     # No teardown commands yet: they are for a lab whose setup ran (the final summary
@@ -357,11 +370,14 @@ def _record(lab: Lab, plan: Plan, caps: Capabilities, progress: Progress | None,
     state.summary = summarize(plan)
     for info in state.summary["nodes"].values():
         info["teardown"] = []
+    # A VM's SSH port and keys are in its entry before it boots (fetching its kernel
+    # the first time), so a teardown after a crash reaches it.
+    vms = vm_boot.prepare(lab, plan, state)
     state.save()
     settings.record_devices(state, lab)
     return _Build(lab, plan, caps, state, UpResult(state, plan, 0.0),
                   progress or (lambda _msg: None),
-                  {n.netns: in_namespace(n.name, n.netns) for n in local}, wires)
+                  {n.netns: in_namespace(n.name, n.netns) for n in local}, wires, vms)
 
 
 def _make_namespaces(b: _Build, t: float) -> float:
@@ -404,14 +420,60 @@ def _finish(b: _Build) -> None:
     """The lab is up: its record says what it is, for lab status and lab down."""
     state = b.state
     state.status = "up"
+    vms = {n: state.summary["nodes"][n] for n in b.vms}
     state.summary = summarize(b.result.plan)
+    for name, entry in vms.items():
+        state.summary["nodes"][name].update(
+            netns=None, kind=entry["kind"], ssh=entry["ssh"], vm=entry["vm"],
+            teardown=[list(c) for c in b.lab.node(name).teardown])
     state.summary["wires"] = [
         {"link": w.index, "label": w.label, "netns": w.netns, "name": w.short,
          "stats": str(w.stats)} for w in b.wires.values()]
     for row, lk in zip(state.summary["links"], b.lab.links, strict=True):
         # Which emulator and which discipline each direction got, for lab status.
-        row.update(link_disciplines(lk, b.caps))
+        row.update(link_disciplines(for_host(b.lab, lk), b.caps))
+        if guest_ends(b.lab, lk):
+            row["emulator"] = "guest tc" if row["emulator"] in ("none", "tc", "netem") \
+                else row["emulator"]
     state.save()
+
+
+def _configure_guests(b: _Build) -> None:
+    """Each VM as a namespace is configured, through its SSH executor: sysctls, its NICs'
+    addresses and routes, its own kernel's tc on each NIC, offloads, NAT, /etc/hosts
+    and its setup commands."""
+    hosts = hosts_file(b.plan)
+
+    def one(name: str) -> None:
+        node, spec = b.plan.node(name), b.lab.node(name)
+        what = f"VM {name}"
+        ex = executor_for(name, b.state.summary["nodes"][name])
+        try:
+            sysctls = [*_base_sysctls(node, b.plan.diameter), *spec.sysctls]
+            _check(ex.run(["sysctl", "-qw", *(f"{k}={v}" for k, v in sysctls)]),
+                   f"{what}: sysctls")
+            _check(ex.run(["sh", "-c", "cat > /etc/hosts"], input=hosts), f"{what}: hosts")
+            netns.ip_batch(_ip_lines(node, ("guest",)), what, ex)
+            tc = [line for i in node.ifaces if i.kind == "guest"
+                  for line in tc_lines(i.name, i.egress)]
+            netns.tc_batch(tc, f"{what} (its own kernel's tc)", ex)
+            for i in node.ifaces:
+                if i.kind == "guest" and spec.offloads:
+                    argv = ["ethtool", "-K", i.name]
+                    for feat, on in spec.offloads:
+                        argv += [feat, "on" if on else "off"]
+                    _check(ex.run(argv), f"{what}: offloads on {i.name}")
+            if spec.nat is not None:
+                out = resolve_iface(node, spec.nat.out)
+                assert out is not None
+                _check(ex.run(["nft", "-f", "-"], input=nat_ruleset(out)), f"{what}: NAT")
+            env = {"HOPLAB_LAB": b.lab.name, "HOPLAB_NODE": name}
+            for cmd in spec.setup:
+                _check(ex.run(cmd, env=env, timeout=300), f"{what}: setup {' '.join(cmd)}")
+        finally:
+            ex.close()
+
+    netns.in_each(list(b.vms), one)
 
 
 def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hoplab.nodes.registry import is_local
+from hoplab.nodes.registry import builds, is_local
 from hoplab.spec.model import Direction
 
 if TYPE_CHECKING:
@@ -56,7 +56,10 @@ def node_entries(plan: Plan) -> dict[str, dict[str, Any]]:
             "nat": spec.nat.out if spec.nat else None,
             "teardown": [list(c) for c in spec.teardown],
         }
-        if not is_local(spec.kind):
+        if builds(spec.kind) == "qemu":
+            # Booted by hoplab.lab.vm, which adds how to reach it (its SSH port, keys).
+            nodes[n.name].update({"kind": spec.kind, "netns": None})
+        elif not is_local(spec.kind):
             from hoplab.lab.devices.reach import ssh_entry
 
             # Reached over SSH (hoplab.nodes.registry); its teardown commands run from the

@@ -52,7 +52,11 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
                 warnings.append(f"node {node}: teardown {' '.join(argv)}: "
                                 f"exit {done.returncode}: {' '.join(tail)}")
+    from hoplab.lab.vm.power import is_qemu, power_off
+
     for proc in recorded(state):
+        if is_qemu(proc):
+            continue    # a VM is powered off once the processes in it are stopped
         # A process of a node the record does not name (an older record) is this machine's.
         ex = nodes.get(proc.node) or this_machine(proc.node)
         try:
@@ -61,6 +65,7 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
             warnings.append(f"{proc.role} on {proc.node} (pid {proc.pid}): {exc}")
     warnings += _undo_recorded(state, nodes)
     warnings += _remove_device_dirs(state, nodes)
+    warnings += power_off(state, nodes)
     from hoplab.lab.devices.nics import give_back_nics
     from hoplab.lab.devices.settings import restore
 
