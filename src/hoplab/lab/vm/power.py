@@ -30,8 +30,10 @@ def is_qemu(proc: Proc) -> bool:
 
 
 def _alive(proc: Proc) -> bool:
+    from hoplab.lab.vm.qemu import forget_exited
     from hoplab.nodes.procs import proc_start_time
 
+    forget_exited()   # a QEMU of this process that exited is reaped, not a zombie
     return proc_start_time(proc.pid) == proc.start
 
 
@@ -62,4 +64,7 @@ def power_off(state: LabState, nodes: Mapping[str, Executor]) -> list[str]:
             this_machine(p.node).stop_recorded(ProcessId(p.node, p.pid, p.start))
         except HoplabError as exc:
             warnings.append(f"{p.role} (pid {p.pid}): {exc}")
+    from hoplab.lab.vm.qemu import forget_exited
+
+    forget_exited()
     return warnings

@@ -94,13 +94,28 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
         return int(s.getsockname()[1])
 
 
+# QEMUs this process started, by pid, until they exit: a lab outlives the call that
+# built it (as hoplab.lab.wire keeps its wires), and teardown reaps them here.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def start(b: Boot) -> subprocess.Popen[bytes]:
     exe = binary()
+    forget_exited()
     fds = tuple(n.fd for n in b.nics if n.fd is not None)
     with open(b.dir / QEMU_LOG, "wb") as log:
-        return subprocess.Popen(argv(b, exe), stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen(argv(b, exe), stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, pass_fds=fds,
                                 start_new_session=True)
+    _CHILDREN[proc.pid] = proc
+    return proc
+
+
+def forget_exited() -> None:
+    """Reap the QEMUs of this process that exited (a VM powered off, or killed)."""
+    for pid, proc in list(_CHILDREN.items()):
+        if proc.poll() is not None:
+            del _CHILDREN[pid]
 
 
 def _banner(port: int) -> bool:
