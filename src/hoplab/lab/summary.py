@@ -57,8 +57,10 @@ def node_entries(plan: Plan) -> dict[str, dict[str, Any]]:
             "teardown": [list(c) for c in spec.teardown],
         }
         if builds(spec.kind) == "qemu":
-            # Booted by hoplab.lab.vm, which adds how to reach it (its SSH port, keys).
-            nodes[n.name].update({"kind": spec.kind, "netns": None})
+            # Booted by hoplab.lab.vm, which records how to reach it (its SSH port, keys)
+            # and what it is (kernel release, vCPUs, accelerator) in the lab's record.
+            nodes[n.name].update({"kind": spec.kind, "netns": None,
+                                  **_booted(lab.name, n.name)})
         elif not is_local(spec.kind):
             from hoplab.lab.devices.reach import ssh_entry
 
@@ -66,6 +68,14 @@ def node_entries(plan: Plan) -> dict[str, dict[str, Any]]:
             # state's device record, with its settings put back (lab.devices.settings).
             nodes[n.name].update(ssh_entry(spec, lab), netns=None, teardown=[])
     return nodes
+
+
+def _booted(lab: str, node: str) -> dict[str, Any]:
+    from hoplab.lab.state import find
+
+    state = find(lab)
+    entry = state.summary.get("nodes", {}).get(node, {}) if state is not None else {}
+    return {k: entry[k] for k in ("ssh", "vm") if k in entry}
 
 
 def summarize(plan: Plan) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from hoplab.lab.vm import cache
 from hoplab.lab.vm.kernel import Kernel
 
 BUSYBOX = "/bin/busybox"
-# What mounting the root needs, in the order each can be loaded (dependencies first);
-# a kernel with one built in simply has no file for it.
-MODULES = ("netfs", "9pnet", "9pnet_virtio", "9p", "overlay")
+# What mounting the root needs (with what each depends on, from modules.dep); a kernel
+# with one built in simply has no file for it (6.12 builds virtio_pci in, 6.1 does not).
+MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
 # Tags of the 9p shares (qemu.py): this machine's root, the VM's directory, modules.
 ROOT_TAG, CONFIG_TAG, MODULES_TAG = "hostroot", "hoplab", "modules"
 
@@ -27,16 +27,18 @@ _9P = "trans=virtio,version=9p2000.L"
 # may cache them (without it, every exec reads its binary and libraries over 9p again).
 INIT = f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
+# A root that cannot be mounted ends the VM at once: hoplab shows this console.
+fail() {{ echo "hoplab: the VM's root cannot be mounted"; poweroff -f; }}
 mount -t proc proc /proc
 mount -t devtmpfs dev /dev
 for m in $(cat /lib/mods/order); do insmod /lib/mods/$m.ko || echo "hoplab: insmod $m failed"; done
 mkdir -p /lower /rw /newroot
-mount -t 9p -o {_9P},ro,msize=512000,cache=loose {ROOT_TAG} /lower || exec sh
+mount -t 9p -o {_9P},ro,msize=512000,cache=loose {ROOT_TAG} /lower || fail
 mount -t tmpfs -o mode=0755 rw /rw
 mkdir -p /rw/upper /rw/work
-mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work root /newroot || exec sh
+mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work root /newroot || fail
 mkdir -p /newroot/hoplab
-mount -t 9p -o {_9P},ro {CONFIG_TAG} /newroot/hoplab || exec sh
+mount -t 9p -o {_9P},ro {CONFIG_TAG} /newroot/hoplab || fail
 umount /proc
 exec switch_root /newroot /bin/sh /hoplab/stage2
 """
@@ -50,26 +52,44 @@ def image(kernel: Kernel) -> Path:
     return d / "initrd.gz"
 
 
+def _dependencies(modules: Path) -> dict[str, tuple[Path, list[str]]]:
+    """Each module's file and the modules it needs, from modules.dep."""
+    def name(rel: str) -> str:
+        return Path(rel).name.split(".ko", 1)[0].replace("-", "_")
+
+    out = {}
+    for line in (modules / "modules.dep").read_text().splitlines():
+        rel, _, deps = line.partition(":")
+        out[name(rel)] = (modules / rel, [name(d) for d in deps.split()])
+    return out
+
+
 def _modules(kernel: Kernel) -> list[tuple[str, bytes]]:
+    """The modules MODULES need, each after those it depends on, uncompressed."""
     if kernel.modules is None:
         return []
-    paths = {}
-    for line in (kernel.modules / "modules.dep").read_text().splitlines():
-        rel = line.split(":", 1)[0]
-        name = Path(rel).name.split(".ko", 1)[0].replace("-", "_")
-        paths[name] = kernel.modules / rel
+    known = _dependencies(kernel.modules)
+    order: list[str] = []
+
+    def visit(mod: str) -> None:
+        if mod in order or mod not in known:
+            return
+        for dep in known[mod][1]:
+            visit(dep)
+        order.append(mod)
+
+    for mod in MODULES:
+        visit(mod)
     out = []
-    for name in MODULES:
-        path = paths.get(name.replace("-", "_"))
-        if path is None:
-            continue
+    for mod in order:
+        path = known[mod][0]
         data = path.read_bytes()
         if path.name.endswith(".xz"):
             data = lzma.decompress(data)
-        elif path.name.endswith(".zst"):
-            raise CapabilityError(f"module {path}: zstd-compressed modules are not "
-                                  f"supported; build them uncompressed or xz")
-        out.append((name, data))
+        elif not path.name.endswith(".ko"):
+            raise CapabilityError(f"module {path}: only uncompressed or xz-compressed "
+                                  f"modules are supported")
+        out.append((mod, data))
     return out
 
 
