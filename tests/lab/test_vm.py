@@ -19,6 +19,7 @@ import json
 import shutil
 import statistics
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,12 +27,16 @@ from pathlib import Path
 import pytest
 
 from hoplab.lab import build
+from hoplab.lab.where import record_path
 from hoplab.nodes.registry import executor_for
 from hoplab.spec import load_lab
 from tests.helpers.lab import (
+    HOPLAB,
     UpLab,
     hoplab,
+    lab_namespaces,
     live_pids,
+    namespaces,
     new_lab_name,
     remove_lab,
     stop,
@@ -158,3 +163,45 @@ def test_the_lab_file_names_the_kernel(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "bad.toml:2" in done.stdout + done.stderr and "nodes.r1.vm.kernel" in \
         done.stdout + done.stderr
+
+
+def test_sigkill_during_boot_then_clean_leaves_nothing(tmp_path: Path) -> None:
+    """hoplab killed while its VM boots: the record names the VM's QEMU, so `hoplab
+    clean` stops it, and its taps (held by QEMU only) go with it."""
+    name = new_lab_name()
+    file = tmp_path / "lab.toml"
+    file.write_text(LAB)
+    record = Path(record_path(name))
+    before = live_pids("qemu-system-x86")
+    up = subprocess.Popen([*HOPLAB, "lab", "up", str(file), "--name", name],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        qemu = _recorded_qemu(record, up)
+        assert qemu in live_pids("qemu-system-x86")
+        up.kill()
+        up.wait(10)
+        done = hoplab("clean", name, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert live_pids("qemu-system-x86") <= before
+        assert not namespaces() & lab_namespaces(name)
+        assert not record.exists()
+    finally:
+        stop(up)   # type: ignore[arg-type]
+        remove_lab(name)
+
+
+def _recorded_qemu(record: Path, up: subprocess.Popen[bytes]) -> int:
+    """The QEMU pid the lab's record names, once it does (the build goes on meanwhile)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert up.poll() is None, "lab up ended before its VM was started"
+        try:
+            procs = json.loads(record.read_text()).get("processes", [])
+        except (OSError, ValueError):
+            procs = []
+        qemu = [p["pid"] for p in procs if p["node"].endswith(".qemu")]
+        if qemu:
+            return int(qemu[0])
+        time.sleep(0.05)
+    raise AssertionError("no QEMU in the lab's record after 120 s")
