@@ -294,6 +294,7 @@ class _Build:
     local: dict[str, NetnsExecutor]
     wires: dict[int, wire.WireLink]
     vms: dict[str, vm_boot.Vm] = field(default_factory=dict)
+    wg_keys: dict[tuple[str, str], wireguard.KeyPair] = field(default_factory=dict)
 
     def step(self, name: str, start: float) -> float:
         now = time.monotonic()
@@ -325,6 +326,8 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
             if b.vms:
                 vm_boot.wait_ready(b.vms)
                 _configure_guests(b)
+                if b.plan.wireguard:
+                    _guest_wireguard(b)
                 t = b.step("vms", t)
             if execs:
                 b.say("devices")
@@ -406,14 +409,38 @@ def _make_links(b: _Build, t: float) -> float:
         t = b.step("wires", t)
     if b.plan.wireguard:
         b.say("wireguard")
-        _start_wireguard(b.plan, b.state, b.caps)
+        b.wg_keys = {(e.node, e.ifname): wireguard.generate_keypair()
+                     for e in b.plan.wireguard}
+        _start_wireguard(b.plan, b.state, b.caps, b.wg_keys, frozenset(b.vms))
         wg_nodes = [b.local[n.netns] for n in b.plan.nodes
-                    if any(i.kind.startswith("wg") for i in n.ifaces)]
+                    if n.netns in b.local and any(i.kind.startswith("wg") for i in n.ifaces)]
         netns.in_each(wg_nodes, lambda ex: netns.ip_batch(
             _ip_lines(b.node(ex), ("wg-hop", "wg-tunnel")), f"node {ex.node}", ex))
-        _warm_tunnels(b.plan, b.local)
+        if not b.vms:
+            _warm_tunnels(b.plan, b.local)    # else once the VMs' ends are up too
         t = b.step("wireguard", t)
     return t
+
+
+def _guest_wireguard(b: _Build) -> None:
+    """The VMs' WireGuard ends (their own kernels' module), then every tunnel warmed."""
+    from hoplab.lab.vm import wg
+
+    execs: dict[str, Executor] = dict(b.local)
+    for name in b.vms:
+        execs[b.plan.node(name).netns] = executor_for(name, b.state.summary["nodes"][name])
+    try:
+        for e in b.plan.wireguard:
+            if e.node in b.vms:
+                ex = execs[b.plan.node(e.node).netns]
+                wg.start(ex, e, b.wg_keys[(e.node, e.ifname)],
+                         b.wg_keys[(e.peer, e.peer_ifname)])
+                netns.ip_batch(_ip_lines(b.plan.node(e.node), ("wg-hop", "wg-tunnel")),
+                               f"VM {e.node}", ex)
+        _warm_tunnels(b.plan, execs)
+    finally:
+        for name in b.vms:
+            execs[b.plan.node(name).netns].close()
 
 
 def _finish(b: _Build) -> None:
@@ -493,13 +520,17 @@ def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:
         wire.wait_ready(w, proc, deadline)
 
 
-def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
+def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities,
+                     keys: Mapping[tuple[str, str], wireguard.KeyPair],
+                     guests: frozenset[str] = frozenset()) -> None:
+    """The namespaces' WireGuard ends (a VM's are its own kernel's: _guest_wireguard)."""
     mode = caps.wireguard_mode()
     if mode is None:
         raise CapabilityError("WireGuard needs the kernel module or wireguard-go over TUN")
-    keys = {(e.node, e.ifname): wireguard.generate_keypair() for e in plan.wireguard}
     ifaces = []
     for e in plan.wireguard:
+        if e.node in guests:
+            continue
         peer_key = keys[(e.peer, e.peer_ifname)]
         ifaces.append(wireguard.WgInterface(
             netns=plan.node(e.node).netns, ifname=e.ifname, keys=keys[(e.node, e.ifname)],
@@ -515,7 +546,7 @@ def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
     wireguard.start_many(ifaces, mode, on_started=record)
 
 
-def _udp_ports(ex: NetnsExecutor) -> set[int]:
+def _udp_ports(ex: Executor) -> set[int]:
     """Bound UDP ports of ex's namespace."""
     ports = set()
     for table in ("udp", "udp6"):
@@ -525,17 +556,19 @@ def _udp_ports(ex: NetnsExecutor) -> set[int]:
     return ports
 
 
-def _wait_listening(jobs: dict[str, set[int]], ex: NetnsExecutor) -> None:
-    deadline = time.monotonic() + 5.0
-    want = jobs[ex.netns or ""]
+def _wait_listening(jobs: dict[str, set[int]], at: tuple[str, Executor]) -> None:
+    where, ex = at
+    # A VM answers over SSH, slower than a namespace, and boots its module on demand.
+    deadline = time.monotonic() + (5.0 if ex.machine == "local" else 30.0)
+    want = jobs[where]
     while not want <= _udp_ports(ex):
         if time.monotonic() > deadline:
             missing = sorted(want - _udp_ports(ex))
-            raise LabError(f"WireGuard in {ex.netns} is not listening on UDP {missing}")
+            raise LabError(f"WireGuard in {where} is not listening on UDP {missing}")
         time.sleep(0.01)
 
 
-def _warm_tunnels(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
+def _warm_tunnels(plan: Plan, local: Mapping[str, Executor]) -> None:
     """Complete every handshake now, hops before end-to-end tunnels (which ride on
     them), so the first packets of a measurement never wait for one."""
     # wireguard-go binds its UDP socket only when it sees the link-up event; a
@@ -543,7 +576,7 @@ def _warm_tunnels(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
     ports: dict[str, set[int]] = {}
     for e in plan.wireguard:
         ports.setdefault(plan.node(e.node).netns, set()).add(e.listen_port)
-    netns.in_each([local[ns] for ns in ports], partial(_wait_listening, ports))
+    netns.in_each([(ns, local[ns]) for ns in ports], partial(_wait_listening, ports))
     for kind in ("wg-hop", "wg-tunnel"):
         jobs: dict[str, list[str]] = {}
         for node in plan.nodes:
@@ -553,14 +586,15 @@ def _warm_tunnels(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
                     far = next(x for x in peer.ifaces if x.kind == kind and x.peer == node.name
                                and x.link == i.link and x.tunnel == i.tunnel)
                     jobs.setdefault(node.netns, []).append(str(far.addrs[0].ip))
-        netns.in_each([local[ns] for ns in jobs], partial(_ping_from, jobs))
+        netns.in_each([(ns, local[ns]) for ns in jobs], partial(_ping_from, jobs))
 
 
-def _ping_from(jobs: dict[str, list[str]], ex: NetnsExecutor) -> None:
-    for addr in jobs[ex.netns or ""]:
+def _ping_from(jobs: dict[str, list[str]], at: tuple[str, Executor]) -> None:
+    where, ex = at
+    for addr in jobs[where]:
         # A lost first handshake is retried by WireGuard after 5 s: allow one.
         if ex.run(["ping", "-c1", "-W7", "-q", addr], timeout=30).returncode != 0:
-            raise LabError(f"WireGuard tunnel from {ex.netns} to {addr} does not carry traffic")
+            raise LabError(f"WireGuard tunnel from {where} to {addr} does not carry traffic")
 
 
 def _check_cables(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
