@@ -12,7 +12,8 @@ STAMP := $(VENV)/.installed
 APT_PACKAGES := iperf3 irtt fping iputils-ping iproute2 nftables ethtool \
 	wireguard-tools wireguard-go linux-perf postgresql chromium nginx \
 	python3-venv gcc libc6-dev curl ca-certificates time \
-	dropbear-bin busybox-static openssh-server openssh-client git netsniff-ng
+	dropbear-bin busybox-static openssh-server openssh-client git netsniff-ng \
+	qemu-system-x86 kmod
 
 # Debian 12's cargo (0.66) is too old for wire/Cargo.lock (version 4): a rustup toolchain,
 # pinned, in ~/.cargo. CARGO is looked up when used, so a toolchain `make rust` has just

@@ -383,7 +383,8 @@ def test_doctor_json(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixt
     assert doctor.run(_args(json=True)) == code
     rep = json.loads(capsys.readouterr().out)
     assert list(rep) == ["kernel", "qdiscs", "features", "tools", "wireguard", "impairments",
-                         "essentials", "probe_s"]
+                         "essentials", "probe_s", "vm"]
+    assert set(rep["vm"]) == {"available", "missing", "accel", "why"}
     # Without sch_netem, delay, jitter and loss are made by the userspace wire.
     assert rep["impairments"]["delay_jitter_loss"]["mechanism"] == "wire"
     assert rep["impairments"]["trace"]["mechanism"] == "wire"

@@ -65,7 +65,7 @@ def test_teardown_removes_only_what_an_exited_run_left_in_tmp(
     def fake(node: str, info: object) -> FakeExecutor:
         return made.setdefault(node, FakeExecutor(node))
 
-    monkeypatch.setitem(registry.KINDS, "fake", registry.NodeKind(fake, local=False))
+    monkeypatch.setitem(registry.KINDS, "fake", registry.NodeKind(fake))
     from hoplab.lab import teardown as td
 
     state.summary = {"nodes": {"router": {"kind": "fake"}, "board": {"kind": "fake"}}}

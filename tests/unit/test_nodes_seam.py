@@ -216,7 +216,7 @@ def test_teardown_reaches_every_node_through_the_registry(
     def fake(node: str, info: object) -> FakeExecutor:
         return made.setdefault(node, FakeExecutor(node))
 
-    monkeypatch.setitem(registry.KINDS, "fake", registry.NodeKind(fake, local=False))
+    monkeypatch.setitem(registry.KINDS, "fake", registry.NodeKind(fake))
     from hoplab.lab import teardown as td
 
     state = LabState(name="seamtd", source="lab.toml", namespaces=[])
@@ -273,7 +273,7 @@ def test_a_new_kind_of_node_is_one_module_and_one_registry_entry(
     test runs on it, its samplers read its counters, lab status and teardown reach it."""
     from tests.unit import replay_node
 
-    monkeypatch.setitem(registry.KINDS, "replay", registry.NodeKind(replay_node.make, local=False))
+    monkeypatch.setitem(registry.KINDS, "replay", registry.NodeKind(replay_node.make))
 
     exp = _experiment(tmp_path)
     test = replace(exp.variants[0].tests[0], profile=None)
@@ -315,7 +315,7 @@ def test_a_new_kind_of_node_is_one_module_and_one_registry_entry(
         made.append(replay_node.make(node, entry))
         return made[-1]
 
-    monkeypatch.setitem(registry.KINDS, "replay", registry.NodeKind(keep, local=False))
+    monkeypatch.setitem(registry.KINDS, "replay", registry.NodeKind(keep))
     assert td.teardown(state) == []
     assert sorted(ex.node for ex in made if ex.closed) == ["client", "r1", "server"]
 
@@ -388,7 +388,7 @@ def _kind_for_the_registry(attr: ast.Attribute, parents: dict[ast.AST, ast.AST])
     """A node's .kind handed to the registry (is_local(n.kind), kind(n.kind)) or written
     as the "kind" of its entry; anything else asks which kind it is."""
     up = parents.get(attr)
-    if isinstance(up, ast.Call) and _name(up.func) in ("is_local", "kind") \
+    if isinstance(up, ast.Call) and _name(up.func) in ("is_local", "kind", "builds", "links_end") \
             and up.args == [attr]:
         return True
     return isinstance(up, ast.Dict) and any(

@@ -111,6 +111,7 @@ def report(caps: Capabilities) -> dict[str, Any]:
         "impairments": _impairments(caps),
         "essentials": {"ok": not missing, "missing": missing},
         "probe_s": caps.probe_s,
+        "vm": vm_ready(),
     }
 
 
@@ -166,11 +167,29 @@ def _print(rep: dict[str, Any], console: Console) -> None:
                   f"[red]{escape(str(row['note']))}[/]")
     console.print(t)
 
+    _print_vm(rep["vm"], console)
     ess = rep["essentials"]
     if ess["ok"]:
         console.print("[green]essentials present[/] (ip, tc, veth, htb, iperf3)")
     else:
         console.print(f"[red]missing essentials:[/] {escape(', '.join(ess['missing']))}")
+
+
+def vm_ready() -> dict[str, Any]:
+    from hoplab.lab.vm.ready import report as vm_report
+
+    return vm_report()
+
+
+def _print_vm(vm: dict[str, Any], console: Console) -> None:
+    from rich.markup import escape
+
+    if not vm["available"]:
+        console.print(f"[bold]VMs[/] [red]no[/]: missing {escape('; '.join(vm['missing']))}")
+        return
+    how = ("accelerator not tried yet (KVM is tried at the first boot)" if vm["accel"] is None
+           else f"accelerator {vm['accel']} ({vm['why']})")
+    console.print(f"[bold]VMs[/] [green]yes[/], {escape(how)}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,6 +27,8 @@ from hoplab.lab.devices import tools as device_tools
 from hoplab.lab.lock import lab_lock
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab, unresolved
 from hoplab.lab.requirements import (
+    for_host,
+    guest_ends,
     impairment_backend,
     link_disciplines,
     requirements_problems,
@@ -36,6 +38,8 @@ from hoplab.lab.signals import shielded, terminate_as_interrupt
 from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
 from hoplab.lab.teardown import teardown
+from hoplab.lab.vm import boot as vm_boot
+from hoplab.lab.vm import wg
 from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Completed, Executor
 from hoplab.nodes.netns import exists as ns_exists
@@ -103,7 +107,7 @@ def _ip_lines(node: NodePlan, kinds: tuple[str, ...]) -> list[str]:
     for i in node.ifaces:
         if i.kind not in kinds:
             continue
-        if i.kind in ("veth", "nic"):
+        if i.kind in ("veth", "nic", "tap", "guest"):
             lines.append(f"link set {i.name} up")
         for a in i.addrs:
             flag = " nodad" if a.version == 6 else ""
@@ -117,10 +121,10 @@ def _ip_lines(node: NodePlan, kinds: tuple[str, ...]) -> list[str]:
 def _configure_veths(lab: Lab, node: NodePlan, ex: NetnsExecutor,
                      wired: frozenset[int] = frozenset()) -> None:
     what = f"node {node.name}"
-    netns.ip_batch(_ip_lines(node, ("veth", "nic")), what, ex)
+    netns.ip_batch(_ip_lines(node, ("veth", "nic", "tap")), what, ex)
     tc: list[str] = []
     for i in node.ifaces:
-        if i.kind == "veth" and i.link not in wired:
+        if i.kind in ("veth", "tap") and i.link not in wired:
             tc += tc_lines(i.name, i.egress)
     netns.tc_batch(tc, what, ex)
     for i in node.ifaces:
@@ -132,7 +136,7 @@ def _configure_veths(lab: Lab, node: NodePlan, ex: NetnsExecutor,
     spec = lab.node(node.name)
     if spec.offloads:
         for i in node.ifaces:
-            if i.kind != "veth":
+            if i.kind not in ("veth", "tap"):
                 continue
             argv = ["ethtool", "-K", i.name]
             for feat, on in spec.offloads:
@@ -170,7 +174,7 @@ def resolve_iface(node: NodePlan, ref: str) -> str | None:
         if i.name == ref:
             return i.name
     for i in node.ifaces:
-        if i.kind == "veth" and i.peer == ref:
+        if i.kind in ("veth", "tap", "guest") and i.peer == ref:
             return i.name
     return None
 
@@ -293,6 +297,8 @@ class _Build:
     # The executor of each node that is a namespace here, by namespace.
     local: dict[str, NetnsExecutor]
     wires: dict[int, wire.WireLink]
+    vms: dict[str, vm_boot.Vm] = field(default_factory=dict)
+    wg_keys: dict[tuple[str, str], wireguard.KeyPair] = field(default_factory=dict)
 
     def step(self, name: str, start: float) -> float:
         now = time.monotonic()
@@ -313,10 +319,20 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
     with terminate_as_interrupt(shield_after_first=True):
         try:
             t = _make_namespaces(b, time.monotonic())
+            if b.vms:
+                # Booting takes seconds: the namespaces are configured meanwhile.
+                b.say("vms")
+                vm_boot.start(lab, plan, b.state, b.vms)
             t = _make_links(b, t)
             _write_hosts(plan, b.state)
             _run_commands(plan, b.local)
             t = b.step("hosts+setup", t)
+            if b.vms:
+                vm_boot.wait_ready(b.vms)
+                _configure_guests(b)
+                if b.plan.wireguard:
+                    _guest_wireguard(b)
+                t = b.step("vms", t)
             if execs:
                 b.say("devices")
                 settings.apply(b.state, plan, execs)
@@ -352,7 +368,8 @@ def _record(lab: Lab, plan: Plan, caps: Capabilities, progress: Progress | None,
     if held is not None:
         state.created, state.labgrid = held.created, held.labgrid
     wires = {w.index: w for w in wire.plan_wires(
-        lab.name, [lk for lk in lab.links if impairment_backend(lk, caps) == "wire"],
+        lab.name, [lk for lk in lab.links
+                   if impairment_backend(for_host(lab, lk), caps) == "wire"],
         state.rundir)}
     state.namespaces += [w.netns for w in wires.values()]
     # No teardown commands yet: they are for a lab whose setup ran (the final summary
@@ -360,11 +377,14 @@ def _record(lab: Lab, plan: Plan, caps: Capabilities, progress: Progress | None,
     state.summary = summarize(plan)
     for info in state.summary["nodes"].values():
         info["teardown"] = []
+    # A VM's SSH port and keys are in its entry before it boots (fetching its kernel
+    # the first time), so a teardown after a crash reaches it.
+    vms = vm_boot.prepare(lab, plan, state)
     state.save()
     settings.record_devices(state, lab)
     return _Build(lab, plan, caps, state, UpResult(state, plan, 0.0),
                   progress or (lambda _msg: None),
-                  {n.netns: in_namespace(n.name, n.netns) for n in local}, wires)
+                  {n.netns: in_namespace(n.name, n.netns) for n in local}, wires, vms)
 
 
 def _make_namespaces(b: _Build, t: float) -> float:
@@ -393,28 +413,96 @@ def _make_links(b: _Build, t: float) -> float:
         t = b.step("wires", t)
     if b.plan.wireguard:
         b.say("wireguard")
-        _start_wireguard(b.plan, b.state, b.caps)
+        b.wg_keys = {(e.node, e.ifname): wireguard.generate_keypair()
+                     for e in b.plan.wireguard}
+        _start_wireguard(b.plan, b.state, b.caps, b.wg_keys, frozenset(b.vms))
         wg_nodes = [b.local[n.netns] for n in b.plan.nodes
-                    if any(i.kind.startswith("wg") for i in n.ifaces)]
+                    if n.netns in b.local and any(i.kind.startswith("wg") for i in n.ifaces)]
         netns.in_each(wg_nodes, lambda ex: netns.ip_batch(
             _ip_lines(b.node(ex), ("wg-hop", "wg-tunnel")), f"node {ex.node}", ex))
-        _warm_tunnels(b.plan, b.local)
+        if not b.vms:
+            _warm_tunnels(b.plan, b.local)    # else once the VMs' ends are up too
         t = b.step("wireguard", t)
     return t
+
+
+def _guest_wireguard(b: _Build) -> None:
+    """The VMs' WireGuard ends (their own kernels' module), then every tunnel warmed."""
+    execs: dict[str, Executor] = dict(b.local)
+    for name in b.vms:
+        execs[b.plan.node(name).netns] = executor_for(name, b.state.summary["nodes"][name])
+    try:
+        for e in b.plan.wireguard:
+            if e.node in b.vms:
+                ex = execs[b.plan.node(e.node).netns]
+                wg.start(ex, e, b.wg_keys[(e.node, e.ifname)],
+                         b.wg_keys[(e.peer, e.peer_ifname)])
+                netns.ip_batch(_ip_lines(b.plan.node(e.node), ("wg-hop", "wg-tunnel")),
+                               f"VM {e.node}", ex)
+        _warm_tunnels(b.plan, execs)
+    finally:
+        for name in b.vms:
+            execs[b.plan.node(name).netns].close()
 
 
 def _finish(b: _Build) -> None:
     """The lab is up: its record says what it is, for lab status and lab down."""
     state = b.state
     state.status = "up"
+    vms = {n: state.summary["nodes"][n] for n in b.vms}
     state.summary = summarize(b.result.plan)
+    for name, entry in vms.items():
+        state.summary["nodes"][name].update(
+            netns=None, kind=entry["kind"], ssh=entry["ssh"], vm=entry["vm"],
+            teardown=[list(c) for c in b.lab.node(name).teardown])
     state.summary["wires"] = [
         {"link": w.index, "label": w.label, "netns": w.netns, "name": w.short,
          "stats": str(w.stats)} for w in b.wires.values()]
     for row, lk in zip(state.summary["links"], b.lab.links, strict=True):
         # Which emulator and which discipline each direction got, for lab status.
-        row.update(link_disciplines(lk, b.caps))
+        row.update(link_disciplines(for_host(b.lab, lk), b.caps))
+        if guest_ends(b.lab, lk):
+            row["emulator"] = "guest tc" if row["emulator"] in ("none", "tc", "netem") \
+                else row["emulator"]
     state.save()
+
+
+def _configure_guests(b: _Build) -> None:
+    """Each VM as a namespace is configured, through its SSH executor: sysctls, its NICs'
+    addresses and routes, its own kernel's tc on each NIC, offloads, NAT, /etc/hosts
+    and its setup commands."""
+    hosts = hosts_file(b.plan)
+
+    def one(name: str) -> None:
+        node, spec = b.plan.node(name), b.lab.node(name)
+        what = f"VM {name}"
+        ex = executor_for(name, b.state.summary["nodes"][name])
+        try:
+            sysctls = [*_base_sysctls(node, b.plan.diameter), *spec.sysctls]
+            _check(ex.run(["sysctl", "-qw", *(f"{k}={v}" for k, v in sysctls)]),
+                   f"{what}: sysctls")
+            _check(ex.run(["sh", "-c", "cat > /etc/hosts"], input=hosts), f"{what}: hosts")
+            netns.ip_batch(_ip_lines(node, ("guest",)), what, ex)
+            tc = [line for i in node.ifaces if i.kind == "guest"
+                  for line in tc_lines(i.name, i.egress)]
+            netns.tc_batch(tc, f"{what} (its own kernel's tc)", ex)
+            for i in node.ifaces:
+                if i.kind == "guest" and spec.offloads:
+                    argv = ["ethtool", "-K", i.name]
+                    for feat, on in spec.offloads:
+                        argv += [feat, "on" if on else "off"]
+                    _check(ex.run(argv), f"{what}: offloads on {i.name}")
+            if spec.nat is not None:
+                out = resolve_iface(node, spec.nat.out)
+                assert out is not None
+                _check(ex.run(["nft", "-f", "-"], input=nat_ruleset(out)), f"{what}: NAT")
+            env = {"HOPLAB_LAB": b.lab.name, "HOPLAB_NODE": name}
+            for cmd in spec.setup:
+                _check(ex.run(cmd, env=env, timeout=300), f"{what}: setup {' '.join(cmd)}")
+        finally:
+            ex.close()
+
+    netns.in_each(list(b.vms), one)
 
 
 def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:
@@ -436,13 +524,17 @@ def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:
         wire.wait_ready(w, proc, deadline)
 
 
-def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
+def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities,
+                     keys: Mapping[tuple[str, str], wireguard.KeyPair],
+                     guests: frozenset[str] = frozenset()) -> None:
+    """The namespaces' WireGuard ends (a VM's are its own kernel's: _guest_wireguard)."""
     mode = caps.wireguard_mode()
     if mode is None:
         raise CapabilityError("WireGuard needs the kernel module or wireguard-go over TUN")
-    keys = {(e.node, e.ifname): wireguard.generate_keypair() for e in plan.wireguard}
     ifaces = []
     for e in plan.wireguard:
+        if e.node in guests:
+            continue
         peer_key = keys[(e.peer, e.peer_ifname)]
         ifaces.append(wireguard.WgInterface(
             netns=plan.node(e.node).netns, ifname=e.ifname, keys=keys[(e.node, e.ifname)],
@@ -458,7 +550,7 @@ def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities) -> None:
     wireguard.start_many(ifaces, mode, on_started=record)
 
 
-def _udp_ports(ex: NetnsExecutor) -> set[int]:
+def _udp_ports(ex: Executor) -> set[int]:
     """Bound UDP ports of ex's namespace."""
     ports = set()
     for table in ("udp", "udp6"):
@@ -468,17 +560,19 @@ def _udp_ports(ex: NetnsExecutor) -> set[int]:
     return ports
 
 
-def _wait_listening(jobs: dict[str, set[int]], ex: NetnsExecutor) -> None:
-    deadline = time.monotonic() + 5.0
-    want = jobs[ex.netns or ""]
+def _wait_listening(jobs: dict[str, set[int]], at: tuple[str, Executor]) -> None:
+    where, ex = at
+    # A VM answers over SSH, slower than a namespace, and boots its module on demand.
+    deadline = time.monotonic() + (5.0 if ex.machine == "local" else 30.0)
+    want = jobs[where]
     while not want <= _udp_ports(ex):
         if time.monotonic() > deadline:
             missing = sorted(want - _udp_ports(ex))
-            raise LabError(f"WireGuard in {ex.netns} is not listening on UDP {missing}")
+            raise LabError(f"WireGuard in {where} is not listening on UDP {missing}")
         time.sleep(0.01)
 
 
-def _warm_tunnels(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
+def _warm_tunnels(plan: Plan, local: Mapping[str, Executor]) -> None:
     """Complete every handshake now, hops before end-to-end tunnels (which ride on
     them), so the first packets of a measurement never wait for one."""
     # wireguard-go binds its UDP socket only when it sees the link-up event; a
@@ -486,7 +580,7 @@ def _warm_tunnels(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
     ports: dict[str, set[int]] = {}
     for e in plan.wireguard:
         ports.setdefault(plan.node(e.node).netns, set()).add(e.listen_port)
-    netns.in_each([local[ns] for ns in ports], partial(_wait_listening, ports))
+    netns.in_each([(ns, local[ns]) for ns in ports], partial(_wait_listening, ports))
     for kind in ("wg-hop", "wg-tunnel"):
         jobs: dict[str, list[str]] = {}
         for node in plan.nodes:
@@ -496,14 +590,15 @@ def _warm_tunnels(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
                     far = next(x for x in peer.ifaces if x.kind == kind and x.peer == node.name
                                and x.link == i.link and x.tunnel == i.tunnel)
                     jobs.setdefault(node.netns, []).append(str(far.addrs[0].ip))
-        netns.in_each([local[ns] for ns in jobs], partial(_ping_from, jobs))
+        netns.in_each([(ns, local[ns]) for ns in jobs], partial(_ping_from, jobs))
 
 
-def _ping_from(jobs: dict[str, list[str]], ex: NetnsExecutor) -> None:
-    for addr in jobs[ex.netns or ""]:
+def _ping_from(jobs: dict[str, list[str]], at: tuple[str, Executor]) -> None:
+    where, ex = at
+    for addr in jobs[where]:
         # A lost first handshake is retried by WireGuard after 5 s: allow one.
         if ex.run(["ping", "-c1", "-W7", "-q", addr], timeout=30).returncode != 0:
-            raise LabError(f"WireGuard tunnel from {ex.netns} to {addr} does not carry traffic")
+            raise LabError(f"WireGuard tunnel from {where} to {addr} does not carry traffic")
 
 
 def _check_cables(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:

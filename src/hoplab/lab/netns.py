@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from hoplab.errors import LabError
 
 if TYPE_CHECKING:
+    from hoplab.nodes.executor import Executor
     from hoplab.nodes.netns_exec import NetnsExecutor
 
 # subprocess and the thread pool are imported where they are used: commands that only
@@ -27,18 +28,18 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-def ip_batch(lines: Sequence[str], what: str, ex: NetnsExecutor | None = None) -> None:
+def ip_batch(lines: Sequence[str], what: str, ex: Executor | None = None) -> None:
     """Run `ip -batch -` in ex's namespace (this machine's own without one); a failure
     names the command."""
     _batch(["ip"], lines, what, ex)
 
 
-def tc_batch(lines: Sequence[str], what: str, ex: NetnsExecutor | None = None) -> None:
+def tc_batch(lines: Sequence[str], what: str, ex: Executor | None = None) -> None:
     _batch(["tc"], lines, what, ex)
 
 
 def _batch(tool: list[str], lines: Sequence[str], what: str,
-           ex: NetnsExecutor | None) -> None:
+           ex: Executor | None) -> None:
     if not lines:
         return
     argv, text = [*tool, "-batch", "-"], "\n".join(lines) + "\n"

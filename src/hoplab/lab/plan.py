@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from ipaddress import (
     IPv4Address,
@@ -25,8 +25,9 @@ from typing import Any
 
 from hoplab.errors import SpecError
 from hoplab.lab.devices.reach import ssh_entry
+from hoplab.lab.state import find as find_state
 from hoplab.lab.where import netns_prefix
-from hoplab.nodes.registry import is_local
+from hoplab.nodes.registry import builds, is_local, links_end
 from hoplab.spec.families import carries
 from hoplab.spec.model import Direction, Lab, Link, Tunnel
 
@@ -40,7 +41,9 @@ class Iface:
 
     name: str
     # "veth"; "nic" (a host NIC cabled to a device, moved into a namespace); "device"
-    # (a device's own interface, which hoplab reads and never configures);
+    # (a device's own interface, which hoplab reads and never configures); "guest" (a
+    # VM's NIC, configured in the guest); "tap" (a namespace's end of a link to a VM:
+    # the tap QEMU holds, made in the namespace when the VM boots);
     # "wg-hop" | "wg-tunnel"
     kind: str
     link: int | None  # link index, None for end-to-end tunnels
@@ -123,16 +126,26 @@ def _node_entry(n: NodePlan, lab: Lab) -> dict[str, Any]:
         "nat": spec.nat.out if spec.nat else None,
         "teardown": [list(c) for c in spec.teardown],
     }
-    if not is_local(spec.kind):
+    if builds(spec.kind) == "qemu":
+        # Booted by hoplab.lab.vm, which records how to reach it (its SSH port, keys)
+        # and what it is (kernel release, vCPUs, accelerator) in the lab's record.
+        entry.update({"kind": spec.kind, "netns": None, **_booted(lab.name, n.name)})
+    elif not is_local(spec.kind):
         # Reached over SSH (hoplab.nodes.registry); its teardown commands run from the
         # state's device record, with its settings put back (lab.devices.settings).
         entry.update(ssh_entry(spec, lab), netns=None, teardown=[])
     return entry
 
 
+def _booted(lab: str, node: str) -> dict[str, Any]:
+    state = find_state(lab)
+    entry = state.summary.get("nodes", {}).get(node, {}) if state is not None else {}
+    return {k: entry[k] for k in ("ssh", "vm") if k in entry}
+
+
 WG_BASE_PORT = 51820
 # Interfaces that carry a link's own addresses (not a tunnel's).
-UNDERLAY = ("veth", "nic", "device")
+UNDERLAY = ("veth", "nic", "device", "guest", "tap")
 
 
 def netns_name(lab: str, node: str) -> str:
@@ -257,9 +270,15 @@ def unresolved(lab: Lab) -> bool:
     return any(_unresolved(lk) for lk in lab.links)
 
 
-def _end_name(link: Link, node: str, veth: str) -> tuple[str, str]:
+def _end_name(link: Link, node: str, veth: str, guests: Collection[str] = ()
+              ) -> tuple[str, str]:
     """An end's interface name and kind: a veth named by the planner, the host NIC
-    attached for a namespace, or the device's own interface."""
+    attached for a namespace, the device's own interface, a VM's NIC or the tap of a
+    namespace's link to a VM (`guests`: the VM nodes)."""
+    if node in guests:
+        return veth, "guest"
+    if (link.b if node == link.a else link.a) in guests:
+        return veth, "tap"
     nic = link.nic(node)
     if nic is not None:
         return nic, "nic"
@@ -365,12 +384,13 @@ def plan_lab(lab: Lab) -> Plan:
     if lab.addressing.ipv6:
         pools += [lab.addressing.pool6, lab.addressing.tunnel_pool6]
     space = _unicast_space(pools, [*a_side.values(), *oa.values()])
+    guests = {n.name for n in lab.nodes if links_end(n.kind) == "guest"}
     for link in lab.links:
         ia, ib = counter[link.a], counter[link.b]
         counter[link.a] += 1
         counter[link.b] += 1
-        na, ka = _end_name(link, link.a, f"eth{ia}")
-        nb, kb = _end_name(link, link.b, f"eth{ib}")
+        na, ka = _end_name(link, link.a, f"eth{ia}", guests)
+        nb, kb = _end_name(link, link.b, f"eth{ib}", guests)
         ifaces[link.a].append(Iface(na, ka, link.index, link.b, a_side[link.index],
                                     link.forward, link.mtu))
         ifaces[link.b].append(Iface(nb, kb, link.index, link.a, b_side[link.index],

@@ -8,11 +8,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from hoplab.lab import wire
 from hoplab.lab.caps import TOOL_PACKAGES, Capabilities
-from hoplab.nodes.registry import is_local
+from hoplab.nodes.registry import is_local, links_end
 from hoplab.spec.locate import Locator
 from hoplab.spec.model import Direction, Lab, Link, QueueLimit
 
@@ -224,12 +225,34 @@ class _QdiscWhere:
         return problem
 
 
+def guest_ends(lab: Lab, link: Link) -> tuple[str, ...]:
+    """The ends of `link` that are VMs (their NICs are configured in the guest)."""
+    return tuple(n for n in (link.a, link.b) if links_end(lab.node(n).kind) == "guest")
+
+
+def for_host(lab: Lab, link: Link) -> Link:
+    """What this machine builds of `link`: a direction a VM sends is shaped by the
+    guest's own kernel (hoplab.lab.vm.guest), so it is plain here; a link to a VM never
+    gets the userspace wire (the VM's queue is its kernel's, as on a real router)."""
+    guests = guest_ends(lab, link)
+    if not guests:
+        return link
+    return replace(link, forward=Direction() if link.a in guests else link.forward,
+                   reverse=Direction() if link.b in guests else link.reverse,
+                   emulator="netem" if link.emulator == "auto" else link.emulator)
+
+
 def requirements_problems(lab: Lab, caps: Capabilities) -> list[str]:
     """Every reason `lab` cannot be built with `caps`, one sentence each; [] if it can."""
     problems = _base_problems(caps)
     where = _QdiscWhere(lab.source)
     for link in lab.links:
-        problems.extend(where.add(link, p) for p in _link_problems(link, caps))
+        host = for_host(lab, link)
+        if host is not link and host.emulator == "wire":
+            problems.append(f"{link.label}: emulator = \"wire\": a link to a VM is shaped by "
+                            f"its own kernel's tc, never by the userspace wire")
+            continue
+        problems.extend(where.add(link, p) for p in _link_problems(host, caps))
     for i, t in enumerate(lab.tunnels):
         problems.extend(_wireguard_problems(f"tunnels[{i}] ({t.name}: {t.a} <-> {t.b})", caps))
     problems.extend(_node_problems(lab, caps))

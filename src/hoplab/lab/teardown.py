@@ -24,6 +24,7 @@ from hoplab.lab.devices.labgrid import release
 from hoplab.lab.devices.nics import give_back_nics
 from hoplab.lab.devices.settings import restore
 from hoplab.lab.state import ETC_NETNS, LabState
+from hoplab.lab.vm.power import is_qemu, power_off
 from hoplab.nodes import netns
 from hoplab.nodes.executor import ExecutorError, ProcessId
 from hoplab.nodes.netns import processes_in
@@ -58,6 +59,8 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
                 warnings.append(f"node {node}: teardown {' '.join(argv)}: "
                                 f"exit {done.returncode}: {' '.join(tail)}")
     for proc in recorded(state):
+        if is_qemu(proc):
+            continue    # a VM is powered off once the processes in it are stopped
         # A process of a node the record does not name (an older record) is this machine's.
         ex = nodes.get(proc.node) or this_machine(proc.node)
         try:
@@ -66,6 +69,7 @@ def teardown(state: LabState, *, run_hooks: bool = True) -> list[str]:
             warnings.append(f"{proc.role} on {proc.node} (pid {proc.pid}): {exc}")
     warnings += _undo_recorded(state, nodes)
     warnings += _remove_device_dirs(state, nodes)
+    warnings += power_off(state, nodes)
 
     # Devices: teardown commands, then offloads and sysctls back as recorded; host NICs
     # back to this machine before their namespaces go (a veth would die with them).

@@ -13,7 +13,7 @@ kind can do, and `lab down` should not pay for SSH.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,16 +32,33 @@ def _nowhere(_entry: Mapping[str, Any]) -> str | None:
 
 @dataclass(frozen=True)
 class NodeKind:
-    """A kind of node: how to reach one, and what it is."""
+    """A kind of node: who builds one, where its links end, how commands reach it.
+
+    The defaults are a device's: a machine of its own, which hoplab reaches and never
+    builds, whose links end on its own interfaces (read from it, never set)."""
     make: Factory
-    # A network namespace hoplab makes on this machine: the lab engine builds its
-    # links, addresses, hosts file and setup there, and its processes are this
-    # machine's. Otherwise a machine of its own, which hoplab reaches and never builds
-    # (a device: its addresses are read from it, its tools checked on it).
-    local: bool
+    # Who builds it: "namespace" (the lab engine makes a network namespace here),
+    # "qemu" (hoplab boots a virtual machine here, hoplab.lab.vm), "nobody" (it exists).
+    builds: str = "nobody"
+    # Where its links end: "namespace" (veths in its namespace, configured there),
+    # "guest" (NICs hoplab gives it and configures through its transport), "own" (its
+    # own interfaces, whose addresses are read at lab up).
+    links: str = "own"
+    # How commands reach it: "namespace" (processes of this machine, entered into its
+    # namespace) or "ssh".
+    transport: str = "ssh"
     # Where a node of this kind is, for `lab up`'s table of nodes ("device, ssh
     # root@192.0.2.1"); None where the role (router, host) says it all.
     describe: Callable[[Mapping[str, Any]], str | None] = _nowhere
+    # The keys of a lab file's [nodes.NAME] table that declare a node of this kind
+    # (none: the default kind).
+    keys: tuple[str, ...] = ()
+
+    @property
+    def local(self) -> bool:
+        """A namespace of this machine: its processes, tools and kernel are this
+        machine's."""
+        return self.transport == "namespace"
 
 
 def _netns(node: str, info: Mapping[str, Any]) -> Executor:
@@ -62,14 +79,22 @@ def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
         accept_new_host_keys=bool(s.get("accept_new_host_keys"))))
 
 
+def _vm_where(info: Mapping[str, Any]) -> str:
+    vm = info.get("vm") or {}
+    return f"vm, {vm.get('release', '?')}, {vm.get('vcpus', '?')} vCPU, {vm.get('accel', '?')}"
+
+
 def _ssh_where(info: Mapping[str, Any]) -> str:
     place = (info.get("labgrid") or {}).get("place")
     return f"device, {f'labgrid place {place}, ' if place else ''}ssh {info['ssh']['destination']}"
 
 
 KINDS: dict[str, NodeKind] = {
-    "netns": NodeKind(_netns, local=True),
-    "ssh": NodeKind(_ssh, local=False, describe=_ssh_where),
+    "netns": NodeKind(_netns, builds="namespace", links="namespace", transport="namespace"),
+    "ssh": NodeKind(_ssh, describe=_ssh_where, keys=("ssh", "labgrid")),
+    # A QEMU virtual machine booting a chosen kernel: built here, reached over SSH on
+    # its management path (the entry's "ssh" is filled in when it is planned).
+    "vm": NodeKind(_ssh, builds="qemu", links="guest", describe=_vm_where, keys=("vm",)),
 }
 DEFAULT = "netns"
 
@@ -87,6 +112,22 @@ def kind(name: str, node: str = "") -> NodeKind:
 def kind_of(node: str, info: Mapping[str, Any]) -> NodeKind:
     """The kind of a node from its entry in the lab's summary."""
     return kind(str(info.get("kind", DEFAULT)), node)
+
+
+def declared(keys: Collection[str]) -> str:
+    """The kind of a lab file's node whose table has `keys` (the first kind that one of
+    them declares; the default kind if none)."""
+    return next((name for name, k in KINDS.items() if set(k.keys) & set(keys)), DEFAULT)
+
+
+def builds(kind_name: str) -> str:
+    """Who builds a node of this kind (see NodeKind.builds)."""
+    return kind(kind_name).builds
+
+
+def links_end(kind_name: str) -> str:
+    """Where a node of this kind's links end (see NodeKind.links)."""
+    return kind(kind_name).links
 
 
 def is_local(kind_name: str) -> bool:

@@ -23,9 +23,10 @@ from typing import NoReturn, ParamSpec, TypeVar
 import hoplab.spec.devices as dev
 import hoplab.spec.generate as gen
 import hoplab.spec.names as names
+import hoplab.spec.vm as vm_spec
 from hoplab import user_files
 from hoplab.errors import SpecError
-from hoplab.nodes.registry import is_local
+from hoplab.nodes.registry import links_end
 from hoplab.spec.locate import Locator, Path, split_syntax_error
 from hoplab.spec.model import (
     EMULATORS,
@@ -40,6 +41,7 @@ from hoplab.spec.model import (
     QueueLimit,
     SshTarget,
     Tunnel,
+    VmSpec,
 )
 from hoplab.spec.qdisc_options import misfit as qdisc_misfit
 from hoplab.spec.qdisc_options import parse_options as parse_qdisc_options
@@ -71,7 +73,7 @@ Iface = IPv4Interface | IPv6Interface
 _TOP_KEYS = ("name", "nodes", "links", "generate", "link_defaults", "tunnels", "addressing",
              "accept_new_host_keys")
 _NODE_KEYS = ("forward", "sysctls", "offloads", "nat", "setup", "teardown", "ssh", "ssh_options",
-              "labgrid", "labgrid_coordinator")
+              "labgrid", "labgrid_coordinator", "vm")
 # What a device's node table may not ask: hoplab builds nothing on a device.
 _NOT_ON_DEVICES = {
     "forward": 'set sysctls = { "net.ipv4.ip_forward" = 1 } if the device should forward',
@@ -492,6 +494,10 @@ def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
     ctx.conv(path, lambda v: names.node_name(parse_str(v)), name)
     table = ctx.table(raw, path, _NODE_KEYS)
     ssh, place = _reach(ctx, name, table, path)
+    vm = _vm(ctx, table, path) if "vm" in table else None
+    if vm is not None and (ssh is not None or place is not None):
+        ctx.fail((*path, "vm"), "a node is a virtual machine hoplab boots (vm = ...) or a "
+                                "device it reaches (ssh, labgrid), not both")
     forward = None
     if "forward" in table:
         forward = ctx.conv((*path, "forward"), parse_bool, table["forward"])
@@ -535,7 +541,29 @@ def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
     }
     return Node(name=name, forward=forward, sysctls=tuple(sysctls), offloads=offloads, nat=nat,
                 setup=commands["setup"], teardown=commands["teardown"], ssh=ssh,
-                iface_offloads=iface_offloads, labgrid=place)
+                iface_offloads=iface_offloads, labgrid=place, vm=vm)
+
+
+def _vm(ctx: _Ctx, table: dict[str, object], path: Path) -> VmSpec:
+    where = (*path, "vm")
+    raw = ctx.table(table["vm"], where, vm_spec.KEYS)
+    if "kernel" not in raw:
+        ctx.fail(where, 'missing required key "kernel" ("debian:RELEASE" or a bzImage)')
+    base = os.path.dirname(os.path.abspath(ctx.source)) if ctx.source.endswith(".toml") \
+        else os.getcwd()
+    spec = VmSpec(kernel=ctx.conv((*where, "kernel"), lambda v: vm_spec.kernel(v, base),
+                                  raw["kernel"]))
+    if "modules" in raw:
+        spec = replace(spec, modules=ctx.conv((*where, "modules"),
+                                              lambda v: vm_spec.path(v, base), raw["modules"]))
+    if "vcpus" in raw:
+        spec = replace(spec, vcpus=ctx.conv((*where, "vcpus"), vm_spec.vcpus, raw["vcpus"]))
+    if "memory" in raw:
+        spec = replace(spec, memory_mib=ctx.conv((*where, "memory"), vm_spec.memory,
+                                                 raw["memory"]))
+    if "cpu" in raw:
+        spec = replace(spec, cpu_pct=ctx.conv((*where, "cpu"), vm_spec.cpu, raw["cpu"]))
+    return spec
 
 
 def _reach(ctx: _Ctx, name: str, table: dict[str, object], path: Path
@@ -749,7 +777,8 @@ def _build(ctx: _Ctx, data: dict[str, object], name: str | None) -> Lab:
     if "generate" in top:
         topo = ctx.attempt(topo, _generate, ctx, top["generate"])
     nodes = _nodes(ctx, top, topo)
-    devices = {n.name for n in nodes if not is_local(n.kind)}
+    # Nodes whose links end on their own interfaces, read from them at lab up.
+    devices = {n.name for n in nodes if links_end(n.kind) == "own"}
     for name in sorted(devices & set(topo.nodes)):
         ctx.note(("nodes", name, "ssh"), f"'{name}' is a generated node; a device is "
                                          f"declared with its links in [[links]]")

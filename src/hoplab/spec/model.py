@@ -168,6 +168,20 @@ class LabgridPlace:
 
 
 @dataclass(frozen=True)
+class VmSpec:
+    """A virtual machine hoplab boots for a node (hoplab.lab.vm): `kernel` is
+    "debian:RELEASE" or the absolute path of a bzImage (with `modules`, its
+    lib/modules/RELEASE directory)."""
+
+    kernel: str
+    modules: str | None = None
+    vcpus: int = 2
+    memory_mib: int = 512
+    # The share of one host CPU each vCPU may use (a small SoC), None: unlimited.
+    cpu_pct: float | None = None
+
+
+@dataclass(frozen=True)
 class Node:
     name: str
     # None: decided by the planner (two or more links forward).
@@ -185,12 +199,17 @@ class Node:
     iface_offloads: tuple[tuple[str, str, bool], ...] = ()
     # A device named by a labgrid place: `ssh` is filled from the place at lab up.
     labgrid: LabgridPlace | None = None
+    # A virtual machine hoplab boots (node kind "vm").
+    vm: VmSpec | None = None
 
     @property
     def kind(self) -> str:
-        """Its kind of node (hoplab.nodes.registry says what one can do): the table
-        the file declares it with."""
-        return "ssh" if self.ssh is not None or self.labgrid is not None else "netns"
+        """Its kind of node: the one the node kind registry (hoplab.nodes.registry)
+        says the lab file's keys declare."""
+        from hoplab.nodes.registry import declared
+
+        keys = [k for k in ("ssh", "labgrid", "vm") if getattr(self, k) is not None]
+        return declared(keys)
 
     @property
     def reached_by(self) -> str:

@@ -12,7 +12,8 @@ def device_labels(lab: Lab, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str,
     """Labels `device` and `firmware` of a run on a lab with devices, from each device's
     facts in the run's metadata (`nodes`): its model (else the host SSH reaches) and its
     firmware, so runs of two devices or two builds never fall in one group by accident.
-    One device gives its values; several give "node=value" pairs."""
+    One device gives its values; several give "node=value" pairs. A lab with VMs gives
+    `kernel` likewise."""
     found: dict[str, list[tuple[str, str]]] = {"device": [], "firmware": []}
     for node in lab.devices():
         facts = nodes.get(node.name, {})
@@ -22,6 +23,16 @@ def device_labels(lab: Lab, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str,
         if firmware:
             found["firmware"].append((node.name, str(firmware)))
     out: dict[str, str] = {}
+    # A VM's kernel: the release it booted (its facts), as `compare`, `trend --by kernel`
+    # and `bisect` group runs by.
+    vms = [n for n in lab.nodes if n.vm is not None]
+    kernels = [(n.name, str(nodes.get(n.name, {}).get("kernel")
+                            or (n.vm.kernel.removeprefix("debian:") if n.vm else "")))
+               for n in vms]
+    if len(kernels) == 1:
+        out["kernel"] = kernels[0][1]
+    elif kernels:
+        out["kernel"] = ", ".join(f"{n}={v}" for n, v in kernels)
     for key, pairs in found.items():
         if len(pairs) == 1 and len(lab.devices()) == 1:
             out[key] = pairs[0][1]

@@ -1,0 +1,116 @@
+"""VM nodes' costs (docs/vm.md): the first fetch of a Debian kernel and the first
+initramfs, boot to SSH-ready of one VM router (1 and 2 vCPUs), `lab up` of a chain of
+four VM routers, and what one VM router forwards unshaped (TCP, iperf3 h1 -> h2,
+cubic) with 1 and 2 vCPUs.
+
+Run as root: .venv/bin/python bench/vm.py [--fetch] [--reps 3] [--seconds 10]
+--fetch measures the first fetch into an empty cache of its own (downloads ~100 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from hoplab.lab import build
+from hoplab.lab.vm import initramfs, kernel
+from hoplab.spec import load_lab
+
+KERNEL = "debian:6.12.100+deb12-amd64"
+
+
+def _router(name: str, vcpus: int) -> str:
+    return (f"[nodes.{name}]\nvm = {{ kernel = \"{KERNEL}\", vcpus = {vcpus}, "
+            f"memory = \"512M\" }}\n")
+
+
+def chain(routers: int, vcpus: int) -> str:
+    names = [f"r{i + 1}" for i in range(routers)]
+    text = "name = \"benchvm\"\n[nodes.h1]\n[nodes.h2]\n"
+    text += "".join(_router(n, vcpus) for n in names)
+    path = ["h1", *names, "h2"]
+    text += "".join(f"[[links]]\nbetween = [\"{a}\", \"{b}\"]\n"
+                    for a, b in itertools.pairwise(path))
+    return text
+
+
+def first_fetch() -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["HOPLAB_CACHE_DIR"] = d
+        try:
+            t = time.monotonic()
+            k = kernel.resolve(KERNEL)
+            fetch = time.monotonic() - t
+            t = time.monotonic()
+            initramfs.image(k)
+            return {"kernel_fetch_s": fetch, "initramfs_s": time.monotonic() - t}
+        finally:
+            del os.environ["HOPLAB_CACHE_DIR"]
+
+
+def up_down(text: str, work: Path, measure: bool = False, seconds: int = 10
+            ) -> tuple[float, dict[str, float], float | None]:
+    """(lab up s, its steps, TCP Mbit/s h1 -> h2 or None)."""
+    file = work / "lab.toml"
+    file.write_text(text)
+    lab = load_lab(file)
+    result = build.up(lab)
+    try:
+        mbit = _tcp(result.plan.node("h1").netns, result.plan.node("h2").netns,
+                    seconds) if measure else None
+        return result.seconds, result.steps, mbit
+    finally:
+        build.down(lab.name)
+
+
+def _tcp(client: str, server: str, seconds: int) -> float:
+    srv = subprocess.Popen(["ip", "netns", "exec", server, "iperf3", "-s", "-1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            done = subprocess.run(["ip", "netns", "exec", client, "iperf3", "-c", "h2", "-t",
+                                   str(seconds), "-C", "cubic", "-J"],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode == 0:
+                data = json.loads(done.stdout)
+                return float(data["end"]["sum_received"]["bits_per_second"]) / 1e6
+            time.sleep(0.1)   # the server is not listening yet
+        raise RuntimeError(done.stdout[-300:])
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fetch", action="store_true")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=10)
+    args = ap.parse_args()
+    out: dict[str, object] = {"loadavg": os.getloadavg()}
+    if args.fetch:
+        out.update(first_fetch())
+    with tempfile.TemporaryDirectory() as d:
+        for vcpus in (1, 2):
+            ups, rates = [], []
+            for _ in range(args.reps):
+                secs, _steps, mbit = up_down(chain(1, vcpus), Path(d), True, args.seconds)
+                ups.append(secs)
+                rates.append(mbit or 0.0)
+            out[f"one_router_{vcpus}vcpu"] = {"lab_up_s": statistics.median(ups),
+                                              "tcp_mbit": statistics.median(rates)}
+        secs, steps, _ = up_down(chain(4, 2), Path(d))
+        out["four_routers_2vcpu"] = {"lab_up_s": secs, "steps": steps}
+    out["loadavg_after"] = os.getloadavg()
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

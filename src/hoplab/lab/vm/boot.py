@@ -1,0 +1,125 @@
+"""A lab's VMs: planned and recorded before anything exists, booted in parallel,
+waited for by readiness (their SSH servers' banners) and configured over SSH.
+
+Order, for a crash or Ctrl-C at any point: prepare() fetches kernels and writes each
+VM's entry (its SSH port, keys, directory) into the lab's record before anything is
+made; start() opens each VM's taps (they vanish with the last descriptor) and records
+QEMU's pid the moment it exists, so the lab's teardown or `hoplab clean` stops it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from hoplab.lab.vm import accel, guest, initramfs, kernel, power, qemu, taps
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from hoplab.lab.plan import Plan
+    from hoplab.lab.state import LabState
+    from hoplab.spec.model import Lab
+
+KEYS_DIR = "vm-keys"
+
+
+@dataclass
+class Vm:
+    boot: qemu.Boot
+    proc: subprocess.Popen[bytes] | None = None
+
+
+def vm_nodes(lab: Lab) -> list[str]:
+    return [n.name for n in lab.nodes if n.vm is not None]
+
+
+def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
+    """Each VM's boot, and its entry in the record (state.summary["nodes"]): what the
+    executor registry needs to reach it over SSH. Fetches kernels the first time."""
+    names = vm_nodes(lab)
+    if not names:
+        return {}
+    keys = state.rundir / KEYS_DIR
+    client, host_pub = guest.make_keys(keys)
+    known = []
+    vms: dict[str, Vm] = {}
+    for name in names:
+        spec = lab.node(name).vm
+        assert spec is not None
+        k = kernel.resolve(spec.kernel, spec.modules)
+        initrd = initramfs.image(k)
+        port = qemu.free_port()
+        d = state.rundir / "vm" / name
+        vms[name] = Vm(qemu.Boot(name, k, initrd, spec.vcpus, f"{spec.memory_mib}M",
+                                 accel.choose(k.image, initrd, qemu.binary()), port, d))
+        known.append(f"[127.0.0.1]:{port} {host_pub}\n")
+        state.summary["nodes"][name].update(
+            netns=None, kind="vm",
+            ssh={"destination": "root@127.0.0.1", "port": port, "identity": str(client),
+                 "known_hosts": str(keys / "known_hosts")},
+            vm={"kernel": k.source, "release": k.release, "vcpus": spec.vcpus,
+                "memory_mib": spec.memory_mib, "accel": vms[name].boot.accel,
+                "dir": str(d)})
+    (keys / "known_hosts").write_text("".join(known))
+    return vms
+
+
+def _nics(lab: Lab, plan: Plan, name: str, udp: dict[int, tuple[int, int]]
+          ) -> list[tuple[qemu.Nic, str | None]]:
+    """The VM's NICs, in link order, each with the namespace its tap goes in."""
+    out: list[tuple[qemu.Nic, str | None]] = []
+    for i in plan.node(name).ifaces:
+        if i.kind != "guest" or i.link is None:
+            continue
+        mac = taps.mac(lab.name, name, i.link)
+        peer = plan.node(i.peer)
+        far = next(x for x in peer.ifaces if x.link == i.link and x.kind in ("tap", "guest"))
+        if far.kind == "guest":
+            a, b = udp[i.link]
+            ports = (a, b) if name == lab.links[i.link].a else (b, a)
+            out.append((qemu.Nic(mac, i.name, udp=ports), None))
+        else:
+            out.append((qemu.Nic(mac, i.name), f"{peer.netns}\0{far.name}"))
+    return out
+
+
+def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm]) -> None:
+    """Open every VM's taps in their namespaces and start its QEMU, recording each pid."""
+    import socket
+
+    udp = {lk.index: (qemu.free_port(socket.SOCK_DGRAM), qemu.free_port(socket.SOCK_DGRAM))
+           for lk in lab.links if all(lab.node(n).vm is not None for n in (lk.a, lk.b))}
+    for name, vm in vms.items():
+        nics = []
+        try:
+            for nic, place in _nics(lab, plan, name, udp):
+                if place is not None:
+                    ns, ifname = place.split("\0")
+                    nic = replace(nic, fd=taps.open_tap(ns, ifname))
+                nics.append(nic)
+            vm.boot = replace(vm.boot, nics=tuple(nics))
+            mgmt = [(qemu.MGMT_MAC, guest.MGMT_IF)]
+            guest.write_dir(vm.boot.dir, hostname=name,
+                            nics=mgmt + [(n.mac, n.name) for n in nics],
+                            keys=state.rundir / KEYS_DIR,
+                            modules=vm.boot.kernel.modules is not None)
+            vm.proc = qemu.start(vm.boot)
+            state.add_process(vm.proc.pid, qemu.argv(vm.boot), power.qemu_node(name),
+                              f"QEMU of VM {name}")
+        finally:
+            # QEMU holds the taps now (or nothing does, and they are gone).
+            qemu.close_fds(tuple(nics))
+
+
+def wait_ready(vms: dict[str, Vm], timeout: float = qemu.BOOT_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    for vm in vms.values():
+        assert vm.proc is not None
+        qemu.wait_ready(vm.boot, vm.proc, deadline)
+
+
+def info(entry: dict[str, Any]) -> dict[str, Any]:
+    """A VM node's facts for run metadata: kernel release, vCPUs, accelerator."""
+    vm = entry.get("vm") or {}
+    return {k: vm[k] for k in ("kernel", "release", "vcpus", "accel") if k in vm}

@@ -1,0 +1,121 @@
+"""The initramfs a VM boots into: BusyBox, the modules that mount this machine's root
+over 9p (virtio) read-only with a writable overlay in memory (as virtme-ng does), and an
+/init that does so, mounts the VM's own directory (its stage2 script, keys, NIC names)
+at /hoplab and hands over to it. One per kernel release, cached; a VM's own settings
+are in its directory, never in here."""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import stat
+from pathlib import Path
+
+from hoplab.errors import CapabilityError
+from hoplab.lab.vm import cache
+from hoplab.lab.vm.kernel import Kernel
+
+BUSYBOX = "/bin/busybox"
+# What mounting the root needs (with what each depends on, from modules.dep); a kernel
+# with one built in simply has no file for it (6.12 builds virtio_pci in, 6.1 does not).
+MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
+# Tags of the 9p shares (qemu.py): this machine's root, the VM's directory, modules.
+ROOT_TAG, CONFIG_TAG, MODULES_TAG = "hostroot", "hoplab", "modules"
+
+_9P = "trans=virtio,version=9p2000.L"
+# The root is read-only and this machine's files do not change under a lab: the guest
+# may cache them (without it, every exec reads its binary and libraries over 9p again).
+INIT = f"""#!/bin/busybox sh
+/bin/busybox --install -s /bin
+# A root that cannot be mounted ends the VM at once: hoplab shows this console.
+fail() {{ echo "hoplab: the VM's root cannot be mounted"; poweroff -f; }}
+mount -t proc proc /proc
+mount -t devtmpfs dev /dev
+for m in $(cat /lib/mods/order); do insmod /lib/mods/$m.ko || echo "hoplab: insmod $m failed"; done
+mkdir -p /lower /rw /newroot
+mount -t 9p -o {_9P},ro,msize=512000,cache=loose {ROOT_TAG} /lower || fail
+mount -t tmpfs -o mode=0755 rw /rw
+mkdir -p /rw/upper /rw/work
+mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work root /newroot || fail
+mkdir -p /newroot/hoplab
+mount -t 9p -o {_9P},ro {CONFIG_TAG} /newroot/hoplab || fail
+umount /proc
+exec switch_root /newroot /bin/sh /hoplab/stage2
+"""
+
+
+def image(kernel: Kernel) -> Path:
+    """The initramfs for `kernel`, built the first time."""
+    key = f"initramfs-{kernel.release}" if kernel.source.startswith("debian:") else \
+        f"initramfs-{kernel.release}-{abs(hash((str(kernel.image), str(kernel.modules))))}"
+    d = cache.entry(cache.cache_dir() / "initramfs" / key, lambda tmp: _build(kernel, tmp))
+    return d / "initrd.gz"
+
+
+def _dependencies(modules: Path) -> dict[str, tuple[Path, list[str]]]:
+    """Each module's file and the modules it needs, from modules.dep."""
+    def name(rel: str) -> str:
+        return Path(rel).name.split(".ko", 1)[0].replace("-", "_")
+
+    out = {}
+    for line in (modules / "modules.dep").read_text().splitlines():
+        rel, _, deps = line.partition(":")
+        out[name(rel)] = (modules / rel, [name(d) for d in deps.split()])
+    return out
+
+
+def _modules(kernel: Kernel) -> list[tuple[str, bytes]]:
+    """The modules MODULES need, each after those it depends on, uncompressed."""
+    if kernel.modules is None:
+        return []
+    known = _dependencies(kernel.modules)
+    order: list[str] = []
+
+    def visit(mod: str) -> None:
+        if mod in order or mod not in known:
+            return
+        for dep in known[mod][1]:
+            visit(dep)
+        order.append(mod)
+
+    for mod in MODULES:
+        visit(mod)
+    out = []
+    for mod in order:
+        path = known[mod][0]
+        data = path.read_bytes()
+        if path.name.endswith(".xz"):
+            data = lzma.decompress(data)
+        elif not path.name.endswith(".ko"):
+            raise CapabilityError(f"module {path}: only uncompressed or xz-compressed "
+                                  f"modules are supported")
+        out.append((mod, data))
+    return out
+
+
+def _build(kernel: Kernel, tmp: Path) -> None:
+    if not Path(BUSYBOX).is_file():
+        raise CapabilityError(f"{BUSYBOX} is missing (apt-get install busybox-static)")
+    mods = _modules(kernel)
+    files: list[tuple[str, int, bytes]] = [
+        ("bin", stat.S_IFDIR | 0o755, b""), ("dev", stat.S_IFDIR | 0o755, b""),
+        ("proc", stat.S_IFDIR | 0o755, b""), ("lib", stat.S_IFDIR | 0o755, b""),
+        ("lib/mods", stat.S_IFDIR | 0o755, b""),
+        ("bin/busybox", stat.S_IFREG | 0o755, Path(BUSYBOX).read_bytes()),
+        ("init", stat.S_IFREG | 0o755, INIT.encode()),
+        ("lib/mods/order", stat.S_IFREG | 0o644, " ".join(n for n, _ in mods).encode()),
+        *((f"lib/mods/{n}.ko", stat.S_IFREG | 0o644, data) for n, data in mods),
+    ]
+    with gzip.open(tmp / "initrd.gz", "wb", compresslevel=1) as out:
+        out.write(cpio(files))
+
+
+def cpio(files: list[tuple[str, int, bytes]]) -> bytes:
+    """An archive in the kernel's initramfs format (cpio "newc")."""
+    parts = []
+    for ino, (name, mode, data) in enumerate([*files, ("TRAILER!!!", 0, b"")], start=1):
+        raw = name.encode() + b"\0"
+        fields = (ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(raw), 0)
+        head = b"070701" + b"".join(f"{f:08X}".encode() for f in fields)
+        parts += [head, raw, b"\0" * (-(len(head) + len(raw)) % 4), data, b"\0" * (-len(data) % 4)]
+    return b"".join(parts)

@@ -1,0 +1,66 @@
+"""Taking a lab's VMs down: each is asked to power off (over SSH, at once: its root is
+in memory, nothing is lost), then the QEMU that has not exited a moment later is killed
+like any recorded process."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from hoplab.errors import HoplabError
+from hoplab.lab import netns
+from hoplab.lab.vm.qemu import forget_exited
+from hoplab.nodes.executor import ProcessId
+from hoplab.nodes.procs import proc_start_time
+from hoplab.nodes.registry import this_machine
+from hoplab.nodes.tracking import recorded
+
+if TYPE_CHECKING:
+    from hoplab.lab.state import LabState
+    from hoplab.nodes.executor import Executor
+    from hoplab.nodes.procs import Proc
+
+QEMU_SUFFIX = ".qemu"
+GRACE_S = 5.0
+
+
+def qemu_node(vm: str) -> str:
+    """The node name a VM's QEMU is recorded under (a process of this machine)."""
+    return vm + QEMU_SUFFIX
+
+
+def is_qemu(proc: Proc) -> bool:
+    return proc.node.endswith(QEMU_SUFFIX)
+
+
+def _alive(proc: Proc) -> bool:
+    forget_exited()   # a QEMU of this process that exited is reaped, not a zombie
+    return proc_start_time(proc.pid) == proc.start
+
+
+def power_off(state: LabState, nodes: Mapping[str, Executor]) -> list[str]:
+    """Power off every VM of the lab, then kill each QEMU still running."""
+    qemus = [p for p in recorded(state) if is_qemu(p) and _alive(p)]
+
+    def ask(proc: Proc) -> None:
+        ex = nodes.get(proc.node.removesuffix(QEMU_SUFFIX))
+        if ex is None:
+            return
+        # It goes down before it can answer, or it cannot be reached: killed below.
+        with contextlib.suppress(HoplabError, OSError, TimeoutError):
+            ex.run(["sh", "-c", "echo o > /proc/sysrq-trigger"], timeout=3)
+
+    netns.in_each(qemus, ask)
+    deadline = time.monotonic() + GRACE_S
+    while any(_alive(p) for p in qemus) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    warnings = []
+    for p in qemus:
+        try:
+            this_machine(p.node).stop_recorded(ProcessId(p.node, p.pid, p.start))
+        except HoplabError as exc:
+            warnings.append(f"{p.role} (pid {p.pid}): {exc}")
+    forget_exited()
+    return warnings

@@ -1,0 +1,162 @@
+"""One VM's QEMU: its command line (a pure function), starting it, and waiting until its
+SSH server answers. The serial console goes to a file in the VM's directory, shown when
+a boot fails or times out."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hoplab.errors import CapabilityError, LabError
+from hoplab.lab.vm.guest import MGMT_IF
+from hoplab.lab.vm.initramfs import CONFIG_TAG, MODULES_TAG, ROOT_TAG
+from hoplab.lab.vm.kernel import Kernel
+
+QEMU = "qemu-system-x86_64"
+BOOT_TIMEOUT_S = 120.0
+SERIAL_LOG, QEMU_LOG = "serial.log", "qemu.log"
+# The management NIC's MAC: on its own network, so every VM may have the same one.
+MGMT_MAC = "02:00:00:00:00:01"
+
+
+@dataclass(frozen=True)
+class Nic:
+    """A NIC of the guest: its MAC, the name the guest gives it, and its other end: a
+    tap's open descriptor, or (VM to VM) a UDP socket pair on loopback (local, remote
+    port)."""
+    mac: str
+    name: str
+    fd: int | None = None
+    udp: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Boot:
+    node: str
+    kernel: Kernel
+    initrd: Path
+    vcpus: int
+    memory: str
+    accel: str              # "kvm" | "tcg"
+    ssh_port: int
+    dir: Path
+    nics: tuple[Nic, ...] = ()
+
+
+def binary() -> str:
+    exe = shutil.which(QEMU)
+    if exe is None:
+        raise CapabilityError(f"{QEMU} is missing (apt-get install qemu-system-x86)")
+    return exe
+
+
+def argv(b: Boot, exe: str = QEMU) -> list[str]:
+    accel = "kvm" if b.accel == "kvm" else "tcg,thread=multi"
+    out = [exe, "-name", f"hoplab-{b.node}", "-nodefaults", "-no-user-config",
+           "-display", "none", "-monitor", "none", "-no-reboot",
+           "-accel", accel, "-cpu", "host" if b.accel == "kvm" else "max",
+           "-smp", str(b.vcpus), "-m", b.memory,
+           # Entropy from this machine: without it the guest's SSH server waits seconds
+           # for its random numbers at every login.
+           "-device", "virtio-rng-pci",
+           "-serial", f"file:{b.dir / SERIAL_LOG}",
+           "-kernel", str(b.kernel.image), "-initrd", str(b.initrd),
+           "-append", "console=ttyS0 panic=-1 loglevel=4 printk.time=1 mitigations=off",
+           "-virtfs", f"local,path=/,mount_tag={ROOT_TAG},security_model=none,"
+                      f"readonly=on,multidevs=remap",
+           "-virtfs", f"local,path={b.dir},mount_tag={CONFIG_TAG},security_model=none,"
+                      f"readonly=on"]
+    if b.kernel.modules is not None:
+        out += ["-virtfs", f"local,path={b.kernel.modules},mount_tag={MODULES_TAG},"
+                           f"security_model=none,readonly=on"]
+    out += ["-netdev", f"user,id={MGMT_IF},net=10.0.2.0/24,"
+                       f"hostfwd=tcp:127.0.0.1:{b.ssh_port}-:22",
+            "-device", f"virtio-net-pci,netdev={MGMT_IF},mac={MGMT_MAC}"]
+    for i, nic in enumerate(b.nics):
+        if nic.fd is not None:
+            out += ["-netdev", f"tap,id=n{i},fd={nic.fd}"]
+        elif nic.udp is not None:
+            out += ["-netdev", f"socket,id=n{i},udp=127.0.0.1:{nic.udp[1]},"
+                               f"localaddr=127.0.0.1:{nic.udp[0]}"]
+        out += ["-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac}"]
+    return out
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A loopback port nothing holds now (QEMU binds it a moment later)."""
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# QEMUs this process started, by pid, until they exit: a lab outlives the call that
+# built it (as hoplab.lab.wire keeps its wires), and teardown reaps them here.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def start(b: Boot) -> subprocess.Popen[bytes]:
+    exe = binary()
+    forget_exited()
+    fds = tuple(n.fd for n in b.nics if n.fd is not None)
+    with open(b.dir / QEMU_LOG, "wb") as log:
+        proc = subprocess.Popen(argv(b, exe), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, pass_fds=fds,
+                                start_new_session=True)
+    _CHILDREN[proc.pid] = proc
+    return proc
+
+
+def forget_exited() -> None:
+    """Reap the QEMUs of this process that exited (a VM powered off, or killed)."""
+    for pid, proc in list(_CHILDREN.items()):
+        if proc.poll() is not None:
+            del _CHILDREN[pid]
+
+
+def _banner(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0) as s:
+            s.settimeout(2.0)
+            return s.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def wait_ready(b: Boot, proc: subprocess.Popen[bytes], deadline: float) -> None:
+    """Until the guest's SSH server sends its banner; the console's end and QEMU's
+    messages in the error if QEMU exits or the deadline passes first."""
+    while True:
+        if proc.poll() is not None:
+            raise LabError(f"VM {b.node}: QEMU exited with {proc.returncode} while booting"
+                           f"{console_tail(b.dir)}")
+        # QEMU's user network accepts the connection before the guest listens; only
+        # the server's banner says it is up.
+        if _banner(b.ssh_port):
+            return
+        if time.monotonic() > deadline:
+            raise LabError(f"VM {b.node}: no SSH server after {BOOT_TIMEOUT_S:.0f} s"
+                           f"{console_tail(b.dir)}")
+        time.sleep(0.05)
+
+
+def console_tail(d: Path, lines: int = 25) -> str:
+    out = []
+    for name in (QEMU_LOG, SERIAL_LOG):
+        try:
+            text = (d / name).read_text(errors="replace").strip().splitlines()[-lines:]
+        except OSError:
+            continue
+        if text:
+            out.append(f"\n--- {d / name} (last {len(text)} lines) ---\n" + "\n".join(text))
+    return "".join(out)
+
+
+def close_fds(nics: tuple[Nic, ...]) -> None:
+    for n in nics:
+        if n.fd is not None:
+            os.close(n.fd)

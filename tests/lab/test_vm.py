@@ -1,0 +1,207 @@
+"""Known answers of a VM router (docs/vm.md): a QEMU guest booting Debian's 6.12
+kernel between two namespaces, h1 - r1 - h2, its NIC towards h2 shaped by its own
+kernel's tc (20 Mbit/s HTB with fq_codel: the links[1] forward direction).
+
+- `lab exec` on it answers its kernel's release and its vCPU count.
+- Three bulk TCP uploads h1 -> h2 through the guest's fq_codel: goodput within 2 % of
+  the payload rate, 20 Mbit/s x 1448 / 1514 = 19.13 Mbit/s, and a ping's median RTT
+  within 10 ms of the idle one.
+- The same load with a 1000-packet FIFO there instead: the ping waits for the full
+  queue (1000 x 1514 B at 20 Mbit/s = 606 ms), median RTT above 300 ms.
+
+One lab is booted for the module (a VM boots in 5 to 50 s here, with the machine's
+load); the kernel is fetched once into the cache (HOPLAB_CACHE_DIR) and kept.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from hoplab.lab import build
+from hoplab.lab.where import record_path
+from hoplab.nodes.registry import executor_for
+from hoplab.spec import load_lab
+from tests.helpers.lab import (
+    HOPLAB,
+    UpLab,
+    hoplab,
+    lab_namespaces,
+    live_pids,
+    namespaces,
+    new_lab_name,
+    remove_lab,
+    stop,
+    wait_listening,
+)
+from tests.lab.test_wire_qdisc import client, pinger, pings, result
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
+                                 reason="qemu-system-x86 is not installed")]
+
+RELEASE = "6.12.100+deb12-amd64"
+PAYLOAD_MBIT = 20 * 1448 / 1514  # 19.13
+LAB = f"""
+name = "v"
+[nodes.h1]
+[nodes.r1]
+vm = {{ kernel = "debian:{RELEASE}", vcpus = 2, memory = "512M" }}
+[nodes.h2]
+[[links]]
+between = ["h1", "r1"]
+[[links]]
+between = ["r1", "h2"]
+forward = {{ rate = "20mbit", qdisc = "fq_codel" }}
+"""
+
+
+@pytest.fixture(scope="module")
+def vm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpLab]:
+    name = new_lab_name()
+    file = tmp_path_factory.mktemp("vm") / f"{name}.toml"
+    file.write_text(LAB)
+    lab = load_lab(file, name=name)
+    before = live_pids("qemu-system-x86")
+    try:
+        result = build.up(lab)
+        yield UpLab(lab, result.plan, result)
+    finally:
+        remove_lab(name)
+        # Its QEMU is gone, and with it the taps it held in h1's and h2's namespaces.
+        assert live_pids("qemu-system-x86") <= before
+
+
+def guest(up: UpLab, *argv: str) -> str:
+    ex = executor_for("r1", up.result.state.summary["nodes"]["r1"])
+    try:
+        done = ex.run(list(argv), timeout=60)
+    finally:
+        ex.close()
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_lab_exec_answers_the_guest_kernel_and_its_vcpus(vm_lab: UpLab) -> None:
+    done = hoplab("lab", "exec", vm_lab.name, "r1", "--", "sh", "-c", "uname -r; nproc")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [RELEASE, "2"]
+    status = hoplab("lab", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    entry = json.loads(status.stdout)
+    text = json.dumps(entry)
+    # The VM's kernel, vCPUs and accelerator are in its lab's record.
+    assert f'"release": "{RELEASE}"' in text and '"vcpus": 2' in text
+    assert '"accel": "tcg"' in text or '"accel": "kvm"' in text
+
+
+def _loaded(up: UpLab) -> tuple[float, float, float]:
+    """(idle median RTT, loaded median RTT, ms; goodput, Mbit/s) of three cubic uploads
+    h1 -> h2 for 12 s with a ping from h1 beside them."""
+    idle = pings(pinger(up, "h1", 3, interval=0.1, target="h2-v4"))
+    ports = [5301, 5302, 5303]
+    with servers_on(up, ports):
+        flows = [client(up, "h1", p, "-t", "12", target="h2-v4") for p in ports]
+        ping = pinger(up, "h1", 12, interval=0.1, target="h2-v4")
+        data = [result(f, timeout=90) for f in flows]
+        loaded = pings(ping)
+    # Goodput over the flows' last 10 s (the first 2 s fill the queue).
+    mbit = sum(sum(i["sum"]["bytes"] for i in d["intervals"][2:]) * 8 / 10e6 for d in data)
+    tail = [rtt for t, rtt in loaded if t >= loaded[0][0] + 2]
+    return (statistics.median(r for _, r in idle), statistics.median(tail), mbit)
+
+
+@contextmanager
+def servers_on(up: UpLab, ports: list[int]) -> Iterator[None]:
+    procs = [subprocess.Popen(["ip", "netns", "exec", up.ns("h2"), "iperf3", "-s", "-1", "-p",
+                               str(p)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True) for p in ports]
+    try:
+        for p, proc in zip(ports, procs, strict=True):
+            wait_listening(up.ns("h2"), p, proc)
+        yield
+    finally:
+        for proc in procs:
+            stop(proc)
+
+
+def test_guest_fq_codel_keeps_latency_low_at_the_payload_rate(vm_lab: UpLab) -> None:
+    assert "fq_codel" in guest(vm_lab, "tc", "qdisc", "show", "dev", "eth1")
+    idle, loaded, mbit = _loaded(vm_lab)
+    assert PAYLOAD_MBIT * 0.98 <= mbit <= PAYLOAD_MBIT * 1.005, mbit
+    assert loaded - idle < 10, (idle, loaded)
+
+
+def leaf(up: UpLab, *qdisc: str) -> None:
+    """The queue behind the guest's HTB class (a qdisc of another kind is not replaced
+    in place: the old one goes first)."""
+    guest(up, "sh", "-c", "tc qdisc del dev eth1 parent 1:1 handle 10: && "
+                          f"tc qdisc add dev eth1 parent 1:1 handle 10: {' '.join(qdisc)}")
+
+
+def test_guest_fifo_of_1000_packets_shows_bufferbloat(vm_lab: UpLab) -> None:
+    leaf(vm_lab, "pfifo", "limit", "1000")
+    try:
+        _idle, loaded, mbit = _loaded(vm_lab)
+    finally:
+        leaf(vm_lab, "fq_codel")
+    assert loaded > 300, loaded
+    assert mbit >= PAYLOAD_MBIT * 0.95, mbit
+
+
+def test_the_lab_file_names_the_kernel(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text('[nodes.r1]\nvm = { kernel = "debian:not a release" }\n')
+    done = hoplab("check", str(tmp_path / "bad.toml"))
+    assert done.returncode == 2
+    assert "bad.toml:2" in done.stdout + done.stderr and "nodes.r1.vm.kernel" in \
+        done.stdout + done.stderr
+
+
+def test_sigkill_during_boot_then_clean_leaves_nothing(tmp_path: Path) -> None:
+    """hoplab killed while its VM boots: the record names the VM's QEMU, so `hoplab
+    clean` stops it, and its taps (held by QEMU only) go with it."""
+    name = new_lab_name()
+    file = tmp_path / "lab.toml"
+    file.write_text(LAB)
+    record = Path(record_path(name))
+    before = live_pids("qemu-system-x86")
+    up = subprocess.Popen([*HOPLAB, "lab", "up", str(file), "--name", name],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        qemu = _recorded_qemu(record, up)
+        assert qemu in live_pids("qemu-system-x86")
+        up.kill()
+        up.wait(10)
+        done = hoplab("clean", name, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert live_pids("qemu-system-x86") <= before
+        assert not namespaces() & lab_namespaces(name)
+        assert not record.exists()
+    finally:
+        stop(up)   # type: ignore[arg-type]
+        remove_lab(name)
+
+
+def _recorded_qemu(record: Path, up: subprocess.Popen[bytes]) -> int:
+    """The QEMU pid the lab's record names, once it does (the build goes on meanwhile)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert up.poll() is None, "lab up ended before its VM was started"
+        try:
+            procs = json.loads(record.read_text()).get("processes", [])
+        except (OSError, ValueError):
+            procs = []
+        qemu = [p["pid"] for p in procs if p["node"].endswith(".qemu")]
+        if qemu:
+            return int(qemu[0])
+        time.sleep(0.05)
+    raise AssertionError("no QEMU in the lab's record after 120 s")
