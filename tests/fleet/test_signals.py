@@ -34,7 +34,12 @@ def _jobs(db: str, experiment_id: str) -> dict[int, str]:
 
 def test_sigterm_finishes_the_run_a_second_one_interrupts_it(db: str, experiment: Path
                                                              ) -> None:
+    """The second signal is sent once the bench says it noted the first (`draining`; it
+    was `busy` before either), so it cannot land first; a 4 s ping leaves seconds for it
+    to land while the run is still under way, on a busy machine too."""
     name = new_lab_name()
+    experiment.write_text(experiment.read_text().replace('duration = "1s"',
+                                                         'duration = "4s"'))
     experiment_id = _submit(db, experiment)
     try:
         with bench(db, name) as b:
@@ -49,7 +54,7 @@ def test_sigterm_finishes_the_run_a_second_one_interrupts_it(db: str, experiment
         with bench(db, name) as b:
             until("a run under way", lambda: ok_runs(db, name) == 1 and measuring(name))
             b.send_signal(signal.SIGTERM)
-            until("the bench draining", lambda: bench_state(db, name) == "busy")
+            until("the bench draining", lambda: bench_state(db, name) == "draining")
             b.send_signal(signal.SIGTERM)
             out, _ = b.communicate(timeout=60)
             assert b.returncode == 130, out

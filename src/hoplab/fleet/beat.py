@@ -7,7 +7,8 @@ Every `heartbeat_s` a bench beats (procrastinate's worker heartbeat, and its row
 hoplab_fleet_benches), puts back in the queue every job, whatever its task, whose
 worker is silent for 3 of that worker's own heartbeats (or is gone), notes the handover
 in hoplab_fleet_handovers and forgets those workers; and reads whether it was asked to
-drain.
+drain. A bench that heard a stop signal says `draining` at once (`draining`), so that
+`hoplab fleet`, and a test about to send a second signal, can see the first was noted.
 
 Each job is taken with its attempt (procrastinate's `attempts`, raised each time the job
 goes back to the queue): the fencing token. A bench marks a job done, or puts it back,
@@ -18,6 +19,7 @@ and lives on finds its job handed on, and leaves it alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -71,6 +73,19 @@ class Beat:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="fleet-beat")
         self._tasks: list[asyncio.Task[None]] = []
+        # Told to stop after its run (a signal, or drain): said in its row by the beat,
+        # which `_nudge` brings forward rather than a heartbeat later.
+        self._draining = False
+        self._nudge = asyncio.Event()
+
+    def draining(self) -> None:
+        """The bench stops after its run: its row says `draining` (the next beat, now).
+        Called in a signal handler too, so it only sets a flag and wakes the loop."""
+        if self._draining:
+            return
+        self._draining = True
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._nudge.set)
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the beat's loop and wait for its answer."""
@@ -114,11 +129,13 @@ class Beat:
 
     async def _beat(self) -> None:
         while True:
+            self._nudge.clear()  # before the tick: a nudge during it is not lost
             try:
                 await self._tick()
             except Exception as e:  # a lost connection: the pool reconnects; beat again
                 log.warning("heartbeat failed: %s", e)
-            await asyncio.sleep(self.heartbeat_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nudge.wait(), self.heartbeat_s)
 
     async def _tick(self) -> None:
         db = self.app.connector
@@ -129,8 +146,10 @@ class Beat:
         if not beat:  # silent too long (frozen, cut off): forgotten by the others
             self.worker_id = await self.app.job_manager.register_worker()
         rows = await db.execute_query_all_async(
-            "UPDATE hoplab_fleet_benches SET heartbeat = now(), worker_id = %(worker)s "
-            "WHERE name = %(name)s RETURNING state", name=self.bench, worker=self.worker_id)
+            "UPDATE hoplab_fleet_benches SET heartbeat = now(), worker_id = %(worker)s, "
+            "state = CASE WHEN %(draining)s THEN 'draining' ELSE state END WHERE name = "
+            "%(name)s RETURNING state", name=self.bench, worker=self.worker_id,
+            draining=self._draining)
         if rows and rows[0]["state"] == "draining":
             self._on_drain()
         # `hoplab fleet cancel` asks a job under way to stop (procrastinate's abort).

@@ -3,7 +3,8 @@ serve, runs it (hoplab.fleet.jobs) and marks it done; with no job waiting it tak
 lab down and waits for a notification (or the next poll).
 
 Signals: the first SIGTERM or SIGHUP (or `hoplab fleet drain`) lets the current run
-finish, then the lab comes down and the bench exits 0. Ctrl-C, or a second signal,
+finish (the bench says `draining` in the fleet once it has noted it), then the lab
+comes down and the bench exits 0. Ctrl-C, or a second signal,
 interrupts the run: it is stored as interrupted and its job goes back to the queue.
 `hoplab fleet cancel` of the job's experiment interrupts its run too (the beat thread
 hands it to the main thread as SIGUSR1, again each heartbeat while a teardown is under
@@ -105,6 +106,7 @@ class BenchWorker:
 
     def _drain(self) -> None:
         self.stopping = True
+        self.beat.draining()
         self._wake.set()
 
     def _note(self, signum: int) -> bool:
