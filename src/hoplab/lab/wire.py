@@ -10,9 +10,7 @@ first appearance means both sockets are bound and frames flow.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +21,13 @@ from hoplab.held_stops import stops_held
 from hoplab.lab.where import netns_prefix
 from hoplab.nodes.registry import in_namespace
 from hoplab.spec.model import Direction, Link
+from hoplab.tools import built_binary
 
 BINARY = "hoplab-wire"
 # The wire-side interfaces: towards node A and towards node B.
 IF_A, IF_B = "wa", "wb"
 START_TIMEOUT_S = 5.0
 STATS_INTERVAL_S = 0.1
-REPO_BUILD = Path(__file__).resolve().parents[3] / "wire" / "target" / "release" / BINARY
 
 # Started wires, kept so that a wire reaped by teardown can be marked done
 # (Popen warns about a child it still believes to be running).
@@ -37,15 +35,8 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def binary() -> Path | None:
-    """Where hoplab-wire is: $HOPLAB_WIRE, next to the Python interpreter (make setup
-    installs it into the venv), or the crate's release build in the repository."""
-    env = os.environ.get("HOPLAB_WIRE")
-    candidates = [Path(env)] if env else []
-    candidates += [Path(sys.executable).with_name(BINARY), REPO_BUILD]
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return c
-    return None
+    """Where hoplab-wire is: $HOPLAB_WIRE, the venv, the crate's build (tools.built_binary)."""
+    return built_binary(BINARY, "HOPLAB_WIRE", "wire")
 
 
 def netns_name(lab: str, index: int) -> str:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from hoplab.errors import HoplabError
@@ -39,3 +42,17 @@ def load_json(tool: str, text: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ToolOutputError(f"{tool}: output is JSON but not an object")
     return doc
+
+
+def built_binary(name: str, env: str, crate: str) -> Path | None:
+    """Where one of hoplab's own Rust programs is: $`env`, next to the Python interpreter
+    (make setup installs it into the venv), or its crate's release build in the
+    repository (`crate`: the crate's directory there)."""
+    repo_build = Path(__file__).resolve().parents[3] / crate / "target" / "release" / name
+    chosen = os.environ.get(env)
+    candidates = [Path(chosen)] if chosen else []
+    candidates += [Path(sys.executable).with_name(name), repo_build]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    return None

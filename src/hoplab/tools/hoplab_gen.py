@@ -12,27 +12,17 @@ their one-way latency on the machine's clock and the share out of order.
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hoplab.tools import ToolOutputError, load_json
+from hoplab.tools import ToolOutputError, built_binary, load_json
 
 BINARY = "hoplab-gen"
-REPO_BUILD = Path(__file__).resolve().parents[3] / "gen" / "target" / "release" / BINARY
 
 
 def binary() -> Path | None:
-    """Where hoplab-gen is: $HOPLAB_GEN, next to the Python interpreter (make setup
-    installs it into the venv), or the crate's release build in the repository."""
-    env = os.environ.get("HOPLAB_GEN")
-    candidates = [Path(env)] if env else []
-    candidates += [Path(sys.executable).with_name(BINARY), REPO_BUILD]
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return c
-    return None
+    """Where hoplab-gen is (hoplab.tools.built_binary: $HOPLAB_GEN, the venv, the crate's build)."""
+    return built_binary(BINARY, "HOPLAB_GEN", "gen")
 
 
 def send_argv(exe: str, dst: str, port: int, payload: int, *, flows: int = 1,
