@@ -7,12 +7,14 @@ UsageError carrying git's own message.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from hoplab.errors import HoplabError, UsageError
@@ -50,22 +52,40 @@ def toplevel(path: Path) -> Path:
     return Path(git(path, "rev-parse", "--show-toplevel"))
 
 
+@contextmanager
+def _worktrees_locked(repo: Path) -> Iterator[None]:
+    """Benches of one machine share the repository: one of them at a time adds, removes
+    or prunes its worktrees. git writes a new worktree's entry in .git/worktrees a file
+    at a time, and a `worktree prune` or `add` of another bench that reads it half made
+    fails ("failed to read .git/worktrees/tree1/commondir") or forgets it. An flock, so a
+    bench killed while it holds it lets go."""
+    common = _ok(repo, "rev-parse", "--git-common-dir").stdout.strip()
+    if not common:
+        yield       # not a repository: the git command says so itself
+        return
+    with open(repo / common / "hoplab-worktrees.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
 def add_worktree(repo: Path, path: Path, sha: str) -> Path:
     """A checkout of commit `sha` at `path` sharing `repo`'s objects (`git worktree add
     --detach`): a fleet bench measures a commit there, leaving `repo`'s own checkout and
-    other benches' worktrees as they are."""
-    git(repo, "worktree", "add", "-q", "--detach", str(path), sha)
+    other benches' worktrees as they are. The entries of worktrees whose directories are
+    gone (a killed bench's, even one killed half way through its add) are pruned first."""
+    with _worktrees_locked(repo):
+        _ok(repo, "worktree", "prune")
+        git(repo, "worktree", "add", "-q", "--detach", str(path), sha)
     return path
 
 
 def remove_worktree(repo: Path, path: Path) -> None:
     """Remove a worktree add_worktree made (and what a build left in it); never raises:
     `git worktree prune` forgets one whose directory went another way."""
-    import shutil
-
-    _ok(repo, "worktree", "remove", "--force", str(path))
-    shutil.rmtree(path, ignore_errors=True)
-    _ok(repo, "worktree", "prune")
+    with _worktrees_locked(repo):
+        _ok(repo, "worktree", "remove", "--force", str(path))
+        shutil.rmtree(path, ignore_errors=True)
+        _ok(repo, "worktree", "prune")
 
 
 class Repo:
