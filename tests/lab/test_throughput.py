@@ -96,11 +96,6 @@ def test_ndr_of_64_byte_frames_through_10_mbit(tmp_path: Path) -> None:
     assert abs(got["ndr_fps"] / want - 1) <= 0.01, (got, want)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "both generators fall short of 22,000 frames/s sending into the userspace wire's veth "
-    "(hoplab-gen 3 runs of 4, iperf3 1 of 1, 7 short trials, ceiling 13,000-19,900): "
-    "with no trial chosen among repeats and short trials not evidence, the answer is the "
-    "generator's; why the wire's veth slows its sender is not understood yet (issue 30)"))
 def test_a_frame_ceiling_in_the_wire_whatever_the_size(tmp_path: Path) -> None:
     """pps = 20000 on the wire: 20,000 frames/s of 64 and of 1518 bytes (the wire has no
     bucket; its queue of Q passes Q / T more). The queue is 4000 frames, 200 ms at this
