@@ -25,7 +25,9 @@ from hoplab.lab.plan import Plan
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, find
 from hoplab.lab.teardown import teardown
 from hoplab.lab.where import netns_prefix
+from hoplab.record import RunRecord
 from hoplab.spec.model import Lab
+from hoplab.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -58,6 +60,20 @@ def hoplab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     """The command line tool, as a user runs it."""
     return subprocess.run([*HOPLAB, *args], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, check=False)
+
+
+def one_ok_run(tmp_path: Path, name: str, timeout: float = 600) -> RunRecord:
+    """`hoplab run` of tmp_path/exp.toml into tmp_path/runs.db on lab `name`: its one
+    run, which must be ok and leave none of the lab's namespaces behind."""
+    db = tmp_path / "runs.db"
+    proc = hoplab("run", str(tmp_path / "exp.toml"), "--db", str(db), "--json",
+                  "--lab-name", name, timeout=timeout)
+    assert lab_namespaces(name) == set(), "the run left namespaces behind"
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert run["status"] == "ok", run["error"]
+    with open_store(str(db)) as store:
+        return store.get_run(run["id"])
 
 
 def run_in(ns: str, *argv: str, timeout: float = 30,

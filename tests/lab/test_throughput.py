@@ -16,14 +16,12 @@ the FCS, or 1514 for 1518 frames) moves the answer by 0.3 % at 1518 bytes and by
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from hoplab.lab.shaping import burst_bytes
-from hoplab.store import open_store
-from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name
+from tests.helpers.lab import new_lab_name, one_ok_run
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -48,15 +46,7 @@ def _run(tmp_path: Path, link: str, sizes: list[int], precision: str = "0.5%",
     name = new_lab_name()
     (tmp_path / "lab.toml").write_text(_lab(name, link))
     (tmp_path / "exp.toml").write_text(_experiment(sizes, precision))
-    db = tmp_path / "runs.db"
-    proc = hoplab("run", str(tmp_path / "exp.toml"), "--db", str(db), "--json",
-                  "--lab-name", name, timeout=600)
-    assert lab_namespaces(name) == set(), "the run left namespaces behind"
-    assert proc.returncode == 0, proc.stderr
-    (run,) = json.loads(proc.stdout)["runs"]
-    assert run["status"] == "ok", run["error"]
-    with open_store(str(db)) as store:
-        rec = store.get_run(run["id"])
+    rec = one_ok_run(tmp_path, name, timeout=600)
     out: dict[str, dict[str, float]] = {}
     for m in rec.metrics:
         if m.key is not None and m.flow is None and m.node is None:

@@ -19,7 +19,7 @@ import pytest
 from hoplab.lab.shaping import burst_bytes
 from hoplab.store import open_store
 from hoplab.tools import hoplab_gen
-from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name
+from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name, one_ok_run
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(hoplab_gen.binary() is None,
@@ -46,15 +46,7 @@ def _run(tmp_path: Path, options: str = RFC_OPTIONS, queue: int = QUEUE,
         'lab = "lab.toml"\n[[tests]]\nname = "rfc"\nkind = "throughput"\nfrom = "client"\n'
         f'to = "server"\nframe_sizes = [1518]\ntrial = "{trial_s:g}s"\ndrain = "0.5s"\n'
         f'precision = "1%"\ngenerator = "hoplab-gen"\n{options}')
-    db = tmp_path / "runs.db"
-    proc = hoplab("run", str(tmp_path / "exp.toml"), "--db", str(db), "--json",
-                  "--lab-name", name, timeout=900)
-    assert lab_namespaces(name) == set(), "the run left namespaces behind"
-    assert proc.returncode == 0, proc.stderr
-    (run,) = json.loads(proc.stdout)["runs"]
-    assert run["status"] == "ok", run["error"]
-    with open_store(str(db)) as store:
-        rec = store.get_run(run["id"])
+    rec = one_ok_run(tmp_path, name, timeout=900)
     return ({f"{m.name} {m.key}": m.value for m in rec.metrics if m.flow is None},
             {k: str(v) for k, v in rec.metadata.items()})
 
