@@ -332,6 +332,7 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
                 _configure_guests(b)
                 if b.plan.wireguard:
                     _guest_wireguard(b)
+                vm_boot.limit_cpu(b.vms)
                 t = b.step("vms", t)
             if execs:
                 b.say("devices")

@@ -81,7 +81,9 @@ def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
 
 def _vm_where(info: Mapping[str, Any]) -> str:
     vm = info.get("vm") or {}
-    return f"vm, {vm.get('release', '?')}, {vm.get('vcpus', '?')} vCPU, {vm.get('accel', '?')}"
+    share = f", {vm['cpu_pct']:g}% CPU per vCPU" if vm.get("cpu_pct") else ""
+    return (f"vm, {vm.get('release', '?')}, {vm.get('vcpus', '?')} vCPU, "
+            f"{vm.get('accel', '?')}{share}")
 
 
 def _ssh_where(info: Mapping[str, Any]) -> str:

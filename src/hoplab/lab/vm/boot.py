@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hoplab.lab.vm import accel, guest, initramfs, kernel, power, qemu, taps
+from hoplab.errors import CapabilityError
+from hoplab.lab.vm import accel, cgroup, guest, initramfs, kernel, power, qemu, taps
 
 if TYPE_CHECKING:
     import subprocess
@@ -28,6 +30,8 @@ KEYS_DIR = "vm-keys"
 class Vm:
     boot: qemu.Boot
     proc: subprocess.Popen[bytes] | None = None
+    # cpu = "N%": its cgroup (in the record before it is made) and quota per period.
+    cgroup: tuple[cgroup.Hierarchy, Path, int] | None = None
 
 
 def vm_nodes(lab: Lab) -> list[str]:
@@ -54,15 +58,38 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
         vms[name] = Vm(qemu.Boot(name, k, initrd, spec.vcpus, f"{spec.memory_mib}M",
                                  accel.choose(k.image, initrd, qemu.binary()), port, d))
         known.append(f"[127.0.0.1]:{port} {host_pub}\n")
+        cg = None if spec.cpu_pct is None else \
+            _cpu_cgroup(state, name, spec.cpu_pct, spec.vcpus)
+        vms[name].cgroup = cg
         state.summary["nodes"][name].update(
             netns=None, kind="vm",
             ssh={"destination": "root@127.0.0.1", "port": port, "identity": str(client),
                  "known_hosts": str(keys / "known_hosts")},
             vm={"kernel": k.source, "release": k.release, "vcpus": spec.vcpus,
                 "memory_mib": spec.memory_mib, "accel": vms[name].boot.accel,
-                "dir": str(d)})
+                "dir": str(d), "cpu_pct": spec.cpu_pct,
+                "cgroup": str(cg[1]) if cg else None})
     (keys / "known_hosts").write_text("".join(known))
     return vms
+
+
+def _cpu_cgroup(state: LabState, name: str, pct: float, vcpus: int
+                ) -> tuple[cgroup.Hierarchy, Path, int]:
+    h = cgroup.hierarchy()
+    if h is None:
+        raise CapabilityError(f"VM {name}: cpu = \"{pct:g}%\" needs the cgroup CPU "
+                              "controller, and none is mounted here")
+    return h, cgroup.path_for(h, state.rundir, name), cgroup.quota_us(pct, vcpus)
+
+
+def limit_cpu(vms: dict[str, Vm]) -> None:
+    """Each VM with a CPU share gets its limit, once it is up and configured: the
+    share stands in for a small router's CPU while it forwards, not while it boots
+    (under TCG at 25 % a boot would take minutes)."""
+    for vm in vms.values():
+        if vm.cgroup is not None and vm.proc is not None:
+            h, path, quota = vm.cgroup
+            cgroup.limit(h, path, vm.proc.pid, quota)
 
 
 def _nics(lab: Lab, plan: Plan, name: str, udp: dict[int, tuple[int, int]]
@@ -120,6 +147,8 @@ def wait_ready(vms: dict[str, Vm], timeout: float = qemu.BOOT_TIMEOUT_S) -> None
 
 
 def info(entry: dict[str, Any]) -> dict[str, Any]:
-    """A VM node's facts for run metadata: kernel release, vCPUs, accelerator."""
+    """A VM node's facts for run metadata: kernel release, vCPUs, accelerator, and the
+    host CPU share if it has one."""
     vm = entry.get("vm") or {}
-    return {k: vm[k] for k in ("kernel", "release", "vcpus", "accel") if k in vm}
+    return {k: vm[k] for k in ("kernel", "release", "vcpus", "accel", "cpu_pct")
+            if vm.get(k) is not None}

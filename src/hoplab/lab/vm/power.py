@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hoplab.errors import HoplabError
 from hoplab.lab import netns
+from hoplab.lab.vm import cgroup
 from hoplab.lab.vm.qemu import forget_exited
 from hoplab.nodes.executor import ProcessId
 from hoplab.nodes.procs import proc_start_time
@@ -63,4 +65,9 @@ def power_off(state: LabState, nodes: Mapping[str, Executor]) -> list[str]:
         except HoplabError as exc:
             warnings.append(f"{p.role} (pid {p.pid}): {exc}")
     forget_exited()
+    # The QEMUs are gone: their cgroups (cpu = "N%") are empty now.
+    for entry in state.summary.get("nodes", {}).values():
+        path = (entry.get("vm") or {}).get("cgroup")
+        if path and (w := cgroup.remove(Path(path))):
+            warnings.append(w)
     return warnings
