@@ -1,7 +1,8 @@
 """The same experiment on two kernels (docs/vm.md, examples/vm): seed 002's NAT router
 as a VM, its kernel a matrix axis, Debian's 6.1 and 6.12. Each run's record names its
 VM's release (lab.nodes.r1.vm) and carries the label kernel=RELEASE, and `hoplab
-compare` takes the two kernels' runs by that label. The example's own file, with a
+compare` takes the two kernels' runs by that label. The second variant's new VM is
+not taken for the first one rebooted. The example's own file, with a
 2 s test, one repetition and no profile (perf takes about a minute to start in a TCG
 guest here)."""
 
@@ -46,6 +47,8 @@ def test_two_kernels_are_stored_by_release_and_compared(tmp_path: Path) -> None:
         assert rec["labels"]["kernel"] == vm["release"]
         assert vm["vcpus"] == 2 and vm["accel"] in ("tcg", "kvm")
         seen[vm["release"]] = rec["metadata"]["nodes"]["r1"]["kernel"]
+        # Each variant boots a VM of its own: a new machine, not one that rebooted.
+        assert "rebooted" not in rec["metadata"], rec["metadata"]["rebooted"]
     # The release each VM booted is the one its record names, and the one it ran.
     assert seen == {r: r for r in RELEASES}
     done = hoplab("compare", f"kernel={RELEASES[0]}", f"kernel={RELEASES[1]}", "--db", db)

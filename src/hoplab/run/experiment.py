@@ -38,7 +38,7 @@ from hoplab.nodes import workdir as run_workdir
 from hoplab.nodes.clock import clock_offsets
 from hoplab.nodes.executor import Executor
 from hoplab.nodes.reboots import reboots
-from hoplab.nodes.registry import close_all, executors
+from hoplab.nodes.registry import close_all, executors, kind_of
 from hoplab.record import MEASUREMENT_VERSION, DuplicateMetric, RunRecord, check_metric_keys
 from hoplab.run.execute import TestResult, run_test
 from hoplab.run.metadata import host_metadata, node_settings
@@ -181,6 +181,10 @@ class ExperimentRunner:
         needs, why = test_tools(lab, variant.tests)
         self._up = (index, build.up(lab, caps=self.caps, tools=needs, why=why), {})
         up = self._up[1]
+        # A node this lab booted (a VM) is a new machine: its boot id is not a reboot.
+        for name, info in up.state.summary.get("nodes", {}).items():
+            if kind_of(name, info).builds == "qemu":
+                self._boots.pop(name, None)
         self._nodes = executors(up.plan)
         run_setup(variant, up.plan, self._nodes, Path(self.exp.source).resolve().parent)
         self._up = (index, up, node_settings(up.plan, self._nodes))
