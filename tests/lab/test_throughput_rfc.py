@@ -53,7 +53,7 @@ def _run(tmp_path: Path, options: str = RFC_OPTIONS, queue: int = QUEUE,
 
 def test_loss_curve_back_to_back_and_tagged_latency_through_50_mbit(tmp_path: Path) -> None:
     got, meta = _run(tmp_path)
-    assert meta["generator"] == "hoplab-gen"
+    assert meta["generator"] == "hoplab-gen (AF_PACKET)"
     curve = sorted(k.split()[-1] for k in got if k.startswith("frame_loss "))
     assert curve[0] == "100%" or "100%" in curve
     for key in (k for k in got if k.startswith("frame_loss ")):
@@ -86,7 +86,7 @@ def test_both_directions_at_once_through_50_mbit(tmp_path: Path) -> None:
     assert abs(got["ndr_fps 1518"] / want - 1) <= 0.01, (got, want)
     for way in ("up", "down"):
         assert got["ndr_fps 1518"] <= got[f"ndr_fps 1518 {way}"] <= want * 1.01, (way, got)
-    assert meta["generator"] == "hoplab-gen"
+    assert meta["generator"] == "hoplab-gen (AF_PACKET)"
 
 
 def test_even_spacing_a_20_frame_queue_takes_whole(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ from hoplab.kinds.throughput_curve import (
     curve_metrics,
     loss_curve,
 )
+from hoplab.kinds.throughput_link import resolve as resolve_link
 from hoplab.kinds.throughput_tagged import measure as tagged_latency
 from hoplab.nodes.executor import LOCAL_MACHINE, Executor
 from hoplab.record import Metric, RawOutput, Series
@@ -154,9 +155,11 @@ OPTIONS: dict[str, Option] = {
                                   "beside them with iperf3 (ndr_latency_ms)", "true"),
     "generator": Option(choice(("auto", "hoplab-gen", "iperf3")),
                         "the frame generator: hoplab-gen (evenly spaced sendmmsg batches, "
-                        "gen/), iperf3, or auto: hoplab-gen where it is installed and "
-                        "both ends are on this machine; the run's metadata names the one "
-                        "that ran", "auto"),
+                        "gen/: whole frames to an AF_PACKET socket where the sending "
+                        "interface is Ethernet, else UDP sockets), iperf3, or auto: "
+                        "hoplab-gen where it is installed and both ends are on this "
+                        "machine; the run's metadata names the one that ran and its wire",
+                        "auto"),
     "loss_curve": Option(parse_bool, "RFC 2544's frame loss rate (section 26.3): trials at "
                                      "100 %, 90 %, ... of the generator's ceiling until two "
                                      "lose nothing (frame_loss, keys \"SIZE PCT%\")", "false"),
@@ -264,6 +267,10 @@ class _Trials:
         self.streams = _streams(size, flow.family)
         self.gen = _generator(opts.generator, all(
             ex.machine == LOCAL_MACHINE for ex in (self.tx, self.rx)))
+        # The fast path's frames need the next hop's MAC; where it cannot be had (not
+        # Ethernet), UDP sockets.
+        self.link = (resolve_link(self.tx, self.dst, flow.family, src)
+                     if self.gen is not None else None)
         self.servers: list[Running] = []
         if self.gen is None:
             # One server per stream for every trial of the search (not one-off: -1).
@@ -293,7 +300,10 @@ class _Trials:
 
     @property
     def generator(self) -> str:
-        return "iperf3" if self.gen is None else hoplab_gen.BINARY
+        """The generator as the run's metadata names it (hoplab-gen with its wire)."""
+        if self.gen is None:
+            return "iperf3"
+        return f"{hoplab_gen.BINARY} ({'AF_PACKET' if self.link else 'UDP sockets'})"
 
     def _argv(self, s: _Stream, fps: float | None, frames: int | None) -> list[str]:
         """A stream's sender: at `fps` (None: unpaced) for `frames` (None: one second)."""
@@ -303,7 +313,7 @@ class _Trials:
                 self.gen, self.dst, s.port, s.payload, flows=flows,
                 fps=None if fps is None else fps * s.share,
                 frames=None if frames is None else max(1, frames),
-                seconds=1.0 if frames is None else None)
+                seconds=1.0 if frames is None else None, link=self.link)
         argv = ["iperf3", "-c", self.dst, "-p", str(s.port), "-u", "-l", str(s.payload),
                 "-P", str(flows), "--pacing-timer", "100", "-J",
                 "-6" if self.flow.family == 6 else "-4"]
