@@ -12,6 +12,9 @@ link: netem's queue holds the frames it delays, which would take the shaper's qu
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,15 @@ import pytest
 from hoplab.lab.shaping import burst_bytes
 from hoplab.store import open_store
 from hoplab.tools import hoplab_gen
-from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name, one_ok_run
+from tests.helpers.lab import (
+    HOPLAB,
+    hoplab,
+    lab_namespaces,
+    live_pids,
+    new_lab_name,
+    one_ok_run,
+    pids_in,
+)
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(hoplab_gen.binary() is None,
@@ -114,3 +125,45 @@ def test_even_spacing_a_20_frame_queue_takes_whole(tmp_path: Path) -> None:
     got = rec.metric("ndr_fps", key="64")
     want = rate / (frame * 8) + (burst_bytes(rate) / frame + queue) / trial_s
     assert got is not None and abs(got / want - 1) <= 0.01, (got, want)
+
+
+def test_a_search_cut_short_is_stored_with_the_trials_it_ran(tmp_path: Path) -> None:
+    """Ctrl-C during a search: the run is stored interrupted, with every trial that had
+    finished (one sender per trial, after the ceiling's: the third sender seen means
+    the first trial is done) and the generator's ceiling."""
+    name = new_lab_name()
+    (tmp_path / "lab.toml").write_text(
+        f'name = "{name}"\n[addressing]\nipv6 = false\n[nodes.client]\n[nodes.server]\n'
+        '[[links]]\nbetween = ["client", "server"]\nrate = "10mbit"\n')
+    (tmp_path / "exp.toml").write_text(
+        'lab = "lab.toml"\n[[tests]]\nname = "cut"\nkind = "throughput"\nfrom = "client"\n'
+        'to = "server"\nframe_sizes = [64]\ntrial = "1s"\ndrain = "0.2s"\n'
+        'precision = "0.1%"\ngenerator = "hoplab-gen"\nlatency = false\n')
+    db = tmp_path / "runs.db"
+    proc = subprocess.Popen([*HOPLAB, "run", str(tmp_path / "exp.toml"), "--db", str(db),
+                             "--lab-name", name], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(seen) < 3 and time.monotonic() < deadline and proc.poll() is None:
+            seen |= pids_in(lab_namespaces(name)) & live_pids("hoplab-gen")
+            time.sleep(0.01)
+        assert len(seen) >= 3, "the search's second trial should have started"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert lab_namespaces(name) == set()
+    with open_store(str(db)) as store:
+        (run,) = store.list_runs()
+        rec = store.get_run(run.id)
+    assert rec.status == "interrupted" and rec.measurement_version == 4
+    (asked,) = [s for s in rec.series if s.name == "throughput_trial"]
+    (achieved,) = [s for s in rec.series if s.name == "throughput_trial_achieved"]
+    assert len(asked.v) >= 1 and len(achieved.v) == len(asked.v)
+    assert asked.v[0] == rec.metric("generator_fps", key="64")
+    assert rec.metadata["generator"] == "hoplab-gen (AF_PACKET)"
