@@ -4,13 +4,13 @@ partial-drop target (PDR), found by bisection over trials; with the latency of a
 stream at that rate (section 26.2) and the generator's own ceiling beside it.
 
 Frames come from hoplab-gen on the sending node, paced evenly: whole frames to an
-AF_PACKET socket where the interface is Ethernet, else UDP sockets; iperf3 where hoplab-
-gen cannot run (bench/generators.py measures them and trafgen, whose rate mode sends in
-bursts a short queue loses). They are counted where they arrive, by an nftables counter
-on the receiving interface's ingress, which drops them (hoplab.tools.rxcount). A trial
-counts the frames that arrive up to `drain` after the last was sent (RFC 2544 section
-23: late frames count). Loss is frames offered minus frames received over frames offered
-(section 26.3; hoplab.analysis.ndr.Trial).
+AF_PACKET socket where the interface is Ethernet, else UDP sockets; iperf3 where
+hoplab-gen cannot run (bench/generators.py measures them and trafgen, whose rate mode
+sends in bursts a short queue loses). They are counted where they arrive, by an nftables
+counter on the receiving interface's ingress, which drops them (hoplab.tools.rxcount). A
+trial counts the frames that arrive up to `drain` after the last was sent (RFC 2544
+section 23: late frames count). Loss is frames offered minus frames received over frames
+offered (section 26.3; hoplab.analysis.ndr.Trial).
 
 Before a size's search, the generator alone is measured: the highest rate it sends at
 here. The search offers no more than that, and an answer at that ceiling says so
