@@ -1,6 +1,6 @@
 """Which frame generator the throughput kind uses, by measurement: hoplab-gen (gen/:
 timed sendmmsg batches, real-time priority) on its fast path (whole frames to an
-AF_PACKET socket that bypasses the qdisc) and on UDP sockets (its fallback), iperf3 over
+AF_PACKET socket, through the qdisc) and on UDP sockets (its fallback), iperf3 over
 UDP (its pacing timer at 100 us) and trafgen (netsniff-ng, a memory-mapped ring), on this
 machine, side by side, each sender pinned to one core (taskset -c 1).
 

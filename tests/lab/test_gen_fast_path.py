@@ -10,6 +10,7 @@ are a tenth and a half of those, so nothing waits in the 20-frame queue long.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from hoplab.kinds.flow import address
 from hoplab.kinds.throughput_link import resolve
+from hoplab.lab.shaping import burst_bytes
 from hoplab.nodes.executor import Executor
 from hoplab.nodes.registry import close_all, executors
 from hoplab.run.procs import ProcessGroup, wait_listening
@@ -63,6 +65,17 @@ def _send(ex: Executor, dst: str, link: hoplab_gen.Link, port: int, size: int,
     return hoplab_gen.sent(done.stdout)[0], hoplab_gen.wire(done.stdout)
 
 
+def _drained(ex: Executor) -> None:
+    """Returns once the shaper's queues on the node's eth0 hold nothing."""
+    limit = time.monotonic() + 10
+    while time.monotonic() < limit:
+        doc = json.loads(ex.run(["tc", "-j", "-s", "qdisc", "show", "dev", "eth0"]).stdout)
+        if all(q.get("qlen", 0) == 0 and q.get("backlog", 0) == 0 for q in doc):
+            return
+        time.sleep(0.02)
+    raise AssertionError("the shaper's queue did not drain in 10 s")
+
+
 def test_frames_of_64_and_1518_bytes_arrive_counted_by_size(
         nodes: tuple[dict[str, Executor], str, str]) -> None:
     ex, src, dst = nodes
@@ -106,3 +119,27 @@ def test_the_receiving_stack_takes_every_frame(
         assert hoplab_gen.received(recv.output().decode()).frames == 500
     finally:
         group.stop_all()
+
+
+def test_a_shaper_on_the_senders_own_egress_holds_the_frames_back(lab_up: LabUp) -> None:
+    """A lab shapes a link at its sender's egress: the fast path's frames go through
+    that qdisc, not around it. 40,000 frames of 64 bytes in a second at a link of
+    10 Mbit/s (20,833 frames/s) with a 20-frame queue: what arrives is at most
+    R x T + B + Q (HTB's bucket of 60-byte frames, hoplab.lab.shaping.burst_bytes),
+    where a bypass of the qdisc delivered all 40,000."""
+    up = lab_up('[addressing]\nipv6 = false\n[nodes.a]\n[nodes.b]\n[[links]]\n'
+                'between = ["a", "b"]\nrate = "10mbit"\nqueue = 20\n')
+    ex = executors(up.plan)
+    try:
+        src, dst = address(up.plan, "a", 4), address(up.plan, "b", 4)
+        link = resolve(ex["a"], dst, 4, src)
+        assert link is not None
+        rules = rxcount.ruleset(TABLE, "eth0", [(5201, trafgen.payload_bytes(64, 4) + 8)])
+        assert ex["b"].run(rxcount.load_argv(), input=rules, timeout=30).returncode == 0
+        assert _send(ex["a"], dst, link, 5201, 64, 40_000.0, 40_000) == (40_000, "packet")
+        _drained(ex["a"])
+        got = rxcount.frames(ex["b"].run(rxcount.read_argv(TABLE)).stdout)
+        most = 10e6 / (60 * 8) * 1.0 + burst_bytes(10_000_000) / 60 + 20
+        assert 0.9 * 10e6 / (60 * 8) <= got <= most * 1.02, (got, most)
+    finally:
+        close_all(ex)

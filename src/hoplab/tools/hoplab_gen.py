@@ -1,9 +1,10 @@
 """hoplab-gen (gen/, a Rust program `make setup` builds into the venv): the throughput
 kind's frame generator. argv builders and pure parsers of its one-line JSON reports.
 
-`send` writes whole Ethernet frames to an AF_PACKET socket that bypasses the qdisc (the
-fast path: it needs the next hop's MAC, hoplab.kinds.throughput_link), or sends UDP
-datagrams (where the fast path cannot run); either way it spaces frames evenly in timed
+`send` writes whole Ethernet frames to an AF_PACKET socket, through the interface's
+qdisc, as a lab shapes a link at its sender's egress (the fast path: it needs the next
+hop's MAC, hoplab.kinds.throughput_link), or sends UDP datagrams (where the fast path
+cannot run); either way it spaces frames evenly in timed
 sendmmsg batches (at most 20 us of frames in one),
 sleeping through each gap at real-time priority, and, behind its schedule by more than
 10 frames (or 0.5 ms), starts its schedule again instead of catching up in a burst: a
