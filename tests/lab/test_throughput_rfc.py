@@ -133,8 +133,9 @@ def test_a_search_cut_short_is_stored_with_the_trials_it_ran(tmp_path: Path) -> 
     the first trial is done) and the generator's ceiling."""
     name = new_lab_name()
     (tmp_path / "lab.toml").write_text(
-        f'name = "{name}"\n[addressing]\nipv6 = false\n[nodes.client]\n[nodes.server]\n'
-        '[[links]]\nbetween = ["client", "server"]\nrate = "10mbit"\n')
+        f'name = "{name}"\n[addressing]\nipv6 = false\n[nodes.client]\n[nodes.r]\n'
+        '[nodes.server]\n[[links]]\nbetween = ["client", "r"]\n[[links]]\n'
+        'between = ["r", "server"]\nrate = "10mbit"\n')
     (tmp_path / "exp.toml").write_text(
         'lab = "lab.toml"\n[[tests]]\nname = "cut"\nkind = "throughput"\nfrom = "client"\n'
         'to = "server"\nframe_sizes = [64]\ntrial = "1s"\ndrain = "0.2s"\n'
