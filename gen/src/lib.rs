@@ -10,6 +10,7 @@
 //! time (u64 ns of CLOCK_MONOTONIC, one clock for all namespaces of a machine): 12 bytes,
 //! the payload of RFC 5180's smallest IPv6 frame.
 
+pub mod frame;
 pub mod hist;
 pub mod pace;
 pub mod stamp;

@@ -1,9 +1,11 @@
 //! hoplab-gen send --dst ADDR --port P --payload BYTES [--rate FPS] [--count N]
 //!                 [--seconds S] [--flows F]
+//!                 [--dev IFACE --src ADDR --src-mac MAC --dst-mac MAC]
 //! hoplab-gen recv --port P [--bind ADDR] [--idle S] [--max S]
 //!
 //! send: frames (UDP datagrams of BYTES of payload) to ADDR:P from F sockets (distinct
-//! source ports, so RSS spreads them), evenly spaced at FPS (none: as fast as it can),
+//! source ports, so RSS spreads them), or, given --dev, as whole Ethernet frames written
+//! to an AF_PACKET socket on IFACE (packet.rs; MACs: its own, the next hop's), evenly spaced at FPS (none: as fast as it can),
 //! until N are sent or S seconds passed; prints {"sent", "refused", "seconds", "resets",
 //! "batch"}: paced, "sent" counts the frames offered, "refused" those of them the kernel
 //! could not take at their time (counted as offered: the path did not take them).
@@ -13,12 +15,15 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::ExitCode;
 
+use hoplab_gen::frame::{Frame, Spec};
 use hoplab_gen::hist::Hist;
 use hoplab_gen::pace::{Schedule, MAX_BATCH};
 use hoplab_gen::stamp;
+
+mod packet;
 
 fn now_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -81,48 +86,108 @@ impl Args {
     }
 }
 
+/// Where frames go: UDP sockets (one per flow), or whole frames (one per flow, each its
+/// own source port) to an AF_PACKET socket on the sending interface.
+enum Wire {
+    Udp(Vec<UdpSocket>),
+    Packet(OwnedFd, Vec<Frame>),
+}
+
 struct Sender {
-    socks: Vec<UdpSocket>,
+    wire: Wire,
     bufs: Vec<Vec<u8>>,
+    /// The flow whose frame `bufs` hold (packet wire: copied in when the flow changes).
+    filled: Option<usize>,
     seq: u32,
 }
 
+/// The packet wire's frames: --dev, --src, --src-mac and --dst-mac (the next hop's).
+fn packet_wire(a: &Args, dst: SocketAddr, payload: usize, flows: usize) -> Result<Option<Wire>, String> {
+    let Some(dev) = a.0.get("dev") else { return Ok(None) };
+    let src: IpAddr = a.get("src", None)?;
+    let mac = |name: &str| -> Result<[u8; 6], String> {
+        let text: String = a.get(name, None)?;
+        packet::mac(&text).ok_or(format!("--{name}: not a MAC address: {text}"))
+    };
+    let (src_mac, dst_mac) = (mac("src-mac")?, mac("dst-mac")?);
+    if src.is_ipv6() != dst.is_ipv6() {
+        return Err("--src and --dst are of one family".into());
+    }
+    let frames = (0..flows).map(|i| Frame::new(&Spec {
+        dst_mac, src_mac, src, dst: dst.ip(), sport: SPORT + i as u16, dport: dst.port(), payload,
+    })).collect();
+    let sock = packet::socket(dev).map_err(|e| format!("AF_PACKET socket on {dev}: {e}"))?;
+    Ok(Some(Wire::Packet(sock, frames)))
+}
+
+/// The packet wire's first source port (then one more per flow).
+const SPORT: u16 = 49152;
+
 impl Sender {
-    fn new(dst: SocketAddr, payload: usize, flows: usize) -> io::Result<Sender> {
-        let any: IpAddr = if dst.is_ipv6() { "::".parse().unwrap() } else { "0.0.0.0".parse().unwrap() };
-        let mut socks = Vec::new();
-        for _ in 0..flows {
-            let s = UdpSocket::bind((any, 0))?;
-            s.connect(dst)?;
-            setopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
-            socks.push(s);
+    fn new(wire: Option<Wire>, dst: SocketAddr, payload: usize, flows: usize) -> io::Result<Sender> {
+        let wire = match wire {
+            Some(w) => w,
+            None => Wire::Udp(udp_sockets(dst, flows)?),
+        };
+        let len = match &wire {
+            Wire::Udp(_) => payload,
+            Wire::Packet(_, frames) => frames[0].bytes.len(),
+        };
+        let bufs = vec![vec![0x55u8; len]; MAX_BATCH as usize];
+        Ok(Sender { wire, bufs, filled: None, seq: 0 })
+    }
+
+    fn name(&self) -> &'static str {
+        match self.wire {
+            Wire::Udp(_) => "udp",
+            Wire::Packet(..) => "packet",
         }
-        let bufs = vec![vec![0x55u8; payload]; MAX_BATCH as usize];
-        Ok(Sender { socks, bufs, seq: 0 })
+    }
+
+    /// Stamps the first `n` buffers for flow `flow`; the socket to send them on.
+    fn fill(&mut self, n: usize, flow: usize) -> i32 {
+        let stamp_ns = now_ns(libc::CLOCK_REALTIME);
+        match &self.wire {
+            Wire::Udp(socks) => {
+                for buf in self.bufs.iter_mut().take(n) {
+                    stamp::write(buf, self.seq, stamp_ns);
+                    self.seq = self.seq.wrapping_add(1);
+                }
+                socks[flow % socks.len()].as_raw_fd()
+            }
+            Wire::Packet(sock, frames) => {
+                let k = flow % frames.len();
+                if self.filled != Some(k) {
+                    for buf in self.bufs.iter_mut() {
+                        buf.copy_from_slice(&frames[k].bytes);
+                    }
+                }
+                for buf in self.bufs.iter_mut().take(n) {
+                    frames[k].stamp(buf, self.seq, stamp_ns);
+                    self.seq = self.seq.wrapping_add(1);
+                }
+                self.filled = Some(k);
+                sock.as_raw_fd()
+            }
+        }
     }
 
     /// Sends `n` frames (at most MAX_BATCH) in one sendmmsg on flow `flow`: (frames the
     /// kernel took, frames it refused). Paced (`wait` false), a frame the kernel cannot
-    /// take now (its socket buffer full of frames the path has not taken: a veth's peer
-    /// pushes back) is refused, not waited for: it was offered at its time, and a
-    /// generator that waited would fall behind its schedule. A refusal of the socket
-    /// (ICMP port unreachable from an earlier frame) is not a stop.
+    /// take now (a full socket buffer, or a full queue at the interface for the packet
+    /// wire: a veth's peer pushes back) is refused, not waited for: it was offered at its
+    /// time, and a generator that waited would fall behind its schedule. A refusal of the
+    /// socket (ICMP port unreachable from an earlier frame) is not a stop.
     fn batch(&mut self, n: usize, flow: usize, wait: bool) -> io::Result<(usize, usize)> {
-        let stamp_ns = now_ns(libc::CLOCK_REALTIME);
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(n);
-        for buf in self.bufs.iter_mut().take(n) {
-            stamp::write(buf, self.seq, stamp_ns);
-            self.seq = self.seq.wrapping_add(1);
-            iov.push(libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-                                   iov_len: buf.len() });
-        }
+        let fd = self.fill(n, flow);
+        let mut iov: Vec<libc::iovec> = self.bufs.iter_mut().take(n).map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: b.len() }).collect();
         // SAFETY: mmsghdr is plain data; zeroed is a valid empty header.
         let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
         for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
             m.msg_hdr.msg_iov = v;
             m.msg_hdr.msg_iovlen = 1;
         }
-        let fd = self.socks[flow % self.socks.len()].as_raw_fd();
         let flags = if wait { 0 } else { libc::MSG_DONTWAIT };
         let mut done = 0usize;
         while done < n {
@@ -143,6 +208,18 @@ impl Sender {
     }
 }
 
+fn udp_sockets(dst: SocketAddr, flows: usize) -> io::Result<Vec<UdpSocket>> {
+    let any: IpAddr = if dst.is_ipv6() { "::".parse().unwrap() } else { "0.0.0.0".parse().unwrap() };
+    let mut socks = Vec::new();
+    for _ in 0..flows {
+        let s = UdpSocket::bind((any, 0))?;
+        s.connect(dst)?;
+        setopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
+        socks.push(s);
+    }
+    Ok(socks)
+}
+
 fn send(a: &Args) -> Result<String, String> {
     let dst: IpAddr = a.get("dst", None)?;
     let port: u16 = a.get("port", None)?;
@@ -160,7 +237,9 @@ fn send(a: &Args) -> Result<String, String> {
     // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     realtime();
-    let mut tx = Sender::new(SocketAddr::new(dst, port), payload, flows.max(1))
+    let to = SocketAddr::new(dst, port);
+    let wire = packet_wire(a, to, payload, flows.max(1))?;
+    let mut tx = Sender::new(wire, to, payload, flows.max(1))
         .map_err(|e| format!("socket to {dst}:{port}: {e}"))?;
     let start = now_ns(libc::CLOCK_MONOTONIC);
     let limit = start + (seconds.min(1e6) * 1e9) as u64;
@@ -196,7 +275,7 @@ fn send(a: &Args) -> Result<String, String> {
     };
     let resets = sched.as_ref().map_or(0, |s| s.resets);
     Ok(format!("{{\"sent\": {sent}, \"refused\": {refused}, \"seconds\": {took:.9}, \
-                \"resets\": {resets}, \"batch\": {batch}}}"))
+                \"resets\": {resets}, \"batch\": {batch}, \"wire\": \"{}\"}}", tx.name()))
 }
 
 const RX_BATCH: usize = 64;

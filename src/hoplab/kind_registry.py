@@ -152,6 +152,10 @@ class Kind:
     # (throughput's search over trials): the orchestrator calls it between clock zero
     # and the samplers' stop (hoplab.kinds.procedure).
     procedure: Callable[[Context], Result] | None = None
+    # Set when a change in how this kind alone measures makes its old and new runs not
+    # comparable: its runs carry this measurement version instead of hoplab's
+    # (hoplab.record.MEASUREMENT_VERSION), so compare never pairs them.
+    measurement_version: int | None = None
 
 
 _KINDS: dict[str, Kind] = {}

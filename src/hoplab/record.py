@@ -22,6 +22,12 @@ from typing import Any, Literal
 # receiver's highest sequence number); a UDP flow's goodput counts from its first
 # datagram, not its receiver's test start (an upload's was a round trip low).
 MEASUREMENT_VERSION = 3
+# A kind may carry a version of its own (Kind.measurement_version) when only its way of
+# measuring changed; the next version of all kinds is above every kind's own.
+# throughput 4: RFC 2544 by the book (issue 30): no trial chosen among repeats (a trial
+# the generator fell short in is invalid, repeated and counted), each trial's achieved
+# rate stored beside the rate asked, the NDR an achieved rate, and hoplab-gen's frames
+# from an AF_PACKET socket instead of UDP sockets.
 # Runs imported from files another tool wrote were measured that tool's way (Flent's
 # goodput is the mean of its rate points, not bytes over time; an iperf3 -J output was
 # taken with its user's options, clock and report interval). Each source has its own

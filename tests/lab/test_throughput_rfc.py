@@ -12,6 +12,9 @@ link: netem's queue holds the frames it delays, which would take the shaper's qu
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,15 @@ import pytest
 from hoplab.lab.shaping import burst_bytes
 from hoplab.store import open_store
 from hoplab.tools import hoplab_gen
-from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name, one_ok_run
+from tests.helpers.lab import (
+    HOPLAB,
+    hoplab,
+    lab_namespaces,
+    live_pids,
+    new_lab_name,
+    one_ok_run,
+    pids_in,
+)
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(hoplab_gen.binary() is None,
@@ -53,7 +64,7 @@ def _run(tmp_path: Path, options: str = RFC_OPTIONS, queue: int = QUEUE,
 
 def test_loss_curve_back_to_back_and_tagged_latency_through_50_mbit(tmp_path: Path) -> None:
     got, meta = _run(tmp_path)
-    assert meta["generator"] == "hoplab-gen"
+    assert meta["generator"] == "hoplab-gen (AF_PACKET)"
     curve = sorted(k.split()[-1] for k in got if k.startswith("frame_loss "))
     assert curve[0] == "100%" or "100%" in curve
     for key in (k for k in got if k.startswith("frame_loss ")):
@@ -86,7 +97,7 @@ def test_both_directions_at_once_through_50_mbit(tmp_path: Path) -> None:
     assert abs(got["ndr_fps 1518"] / want - 1) <= 0.01, (got, want)
     for way in ("up", "down"):
         assert got["ndr_fps 1518"] <= got[f"ndr_fps 1518 {way}"] <= want * 1.01, (way, got)
-    assert meta["generator"] == "hoplab-gen"
+    assert meta["generator"] == "hoplab-gen (AF_PACKET)"
 
 
 def test_even_spacing_a_20_frame_queue_takes_whole(tmp_path: Path) -> None:
@@ -114,3 +125,46 @@ def test_even_spacing_a_20_frame_queue_takes_whole(tmp_path: Path) -> None:
     got = rec.metric("ndr_fps", key="64")
     want = rate / (frame * 8) + (burst_bytes(rate) / frame + queue) / trial_s
     assert got is not None and abs(got / want - 1) <= 0.01, (got, want)
+
+
+def test_a_search_cut_short_is_stored_with_the_trials_it_ran(tmp_path: Path) -> None:
+    """Ctrl-C during a search: the run is stored interrupted, with every trial that had
+    finished (one sender per trial, after the ceiling's: the third sender seen means
+    the first trial is done) and the generator's ceiling."""
+    name = new_lab_name()
+    (tmp_path / "lab.toml").write_text(
+        f'name = "{name}"\n[addressing]\nipv6 = false\n[nodes.client]\n[nodes.r]\n'
+        '[nodes.server]\n[[links]]\nbetween = ["client", "r"]\n[[links]]\n'
+        'between = ["r", "server"]\nrate = "10mbit"\n')
+    (tmp_path / "exp.toml").write_text(
+        'lab = "lab.toml"\n[[tests]]\nname = "cut"\nkind = "throughput"\nfrom = "client"\n'
+        'to = "server"\nframe_sizes = [64]\ntrial = "1s"\ndrain = "0.2s"\n'
+        'precision = "0.1%"\ngenerator = "hoplab-gen"\nlatency = false\n')
+    db = tmp_path / "runs.db"
+    proc = subprocess.Popen([*HOPLAB, "run", str(tmp_path / "exp.toml"), "--db", str(db),
+                             "--lab-name", name], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(seen) < 3 and time.monotonic() < deadline and proc.poll() is None:
+            seen |= pids_in(lab_namespaces(name)) & live_pids("hoplab-gen")
+            time.sleep(0.01)
+        assert len(seen) >= 3, "the search's second trial should have started"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert lab_namespaces(name) == set()
+    with open_store(str(db)) as store:
+        (run,) = store.list_runs()
+        rec = store.get_run(run.id)
+    assert rec.status == "interrupted" and rec.measurement_version == 4
+    (asked,) = [s for s in rec.series if s.name == "throughput_trial"]
+    (achieved,) = [s for s in rec.series if s.name == "throughput_trial_achieved"]
+    assert len(asked.v) >= 1 and len(achieved.v) == len(asked.v)
+    assert asked.v[0] == rec.metric("generator_fps", key="64")
+    assert rec.metadata["generator"] == "hoplab-gen (AF_PACKET)"

@@ -71,6 +71,10 @@ LAZY: dict[str, dict[str, str]] = {
         "hoplab.analysis.ranks": f"{_NUMPY} off `hoplab compare`'s parser, which imports "
                                  "this module at its top; only a row without a verdict needs it",
     },
+    "hoplab.tools.rpm_client": {
+        "hoplab.tools.rpm_probe": "h2 and asyncio's TLS (144 modules, 0.2 s) off the "
+                                  "responsiveness kind's import: only the client runs it",
+    },
     # Attributes of a package loaded on first use (PEP 562): naming the package is free.
     "hoplab.samplers": {
         "hoplab.samplers.runner": "pyroute2 (70 modules) off readers of stored samples",

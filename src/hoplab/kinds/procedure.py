@@ -5,7 +5,8 @@ The orchestrator (hoplab.run.execute) starts the samplers and the clock as for a
 then hands the procedure a Context: the test, the planned lab, the nodes' executors and
 a launcher that starts processes the way every test's processes start (logged for
 `hoplab clean`, stopped on any exit). The procedure returns what it measured; the
-orchestrator stops everything and stores it.
+orchestrator stops everything and stores it. Interrupted, it leaves what it had measured
+in the Context's `result`, which the interrupted run is stored with.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ class Launcher(Protocol):
 
 
 @dataclass
+class Result:
+    series: list[Series] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
+    raw: list[RawOutput] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class Context:
     test: Test
     plan: Plan
@@ -58,12 +68,6 @@ class Context:
     # Returns once every port listens on the node (node, "tcp"|"udp", ports, the server
     # processes, whose early exit fails it), as every test's servers are waited for.
     listening: Callable[[str, str, Iterable[int], Sequence[Running]], None]
-
-
-@dataclass
-class Result:
-    series: list[Series] = field(default_factory=list)
-    metrics: list[Metric] = field(default_factory=list)
-    raw: list[RawOutput] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    notes: dict[str, str] = field(default_factory=dict)
+    # Where the procedure puts what it measured as it goes (it returns it): when it is
+    # interrupted, the orchestrator stores what this holds with the interrupted run.
+    result: Result = field(default_factory=Result)

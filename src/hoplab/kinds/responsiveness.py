@@ -54,6 +54,13 @@ def _duration(value: object) -> float:
     return seconds
 
 
+def _probes(value: object) -> int:
+    n = ov.positive_int(value)
+    if n > 100:
+        raise ValueError(f"at most 100 probe pairs a second (the draft's MPS), not {n}")
+    return n
+
+
 OPTIONS: dict[str, Option] = {
     "duration": Option(_duration, "how long working conditions may last: the test ends "
                                   "when responsiveness is stable or at this time "
@@ -68,6 +75,8 @@ OPTIONS: dict[str, Option] = {
                                         "the client's sockets for an upload, the server's "
                                         "listening socket for a download", "system default"),
     "family": Option(ov.family, "4 or 6", "4"),
+    "probes": Option(_probes, "probe pairs a second at most (a foreign and a self probe "
+                              "each; the draft's MPS is 100)", str(rpm_client.CLIENT_MPS)),
 }
 
 
@@ -75,6 +84,7 @@ OPTIONS: dict[str, Option] = {
 class RpmOptions:
     direction: str = "both"
     congestion: str | None = None
+    probes: int = rpm_client.CLIENT_MPS
 
 
 def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str, Any],
@@ -84,7 +94,8 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
                  start_s=o.get("start", 0.0), duration_s=o.get("duration", DEFAULT_DURATION_S),
                  family=o.get("family", 4),
                  options=RpmOptions(direction=o.get("direction", "both"),
-                                    congestion=o.get("congestion")))], []
+                                    congestion=o.get("congestion"),
+                                    probes=o.get("probes", rpm_client.CLIENT_MPS)))], []
 
 
 def _port(index: int) -> int:
@@ -117,7 +128,7 @@ def _client(flow: Flow, index: int, plan: Plan) -> list[str]:
           f"{rpm_server.WELL_KNOWN}"
     assert flow.duration_s is not None
     return rpm_client.argv(sys.executable, rpm_client.Plan(url, flow.duration_s, o.direction,
-                                                           o.congestion))
+                                                           o.congestion, o.probes))
 
 
 def goodput_by_way(res: rpm_client.Result, last: int, mad: int) -> dict[str, float]:

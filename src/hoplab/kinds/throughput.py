@@ -3,13 +3,14 @@ highest rate of UDP frames a path forwards with no loss (NDR), or with loss with
 partial-drop target (PDR), found by bisection over trials; with the latency of a probe
 stream at that rate (section 26.2) and the generator's own ceiling beside it.
 
-Frames come from iperf3 over UDP on the sending node, paced evenly (bench/generators.py
-measured it against trafgen, whose rate mode sends in bursts a short queue loses; see
-_Trials), and are counted where they arrive, by an nftables counter on the
-receiving interface's ingress, which drops them (hoplab.tools.rxcount). A trial counts
-the frames that arrive up to `drain` after the last was sent (RFC 2544 section 23: late
-frames count). Loss is frames offered minus frames received over frames offered (section
-26.3; hoplab.analysis.ndr.Trial).
+Frames come from hoplab-gen on the sending node, paced evenly: whole frames to an
+AF_PACKET socket where the interface is Ethernet, else UDP sockets; iperf3 where
+hoplab-gen cannot run (bench/generators.py measures them and trafgen, whose rate mode
+sends in bursts a short queue loses). They are counted where they arrive, by an nftables
+counter on the receiving interface's ingress, which drops them (hoplab.tools.rxcount). A
+trial counts the frames that arrive up to `drain` after the last was sent (RFC 2544
+section 23: late frames count). Loss is frames offered minus frames received over frames
+offered (section 26.3; hoplab.analysis.ndr.Trial).
 
 Before a size's search, the generator alone is measured: the highest rate it sends at
 here. The search offers no more than that, and an answer at that ceiling says so
@@ -23,7 +24,7 @@ import contextlib
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hoplab.analysis.ndr import Phase as SearchPhase
@@ -42,6 +43,7 @@ from hoplab.kinds.throughput_curve import (
     curve_metrics,
     loss_curve,
 )
+from hoplab.kinds.throughput_link import resolve as resolve_link
 from hoplab.kinds.throughput_tagged import measure as tagged_latency
 from hoplab.nodes.executor import LOCAL_MACHINE, Executor
 from hoplab.record import Metric, RawOutput, Series
@@ -154,9 +156,11 @@ OPTIONS: dict[str, Option] = {
                                   "beside them with iperf3 (ndr_latency_ms)", "true"),
     "generator": Option(choice(("auto", "hoplab-gen", "iperf3")),
                         "the frame generator: hoplab-gen (evenly spaced sendmmsg batches, "
-                        "gen/), iperf3, or auto: hoplab-gen where it is installed and "
-                        "both ends are on this machine; the run's metadata names the one "
-                        "that ran", "auto"),
+                        "gen/: whole frames to an AF_PACKET socket where the sending "
+                        "interface is Ethernet, else UDP sockets), iperf3, or auto: "
+                        "hoplab-gen where it is installed and both ends are on this "
+                        "machine; the run's metadata names the one that ran and its wire",
+                        "auto"),
     "loss_curve": Option(parse_bool, "RFC 2544's frame loss rate (section 26.3): trials at "
                                      "100 %, 90 %, ... of the generator's ceiling until two "
                                      "lose nothing (frame_loss, keys \"SIZE PCT%\")", "false"),
@@ -244,8 +248,8 @@ def _sent(text: str) -> tuple[int, float]:
 class _Trials:
     """The generator, the counter and the trials of one direction and frame size.
 
-    The generator is iperf3 over UDP with its pacing timer at 100 us: datagrams whose
-    frames are the size asked for, sent evenly. trafgen's rate mode sends its ring in
+    The generator is hoplab-gen, or iperf3 over UDP with its pacing timer at 100 us:
+    frames of the size asked for, sent evenly. trafgen's rate mode sends its ring in
     bursts (bench/generators.py: a third of 100 frames/s of 1518 bytes lost through a
     50 Mbit/s bucket that passes iperf3's 4,000 frames/s whole), which a queue of 20
     frames cannot absorb: a search with it finds the generator's bursts, not the path."""
@@ -264,6 +268,10 @@ class _Trials:
         self.streams = _streams(size, flow.family)
         self.gen = _generator(opts.generator, all(
             ex.machine == LOCAL_MACHINE for ex in (self.tx, self.rx)))
+        # The fast path's frames need the next hop's MAC; where it cannot be had (not
+        # Ethernet), UDP sockets.
+        self.link = (resolve_link(self.tx, self.dst, flow.family, src)
+                     if self.gen is not None else None)
         self.servers: list[Running] = []
         if self.gen is None:
             # One server per stream for every trial of the search (not one-off: -1).
@@ -293,7 +301,10 @@ class _Trials:
 
     @property
     def generator(self) -> str:
-        return "iperf3" if self.gen is None else hoplab_gen.BINARY
+        """The generator as the run's metadata names it (hoplab-gen with its wire)."""
+        if self.gen is None:
+            return "iperf3"
+        return f"{hoplab_gen.BINARY} ({'AF_PACKET' if self.link else 'UDP sockets'})"
 
     def _argv(self, s: _Stream, fps: float | None, frames: int | None) -> list[str]:
         """A stream's sender: at `fps` (None: unpaced) for `frames` (None: one second)."""
@@ -303,7 +314,7 @@ class _Trials:
                 self.gen, self.dst, s.port, s.payload, flows=flows,
                 fps=None if fps is None else fps * s.share,
                 frames=None if frames is None else max(1, frames),
-                seconds=1.0 if frames is None else None)
+                seconds=1.0 if frames is None else None, link=self.link)
         argv = ["iperf3", "-c", self.dst, "-p", str(s.port), "-u", "-l", str(s.payload),
                 "-P", str(flows), "--pacing-timer", "100", "-J",
                 "-6" if self.flow.family == 6 else "-4"]
@@ -410,17 +421,26 @@ class TrialRunner(Protocol):
     def trial(self, fps: float, seconds: float, drain_s: float) -> Trial: ...
 
 
-def _search(trials: TrialRunner, opts: ThroughputOptions, ceiling: float
-            ) -> tuple[Search, list[Trial], int]:
+@dataclass
+class Searched:
+    """Every trial of a search so far, in the order run, and how many were invalid:
+    what a search cut short (interrupted) leaves to store."""
+
+    trials: list[Trial] = field(default_factory=list)
+    invalid: int = 0
+
+
+def _search(trials: TrialRunner, opts: ThroughputOptions, ceiling: float,
+            so_far: Searched | None = None) -> tuple[Search, list[Trial], int]:
     """The last phase's search (its trials, full-length, decide the answers), every
     trial of every phase in order, those the generator fell short in included, and the
-    number of those (invalid: the search repeated their rates)."""
+    number of those (invalid: the search repeated their rates). `so_far` holds the
+    trials run, also when the search is cut short."""
     targets = tuple(p / 100 for p in opts.losses_pct)
     plan = (phases(opts.trial_s, opts.precision_pct / 100) if opts.search == "mlr"
             else [SearchPhase(opts.trial_s, opts.precision_pct / 100)])
-    done: list[Trial] = []
+    done = Searched() if so_far is None else so_far
     hints: tuple[float, ...] = ()
-    invalid = 0
     for phase in plan:
         search = Search(ceiling_fps=ceiling, targets=targets, precision=phase.precision,
                         hints=hints)
@@ -428,10 +448,18 @@ def _search(trials: TrialRunner, opts: ThroughputOptions, ceiling: float
             while (rate := search.next_rate()) is not None:
                 search.record(trials.trial(rate, phase.trial_s, opts.drain_s))
         finally:
-            done += search.history
-            invalid += len(search.invalid)
+            done.trials += search.history
+            done.invalid += len(search.invalid)
         hints, ceiling = bounds_hints(search), search.ceiling_fps
-    return search, done, invalid
+    return search, list(done.trials), done.invalid
+
+
+def _cut_short(out: Result, size: str, ceiling: float, times: list[float],
+               so_far: Searched) -> None:
+    """What an interrupted search of `size` ran: its trials, stored with the run."""
+    out.metrics += [Metric("generator_fps", ceiling, "frames/s", key=size),
+                    Metric("invalid_trials", float(so_far.invalid), "count", key=size)]
+    out.series += _trial_series(size, times[:len(so_far.trials)], so_far.trials)
 
 
 def _extras(runner: Runner, key: str, opts: ThroughputOptions,
@@ -477,7 +505,15 @@ def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
             trials.append(_Trials(ctx, flow, opts, size, f"hoplab_rx_{index}_{way}", way))
         runner: Runner = (trials[0] if len(trials) == 1
                                            else Both(ctx, trials))
-        search, done, invalid = _search(runner, opts, min(t.ceiling() for t in trials))
+        ceiling, so_far = min(t.ceiling() for t in trials), Searched()
+        try:
+            search, done, invalid = _search(runner, opts, ceiling, so_far)
+        except KeyboardInterrupt:
+            # Interrupted: the run is stored so, with the trials it ran (RFC 2544 keeps
+            # every trial; a search cut short still has them to show).
+            out.notes["generator"] = trials[0].generator
+            _cut_short(out, size, ceiling, trials[0].times, so_far)
+            raise
         times = list(trials[0].times)  # the search's: the loss curve's trials come after
         out.metrics += _extras(runner, size, opts, search)
         ndr = search.answer(min(opts.losses_pct) / 100)
@@ -566,7 +602,8 @@ def _too_big(ctx: Context, flow: Flow, sizes: Sequence[str]) -> dict[str, int]:
 
 
 def _procedure(ctx: Context) -> Result:
-    out = Result()
+    # Filled as it goes: an interrupted run stores what it holds (hoplab.run.execute).
+    out = ctx.result
     for flow in ctx.test.flows:
         opts = flow.options_as(ThroughputOptions)
         too_big = _too_big(ctx, flow, opts.frame_sizes)
@@ -600,4 +637,6 @@ KIND = register(Kind(
                   media_type="application/json", server=lambda _f, _i, _p: None,
                   client=_unused_client, collect=lambda *_a: None,
                   needs=(("ping", "iputils-ping"),), server_tool="nft"),
-    procedure=_procedure))
+    procedure=_procedure,
+    # 4: trials as RFC 2544 has them, none chosen among repeats (hoplab.record).
+    measurement_version=4))

@@ -21,7 +21,7 @@ from hoplab.kind_registry import BYTES_LIMIT_S
 from hoplab.kinds import flow_tool
 from hoplab.kinds.figures import run_figures
 from hoplab.kinds.flow import Outcome
-from hoplab.kinds.procedure import Context
+from hoplab.kinds.procedure import Context, Result
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import LOCAL_MACHINE, Executor
@@ -175,13 +175,16 @@ def _collect(flow: Flow, proc: Proc, t0: float, window: tuple[float, float]) -> 
 def run_test(test: Test, plan: Plan, workdir: Path,
              tick: Callable[[float], None] = lambda _t: None,
              base_dir: Path | None = None,
-             nodes: Mapping[str, Executor] | None = None) -> TestResult:
+             nodes: Mapping[str, Executor] | None = None,
+             interrupted: Callable[[TestResult], None] | None = None) -> TestResult:
     """Run test on the lab of plan, whose nodes' executors are `nodes` (made here from
-    the plan, and closed at the end, when not given)."""
+    the plan, and closed at the end, when not given). Interrupted, `interrupted` is
+    given what the test had measured (a throughput search's trials) before the
+    interrupt goes on."""
     own = nodes is None
     nodes = executors(plan) if nodes is None else nodes
     try:
-        return _run_test(test, plan, workdir, tick, base_dir, nodes)
+        return _run_test(test, plan, workdir, tick, base_dir, nodes, interrupted)
     finally:
         if own:
             close_all(nodes)
@@ -235,15 +238,23 @@ def _procedure(test: Test, plan: Plan, group: ProcessGroup, result: TestResult,
     """A kind's own procedure (a throughput search) in place of flows on a schedule."""
     procedure = registry.get(test.kind).procedure
     assert procedure is not None
+    ctx = Context(
+        test=test, plan=plan, nodes=group.nodes, launcher=group,
+        t0=result.started_at, tick=tick,
+        listening=lambda node, proto, ports, procs: wait_listening(
+            group.nodes[node], proto, ports, [p for p in procs if isinstance(p, Proc)]))
     try:
-        out = procedure(Context(
-            test=test, plan=plan, nodes=group.nodes, launcher=group,
-            t0=result.started_at, tick=tick,
-            listening=lambda node, proto, ports, procs: wait_listening(
-                group.nodes[node], proto, ports, [p for p in procs if isinstance(p, Proc)])))
+        out = procedure(ctx)
+    except KeyboardInterrupt:
+        _merge(result, ctx.result)  # what it measured before: the interrupted run's
+        raise
     except Exception as e:
         result.errors.append(_fault(f"test {test.name}", e))
         return
+    _merge(result, out)
+
+
+def _merge(result: TestResult, out: Result) -> None:
     result.series += out.series
     result.metrics += out.metrics
     result.raw += out.raw
@@ -252,7 +263,8 @@ def _procedure(test: Test, plan: Plan, group: ProcessGroup, result: TestResult,
 
 
 def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], None],
-              base_dir: Path | None, nodes: Mapping[str, Executor]) -> TestResult:
+              base_dir: Path | None, nodes: Mapping[str, Executor],
+              interrupted: Callable[[TestResult], None] | None = None) -> TestResult:
     group = ProcessGroup(workdir, nodes, plan.lab.name)
     own_procedure = registry.get(test.kind).procedure is not None
     samplers: Samplers | None = None
@@ -275,7 +287,13 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
         started: list[tuple[Flow, Proc]] = []
         errors: list[str] = []
         if own_procedure:
-            _procedure(test, plan, group, result, tick)
+            try:
+                _procedure(test, plan, group, result, tick)
+            except KeyboardInterrupt:
+                if interrupted is not None:
+                    result.duration_s = time.time() - t0
+                    interrupted(result)
+                raise
         else:
             started, errors = _run_clients(test, plan, group, t0, tick, profiler)
         result.duration_s = time.time() - t0

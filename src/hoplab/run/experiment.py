@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from hoplab import kind_registry as registry
 from hoplab.errors import Cancelled, CapabilityError, HoplabError
 from hoplab.kinds import flow_tool
 from hoplab.kinds.device_tools import test_tools
@@ -142,6 +143,11 @@ def run_setup(variant: Variant, plan: Plan, nodes: Mapping[str, Executor], cwd: 
                               f"{msg}")
 
 
+def measurement_version(kind: str) -> int:
+    """The measurement version a run of `kind` carries: the kind's own, or hoplab's."""
+    return registry.get(kind).measurement_version or MEASUREMENT_VERSION
+
+
 def _interrupted_by(e: KeyboardInterrupt) -> str:
     # hoplab.lab.signals raises KeyboardInterrupt("signal N") for SIGTERM and SIGHUP.
     what = str(e)
@@ -207,7 +213,7 @@ class ExperimentRunner:
             repetition=job.repetition, variant=dict(variant.values),
             labels=dict(self.exp.labels), started_at=started, seed=self.exp.seed,
             order=order, experiment_id=self.experiment_id,
-            measurement_version=MEASUREMENT_VERSION,
+            measurement_version=measurement_version(test.kind),
             metadata={**self._host, "experiment_file": self.exp.source,
                       "lab_file": self.exp.lab_source,
                       "test": {"options": test.options,
@@ -221,16 +227,19 @@ class ExperimentRunner:
         test = variant.tests[job.test]
         self.progress.start_run(order, job, variant, test)
         rec = self._record(job, order, test, time.time())
+        cut: list[TestResult] = []
         try:
             up = self._lab_up_for(rec, job)
             result: TestResult = run_test(test, up.plan, workdir, self.progress.tick,
                                           Path(self.exp.source).resolve().parent,
-                                          nodes=self._nodes)
+                                          nodes=self._nodes, interrupted=cut.append)
         except KeyboardInterrupt as e:
-            rec.status, rec.error = ("cancelled", str(e)) if isinstance(e, Cancelled) \
-                else ("interrupted", _interrupted_by(e))
-            rec.duration_s = time.time() - rec.started_at
             with shielded():
+                if cut:  # what it measured before the interrupt is stored with it
+                    rec = self._measured(rec, test, cut[0])
+                rec.status, rec.error = ("cancelled", str(e)) if isinstance(e, Cancelled) \
+                    else ("interrupted", _interrupted_by(e))
+                rec.duration_s = time.time() - rec.started_at
                 self._save(rec)
             raise
         except Exception as e:  # any failure fails this run, not the others

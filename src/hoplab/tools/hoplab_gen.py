@@ -1,7 +1,11 @@
 """hoplab-gen (gen/, a Rust program `make setup` builds into the venv): the throughput
 kind's frame generator. argv builders and pure parsers of its one-line JSON reports.
 
-`send` spaces frames evenly in timed sendmmsg batches (at most 20 us of frames in one),
+`send` writes whole Ethernet frames to an AF_PACKET socket, through the interface's
+qdisc, as a lab shapes a link at its sender's egress (the fast path: it needs the next
+hop's MAC, hoplab.kinds.throughput_link), or sends UDP datagrams (where the fast path
+cannot run); either way it spaces frames evenly in timed
+sendmmsg batches (at most 20 us of frames in one),
 sleeping through each gap at real-time priority, and, behind its schedule by more than
 10 frames (or 0.5 ms), starts its schedule again instead of catching up in a burst: a
 stall shows in its own record, frames sent over its sending time, which the search
@@ -25,11 +29,23 @@ def binary() -> Path | None:
     return built_binary(BINARY, "HOPLAB_GEN", "gen")
 
 
+@dataclass(frozen=True)
+class Link:
+    """What the fast path writes into each frame: the interface it leaves by, the
+    source address, the interface's MAC and the next hop's."""
+
+    dev: str
+    src: str
+    src_mac: str
+    dst_mac: str
+
+
 def send_argv(exe: str, dst: str, port: int, payload: int, *, flows: int = 1,
               fps: float | None = None, frames: int | None = None,
-              seconds: float | None = None) -> list[str]:
+              seconds: float | None = None, link: Link | None = None) -> list[str]:
     """Frames of `payload` bytes to dst:port; at `fps` (None: as fast as it can) until
-    `frames` are sent or `seconds` have passed."""
+    `frames` are sent or `seconds` have passed. Given a `link`, whole Ethernet frames
+    to an AF_PACKET socket on its interface (the fast path); without, UDP sockets."""
     if frames is None and seconds is None:
         raise ValueError("a send needs a count of frames or a time")
     argv = [exe, "send", "--dst", dst, "--port", str(port), "--payload", str(payload),
@@ -40,6 +56,9 @@ def send_argv(exe: str, dst: str, port: int, payload: int, *, flows: int = 1,
         argv += ["--count", str(frames)]
     if seconds is not None:
         argv += ["--seconds", f"{seconds:g}"]
+    if link is not None:
+        argv += ["--dev", link.dev, "--src", link.src, "--src-mac", link.src_mac,
+                 "--dst-mac", link.dst_mac]
     return argv
 
 
@@ -48,6 +67,15 @@ def recv_argv(exe: str, bind: str, port: int, idle_s: float, max_s: float) -> li
     `max_s` passed."""
     return [exe, "recv", "--bind", bind, "--port", str(port), "--idle", f"{idle_s:g}",
             "--max", f"{max_s:g}"]
+
+
+def wire(text: str) -> str:
+    """Which way `send` sent ("packet": AF_PACKET, "udp": UDP sockets)."""
+    doc = load_json(BINARY, text.strip().splitlines()[-1] if text.strip() else text)
+    way = doc.get("wire")
+    if way not in ("packet", "udp"):
+        raise ToolOutputError(f"{BINARY}: no wire in its report: {text!r}")
+    return str(way)
 
 
 def sent(text: str) -> tuple[int, float]:

@@ -19,6 +19,7 @@ from hoplab.tools import ToolOutputError
 class Route:
     dev: str
     next_hop: str       # the gateway, or the destination when it is on-link
+    src: str | None = None  # the source address the kernel would choose (prefsrc)
 
 
 def _list(tool: str, text: str) -> list[dict[str, Any]]:
@@ -39,7 +40,9 @@ def route(text: str, address: str) -> Route:
     """The route `ip -j route get ADDRESS` answered."""
     for r in _list("ip route get", text):
         if isinstance(r.get("dev"), str):
-            return Route(dev=r["dev"], next_hop=str(r.get("gateway") or address))
+            src = r.get("prefsrc")
+            return Route(dev=r["dev"], next_hop=str(r.get("gateway") or address),
+                         src=src if isinstance(src, str) else None)
     raise ToolOutputError(f"ip route get {address}: no route with a device: {text[:200]!r}")
 
 
@@ -54,6 +57,16 @@ def mac(text: str, dev: str) -> str:
         if isinstance(addr, str) and addr.count(":") == 5:
             return addr
     raise ToolOutputError(f"ip link show {dev}: no MAC address: {text[:200]!r}")
+
+
+def ether_mac(text: str) -> str | None:
+    """The MAC address of an Ethernet interface from `ip -j link show dev DEV`; None for
+    one of another type (WireGuard, a tun: no Ethernet header to write)."""
+    for link in _list("ip link", text):
+        addr = link.get("address")
+        if link.get("link_type") == "ether" and isinstance(addr, str) and addr.count(":") == 5:
+            return addr
+    return None
 
 
 def neigh_argv(address: str, dev: str) -> list[str]:

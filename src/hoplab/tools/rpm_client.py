@@ -17,8 +17,9 @@ draft's configuration document, then, interval by interval (ID, 1 s):
 - launches probe pairs spread over the interval (MPS a second at most, their bytes at
   most PTC of the goodput measured): a foreign probe, a new connection timing its TCP
   handshake, its TLS handshake (per round trip of its version) and a GET of the small
-  object; and a self probe, a GET of the small object on a load-generating connection
-  chosen at random among those moving data, multiplexed with its load (no priority);
+  object (hoplab.tools.rpm_probe: asyncio and h2, a third of httpx's CPU); and a self
+  probe, a GET of the small object on a load-generating connection chosen at random
+  among those moving data, multiplexed with its load (no priority);
 - decides with hoplab.analysis.rpm: goodput stable, then responsiveness stable over the
   last MAD intervals; it stops when responsiveness is stable or `duration` is over
   (goodput gets half of it at most, the draft's example of a time limit per stage).
@@ -55,10 +56,11 @@ _TCP_INFO_LEN = 136
 
 DIRECTIONS = ("up", "down", "both")
 UPLOAD_CHUNK = 1 << 16
-# The most probe pairs a second this client launches, below the draft's MPS (100): a
-# foreign probe's TLS handshake costs this interpreter some 5 ms of CPU, and a client
-# that spends its time on handshakes delays its own probes and loads.
-CLIENT_MPS = 10
+# The most probe pairs a second this client launches: the draft's MPS. A foreign probe
+# costs the client 2.3-2.5 ms of CPU (hoplab.tools.rpm_probe; 7-8 ms through httpx),
+# a self probe less; the draft's PTC (probes' bytes at most 5 % of the goodput) lowers
+# the pace where the load moves little. bench/rpm_client.py measures it.
+CLIENT_MPS = 100
 # A load that ends an interval still unconnected, or a probe, may take this long.
 PROBE_TIMEOUT_S = 30.0
 
@@ -69,16 +71,20 @@ class Plan:
     duration_s: float
     direction: str
     congestion: str | None = None
+    max_pairs: int = CLIENT_MPS  # probe pairs a second at most
 
 
 def argv(python: str, p: Plan) -> list[str]:
     """The client's argv, with `python` the interpreter hoplab runs on."""
-    if p.direction not in DIRECTIONS or p.duration_s <= 0:
-        raise ValueError(f"rpm client: a direction of {DIRECTIONS} and a duration ({p})")
+    if p.direction not in DIRECTIONS or p.duration_s <= 0 or p.max_pairs < 1:
+        raise ValueError(f"rpm client: a direction of {DIRECTIONS}, a duration and at "
+                         f"least one probe pair a second ({p})")
     out = [python, "-m", "hoplab.tools.rpm_client", p.config_url, "--duration",
            f"{p.duration_s:g}", "--direction", p.direction]
     if p.congestion:
         out += ["--congestion", p.congestion]
+    if p.max_pairs != CLIENT_MPS:
+        out += ["--max-pairs", str(p.max_pairs)]
     return out
 
 
@@ -315,41 +321,22 @@ class _Client:
             self.error = f"a {load.way} load connection failed: {type(e).__name__}: {e}"
 
     async def foreign_probe(self) -> None:
-        import httpx
-
-        marks: dict[str, float] = {}
-
-        async def trace(name: str, info: dict[str, Any]) -> None:
-            marks.setdefault(name, time.perf_counter())
+        from hoplab.tools import rpm_probe
 
         start = time.time()
         try:
-            async with httpx.AsyncClient(http2=True, verify=False,
-                                         timeout=PROBE_TIMEOUT_S) as c:
-                r = await c.get(self.urls["small_download_url"],
-                                headers={"accept-encoding": "identity"},
-                                extensions={"trace": trace})
-                end = time.perf_counter()
-                r.raise_for_status()
-                stream = r.extensions.get("network_stream")
-                ssl = stream.get_extra_info("ssl_object") if stream is not None else None
+            got = await asyncio.wait_for(rpm_probe.foreign(self.urls["small_download_url"]),
+                                         PROBE_TIMEOUT_S)
         except Exception as e:
             _emit({"failed": "foreign", "t": start, "error": f"{type(e).__name__}: {e}"})
             return
-        version = ssl.version() if ssl is not None else None
-        rtts = 2 if version in ("TLSv1.2", "TLSv1.1", "TLSv1") else 1
-        tcp = marks["connection.connect_tcp.complete"] - marks["connection.connect_tcp.started"]
-        tls = (marks["connection.start_tls.complete"] - marks["connection.start_tls.started"]
-               if "connection.start_tls.started" in marks else None)
-        # http2.send_request_headers, or http11's from a server without HTTP/2.
-        sent = next(t for k, t in marks.items() if k.endswith("send_request_headers.started"))
-        http = end - sent
-        probe = algo.Foreign(self.interval, 1000 * tcp,
-                             None if tls is None else 1000 * tls / rtts, 1000 * http)
+        rtts = 2 if got.tls_version in ("TLSv1.2", "TLSv1.1", "TLSv1") else 1
+        probe = algo.Foreign(self.interval, 1000 * got.tcp_s, 1000 * got.tls_s / rtts,
+                             1000 * got.http_s)
         self.foreign.append(probe)
         _emit({"foreign": probe.interval, "t": start, "tcp_ms": round(probe.tcp_ms, 3),
                "tls_ms": None if probe.tls_ms is None else round(probe.tls_ms, 3),
-               "tls": version, "tls_rtts": rtts, "http_ms": round(probe.http_ms, 3)})
+               "tls": got.tls_version, "tls_rtts": rtts, "http_ms": round(probe.http_ms, 3)})
 
     async def self_probe(self) -> None:
         ready = [x for x in self.loads if x.ready]
@@ -403,7 +390,7 @@ class _Client:
             # Each interval is ID long from the previous one's end (a lagging loop makes
             # it longer, and goodput counts the time it took).
             until = last + algo.ID_S
-            pairs = min(CLIENT_MPS, algo.probe_pairs(goodput)) if goodput else 1
+            pairs = min(self.plan.max_pairs, algo.probe_pairs(goodput)) if goodput else 1
             await self.probe_interval(pairs, until)
             await asyncio.sleep(max(0.0, until - time.monotonic()))
             now, ended = self.count(), time.monotonic()
@@ -472,10 +459,14 @@ def main(args: Sequence[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--direction", choices=DIRECTIONS, default="down")
     ap.add_argument("--congestion", default=None)
+    ap.add_argument("--max-pairs", type=int, default=CLIENT_MPS)
     o = ap.parse_args(args)
     if o.duration <= 0:
         ap.error("--duration must be positive")
-    return asyncio.run(_main(Plan(o.config_url, o.duration, o.direction, o.congestion)))
+    if o.max_pairs < 1:
+        ap.error("--max-pairs must be at least 1")
+    return asyncio.run(_main(Plan(o.config_url, o.duration, o.direction, o.congestion,
+                                  o.max_pairs)))
 
 
 if __name__ == "__main__":
