@@ -30,7 +30,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("samplers", "profile"),
     ("kinds",),             # the test kinds (plug-ins)
     ("run",),               # orchestration: a run, an experiment, a bisection
-    ("fleet",),             # benches and the job queue in PostgreSQL (procrastinate)
+    # The fleet, three packages one above the other (hoplab.fleet itself only says so):
+    ("fleet", "fleet.queue"),  # the queue and its benches; the one connection, the tables
+    ("fleet.bisect",),      # bisection on benches: jobs the queue carries
+    ("fleet.schedule",),    # schedules and alerts: experiments the queue carries
     ("importers",),         # other tools' result files -> runs
     ("render",),            # tables, plots, the report
     ("web",),               # the dashboard
@@ -85,8 +88,8 @@ LAZY: dict[str, dict[str, str]] = {
     # The fleet's pages and figures need psycopg (about 90 modules), which a dashboard
     # over a SQLite store never loads.
     "hoplab.web.app": {
-        "hoplab.fleet.alerts": "psycopg, for the alerts of a PostgreSQL store only",
-        "hoplab.fleet.status": "psycopg, for the fleet of a PostgreSQL store only",
+        "hoplab.fleet.schedule.alerts": "psycopg, for the alerts of a PostgreSQL store only",
+        "hoplab.fleet.queue.status": "psycopg, for the fleet of a PostgreSQL store only",
         "hoplab.web.fleet": "psycopg, for the fleet page only",
         "hoplab.web.alerts": "psycopg, for the alerts page only",
     },
@@ -117,6 +120,8 @@ def package(module: str) -> str:
     parts = module.split(".")
     if len(parts) < 2:
         return "core"
+    if parts[1] == "fleet" and len(parts) > 2:
+        return f"fleet.{parts[2]}"     # the fleet's packages have layers of their own
     if len(parts) == 2 and not (SRC / parts[1]).is_dir():
         # A top-level module is core, but for one with a layer of its own (demo).
         return parts[1] if parts[1] in _rank() else "core"
@@ -265,6 +270,11 @@ def test_the_layer_test_sees_a_cycle_and_an_upward_import() -> None:
     rank = _rank()
     assert rank[package("hoplab.cli.main")] > rank[package("hoplab.nodes.executor")]
     assert package("hoplab.demo") == "demo" and package("hoplab.errors") == "core"
+    # The fleet's three packages are one above the other: the queue knows neither of
+    # the other two, and bisection knows nothing of schedules.
+    queue, bisect, schedule = (rank[package(f"hoplab.fleet.{m}")] for m in (
+        "queue.submit", "bisect.driver", "schedule.firing"))
+    assert queue < bisect < schedule and rank[package("hoplab.fleet")] == queue
 
 
 def _local_imports(tree: ast.AST, module: str, is_pkg: bool) -> Iterator[str]:
@@ -282,7 +292,7 @@ def _local_imports(tree: ast.AST, module: str, is_pkg: bool) -> Iterator[str]:
 def _unlisted_local_imports() -> list[str]:
     out = []
     for module, path in MODULES.items():
-        if package(module) in LAZY_PACKAGES:
+        if package(module).split(".")[0] in LAZY_PACKAGES:
             continue
         tree = ast.parse(path.read_text())
         for target in _local_imports(tree, module, path.name == "__init__.py"):

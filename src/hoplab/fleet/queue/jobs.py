@@ -4,7 +4,7 @@ order; not run again if the store already holds its ok run (a bench that died be
 storing it and marking the job done).
 
 Exactly one ok run per job holds where the run is stored: an ok run is saved as such
-only while the bench's attempt is still the job's (the fencing token, hoplab.fleet.beat),
+only while the bench's attempt is still the job's (the fencing token, hoplab.fleet.queue.beat),
 and the store refuses a second ok run of a job (a unique index, schema.ONE_OK_RUN). A run
 that fails either is kept, as `superseded`, never counted, and noted for `hoplab fleet`.
 """
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hoplab.errors import HoplabError, UsageError
-from hoplab.fleet import devices
-from hoplab.fleet.schema import ONE_OK_RUN_INDEX
+from hoplab.fleet.queue import devices
+from hoplab.fleet.queue.schema import ONE_OK_RUN_INDEX
 from hoplab.nodes import workdir as run_workdir
 
 if TYPE_CHECKING:
-    from hoplab.fleet.bundle import Query
+    from hoplab.fleet.queue.bundle import Query
     from hoplab.record import RunRecord
     from hoplab.run.experiment import ExperimentRunner, Progress
     from hoplab.spec.experiment import Experiment
@@ -76,7 +76,7 @@ class _Labelled:
             return self._superseded(run)  # stored by another bench since the check
 
     def _current(self) -> bool:
-        from hoplab.fleet.beat import CURRENT_JOB
+        from hoplab.fleet.queue.beat import CURRENT_JOB
 
         assert self.job is not None and self.query is not None
         return bool(self.query(CURRENT_JOB, id=self.job.job_id, attempt=self.job.attempt))
@@ -104,7 +104,7 @@ class BenchRuns:
                  labels: Mapping[str, str], lab_name: str,
                  progress: Progress | None = None, sets: Sequence[str] = ()) -> None:
         self.db_url = db_url
-        # The bench file's overrides (hoplab.fleet.benchfile), on every experiment.
+        # The bench file's overrides (hoplab.fleet.queue.benchfile), on every experiment.
         self.sets = list(sets)
         self.sink = _Labelled(store)
         self.bench, self.labels, self.lab_name = bench, dict(labels), lab_name
@@ -133,7 +133,7 @@ class BenchRuns:
         self.sink.query = query
 
     def _runner_for(self, job: JobArgs) -> ExperimentRunner:
-        from hoplab.fleet.bundle import unpack
+        from hoplab.fleet.queue.bundle import unpack
         from hoplab.spec.experiment_loader import load_experiment
 
         if self._runner is not None and self._runner.experiment_id == job.experiment_id:

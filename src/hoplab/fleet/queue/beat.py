@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 
 import procrastinate
 
-from hoplab.fleet.app import make_app
-from hoplab.fleet.schema import ONE_OK_RUN
+from hoplab.fleet.queue.app import make_app
+from hoplab.fleet.queue.schema import ONE_OK_RUN
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
