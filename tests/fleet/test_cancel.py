@@ -13,7 +13,7 @@ import pytest
 from hoplab.fleet.bisect.jobs import TASK as MEASURE_COMMIT
 from hoplab.fleet.bisect.jobs import CommitJob
 from hoplab.fleet.queue.app import ANY_QUEUE, make_app
-from hoplab.fleet.queue.jobs import JOB_LABEL
+from hoplab.fleet.queue.schema import JOB_LABEL
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, lab_namespaces, measuring, query, until
 from tests.helpers.lab import hoplab, new_lab_name, pids_in

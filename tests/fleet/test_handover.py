@@ -16,8 +16,7 @@ import pytest
 
 from hoplab.errors import HoplabError
 from hoplab.fleet.bisect.jobs import TASK as MEASURE_COMMIT
-from hoplab.fleet.queue.jobs import JOB_LABEL
-from hoplab.fleet.queue.schema import ONE_OK_RUN_INDEX
+from hoplab.fleet.queue.schema import JOB_LABEL, ONE_OK_RUN_INDEX
 from hoplab.record import RunRecord
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, measuring, query, until

@@ -77,9 +77,28 @@ LAZY: dict[str, dict[str, str]] = {
         "hoplab.analysis.series_trend": "the store (SQLAlchemy, 475 modules), off the same "
                                         "readers: only the report's trends_of_runs needs it",
     },
+    "hoplab.kinds": {
+        "hoplab.kinds.builtin": "the built-in kinds (162 modules, 0.2 s) off whoever imports the "
+                                "package without asking the registry: its loader runs at "
+                                "the first question (kind_registry.load_builtin_with)",
+    },
+    "hoplab.kinds.figures": {
+        "hoplab.analysis.spikes": f"{_NUMPY} off listing runs, which loads the kinds; only "
+                                  "a ping flow's RTT series needs it",
+    },
     "hoplab.lab.where": {
         "hoplab.lab.state": "the full reader of a lab's record (29 modules) off `lab exec`, "
                             "whose start-up test_cli_imports holds; read only to word an error",
+    },
+    # The node kinds' registry loads the executor of the kind a lab uses, no other:
+    "hoplab.nodes.registry": {
+        "hoplab.nodes.ssh_exec": "asyncssh and cryptography (212 modules, 0.16 s) off every "
+                                 "lab without devices (test_cli_imports holds lab up, check "
+                                 "and doctor to no cryptography)",
+        "hoplab.nodes.ssh_target": "the same",
+        "hoplab.nodes.netns_exec": "the namespace executor (24 modules, 17 ms) off the "
+                                   "readers of lab files (spec.model asks the registry a "
+                                   "node's kind) and off labs of devices only",
     },
     "hoplab.render.comparison": {
         "hoplab.analysis.ranks": f"{_NUMPY} off `hoplab compare`'s parser, which imports "
@@ -89,6 +108,10 @@ LAZY: dict[str, dict[str, str]] = {
     "hoplab.samplers": {
         "hoplab.samplers.runner": "pyroute2 (70 modules) off readers of stored samples",
         "hoplab.samplers.summary": "the summary (19 modules) off the runner's users",
+    },
+    "hoplab.spec": {
+        "hoplab.spec.loader": "the loader (40 modules, 50 ms: tomllib, the model) off `lab "
+                              "exec`, which reads only spec.names (test_cli_imports)",
     },
     "hoplab.store": {
         "hoplab.store.schema": "SQLAlchemy (230 modules, 0.15 s and more) off a command "
@@ -111,9 +134,6 @@ LAZY_PACKAGES: dict[str, str] = {
     # --help` and a refusal of bad arguments, must load nothing heavy (the store,
     # analysis, the runner, numpy...): test_cli_imports.py holds each command to it.
     "cli": "a command's own work, kept off its parser (test_cli_imports.py)",
-    # Being reorganised on other branches (issue 31): not yet held to the table.
-    "fleet": "not yet held", "nodes": "not yet held", "kinds": "not yet held",
-    "spec": "not yet held",
 }
 
 
@@ -303,7 +323,7 @@ def _local_imports(tree: ast.AST, module: str, is_pkg: bool) -> Iterator[str]:
 def _unlisted_local_imports() -> list[str]:
     out = []
     for module, path in MODULES.items():
-        if package(module).split(".")[0] in LAZY_PACKAGES:
+        if package(module) in LAZY_PACKAGES:
             continue
         tree = ast.parse(path.read_text())
         for target in _local_imports(tree, module, path.name == "__init__.py"):

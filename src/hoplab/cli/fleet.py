@@ -92,7 +92,6 @@ def run(args: argparse.Namespace) -> int:
     from hoplab.errors import UsageError
     from hoplab.fleet.queue import status
     from hoplab.fleet.queue.db import conninfo
-    from hoplab.fleet.queue.submit import cancel
 
     db = store_arg.url(args)
     conninfo(db)  # a SQLite store is refused first
@@ -100,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"fleet {args.action}: name the "
                          f"{'experiment id' if args.action == 'cancel' else 'bench'}")
     if args.action == "cancel":
+        # Submitting's module, with the loader and the runner's order of jobs: only here.
+        from hoplab.fleet.queue.submit import cancel
+
         n = cancel(db, args.target)
         print(f"experiment {args.target}: {n} waiting job{'s' * (n != 1)} cancelled; a "
               f"run under way is stopped, stored as cancelled")

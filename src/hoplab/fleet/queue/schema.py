@@ -113,6 +113,8 @@ CREATE INDEX IF NOT EXISTS hoplab_fleet_jobs_experiment
 """
 
 
+# The label each fleet run carries: the queue's job id, the same on every attempt.
+JOB_LABEL = "fleet_job"
 ONE_OK_RUN_INDEX = "hoplab_fleet_one_ok_run"
 # The store refuses a second ok run of a fleet job (label fleet_job), made by the first
 # bench of a store that has runs; the duplicates an older hoplab let in are marked

@@ -11,9 +11,11 @@ from typing import Any
 
 import psycopg
 
+from hoplab.errors import UsageError
 from hoplab.fleet.queue.app import MEASURE_COMMIT
 from hoplab.fleet.queue.db import connect
-from hoplab.fleet.queue.schema import QUEUE
+from hoplab.fleet.queue.schema import JOB_LABEL, QUEUE
+from hoplab.store import open_store
 
 
 @dataclass(frozen=True)
@@ -154,9 +156,6 @@ def _failures(conn: psycopg.Connection[tuple[Any, ...]], store_url: str | None,
         "AND j.args->>'experiment_id' = ANY(%s) ORDER BY j.id", (experiment_ids,)).fetchall()
     if not rows:
         return []
-    from hoplab.fleet.queue.jobs import JOB_LABEL
-    from hoplab.store import open_store
-
     out = []
     with open_store(store_url, read_only=True) as store:
         for job_id, experiment_id, bench, error in rows:
@@ -257,7 +256,6 @@ def _status(conn: psycopg.Connection[tuple[Any, ...]], db_url: str | None,
 def drain(db_url: str | None, bench: str) -> str:
     """Ask bench `bench` (each of its workers, with --concurrency) to finish its run and
     stop; its state before (of its first worker)."""
-    from hoplab.errors import UsageError
     with connect(db_url, tables=[QUEUE]) as conn:
         row = conn.execute("UPDATE hoplab_fleet_benches b SET state = 'draining' FROM "
                            "(SELECT name, state FROM hoplab_fleet_benches WHERE name = %s "

@@ -36,20 +36,20 @@ from typing import Any
 
 import psycopg
 
+import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
 from hoplab.errors import UsageError
 from hoplab.fleet.queue import bundle
 from hoplab.fleet.queue.app import make_app, task
 from hoplab.fleet.queue.db import connect
 from hoplab.fleet.queue.routes import queue_of
 from hoplab.fleet.queue.schema import QUEUE
+from hoplab.run.experiment import schedule
+from hoplab.spec.experiment_loader import load_experiment
 
 _EMPTY: Mapping[str, str] = {}
 
 
 def pack(db_url: str | None, path: Path) -> str:
-    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
-    from hoplab.spec.experiment_loader import load_experiment
-
     exp = load_experiment(path)
     bundle.named_files(exp)  # a file it may not bundle: refused before the store is asked
     with connect(db_url, tables=[QUEUE]) as conn:
@@ -58,10 +58,6 @@ def pack(db_url: str | None, path: Path) -> str:
 
 def enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
             where: Mapping[str, str] = _EMPTY, labels: Mapping[str, str] = _EMPTY) -> str:
-    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
-    from hoplab.run.experiment import schedule
-    from hoplab.spec.experiment_loader import load_experiment
-
     experiment_id = secrets.token_hex(6)
     queue = queue_of(benches, where)
     with connect(db_url, tables=[QUEUE]) as conn, \

@@ -25,10 +25,11 @@ from hoplab.errors import HoplabError
 from hoplab.fleet.queue.db import connect
 from hoplab.fleet.schedule import alerts
 from hoplab.fleet.schedule.alert_post import Attempt, send_due
-from hoplab.fleet.schedule.judge import Alerted, Key, key
+from hoplab.fleet.schedule.judge import Alerted, Key, judge_firing, key
 from hoplab.fleet.schedule.queue_fleet import Bench, QueueFleet
 from hoplab.fleet.schedule.schedules import Schedule, ScheduleError, schedules
 from hoplab.fleet.schedule.tables import SCHEDULES, Conn
+from hoplab.store import open_store
 
 GONE_AFTER = dt.timedelta(minutes=10)
 
@@ -111,9 +112,6 @@ def _judge(conn: Conn, db_url: str | None, fleet: QueueFleet, now: dt.datetime,
 
 def _judge_one(conn: Conn, db_url: str | None, fleet: QueueFleet, now: dt.datetime,
                done: Tick, firing: int) -> None:
-    from hoplab.fleet.schedule.judge import judge_firing
-    from hoplab.store import open_store
-
     with conn.transaction():
         row = conn.execute(
             """SELECT f.*, s.dashboard_url, s.alert_url IS NOT NULL AS has_url

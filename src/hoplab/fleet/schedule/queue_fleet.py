@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from hoplab.fleet.queue.db import connect
 from hoplab.fleet.queue.schema import QUEUE
+from hoplab.fleet.queue.submit import enqueue, finished
 
 
 @dataclass(frozen=True)
@@ -24,13 +25,9 @@ class QueueFleet:
 
     def enqueue(self, bundle: str, *, benches: Sequence[str], where: Mapping[str, str],
                 labels: Mapping[str, str]) -> str:
-        from hoplab.fleet.queue.submit import enqueue
-
         return enqueue(self.db_url, bundle, benches=benches, where=where, labels=labels)
 
     def finished(self, experiment_id: str) -> bool:
-        from hoplab.fleet.queue.submit import finished
-
         return finished(self.db_url, experiment_id)
 
     def benches(self) -> list[Bench]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from hoplab.fleet.queue import schema
 from hoplab.fleet.queue.app import make_app
 from hoplab.fleet.queue.db import connect
+from hoplab.fleet.schedule.firing import tick as run_tick
 
 if TYPE_CHECKING:
     import procrastinate
@@ -32,8 +33,6 @@ def blueprint(db_url: str | None) -> procrastinate.Blueprint:
     @bp.periodic(cron="* * * * *", periodic_id="tick")
     @bp.task(name="tick", queue=QUEUE)
     def tick(timestamp: int) -> None:
-        from hoplab.fleet.schedule.firing import tick as run_tick
-
         run_tick(db_url, dt.datetime.fromtimestamp(timestamp, dt.UTC))
 
     return bp
