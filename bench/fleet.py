@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The fleet's queue (procrastinate on PostgreSQL): N benches, each a `hoplab worker`
-process (hoplab.fleet.worker's loop, its heartbeat and LISTEN) whose runs are on fake
+process (hoplab.fleet.queue.worker's loop, its heartbeat and LISTEN) whose runs are on fake
 nodes (hoplab.nodes.fake: the test's clients start nothing and answer a captured ping
 output at once), take J short jobs of one submitted experiment from a throwaway
 PostgreSQL server; against the same jobs run one after another by `hoplab run`'s loop
@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 
-from hoplab.fleet.jobs import BenchRuns, JobArgs  # noqa: E402
+from hoplab.fleet.queue.jobs import BenchRuns, JobArgs  # noqa: E402
 from hoplab.lab.build import UpResult  # noqa: E402
 from hoplab.lab.plan import plan_lab  # noqa: E402
 from hoplab.lab.state import LabState  # noqa: E402
@@ -109,7 +109,7 @@ class EmptyRuns(BenchRuns):
 
 def worker(db: str, name: str, out: str, empty: bool) -> int:
     """One bench (a process of its own): serve until SIGTERM, then write its claims."""
-    from hoplab.fleet.worker import BenchConfig, BenchWorker
+    from hoplab.fleet.queue.worker import BenchConfig, BenchWorker
     from hoplab.store import open_store
 
     config = BenchConfig(name, {}, name, heartbeat_s=10.0, poll_s=2.0)
@@ -144,10 +144,11 @@ def _pct(values: list[float], q: float) -> float:
 
 def fleet(db: str, exp_path: Path, benches: int, jobs: int, work: Path, *, empty: bool = False
           ) -> dict[str, Any]:
-    from hoplab.fleet.schema import ensure
-    from hoplab.fleet.submit import enqueue, pack
+    from hoplab.fleet.queue.db import connect
+    from hoplab.fleet.queue.schema import QUEUE
+    from hoplab.fleet.queue.submit import enqueue, pack
 
-    ensure(db)
+    connect(db, tables=[QUEUE]).close()
     procs = []
     for i in range(benches):
         env = {**os.environ, "PGAPPNAME": f"bench-w{i}"}

@@ -12,7 +12,7 @@ import subprocess
 from contextlib import ExitStack
 from pathlib import Path
 
-from hoplab.fleet.kary import Search
+from hoplab.fleet.bisect.kary import Search
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, lab_namespaces, query, until
 from tests.helpers.git_history import git, history

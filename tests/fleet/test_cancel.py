@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.fleet.app import ANY_QUEUE, make_app
-from hoplab.fleet.bisect_jobs import TASK as MEASURE_COMMIT
-from hoplab.fleet.bisect_jobs import CommitJob
-from hoplab.fleet.jobs import JOB_LABEL
+from hoplab.fleet.bisect.jobs import TASK as MEASURE_COMMIT
+from hoplab.fleet.bisect.jobs import CommitJob
+from hoplab.fleet.queue.app import ANY_QUEUE, make_app
+from hoplab.fleet.queue.schema import JOB_LABEL
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, lab_namespaces, measuring, query, until
 from tests.helpers.lab import hoplab, new_lab_name, pids_in

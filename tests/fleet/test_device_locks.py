@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.fleet import devices, schema
+from hoplab.fleet.queue import devices, schema
+from hoplab.fleet.queue.db import connect
 from hoplab.spec.loader import load_lab_text
 from tests.fleet.benches import bench, query, until
 from tests.helpers.lab import hoplab, new_lab_name
@@ -49,7 +50,7 @@ def test_one_device_under_two_spellings_is_one_lock(db: str) -> None:
     # localhost resolves to 127.0.0.1 (and to ::1 where the machine has it).
     assert "ssh:127.0.0.1:22" in _keys("localhost")
     assert _keys("root@127.0.0.1", 2222) == ["ssh:127.0.0.1:2222"]
-    schema.ensure(db)
+    connect(db, tables=[schema.QUEUE]).close()
     holds, release = threading.Event(), threading.Event()
 
     def hold() -> None:

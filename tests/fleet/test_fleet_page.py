@@ -9,8 +9,8 @@ import os
 import urllib.request
 from pathlib import Path
 
-from hoplab.fleet.beat import Beat
-from hoplab.fleet.submit import enqueue, pack
+from hoplab.fleet.queue.beat import Beat
+from hoplab.fleet.queue.submit import enqueue, pack
 from hoplab.store import open_store
 from tests.fleet.benches import query
 from tests.helpers.web import URL, start_server, stop_server

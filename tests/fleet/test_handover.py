@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import HoplabError
-from hoplab.fleet.bisect_jobs import TASK as MEASURE_COMMIT
-from hoplab.fleet.jobs import JOB_LABEL
-from hoplab.fleet.schema import ONE_OK_RUN_INDEX
+from hoplab.fleet.bisect.jobs import TASK as MEASURE_COMMIT
+from hoplab.fleet.queue.schema import JOB_LABEL, ONE_OK_RUN_INDEX
 from hoplab.record import RunRecord
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, measuring, query, until

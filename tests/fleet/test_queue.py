@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.fleet.devices import device_keys
-from hoplab.fleet.routes import matches, queue_of
-from hoplab.fleet.submit import enqueue, pack
+from hoplab.fleet.queue.devices import device_keys
+from hoplab.fleet.queue.routes import matches, queue_of
+from hoplab.fleet.queue.submit import enqueue, pack
 from hoplab.run.experiment import schedule
 from hoplab.spec import load_lab
 from hoplab.spec.experiment_loader import load_experiment
@@ -73,7 +73,7 @@ def test_device_keys_are_the_devices_addresses_sorted_once(tmp_path: Path) -> No
 
 HOLDER = """
 import json, sys, time
-from hoplab.fleet.devices import holding
+from hoplab.fleet.queue.devices import holding
 db, keys = sys.argv[1], json.loads(sys.argv[2])
 spans = []
 for _ in range(3):
@@ -113,13 +113,14 @@ def test_a_stored_manifest_entry_outside_the_job_is_refused_and_modes_kept(
     """Issue 29, part 1, through the store: a manifest edited to climb out of the job's
     directory is refused before anything is written; each file keeps its mode."""
     from hoplab.errors import UsageError
-    from hoplab.fleet.bundle import rows_of, unpack
-    from hoplab.fleet.submit import connect
+    from hoplab.fleet.queue.bundle import rows_of, unpack
+    from hoplab.fleet.queue.db import connect
+    from hoplab.fleet.queue.schema import QUEUE
 
     (tmp_path / "lab.toml").chmod(0o600)
     bundle = pack(db, experiment)
     jobs = tmp_path / "jobs"
-    with connect(db) as conn:
+    with connect(db, tables=[QUEUE]) as conn:
         unpack(rows_of(conn), bundle, jobs)
     assert {p.name: p.stat().st_mode & 0o777 for p in (jobs / bundle).iterdir()
             if p.suffix == ".toml"} == {"exp.toml": 0o644, "lab.toml": 0o600}
@@ -136,7 +137,7 @@ def test_a_stored_manifest_entry_outside_the_job_is_refused_and_modes_kept(
 
 def test_a_bench_file_is_lab_overrides(tmp_path: Path) -> None:
     from hoplab.errors import SpecError
-    from hoplab.fleet.benchfile import read
+    from hoplab.fleet.queue.benchfile import read
 
     path = tmp_path / "bench.toml"
     path.write_text('[lab.nodes.router]\nssh = "root@192.168.1.1"\n'

@@ -11,11 +11,13 @@ import json
 import statistics
 
 import pytest
+from psycopg.rows import dict_row
 
-from hoplab.fleet import alert_post, alerts
-from hoplab.fleet.judge import judge_firing
-from hoplab.fleet.schedule_db import Conn, connect
-from hoplab.fleet.schedules import save
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.schedule import alert_post, alerts
+from hoplab.fleet.schedule.judge import judge_firing
+from hoplab.fleet.schedule.schedules import save
+from hoplab.fleet.schedule.tables import SCHEDULES, Conn
 from hoplab.store import open_store
 from hoplab.web.app import Dashboard
 from tests.helpers.schedule_runs import store_firing
@@ -66,7 +68,7 @@ def test_alert_is_retried_after_a_500_then_delivered(db):
                          failed=["iperf3 exited 1: unable to connect"])
     with contextlib.closing(open_store(db, read_only=True)) as store:
         verdict = judge_firing(store, "nightly", "e1", "e2")
-    with webhook([500]) as hook, connect(db) as conn:
+    with webhook([500]) as hook, connect(db, tables=[SCHEDULES], row_factory=dict_row) as conn:
         _schedule(conn, hook.url)
         doc = alerts.firing_document("nightly", verdict, dashboard="http://lab.example:8080",
                                      experiment_id="e2", previous="e1")
@@ -116,7 +118,7 @@ def test_alert_is_retried_after_a_500_then_delivered(db):
 
 
 def test_alert_given_up_after_the_last_backoff(db):
-    with webhook([503] * 20) as hook, connect(db) as conn:
+    with webhook([503] * 20) as hook, connect(db, tables=[SCHEDULES], row_factory=dict_row) as conn:
         _schedule(conn, hook.url)
         doc = alerts.gone_document("nightly", "bench1", {"device": "erx"},
                                    T0 - dt.timedelta(minutes=11), T0)

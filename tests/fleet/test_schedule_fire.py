@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from hoplab.cli.main import main
-from hoplab.fleet.firing import tick
-from hoplab.fleet.schedule_tasks import QUEUE, TASK, app
+from hoplab.fleet.schedule.firing import tick
+from hoplab.fleet.schedule.tasks import QUEUE, TASK, app
 from tests.helpers.schedule_runs import finish_jobs, store_firing
 from tests.helpers.webhook import webhook
 

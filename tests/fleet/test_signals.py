@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hoplab.fleet.jobs import JOB_LABEL
+from hoplab.fleet.queue.schema import JOB_LABEL
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, measuring, ok_runs, query, until
 from tests.helpers.lab import hoplab, new_lab_name

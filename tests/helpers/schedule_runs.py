@@ -39,13 +39,13 @@ def store_firing(url: str, experiment_id: str, goodputs: Sequence[float], *,
 
 def finish_jobs(url: str, experiment_id: str) -> int:
     """Take and finish every queued job of the experiment as a bench does (procrastinate's
-    fetch and finish, as fleet/beat.py calls them), its runs being stored by the test;
+    fetch and finish, as fleet/queue/beat.py calls them), its runs being stored by the test;
     how many."""
     import asyncio
 
     from procrastinate.jobs import Status
 
-    from hoplab.fleet.app import make_app
+    from hoplab.fleet.queue.app import make_app
 
     async def finish() -> int:
         app = make_app(url)

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from hoplab.errors import UsageError
-from hoplab.fleet import alert_addresses
-from hoplab.fleet.alert_post import post
-from hoplab.fleet.schedules import check_alert
+from hoplab.fleet.schedule import alert_addresses
+from hoplab.fleet.schedule.alert_post import post
+from hoplab.fleet.schedule.schedules import check_alert
 from tests.helpers.webhook import webhook
 
 BODY = json.dumps({"text": "x"}).encode()

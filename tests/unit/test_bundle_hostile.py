@@ -15,7 +15,7 @@ import pytest
 
 import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
 from hoplab.errors import SpecError, UsageError
-from hoplab.fleet.bundle import Query, named_files, unpack
+from hoplab.fleet.queue.bundle import Query, named_files, unpack
 from hoplab.spec.experiment_loader import load_experiment
 from tests.helpers.lab import HOPLAB
 

@@ -1,4 +1,4 @@
-"""The fleet bisection's search (fleet/kary.py): k commits a round, the same 0/1/125
+"""The fleet bisection's search (fleet/bisect/kary.py): k commits a round, the same 0/1/125
 answers as `hoplab bisect check` gives git."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from hoplab.fleet.kary import ABORT, GOOD, SKIP, Search, search
+from hoplab.fleet.bisect.kary import ABORT, GOOD, SKIP, Search, search
 
 
 def _oracle(first_bad: int, untold: frozenset[int] = frozenset()

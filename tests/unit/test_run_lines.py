@@ -33,7 +33,7 @@ def test_the_interrupt_says_both_truths_in_one_line() -> None:
 
 
 def test_a_worker_names_its_labels_as_a_selection_does() -> None:
-    from hoplab.fleet.worker import BenchConfig, describe
+    from hoplab.fleet.queue.worker import BenchConfig, describe
 
     assert describe(BenchConfig("nuone", {}, "hoplab-nuone")) == (
         "bench nuone, lab hoplab-nuone")

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hoplab.analysis import detectors
-from hoplab.analysis.detectors.base import MIN_SIZE, Detector, Flat
+from hoplab.analysis.detectors.base import MIN_SIZE, Detector
+from hoplab.analysis.detectors.flat import Flat
 from hoplab.analysis.power import Power, detectable_change, noise_cv, power_figures
 from hoplab.analysis.ranks import benjamini_hochberg, rank_p
 

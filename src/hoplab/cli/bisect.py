@@ -24,7 +24,7 @@ from hoplab.errors import HoplabError, UsageError
 
 if TYPE_CHECKING:
     from hoplab.analysis.adaptive import Verdict
-    from hoplab.fleet.bisect_fleet import FleetBisected
+    from hoplab.fleet.bisect.driver import FleetBisected
     from hoplab.run.bisect import Bisected, EveryStep, Outcome, Refused, Step
     from hoplab.run.commits import Target
 
@@ -204,8 +204,8 @@ def run_bisect(args: argparse.Namespace) -> int:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
-    from hoplab.fleet.app import conninfo
-    from hoplab.fleet.bisect_fleet import FleetBisected, bisect_fleet
+    from hoplab.fleet.bisect.driver import FleetBisected, bisect_fleet
+    from hoplab.fleet.queue.db import conninfo
     from hoplab.run.bisect import Range, Refused
 
     url = store_arg.url(args)
@@ -273,7 +273,7 @@ def _needed(v: Verdict) -> str:
 
 
 def _report(found: Bisected, args: argparse.Namespace) -> None:
-    from hoplab.fleet.bisect_fleet import FleetBisected
+    from hoplab.fleet.bisect.driver import FleetBisected
     from hoplab.run.git import ABORT, SKIP
 
     ends, first, steps, subject = found.ends, found.first_bad, found.steps, found.subjects
@@ -316,8 +316,8 @@ def _report(found: Bisected, args: argparse.Namespace) -> None:
 
 def _undecided(found: Bisected) -> tuple[str, str]:
     """Why no first bad commit was named: for --json, and as the text says it."""
-    from hoplab.fleet.bisect_fleet import FleetBisected
-    from hoplab.fleet.kary import GIVE_UP, SKIP
+    from hoplab.fleet.bisect.driver import FleetBisected
+    from hoplab.fleet.bisect.kary import GIVE_UP, SKIP
 
     n = len(found.steps)
     if not isinstance(found, FleetBisected):

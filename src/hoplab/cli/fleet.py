@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from hoplab.cli import store_arg
 
 if TYPE_CHECKING:
-    from hoplab.fleet.status import FleetStatus
+    from hoplab.fleet.queue.status import FleetStatus
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,9 +90,8 @@ def _events(st: FleetStatus) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from hoplab.errors import UsageError
-    from hoplab.fleet import status
-    from hoplab.fleet.app import conninfo
-    from hoplab.fleet.submit import cancel
+    from hoplab.fleet.queue import status
+    from hoplab.fleet.queue.db import conninfo
 
     db = store_arg.url(args)
     conninfo(db)  # a SQLite store is refused first
@@ -100,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"fleet {args.action}: name the "
                          f"{'experiment id' if args.action == 'cancel' else 'bench'}")
     if args.action == "cancel":
+        # Submitting's module, with the loader and the runner's order of jobs: only here.
+        from hoplab.fleet.queue.submit import cancel
+
         n = cancel(db, args.target)
         print(f"experiment {args.target}: {n} waiting job{'s' * (n != 1)} cancelled; a "
               f"run under way is stopped, stored as cancelled")

@@ -86,11 +86,13 @@ def _now() -> dt.datetime:
 def _add(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from psycopg.rows import dict_row
+
     import hoplab.kinds  # noqa: F401  (the registry's built-in kinds, for the loader)
-    from hoplab.fleet import schedules
-    from hoplab.fleet.app import conninfo
-    from hoplab.fleet.schedule_db import connect
-    from hoplab.fleet.submit import pack
+    from hoplab.fleet.queue.db import connect, conninfo
+    from hoplab.fleet.queue.submit import pack
+    from hoplab.fleet.schedule import schedules
+    from hoplab.fleet.schedule.tables import SCHEDULES
     from hoplab.spec.experiment_loader import load_experiment
 
     name = schedules.check_name(args.name)
@@ -110,7 +112,7 @@ def _add(args: argparse.Namespace) -> int:
     # The files as they are now, content-addressed in the store: what every firing runs.
     bundle = pack(url, Path(args.experiment))
     now = _now()
-    with connect(url) as conn:
+    with connect(url, tables=[SCHEDULES], row_factory=dict_row) as conn:
         replaced = schedules.save(
             conn, name=name, cron=cron, tz=tz, experiment=experiment.name,
             source=args.experiment, bundle=bundle, benches=args.bench, where=where,
@@ -138,11 +140,14 @@ def _alert_url(args: argparse.Namespace) -> str | None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from hoplab.fleet.schedule_db import connect
-    from hoplab.fleet.schedules import ScheduleError, schedules
+    from psycopg.rows import dict_row
+
+    from hoplab.fleet.queue.db import connect
+    from hoplab.fleet.schedule.schedules import ScheduleError, schedules
+    from hoplab.fleet.schedule.tables import SCHEDULES
 
     now = _now()
-    with connect(store_arg.url(args)) as conn:
+    with connect(store_arg.url(args), tables=[SCHEDULES], row_factory=dict_row) as conn:
         found = schedules(conn)
     if args.json:
         listed = [s.as_json(now) for s in found]
@@ -169,17 +174,20 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from hoplab.fleet.schedule_db import connect
-    from hoplab.fleet.schedules import remove
+    from psycopg.rows import dict_row
 
-    with connect(store_arg.url(args)) as conn:
+    from hoplab.fleet.queue.db import connect
+    from hoplab.fleet.schedule.schedules import remove
+    from hoplab.fleet.schedule.tables import SCHEDULES
+
+    with connect(store_arg.url(args), tables=[SCHEDULES], row_factory=dict_row) as conn:
         remove(conn, args.name)
     print(f"schedule {args.name} removed (its runs and alerts stay)")
     return 0
 
 
 def _alerts(args: argparse.Namespace) -> int:
-    from hoplab.fleet.alerts import list_alerts
+    from hoplab.fleet.schedule.alerts import list_alerts
 
     if args.limit < 1:
         raise UsageError(f"--limit {args.limit}: give 1 or more")
@@ -200,8 +208,8 @@ def _alerts(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from hoplab.fleet.app import conninfo
-    from hoplab.fleet.schedule_tasks import serve
+    from hoplab.fleet.queue.db import conninfo
+    from hoplab.fleet.schedule.tasks import serve
 
     store_arg.no_password_in_argv(args, "schedule serve")
     url = store_arg.url(args)

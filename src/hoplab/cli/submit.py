@@ -62,7 +62,9 @@ def _wait(db: str | None, experiment_id: str, total: int, quiet: bool) -> None:
     line on stderr whenever the counts change (nothing with `quiet`)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from hoplab.fleet.submit import connect, job_states
+    from hoplab.fleet.queue.db import connect
+    from hoplab.fleet.queue.schema import QUEUE
+    from hoplab.fleet.queue.submit import job_states
     from hoplab.render.console import console as make_console
 
     console = make_console(stderr=True)
@@ -71,7 +73,7 @@ def _wait(db: str | None, experiment_id: str, total: int, quiet: bool) -> None:
         if console.is_terminal and not quiet else None
     task = bar.add_task("queued", total=total) if bar is not None else None
     said = None
-    with connect(db) as conn, bar if bar is not None else contextlib.nullcontext():
+    with connect(db, tables=[QUEUE]) as conn, bar if bar is not None else contextlib.nullcontext():
         while True:
             states = job_states(conn, experiment_id)
             done = total - states.get("todo", 0) - states.get("doing", 0)
@@ -93,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
     from hoplab import kv
     from hoplab.cli.run import run_json, stored_line
-    from hoplab.fleet.app import conninfo
-    from hoplab.fleet.submit import connect, enqueue, job_states, pack, submitted
+    from hoplab.fleet.queue.db import connect, conninfo
+    from hoplab.fleet.queue.schema import QUEUE
+    from hoplab.fleet.queue.submit import enqueue, job_states, pack, submitted
     from hoplab.render.console import console as make_console
     from hoplab.render.summary import summary_table
     from hoplab.spec.experiment_loader import load_experiment
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     with store_arg.reading(args) as store:
         records = _records(store, experiment_id)
         describe = store.describe()
-    with connect(db) as conn:
+    with connect(db, tables=[QUEUE]) as conn:
         states = job_states(conn, experiment_id)
     if args.json:
         json.dump(run_json(exp, experiment_id, records, describe, False), sys.stdout, indent=2)

@@ -79,7 +79,7 @@ def _workers(args: argparse.Namespace, db: str | None, lab: str) -> int:
     """--concurrency N: N workers of this bench, each a process with its own lab."""
     import os
 
-    from hoplab.fleet.slots import supervise
+    from hoplab.fleet.queue.slots import supervise
 
     argv = [sys.executable, "-m", "hoplab.cli.main", "worker", "--bench", args.bench,
             "--lab-name", lab, "--heartbeat", str(args.heartbeat),
@@ -99,12 +99,14 @@ def run(args: argparse.Namespace) -> int:
 
     from hoplab import kv
     from hoplab.errors import UsageError
-    from hoplab.fleet import benchfile
-    from hoplab.fleet.app import conninfo
-    from hoplab.fleet.jobs import BenchRuns
-    from hoplab.fleet.slots import slot_lab
-    from hoplab.fleet.submit import connect
-    from hoplab.fleet.worker import BenchConfig, BenchWorker, describe
+    from hoplab.fleet.bisect.jobs import TASK as MEASURE_COMMIT
+    from hoplab.fleet.bisect.jobs import serve_job
+    from hoplab.fleet.queue import benchfile
+    from hoplab.fleet.queue.db import connect, conninfo
+    from hoplab.fleet.queue.jobs import BenchRuns
+    from hoplab.fleet.queue.schema import QUEUE
+    from hoplab.fleet.queue.slots import slot_lab
+    from hoplab.fleet.queue.worker import BenchConfig, BenchWorker, describe
     from hoplab.spec.names import given, lab_name
     from hoplab.store import open_store
 
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--concurrency {args.concurrency}: must be 1 or more")
     lab = given(lab_name, args.lab_name, "worker --lab-name") if args.lab_name \
         else bench_lab_name(args.bench)
-    connect(db).close()  # reachable, and the fleet's tables made
+    connect(db, tables=[QUEUE]).close()  # reachable, and the fleet's tables made
     if args.concurrency > 1:
         return _workers(args, db, lab)
     if args.slot is not None:
@@ -140,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         runs.lock_timeout_s = args.lock_timeout
         print(f"hoplab: {describe(config)} serving {store.describe()}", file=sys.stderr,
               flush=True)
-        worker = BenchWorker(db, config, runs)
+        worker = BenchWorker(db, config, runs, tasks={MEASURE_COMMIT: serve_job})
         code = worker.serve()
     why = "" if not code else " (interrupted; its lab is left)" if worker.lab_left else \
         " (interrupted; its job is back in the queue)"

@@ -50,6 +50,10 @@ from hoplab.nodes.executor import (
     Snapshot,
 )
 from hoplab.nodes.procs import Proc, proc_start_time, stop_process, written_by
+from hoplab.nodes.tools import find
+from hoplab.tools import inet_diag
+from hoplab.tools.inet_diag import NETLINK_SOCK_DIAG
+from hoplab.tools.tc import from_netlink
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -158,8 +162,6 @@ class NetnsCounters:
 
                 self._ipr = IPRoute()
             if "tcp_info" in kinds:
-                from hoplab.tools.inet_diag import NETLINK_SOCK_DIAG
-
                 # Made after setns(): it asks this namespace's kernel.
                 self._diag = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
                                            NETLINK_SOCK_DIAG)
@@ -212,8 +214,6 @@ def _text(path: str) -> str:
 
 
 def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[QdiscStats]:
-    from hoplab.tools.tc import from_netlink
-
     msgs = list(ipr.get_qdiscs())
     try:
         return from_netlink(msgs, names)
@@ -228,8 +228,6 @@ def _qdiscs(ipr: IPRoute, names: dict[int, str]) -> list[QdiscStats]:
 def _tcp_sockets(diag: socket.socket) -> list[Socket]:
     """The namespace's established TCP sockets of both families, with their tcp_info
     (hoplab.tools.inet_diag: a netlink dump, no fork)."""
-    from hoplab.tools import inet_diag
-
     out: list[Socket] = []
     for family in (socket.AF_INET, socket.AF_INET6):
         diag.send(inet_diag.request(family))
@@ -410,7 +408,6 @@ class NetnsExecutor:
 
     def which(self, tools: Sequence[str]) -> dict[str, str | None]:
         # This machine's lookup: HOPLAB_PERF, the virtualenv's bin, then PATH.
-        from hoplab.nodes.tools import find
 
         return {t: find(t) for t in tools}
 

@@ -34,6 +34,8 @@ from hoplab.nodes.executor import (
     ProcessId,
 )
 from hoplab.nodes.ssh_conn import SshConnection
+from hoplab.nodes.ssh_counters import DeviceCounterSource
+from hoplab.nodes.ssh_facts import collect_facts
 from hoplab.nodes.ssh_quote import SH_WHICH, SIGNAL_CHECKED, parse_stat, remote_command
 from hoplab.nodes.ssh_target import SshTarget
 
@@ -454,12 +456,9 @@ class SshExecutor:
                 for i, t in enumerate(tools)}
 
     def facts(self) -> Facts:
-        from hoplab.nodes.ssh_facts import collect_facts
         return collect_facts(self)
 
     def counters(self, kinds: frozenset[str]) -> CounterSource:
-        from hoplab.nodes.ssh_counters import DeviceCounterSource
-
         # A connection of its own: the SSH server process that serves it serves nothing
         # else, so its CPU time is the sampler's cost (see hoplab.nodes.ssh_counters).
         return DeviceCounterSource(SshExecutor(self.target), kinds)

@@ -237,7 +237,7 @@ def _untold(path: str | None) -> int:
 
 def step_record(sha: str, found: Classification, n: int, taken: int) -> Step:
     """What one commit's check answered, as `bisect run` reports it: git's steps and
-    the fleet's (hoplab.fleet.bisect_jobs)."""
+    the fleet's (hoplab.fleet.bisect.jobs)."""
     return {"commit": sha, "answer": found.answer, "word": found.word, "reason": found.reason,
             "runs": n, "new_runs": taken, "median": found.vs_good.median_b,
             "vs_good": _pct(found.vs_good), "vs_bad": _pct(found.vs_bad),

@@ -16,6 +16,8 @@ from ipaddress import (
     IPv6Network,
 )
 
+from hoplab.nodes.registry import declared
+
 # Queue disciplines a link may ask for. The lab engine decides, per kernel,
 # whether each can be built (see hoplab.lab.requirements).
 QDISCS = ("fifo", "htb", "tbf", "netem", "fq_codel", "cake", "sfq", "codel", "fq", "prio")
@@ -206,8 +208,6 @@ class Node:
     def kind(self) -> str:
         """Its kind of node: the one the node kind registry (hoplab.nodes.registry)
         says the lab file's keys declare."""
-        from hoplab.nodes.registry import declared
-
         keys = [k for k in ("ssh", "labgrid", "vm") if getattr(self, k) is not None]
         return declared(keys)
 

@@ -1,11 +1,11 @@
-"""The dashboard's list of the schedules' alerts (fleet/alerts.py list_alerts decides
+"""The dashboard's list of the schedules' alerts (fleet/schedule/alerts.py list_alerts decides
 what they are; this only renders). Each change links to its comparison."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hoplab.fleet.alerts import Alert
+from hoplab.fleet.schedule.alerts import Alert
 from hoplab.render.html import Html, esc, table
 from hoplab.web.pages import dashboard_page
 

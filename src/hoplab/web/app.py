@@ -277,8 +277,8 @@ class Dashboard:
         return _json(json_safe(changes_json(found, self.store.annotations())))
 
     def _alerts(self) -> list[Any] | None:
-        """The schedules' alerts (fleet/alerts.py), newest first; None on SQLite."""
-        from hoplab.fleet.alerts import list_alerts
+        """The schedules' alerts (fleet/schedule/alerts.py), newest first; None on SQLite."""
+        from hoplab.fleet.schedule.alerts import list_alerts
 
         if self.store.location.backend != "postgresql":
             return None
@@ -286,9 +286,9 @@ class Dashboard:
         return list_alerts(url, limit=PAGE_ROWS)
 
     def _fleet(self) -> Any:
-        """The fleet's state (fleet/status.py), read without writing; None on SQLite or
+        """The fleet's state (fleet/queue/status.py), read without writing; None on SQLite or
         where no bench or submit made the fleet's tables."""
-        from hoplab.fleet.status import read_fleet_status
+        from hoplab.fleet.queue.status import read_fleet_status
 
         if self.store.location.backend != "postgresql":
             return None

@@ -1,5 +1,5 @@
 """The dashboard's fleet page: the benches, the jobs by state, each experiment's progress,
-the failures and the latest alerts (fleet/status.py and fleet/alerts.py decide what
+the failures and the latest alerts (fleet/queue/status.py and fleet/schedule/alerts.py decide what
 they are; this only renders)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 from collections.abc import Sequence
 
 from hoplab import kv
-from hoplab.fleet.alerts import Alert
-from hoplab.fleet.status import FleetStatus
+from hoplab.fleet.queue.status import FleetStatus
+from hoplab.fleet.schedule.alerts import Alert
 from hoplab.render.html import Html, esc, table
 from hoplab.web.pages import dashboard_page
 

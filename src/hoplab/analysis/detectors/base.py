@@ -5,14 +5,16 @@ list of repetitions: `locate(values, min_size)` gives the index of the first val
 each change point, in order, with at least `min_size` values on each side. That is all
 it decides. What a change point then reports (medians, change, interval, p) and the
 power figures are measured by analysis/changepoints.py, the same way for every detector.
+
+A detector's module is its face (name, summary, parameters) and loads its numerical work
+(numpy, ruptures) when it first locates: `hoplab trend --help` lists the detectors
+without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 MIN_SIZE = 2                # values on each side of a change point
 
@@ -29,16 +31,3 @@ class Detector:
     # that test's. None: it decides otherwise (a penalty), so it has no power figures.
     alpha: float | None = None
     window: int | None = None       # values one decision sees at most (None: all)
-
-
-class Flat:
-    """The repetitions of all values flattened, with where each value starts."""
-
-    def __init__(self, values: Values) -> None:
-        self.points = np.concatenate([np.asarray(v, dtype=float) for v in values]) \
-            if values else np.zeros(0)
-        self.starts = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(int)
-
-    def span(self, lo: int, hi: int) -> np.ndarray:
-        """The repetitions of values lo..hi-1."""
-        return self.points[self.starts[lo]:self.starts[hi]]

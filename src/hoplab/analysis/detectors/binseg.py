@@ -7,10 +7,11 @@ penalty and constraints."""
 from __future__ import annotations
 
 from hoplab.analysis.detectors.base import Detector, Values
-from hoplab.analysis.detectors.penalised import segment
 
 
 def locate(values: Values, min_size: int) -> list[int]:
+    from hoplab.analysis.detectors.penalised import segment
+
     return segment("Binseg", values, min_size)
 
 

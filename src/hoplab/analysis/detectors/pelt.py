@@ -6,10 +6,11 @@ move a change point found before; penalised.py has the cost, penalty and constra
 from __future__ import annotations
 
 from hoplab.analysis.detectors.base import Detector, Values
-from hoplab.analysis.detectors.penalised import segment
 
 
 def locate(values: Values, min_size: int) -> list[int]:
+    from hoplab.analysis.detectors.penalised import segment
+
     return segment("Pelt", values, min_size)
 
 

@@ -24,7 +24,8 @@ from typing import Any
 import psycopg
 
 from hoplab.errors import HoplabError
-from hoplab.fleet.app import connect_kwargs, conninfo
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.queue.schema import QUEUE
 from hoplab.spec.model import Lab, Node
 
 # How long a job waits for a device another run holds, unless the bench says otherwise
@@ -131,12 +132,9 @@ def holding(db_url: str | None, keys: list[str], *, bench: str = "?",
     if not keys:
         yield
         return
-    if db_url not in _ENSURED:  # the holders' and waits' tables, once a process
-        from hoplab.fleet import schema
-
-        schema.ensure(db_url)
+    # The holders' and waits' tables, made once a process.
+    with connect(db_url, tables=[] if db_url in _ENSURED else [QUEUE]) as conn:
         _ENSURED.add(db_url)
-    with psycopg.connect(conninfo(db_url), autocommit=True, **connect_kwargs()) as conn:
         who = {"bench": bench, "job": job_id}
         try:
             for key in sorted(keys):

@@ -28,8 +28,9 @@ from typing import Any, TypeVar
 
 import procrastinate
 
-from hoplab.fleet.app import make_app
-from hoplab.fleet.schema import ONE_OK_RUN
+from hoplab.errors import UsageError
+from hoplab.fleet.queue.app import make_app
+from hoplab.fleet.queue.schema import ONE_OK_RUN
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -102,8 +103,6 @@ class Beat:
         self.call(self._start(dict(labels), machine, pid))
 
     async def _start(self, labels: dict[str, str], machine: str, pid: int) -> None:
-        from hoplab.errors import UsageError
-
         await self.app.open_async()
         jm = self.app.job_manager
         live = await self.app.connector.execute_query_all_async(

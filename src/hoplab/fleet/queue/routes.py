@@ -8,7 +8,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
-from hoplab.fleet.app import ANY_QUEUE
+from hoplab.fleet.queue.app import ANY_QUEUE
 
 
 def queue_of(benches: Sequence[str], where: Mapping[str, str]) -> str:

@@ -13,6 +13,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
+from hoplab.fleet.queue import schema
+from hoplab.fleet.queue.app import make_app
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.schedule.firing import tick as run_tick
+
 if TYPE_CHECKING:
     import procrastinate
 
@@ -28,19 +33,14 @@ def blueprint(db_url: str | None) -> procrastinate.Blueprint:
     @bp.periodic(cron="* * * * *", periodic_id="tick")
     @bp.task(name="tick", queue=QUEUE)
     def tick(timestamp: int) -> None:
-        from hoplab.fleet.firing import tick as run_tick
-
         run_tick(db_url, dt.datetime.fromtimestamp(timestamp, dt.UTC))
 
     return bp
 
 
 def app(db_url: str | None) -> procrastinate.App:
-    """The fleet's App (fleet/app.py) with the tick registered on it."""
-    from hoplab.fleet.app import make_app
-    from hoplab.fleet.schema import ensure
-
-    ensure(db_url)
+    """The fleet's App (fleet/queue/app.py) with the tick registered on it."""
+    connect(db_url, tables=[schema.QUEUE]).close()
     found = make_app(db_url)
     found.add_tasks_from(blueprint(db_url), namespace="schedules")
     return found

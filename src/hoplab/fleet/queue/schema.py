@@ -13,15 +13,18 @@ hoplab's own, beside the store's runs:
 - hoplab_fleet_device_holders, hoplab_fleet_device_waits: who holds each device's lock,
   who waits for it and since when (rows of a dead session are ignored).
 
-`ensure` creates what is missing, once, whoever comes first: under an advisory lock, so
-two benches starting together never both apply procrastinate's schema.
+They are `QUEUE`, which `db.connect(db_url, tables=[QUEUE])` makes where missing, once,
+whoever comes first: under an advisory lock, so two benches starting together never both
+apply procrastinate's schema.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 
-from hoplab.fleet.app import connect_kwargs, conninfo
+from hoplab.fleet.queue.db import Tables
 
 # pg_advisory_xact_lock's key for creating the schema ("hoplab-fleet-schema").
 _SCHEMA_LOCK = 0x686F706C6162
@@ -110,6 +113,8 @@ CREATE INDEX IF NOT EXISTS hoplab_fleet_jobs_experiment
 """
 
 
+# The label each fleet run carries: the queue's job id, the same on every attempt.
+JOB_LABEL = "fleet_job"
 ONE_OK_RUN_INDEX = "hoplab_fleet_one_ok_run"
 # The store refuses a second ok run of a fleet job (label fleet_job), made by the first
 # bench of a store that has runs; the duplicates an older hoplab let in are marked
@@ -129,13 +134,13 @@ END $$;
 """
 
 
-def ensure(db_url: str | None) -> None:
-    """procrastinate's schema (if its jobs table is missing) and hoplab's fleet tables."""
+def _procrastinate(conn: psycopg.Connection[Any]) -> None:
+    """procrastinate's schema, where its jobs table is missing."""
     from procrastinate.schema import SchemaManager
 
-    with psycopg.connect(conninfo(db_url), **connect_kwargs()) as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        row = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
-        if row is None or row[0] is None:
-            conn.execute(SchemaManager.get_schema())
-        conn.execute(TABLES)
+    row = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+    if row is None or row[0] is None:
+        conn.execute(SchemaManager.get_schema())
+
+
+QUEUE = Tables(_SCHEMA_LOCK, (TABLES,), first=_procrastinate)

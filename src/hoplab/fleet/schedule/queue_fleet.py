@@ -7,6 +7,10 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.queue.schema import QUEUE
+from hoplab.fleet.queue.submit import enqueue, finished
+
 
 @dataclass(frozen=True)
 class Bench:
@@ -21,20 +25,14 @@ class QueueFleet:
 
     def enqueue(self, bundle: str, *, benches: Sequence[str], where: Mapping[str, str],
                 labels: Mapping[str, str]) -> str:
-        from hoplab.fleet.submit import enqueue
-
         return enqueue(self.db_url, bundle, benches=benches, where=where, labels=labels)
 
     def finished(self, experiment_id: str) -> bool:
-        from hoplab.fleet.submit import finished
-
         return finished(self.db_url, experiment_id)
 
     def benches(self) -> list[Bench]:
         """Every bench that has not said it stopped, with its last heartbeat."""
-        from hoplab.fleet.submit import connect
-
-        with connect(self.db_url) as conn:
+        with connect(self.db_url, tables=[QUEUE]) as conn:
             rows = conn.execute("SELECT name, labels, heartbeat FROM hoplab_fleet_benches "
                                 "WHERE state <> 'stopped' ORDER BY name").fetchall()
         return [Bench(name=str(n), labels=dict(labels), last_heartbeat=beat)

@@ -2,7 +2,7 @@
 bench on another machine needs only hoplab and the store.
 
 A bundle is a manifest {relative path: SHA-256} under the experiment's directory (no
-file outside it is bundled: hoplab.fleet.bundle_paths), each file's mode, and the path
+file outside it is bundled: hoplab.fleet.queue.bundle_paths), each file's mode, and the path
 of the experiment file in it; its id is the SHA-256 of these, so the same files
 submitted twice are one bundle, stored once. Each file, and all of them together, are
 bounded by hoplab.user_files.limit().
@@ -22,7 +22,7 @@ from psycopg.rows import dict_row
 
 from hoplab import user_files
 from hoplab.errors import SpecError, UsageError
-from hoplab.fleet.bundle_paths import argument_file, inside, job_path
+from hoplab.fleet.queue.bundle_paths import argument_file, inside, job_path
 from hoplab.nodes.registry import is_local
 from hoplab.spec.experiment import Experiment, Variant
 
@@ -34,7 +34,7 @@ def named_files(exp: Experiment) -> dict[Path, Named]:
     """The experiment file, its lab file, every link's trace file, and every file under
     the experiment's directory that a setup command names (the scripts it runs, what
     they read), all absolute, each with where it is named; a SpecError (exit 2, naming
-    the key) for one the rule of hoplab.fleet.bundle_paths refuses."""
+    the key) for one the rule of hoplab.fleet.queue.bundle_paths refuses."""
     here = Path(exp.source).resolve().parent
     files = {Path(exp.source).resolve(): (exp.source, "the experiment file")}
     inside(here, Path(exp.lab_source), exp.source, "lab")

@@ -11,6 +11,12 @@ from typing import Any
 
 import psycopg
 
+from hoplab.errors import UsageError
+from hoplab.fleet.queue.app import MEASURE_COMMIT
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.queue.schema import JOB_LABEL, QUEUE
+from hoplab.store import open_store
+
 
 @dataclass(frozen=True)
 class Bench:
@@ -150,9 +156,6 @@ def _failures(conn: psycopg.Connection[tuple[Any, ...]], store_url: str | None,
         "AND j.args->>'experiment_id' = ANY(%s) ORDER BY j.id", (experiment_ids,)).fetchall()
     if not rows:
         return []
-    from hoplab.fleet.jobs import JOB_LABEL
-    from hoplab.store import open_store
-
     out = []
     with open_store(store_url, read_only=True) as store:
         for job_id, experiment_id, bench, error in rows:
@@ -177,13 +180,11 @@ def _recent(conn: psycopg.Connection[tuple[Any, ...]], table: str, sql: str
 
 
 def _bisection_failures(conn: psycopg.Connection[tuple[Any, ...]]) -> list[BisectionFailure]:
-    from hoplab.fleet.bisect_jobs import TASK
-
     rows = conn.execute(
         "SELECT j.id, j.args->>'bisection', j.args->>'commit', e.bench, e.error FROM "
         "procrastinate_jobs j LEFT JOIN hoplab_fleet_errors e ON e.job_id = j.id WHERE "
         "j.status = 'failed' AND j.task_name = %s ORDER BY j.id DESC LIMIT 20",
-        (TASK,)).fetchall()
+        (MEASURE_COMMIT,)).fetchall()
     return [BisectionFailure(str(b), str(c), int(i), None if bench is None else str(bench),
                              str(error or "")) for i, b, c, bench, error in rows]
 
@@ -222,18 +223,14 @@ def _device_waits(conn: psycopg.Connection[tuple[Any, ...]]) -> list[DeviceWait]
 def fleet_status(db_url: str | None, *, experiments: int = 20) -> FleetStatus:
     """The fleet's state now: every bench, the jobs by state, the last `experiments`
     submitted and the failures among their jobs."""
-    from hoplab.fleet.submit import connect
-
-    with connect(db_url) as conn:
+    with connect(db_url, tables=[QUEUE]) as conn:
         return _status(conn, db_url, experiments)
 
 
 def read_fleet_status(db_url: str | None, *, experiments: int = 20) -> FleetStatus | None:
     """As fleet_status, in a session that writes nothing (the dashboard's); None where
     no bench or submit ever made the fleet's tables."""
-    from hoplab.fleet.submit import connect
-
-    with connect(db_url, create=False) as conn:
+    with connect(db_url, read_only=True) as conn:
         found = conn.execute("SELECT to_regclass('hoplab_fleet_benches'), "
                              "to_regclass('procrastinate_jobs')").fetchone()
         if found is None or None in found:
@@ -259,10 +256,7 @@ def _status(conn: psycopg.Connection[tuple[Any, ...]], db_url: str | None,
 def drain(db_url: str | None, bench: str) -> str:
     """Ask bench `bench` (each of its workers, with --concurrency) to finish its run and
     stop; its state before (of its first worker)."""
-    from hoplab.errors import UsageError
-    from hoplab.fleet.submit import connect
-
-    with connect(db_url) as conn:
+    with connect(db_url, tables=[QUEUE]) as conn:
         row = conn.execute("UPDATE hoplab_fleet_benches b SET state = 'draining' FROM "
                            "(SELECT name, state FROM hoplab_fleet_benches WHERE name = %s "
                            "OR name LIKE %s FOR UPDATE) old WHERE b.name = old.name "

@@ -21,9 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from hoplab import kinds
 from hoplab import metrics as registry
 from hoplab.analysis import verdicts
+from hoplab.analysis.changes import Series, latest_step, points, series_of
+from hoplab.analysis.groups import compare_groups
 from hoplab.errors import UsageError
+from hoplab.kind_registry import HEADLINES
 from hoplab.store import RunSummary, Store
 
 
@@ -82,9 +86,6 @@ def change_json(w: Worse, base: str | None) -> dict[str, Any]:
 
 def _compared(store: Store, before: Sequence[RunSummary], after: Sequence[RunSummary]
               ) -> tuple[list[Worse], list[str]]:
-    from hoplab import kinds
-    from hoplab.analysis.groups import compare_groups
-
     trials = registry.trial_series()
     a = [store.get_run(r.id, series=trials) for r in before]
     b = [store.get_run(r.id, series=trials) for r in after]
@@ -121,8 +122,6 @@ def _steps(schedule: str, history: Sequence[RunSummary], this: str, known: set[K
     """Worse change points of the headline figures over the schedule's history that
     this firing makes visible: it is at or after the step, the step was not found
     without it, and the firing right after the step did not already alert on it."""
-    from hoplab.analysis.changes import Series, latest_step, points, series_of
-
     groups: dict[Series, list[RunSummary]] = {}
     for r in history:
         # Every firing one value of the series (by its experiment id, in time order):
@@ -178,8 +177,6 @@ def judge_firing(store: Store, schedule: str, previous: str | None, this: str, *
 
 
 def _headlines(kind: str) -> tuple[str, ...]:
-    from hoplab.kind_registry import HEADLINES
-
     return tuple(HEADLINES.get(kind, ()))
 
 

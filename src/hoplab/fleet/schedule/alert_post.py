@@ -16,9 +16,12 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
-from hoplab.fleet import alert_addresses
-from hoplab.fleet.alerts import FAILED, PENDING, SENT
-from hoplab.fleet.schedule_db import Conn, connect
+from psycopg.rows import dict_row
+
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.schedule import alert_addresses
+from hoplab.fleet.schedule.alerts import FAILED, PENDING, SENT
+from hoplab.fleet.schedule.tables import SCHEDULES, Conn
 
 TIMEOUT_S = 10.0
 # Seconds before attempt 2, 3, ...: a webhook down for a deploy is reached within the
@@ -70,7 +73,7 @@ def post(url: str, body: bytes, timeout: float = TIMEOUT_S, *,
     """POST `body` as JSON; None when the server took it (2xx), else why not, in words
     that never hold the URL. Redirects are not followed (a 3xx is not delivered), and
     a host that is or resolves to a link-local or metadata address is refused unless
-    `allow_link_local` (fleet/alert_addresses.py)."""
+    `allow_link_local` (fleet/schedule/alert_addresses.py)."""
     request = urllib.request.Request(url, data=body, method="POST",
                                      headers={"Content-Type": "application/json",
                                               "User-Agent": "hoplab"})
@@ -122,7 +125,7 @@ def _attempt(conn: Conn, now: dt.datetime) -> Attempt | None:
 def send_due(db_url: str | None, now: dt.datetime, *, most: int = 20) -> list[Attempt]:
     """Try every alert due at `now` (at most `most`, so a tick stays short)."""
     out: list[Attempt] = []
-    with connect(db_url) as conn:
+    with connect(db_url, tables=[SCHEDULES], row_factory=dict_row) as conn:
         while len(out) < most:
             done = _attempt(conn, now)
             if done is None:

@@ -4,7 +4,7 @@ order; not run again if the store already holds its ok run (a bench that died be
 storing it and marking the job done).
 
 Exactly one ok run per job holds where the run is stored: an ok run is saved as such
-only while the bench's attempt is still the job's (the fencing token, hoplab.fleet.beat),
+only while the bench's attempt is still the job's (the fencing token, hoplab.fleet.queue.beat),
 and the store refuses a second ok run of a job (a unique index, schema.ONE_OK_RUN). A run
 that fails either is kept, as `superseded`, never counted, and noted for `hoplab fleet`.
 """
@@ -18,19 +18,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hoplab.errors import HoplabError, UsageError
-from hoplab.fleet import devices
-from hoplab.fleet.schema import ONE_OK_RUN_INDEX
+from hoplab.fleet.queue import devices
+from hoplab.fleet.queue.beat import CURRENT_JOB
+from hoplab.fleet.queue.bundle import Query, unpack
+from hoplab.fleet.queue.schema import JOB_LABEL, ONE_OK_RUN_INDEX
 from hoplab.nodes import workdir as run_workdir
+from hoplab.run.experiment import ExperimentRunner, Job
+from hoplab.spec.experiment_loader import load_experiment
 
 if TYPE_CHECKING:
-    from hoplab.fleet.bundle import Query
     from hoplab.record import RunRecord
-    from hoplab.run.experiment import ExperimentRunner, Progress
+    from hoplab.run.experiment import Progress
     from hoplab.spec.experiment import Experiment
     from hoplab.store import Store
 
-# The label each fleet run carries: the queue's job id, the same on every attempt.
-JOB_LABEL = "fleet_job"
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,6 @@ class _Labelled:
             return self._superseded(run)  # stored by another bench since the check
 
     def _current(self) -> bool:
-        from hoplab.fleet.beat import CURRENT_JOB
-
         assert self.job is not None and self.query is not None
         return bool(self.query(CURRENT_JOB, id=self.job.job_id, attempt=self.job.attempt))
 
@@ -104,7 +103,7 @@ class BenchRuns:
                  labels: Mapping[str, str], lab_name: str,
                  progress: Progress | None = None, sets: Sequence[str] = ()) -> None:
         self.db_url = db_url
-        # The bench file's overrides (hoplab.fleet.benchfile), on every experiment.
+        # The bench file's overrides (hoplab.fleet.queue.benchfile), on every experiment.
         self.sets = list(sets)
         self.sink = _Labelled(store)
         self.bench, self.labels, self.lab_name = bench, dict(labels), lab_name
@@ -118,8 +117,6 @@ class BenchRuns:
 
     def new_runner(self, exp: Experiment) -> ExperimentRunner:
         """The runner of a submitted experiment (bench/fleet.py's runs on fake nodes)."""
-        from hoplab.run.experiment import ExperimentRunner
-
         return ExperimentRunner(exp, self.sink, self.progress, lab_name=self.lab_name)
 
     def already_ok(self, job: JobArgs) -> bool:
@@ -133,9 +130,6 @@ class BenchRuns:
         self.sink.query = query
 
     def _runner_for(self, job: JobArgs) -> ExperimentRunner:
-        from hoplab.fleet.bundle import unpack
-        from hoplab.spec.experiment_loader import load_experiment
-
         if self._runner is not None and self._runner.experiment_id == job.experiment_id:
             return self._runner
         self.close()
@@ -155,8 +149,6 @@ class BenchRuns:
 
     def run(self, job: JobArgs, experiment_labels: Mapping[str, str]) -> RunRecord:
         """The job's run, stored; KeyboardInterrupt once it is stored interrupted."""
-        from hoplab.run.experiment import Job
-
         runner = self._runner_for(job)
         if runner.lab_variant not in (None, job.variant):
             runner.close()

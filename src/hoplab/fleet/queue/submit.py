@@ -7,7 +7,7 @@
 
 pack(db_url: str | None, path: Path) -> str
     Load and validate the experiment (SpecError, exit 2, naming file, line and key),
-    store it and every file it names (hoplab.fleet.bundle) in the store; the bundle's id.
+    store it and every file it names (hoplab.fleet.queue.bundle) in the store; the bundle's id.
 enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
         where: Mapping[str, str] = {}, labels: Mapping[str, str] = {}) -> str
     One job per variant x test x repetition, queued in the experiment's seeded order,
@@ -36,49 +36,32 @@ from typing import Any
 
 import psycopg
 
+import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
 from hoplab.errors import UsageError
-from hoplab.fleet import bundle, schema
-from hoplab.fleet.app import connect_kwargs, conninfo, make_app, task
-from hoplab.fleet.routes import queue_of
+from hoplab.fleet.queue import bundle
+from hoplab.fleet.queue.app import make_app, task
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.queue.routes import queue_of
+from hoplab.fleet.queue.schema import QUEUE
+from hoplab.run.experiment import schedule
+from hoplab.spec.experiment_loader import load_experiment
 
 _EMPTY: Mapping[str, str] = {}
 
 
-def connect(db_url: str | None, *, create: bool = True
-            ) -> psycopg.Connection[tuple[Any, ...]]:
-    """A connection to the store's PostgreSQL, its fleet tables made if missing; without
-    `create`, one that writes nothing (the dashboard's: the tables may be missing)."""
-    from hoplab.store.url import hide_password
-
-    info = conninfo(db_url)
-    try:
-        if create:
-            schema.ensure(db_url)
-        return psycopg.connect(info, autocommit=True, **connect_kwargs(read_only=not create))
-    except psycopg.OperationalError as e:
-        raise UsageError(f"cannot reach the fleet's store: "
-                         f"{hide_password(str(e).strip().splitlines()[0])}") from None
-
-
 def pack(db_url: str | None, path: Path) -> str:
-    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
-    from hoplab.spec.experiment_loader import load_experiment
-
     exp = load_experiment(path)
     bundle.named_files(exp)  # a file it may not bundle: refused before the store is asked
-    with connect(db_url) as conn:
+    with connect(db_url, tables=[QUEUE]) as conn:
         return bundle.store(conn, exp)
 
 
 def enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
             where: Mapping[str, str] = _EMPTY, labels: Mapping[str, str] = _EMPTY) -> str:
-    import hoplab.kinds  # noqa: F401  (the loader asks the registry of kinds)
-    from hoplab.run.experiment import schedule
-    from hoplab.spec.experiment_loader import load_experiment
-
     experiment_id = secrets.token_hex(6)
     queue = queue_of(benches, where)
-    with connect(db_url) as conn, tempfile.TemporaryDirectory(prefix="hoplab-submit-") as d:
+    with connect(db_url, tables=[QUEUE]) as conn, \
+            tempfile.TemporaryDirectory(prefix="hoplab-submit-") as d:
         exp = load_experiment(bundle.unpack(bundle.rows_of(conn), bundle_id, Path(d)))
         jobs = schedule(exp)
         with conn.transaction():
@@ -103,7 +86,7 @@ def enqueue(db_url: str | None, bundle_id: str, *, benches: Sequence[str] = (),
 
 def submitted(db_url: str | None, experiment_id: str) -> tuple[int, int]:
     """The seed the experiment was submitted with, and its number of jobs."""
-    with connect(db_url) as conn:
+    with connect(db_url, tables=[QUEUE]) as conn:
         row = conn.execute("SELECT seed, jobs FROM hoplab_fleet_experiments WHERE id = %s",
                            (experiment_id,)).fetchone()
     if row is None:
@@ -121,13 +104,13 @@ def job_states(conn: psycopg.Connection[tuple[Any, ...]], experiment_id: str
 
 
 def finished(db_url: str | None, experiment_id: str) -> bool:
-    with connect(db_url) as conn:
+    with connect(db_url, tables=[QUEUE]) as conn:
         states = job_states(conn, experiment_id)
     return not states.get("todo") and not states.get("doing")
 
 
 def cancel(db_url: str | None, experiment_id: str) -> int:
-    with connect(db_url) as conn, conn.transaction():
+    with connect(db_url, tables=[QUEUE]) as conn, conn.transaction():
         known = conn.execute("UPDATE hoplab_fleet_experiments SET cancelled = true "
                              "WHERE id = %s", (experiment_id,)).rowcount
         if not known:

@@ -3,9 +3,9 @@
 The driver finds the commits on its own machine (run/git.py), has the range's ends
 measured on the fleet (good and bad at once, topped up together as run/commits.apart
 tops them up), refuses as local bisection does when they do not differ beyond the
-noise, then asks fleet/kary.py's search for up to k commits a round, k being the
+noise, then asks fleet/bisect/kary.py's search for up to k commits a round, k being the
 benches matching --where that are idle (or busy with this bisection's last round),
-queues one "measure commit" job per commit (hoplab.fleet.bisect_jobs), waits for their
+queues one "measure commit" job per commit (hoplab.fleet.bisect.jobs), waits for their
 answers and narrows the range, round after round.
 
 Its waiting jobs are cancelled whenever it stops; a job a bench cannot run at all (the
@@ -15,6 +15,7 @@ repository or the commit missing there) stops it with that bench's error.
 from __future__ import annotations
 
 import dataclasses
+import json
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -22,10 +23,18 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from hoplab.analysis.adaptive import judge_runs
 from hoplab.errors import UsageError
-from hoplab.fleet.bisect_jobs import RESULTS, TASK, CommitJob
+from hoplab.fleet.bisect.jobs import RESULTS, TASK, CommitJob
+from hoplab.fleet.bisect.kary import GOOD, Search
+from hoplab.fleet.queue.app import make_app
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.queue.routes import matches, queue_of
+from hoplab.fleet.queue.schema import QUEUE
+from hoplab.fleet.queue.status import fleet_status
 from hoplab.run.bisect import Bisected, Outcome, Range, Refused
-from hoplab.run.commits import Measurer, Say, Target
+from hoplab.run.commits import CannotTest, Measurer, Say, Target, apart, references
+from hoplab.store import open_store
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -57,17 +66,10 @@ class Fleet:
     """The driver's side of the queue: one bisection's jobs and their answers."""
 
     def __init__(self, db_url: str | None, where: Mapping[str, str], say: Say) -> None:
-        import json
-
-        from hoplab.fleet.app import make_app
-        from hoplab.fleet.routes import queue_of
-        from hoplab.fleet.submit import connect
-
         self.db_url, self.where, self.say = db_url, dict(where), say
         self.bisection = secrets.token_hex(6)
         self.jobs: dict[int, str] = {}      # job id -> commit
-        self.conn = connect(db_url)
-        self.conn.execute(RESULTS)
+        self.conn = connect(db_url, tables=[QUEUE, RESULTS])
         self.queue = queue_of((), self.where)
         self.conn.execute("INSERT INTO hoplab_fleet_routes (queue, benches, where_labels) "
                           "VALUES (%s, '[]', %s) ON CONFLICT (queue) DO NOTHING",
@@ -91,9 +93,6 @@ class Fleet:
     def benches(self) -> int:
         """k: the benches matching --where that are idle or busy with this bisection (at
         least 1 while one serves, a job waiting for it); UsageError when none serves."""
-        from hoplab.fleet.routes import matches
-        from hoplab.fleet.status import fleet_status
-
         live = [b for b in fleet_status(self.db_url, experiments=0).benches
                 if b.state in ("idle", "busy")
                 and matches(b.name.split("#")[0], b.labels, (), self.where)]
@@ -106,7 +105,7 @@ class Fleet:
 
     def measure(self, jobs: Sequence[CommitJob]) -> dict[str, dict[str, Any]]:
         """Queue the jobs (one per commit) and wait for every answer: commit -> result
-        (bisect_jobs's document, and the bench that measured it)."""
+        (the document of fleet/bisect/jobs.py, and the bench that measured it)."""
         ids = self.app.configure_task(TASK, queue=self.queue).batch_defer(
             *[dataclasses.replace(j, bisection=self.bisection).args() for j in jobs])
         self.jobs.update(zip(ids, (j.commit for j in jobs), strict=True))
@@ -150,8 +149,6 @@ class FleetMeasurer(Measurer):
         self._have: dict[str, list[RunRecord]] = {}
 
     def runs(self, sha: str, at_least: int) -> list[RunRecord]:
-        from hoplab.run.commits import CannotTest
-
         short = [s for s in dict.fromkeys((sha, *self.together))
                  if len(self._have.get(s, [])) < at_least]
         if short:
@@ -174,10 +171,6 @@ def _nowhere(sha: str) -> Path:
 def bisect_fleet(rng: Range, target: Target, url: str, where: Mapping[str, str],
                  say: Say) -> Outcome:
     """Measure the ends on the fleet, then search the range k commits a round."""
-    from hoplab.analysis.adaptive import judge_runs
-    from hoplab.run.commits import CannotTest, apart, references
-    from hoplab.store import open_store
-
     repo = rng.repo
     target = dataclasses.replace(target, labels={**target.labels, **where})
     template = CommitJob("", "", str(repo.top), rng.experiment, target.metric,
@@ -208,8 +201,6 @@ def _subjects(rng: Range, *more: str) -> dict[str, str]:
 
 def _search(rng: Range, fleet: Fleet, template: CommitJob, ends: Verdict, say: Say
             ) -> FleetBisected:
-    from hoplab.fleet.kary import GOOD, Search
-
     commits = rng.repo.first_parents(rng.good, rng.bad)
     search = Search(len(commits) - 1)
     steps: list[dict[str, Any]] = []

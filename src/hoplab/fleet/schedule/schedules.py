@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 from psycopg.types.json import Jsonb
 
 from hoplab.errors import HoplabError, UsageError
-from hoplab.fleet.schedule_db import Conn
+from hoplab.fleet.schedule import alert_addresses
+from hoplab.fleet.schedule.tables import Conn
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 UTC = dt.UTC
@@ -106,8 +107,6 @@ def check_alert(url: str, *, link_local: bool = False) -> str:
     """`url` if it is an http(s) URL with a host that is not, and does not resolve to, a
     link-local or metadata address (unless `link_local`); the error never shows it
     whole. A name that does not resolve now is taken: the sender checks again."""
-    from hoplab.fleet import alert_addresses
-
     try:
         parts = urlsplit(url)
         host, port, scheme = parts.hostname, parts.port, parts.scheme

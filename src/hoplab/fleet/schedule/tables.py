@@ -1,20 +1,20 @@
 """Where schedules, their firings and their alerts live: tables of their own in the
 team's PostgreSQL store, beside the runs and the fleet's queue.
 
-Created with CREATE TABLE IF NOT EXISTS on first use, so that any hoplab that reaches
-the store (a bench's tick, `hoplab schedule add`, the dashboard) finds them. The
+Created (fleet/queue/db.py's connect, tables=[SCHEDULES]) on first use, so that any
+hoplab that reaches the store (a bench's tick, `hoplab schedule add`) finds them. The
 alert URL is a secret (a Slack webhook): it is kept in one column, hoplab_fleet_schedules'
-alert_url, and read only by the code that POSTs to it (fleet/alert_post.py)."""
+alert_url, and read only by the code that POSTs to it (fleet/schedule/alert_post.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
-from hoplab.errors import UsageError
+from hoplab.fleet.queue.db import Tables
 
+# A connection of db.connect(url, tables=[SCHEDULES], row_factory=dict_row).
 Conn = psycopg.Connection[dict[str, Any]]
 
 DDL = (
@@ -56,32 +56,5 @@ DDL = (
         sent_at timestamptz)""",
 )
 
-
-def connect(db_url: str | None, *, create: bool = True) -> Conn:
-    """A connection to the store with the tables above (created if missing); without
-    `create`, one that writes nothing (whoever only reads: the dashboard)."""
-    from hoplab.fleet.app import connect_kwargs, conninfo
-    from hoplab.store.url import hide_password
-
-    info = conninfo(db_url)     # a SQLite store: UsageError naming PostgreSQL
-    try:
-        # Autocommit: a statement outside `with conn.transaction()` is its own
-        # transaction, and a transaction() block is a real one (not a savepoint in an
-        # implicit transaction left open), so its locks end when it does.
-        conn: Conn = psycopg.connect(info, row_factory=dict_row, autocommit=True,
-                                     **connect_kwargs(read_only=not create))
-    except psycopg.Error as exc:
-        raise UsageError(f"cannot reach the store: {hide_password(str(exc).strip())}"
-                         ) from None
-    if not create:
-        return conn
-    try:
-        with conn.transaction():
-            # Two first uses at once would race on the catalogue: one at a time.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('hoplab schedules'))")
-            for statement in DDL:
-                conn.execute(statement)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+# Two first uses at once would race on the catalogue: one at a time.
+SCHEDULES = Tables("hoplab schedules", DDL)

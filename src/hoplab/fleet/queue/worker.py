@@ -1,5 +1,5 @@
 """`hoplab worker`: a bench's loop. It takes one job at a time from the queues it may
-serve, runs it (hoplab.fleet.jobs) and marks it done; with no job waiting it takes its
+serve, runs it (hoplab.fleet.queue.jobs) and marks it done; with no job waiting it takes its
 lab down and waits for a notification (or the next poll).
 
 Signals: the first SIGTERM or SIGHUP (or `hoplab fleet drain`) lets the current run
@@ -20,31 +20,30 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from procrastinate.exceptions import ConnectorException
 
 from hoplab import kv
-from hoplab.errors import Cancelled
-from hoplab.fleet.app import ANY_QUEUE
-from hoplab.fleet.beat import Beat
-from hoplab.fleet.bisect_jobs import TASK as MEASURE_COMMIT
-from hoplab.fleet.bisect_jobs import CommitJob
-from hoplab.fleet.jobs import JobArgs
-from hoplab.fleet.routes import matches
+from hoplab.errors import Cancelled, HoplabError
+from hoplab.fleet.queue.app import ANY_QUEUE
+from hoplab.fleet.queue.beat import Beat
+from hoplab.fleet.queue.jobs import JobArgs
+from hoplab.fleet.queue.routes import matches
+from hoplab.lab.signals import noting_stops, quiet
 from hoplab.store.url import hide_password
 
 if TYPE_CHECKING:
-    from hoplab.fleet.bundle import Query
+    from hoplab.fleet.queue.bundle import Query
     from hoplab.record import RunRecord
 
 _STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Runs(Protocol):
-    """What runs a bench's jobs: hoplab.fleet.jobs.BenchRuns (bench/fleet.py gives one on
+    """What runs a bench's jobs: hoplab.fleet.queue.jobs.BenchRuns (bench/fleet.py gives one on
     fake nodes)."""
 
     def bind(self, query: Query) -> None: ...
@@ -52,6 +51,20 @@ class Runs(Protocol):
     def run(self, job: JobArgs, experiment_labels: Mapping[str, str]) -> RunRecord: ...
     def idle(self) -> None: ...
     def remove(self) -> None: ...
+
+
+# A job of a task other than a run's, as the package that queues it serves it on a bench
+# (hoplab.fleet.bisect.jobs.serve_job, for `hoplab bisect run --fleet`): its id, its
+# arguments, the bench's runs and Beat.execute. The bench marks it done when it returns,
+# failed when it raises.
+Serve = Callable[[int, Mapping[str, Any], Runs, Callable[..., None]], None]
+
+
+@dataclass(frozen=True)
+class OtherJob:
+    job_id: int
+    task: str
+    args: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,10 +92,12 @@ class Claim:
 
 
 class BenchWorker:
-    def __init__(self, db_url: str | None, config: BenchConfig, runs: Runs) -> None:
+    def __init__(self, db_url: str | None, config: BenchConfig, runs: Runs,
+                 tasks: Mapping[str, Serve] | None = None) -> None:
         self.db_url = db_url
         self.config = config
         self.runs = runs
+        self.tasks = dict(tasks or {})
         self.stopping = False
         self.interrupted = False
         # A second signal cut the lab's teardown short: `hoplab clean` removes the rest.
@@ -134,8 +149,6 @@ class BenchWorker:
             signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
 
     def _stop_cancelled(self, _signum: int, _frame: FrameType | None) -> None:
-        from hoplab.lab.signals import quiet
-
         # In a teardown, or unwinding for a signal: the next heartbeat asks again.
         if self._running and self._cancel == self._job and not quiet():
             self._cancel = None
@@ -162,14 +175,14 @@ class BenchWorker:
             return {}, False
         return dict(rows[0]["labels"]), bool(rows[0]["cancelled"])
 
-    def _take(self) -> JobArgs | CommitJob | None:
+    def _take(self) -> JobArgs | OtherJob | None:
         t0 = time.perf_counter()
         job = self.beat.fetch(self._queues)
         if job is None or job.id is None:
             return None
         self.claims.append(Claim(job.id, time.perf_counter() - t0))
-        if job.task_name == MEASURE_COMMIT:
-            return CommitJob.of(job.id, job.task_kwargs)
+        if job.task_name in self.tasks:
+            return OtherJob(job.id, job.task_name, job.task_kwargs)
         return JobArgs.of(job.id, job.task_kwargs, job.attempts)
 
     def _do(self, job: JobArgs) -> None:
@@ -199,18 +212,13 @@ class BenchWorker:
             self._running, self._job = False, None
         self.beat.finish(job.job_id, rec.status == "ok")
 
-    def _measure(self, job: CommitJob) -> None:
-        """A commit of `hoplab bisect run --fleet` (hoplab.fleet.bisect_jobs)."""
-        from hoplab.fleet import bisect_jobs
-        from hoplab.fleet.jobs import BenchRuns
-
+    def _other(self, job: OtherJob) -> None:
+        """A job of one of `tasks` (a commit of `hoplab bisect run --fleet`)."""
         self._state("busy", job.job_id)
-        self.runs.idle()  # the bench's lab down: the commit's runs take its name
+        self.runs.idle()  # the bench's lab down: the job's runs take its name
         self._running = True
         try:
-            if not isinstance(self.runs, BenchRuns):
-                raise RuntimeError("this bench's runs cannot measure commits")
-            bisect_jobs.serve(job, self.runs, self.beat.execute)
+            self.tasks[job.task](job.job_id, job.args, self.runs, self.beat.execute)
         except KeyboardInterrupt:
             self.beat.retry(job.job_id)
             raise
@@ -222,9 +230,7 @@ class BenchWorker:
             self._running = False
         self.beat.finish(job.job_id, True)
 
-    def _error(self, job: JobArgs | CommitJob, e: Exception) -> None:
-        from hoplab.errors import HoplabError
-
+    def _error(self, job: JobArgs | OtherJob, e: Exception) -> None:
         # A HoplabError is a sentence for the user; anything else keeps its type.
         said = str(e) if isinstance(e, HoplabError) else f"{type(e).__name__}: {e}"
         print(f"hoplab: job {job.job_id} cannot run on this bench: {said}", file=sys.stderr,
@@ -237,8 +243,6 @@ class BenchWorker:
 
     def serve(self) -> int:
         """Take jobs until stopped; 0, or 130 when a run (or a teardown) was interrupted."""
-        from hoplab.lab.signals import noting_stops
-
         old = {sig: signal.signal(sig, self._signal) for sig in _STOPS}
         old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._stop_cancelled)
         try:
@@ -303,8 +307,8 @@ class BenchWorker:
                 self._wake.clear()
                 self._routes()
                 continue
-            if isinstance(job, CommitJob):
-                self._measure(job)
+            if isinstance(job, OtherJob):
+                self._other(job)
             else:
                 self._do(job)
 

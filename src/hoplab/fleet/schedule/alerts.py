@@ -1,8 +1,8 @@
 """Alerts: what a schedule has to tell its team, stored once each (sent or not) so the
-dashboard can list them, then POSTed by fleet/alert_post.py.
+dashboard can list them, then POSTed by fleet/schedule/alert_post.py.
 
 An alert's document (docs/schedules.md) is Slack-compatible: `text`, a headline line
-per change, and `changes`, one entry per figure that got worse (fleet/judge.py
+per change, and `changes`, one entry per figure that got worse (fleet/schedule/judge.py
 change_json), with the failed runs and the benches gone beside them."""
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from hoplab.fleet.judge import Failed, Verdict, Worse, change_json, compare_url, pct
-from hoplab.fleet.schedule_db import Conn
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.schedule.judge import Failed, Verdict, Worse, change_json, compare_url, pct
+from hoplab.fleet.schedule.tables import Conn
 
 SHOWN = 10                  # changes the text lists one by one (the JSON has them all)
 
@@ -123,9 +125,7 @@ def list_alerts(db_url: str | None, *, limit: int = 100,
     """The newest alerts first (at most `limit`), of one schedule or all: what the
     dashboard and `hoplab schedule alerts` show. Never holds an alert URL. Writes
     nothing: a store where no schedule was ever added has none."""
-    from hoplab.fleet.schedule_db import connect
-
-    with connect(db_url, create=False) as conn:
+    with connect(db_url, read_only=True, row_factory=dict_row) as conn:
         row = conn.execute("SELECT to_regclass('hoplab_fleet_alerts') AS t").fetchone()
         if row is None or row["t"] is None:
             return []

@@ -13,27 +13,39 @@ commit already stored (by any bench) count. Two modes:
   runs `good` and `bad` name, as `hoplab bisect check` answers git.
 
 The answer goes to hoplab_fleet_bisect_results (the job's id, the commit, the bench and
-a JSON document), which the driver (hoplab.fleet.bisect_fleet) reads.
+a JSON document), which the driver (hoplab.fleet.bisect.driver) reads.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hoplab.errors import UsageError
+from hoplab.fleet.queue import devices
+from hoplab.fleet.queue.app import MEASURE_COMMIT
+from hoplab.fleet.queue.db import Tables
+from hoplab.fleet.queue.jobs import BenchRuns
+from hoplab.nodes import workdir
+from hoplab.run.bisect import step_record
+from hoplab.run.commits import CannotTest, Measurer, Target, check, load_at
+from hoplab.run.git import add_worktree, remove_worktree
+
 if TYPE_CHECKING:
-    from hoplab.fleet.jobs import BenchRuns
-    from hoplab.run.commits import Measurer, Target
+    from hoplab.fleet.queue.worker import Runs
     from hoplab.spec.experiment import Experiment
 
 # The task's name in procrastinate_jobs.task_name (queued with allow_unknown: a bench's
 # own loop runs it, never procrastinate's worker).
-TASK = "hoplab:measure_commit"
+TASK = MEASURE_COMMIT
 
-RESULTS = """
+# Made by the driver before it queues a job (a bench only writes to it).
+RESULTS = Tables("hoplab bisect results", ("""
 CREATE TABLE IF NOT EXISTS hoplab_fleet_bisect_results (
     job_id bigint PRIMARY KEY,
     bisection text NOT NULL,
@@ -42,7 +54,7 @@ CREATE TABLE IF NOT EXISTS hoplab_fleet_bisect_results (
     result jsonb NOT NULL,
     at timestamptz NOT NULL DEFAULT now()
 );
-"""
+""",))
 
 Execute = Callable[..., None]       # a query with %(name)s parameters (Beat.execute)
 
@@ -81,20 +93,21 @@ class CommitJob:
         return doc
 
     def target(self, sets: tuple[str, ...] = ()) -> Target:
-        from hoplab.run.commits import Target
-
         return Target(experiment=self.experiment, metric=self.metric, labels=self.labels,
                       build=self.build, max_repeat=self.max_repeat, sets=sets,
                       **({} if self.build_timeout is None
                          else {"build_timeout": self.build_timeout}))
 
 
+def serve_job(job_id: int, args: Mapping[str, Any], runs: Runs, execute: Execute) -> None:
+    """A bench's handler of TASK (hoplab.fleet.queue.worker's `tasks`)."""
+    if not isinstance(runs, BenchRuns):
+        raise RuntimeError("this bench's runs cannot measure commits")
+    serve(CommitJob.of(job_id, args), runs, execute)
+
+
 def serve(job: CommitJob, runs: BenchRuns, execute: Execute) -> None:
     """Measure the job's commit on this bench and store the answer."""
-    import shutil
-
-    from hoplab.nodes import workdir
-    from hoplab.run.git import add_worktree, remove_worktree
 
     top, here = Path(job.repo), workdir.make()
     tree = here / "tree"
@@ -114,22 +127,17 @@ def serve(job: CommitJob, runs: BenchRuns, execute: Execute) -> None:
 
 
 def _say(text: str) -> None:
-    import sys
-
     print(f"hoplab: {text.strip()}", file=sys.stderr, flush=True)
 
 
 def measure(job: CommitJob, runs: BenchRuns, tree: Path) -> dict[str, Any]:
     """The runs (mode runs) or the answer (mode check) of the commit checked out at
     `tree`; a commit that cannot be measured answers as `bisect check` does (125)."""
-    from hoplab.fleet import devices
-    from hoplab.run.commits import CannotTest, Measurer
-
     target = job.target(tuple(runs.sets))
     measurer = Measurer(runs.sink.store, target, _say, checkout=lambda _sha: tree,
                         stamp={**runs.labels, "bench": runs.bench}, lab_name=runs.lab_name)
     try:
-        # A device serves one run at a time across benches (hoplab.fleet.devices).
+        # A device serves one run at a time across benches (hoplab.fleet.queue.devices).
         keys = devices.device_keys(_load(tree, target, job.commit).variants[0].lab)
         with devices.holding(runs.db_url, keys, bench=runs.bench, job_id=job.job_id,
                              timeout_s=runs.lock_timeout_s):
@@ -141,9 +149,6 @@ def measure(job: CommitJob, runs: BenchRuns, tree: Path) -> dict[str, Any]:
 
 
 def _load(tree: Path, target: Target, sha: str) -> Experiment:
-    from hoplab.errors import UsageError
-    from hoplab.run.commits import CannotTest, load_at
-
     try:
         return load_at(tree, target, sha)
     except UsageError as e:     # as Measurer.runs: this commit cannot be tested
@@ -157,9 +162,6 @@ def _runs(measurer: Measurer, job: CommitJob) -> dict[str, Any]:
 
 
 def _check(measurer: Measurer, job: CommitJob) -> dict[str, Any]:
-    from hoplab.run.bisect import step_record
-    from hoplab.run.commits import check
-
     store = measurer.store
     good = [store.get_run(i, series=False) for i in job.good]
     bad = [store.get_run(i, series=False) for i in job.bad]

@@ -1,5 +1,5 @@
 """tick: what the fleet does about its schedules each minute (a procrastinate periodic
-task on the benches, fleet/schedule_tasks.py; tests call it with a clock they hold).
+task on the benches, fleet/schedule/tasks.py; tests call it with a clock they hold).
 
 1. Fire: every schedule whose latest due time (at or before now, after it was added)
    has no firing yet is submitted, its runs labelled schedule=NAME. The firing's row is
@@ -7,11 +7,11 @@ task on the benches, fleet/schedule_tasks.py; tests call it with a clock they ho
    a second bench's tick at the same minute waits on that key, then finds it taken, so
    one due time is submitted once however many benches tick.
 2. Judge: every firing whose jobs have all finished and that has not been judged is
-   taken under a row lock, judged against the previous firing (fleet/judge.py) and, if
-   something got worse or failed, an alert is stored (fleet/alerts.py).
+   taken under a row lock, judged against the previous firing (fleet/schedule/judge.py) and, if
+   something got worse or failed, an alert is stored (fleet/schedule/alerts.py).
 3. Benches gone for more than GONE_AFTER: one alert per bench and disappearance, to
    each schedule with an alert URL whose jobs it could take.
-4. Send: the alerts due for an attempt are POSTed (fleet/alert_post.py).
+4. Send: the alerts due for an attempt are POSTed (fleet/schedule/alert_post.py).
 """
 
 from __future__ import annotations
@@ -19,13 +19,17 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from psycopg.rows import dict_row
+
 from hoplab.errors import HoplabError
-from hoplab.fleet import alerts
-from hoplab.fleet.alert_post import Attempt, send_due
-from hoplab.fleet.judge import Alerted, Key, key
-from hoplab.fleet.schedule_db import Conn, connect
-from hoplab.fleet.schedule_fleet import Bench, QueueFleet
-from hoplab.fleet.schedules import Schedule, ScheduleError, schedules
+from hoplab.fleet.queue.db import connect
+from hoplab.fleet.schedule import alerts
+from hoplab.fleet.schedule.alert_post import Attempt, send_due
+from hoplab.fleet.schedule.judge import Alerted, Key, judge_firing, key
+from hoplab.fleet.schedule.queue_fleet import Bench, QueueFleet
+from hoplab.fleet.schedule.schedules import Schedule, ScheduleError, schedules
+from hoplab.fleet.schedule.tables import SCHEDULES, Conn
+from hoplab.store import open_store
 
 GONE_AFTER = dt.timedelta(minutes=10)
 
@@ -43,7 +47,7 @@ def tick(db_url: str | None, now: dt.datetime) -> Tick:
     """Do what is due at `now` (an aware datetime); see the module doc."""
     fleet = QueueFleet(db_url)
     done = Tick()
-    with connect(db_url) as conn:
+    with connect(db_url, tables=[SCHEDULES], row_factory=dict_row) as conn:
         for s in schedules(conn):
             try:
                 fired = _fire(conn, fleet, s, now)
@@ -108,9 +112,6 @@ def _judge(conn: Conn, db_url: str | None, fleet: QueueFleet, now: dt.datetime,
 
 def _judge_one(conn: Conn, db_url: str | None, fleet: QueueFleet, now: dt.datetime,
                done: Tick, firing: int) -> None:
-    from hoplab.fleet.judge import judge_firing
-    from hoplab.store import open_store
-
     with conn.transaction():
         row = conn.execute(
             """SELECT f.*, s.dashboard_url, s.alert_url IS NOT NULL AS has_url
