@@ -2,9 +2,12 @@
 
 One Mann-Whitney U test for compare's verdicts, the change points of a trend, the
 adaptive verdicts of bisect and the symbols of a profile diff: exact for small samples
-without ties (n1 x n2 up to EXACT_CELLS), else the normal approximation with the tie
-and continuity corrections (scipy's method="asymptotic"), never below the smallest p
-the sizes allow. Computed here rather than by scipy.stats, which costs a second to
+(n1 x n2 up to EXACT_CELLS), with ties too (the permutation distribution of the rank sum
+given the ties, as R's coin or StatXact give), else the normal approximation with the
+tie and continuity corrections (scipy's method="asymptotic"), never below the smallest
+p the sizes allow. Ties are common in small samples of rounded figures (ping's RTT in
+0.001 ms): five runs wholly above five others are p = 2/252 = 0.0079 whatever ties each
+side has, where the approximation says 0.012 and a bisection at 0.01 could not decide. Computed here rather than by scipy.stats, which costs a second to
 import and 1.5 ms a call: most of a 1,000-value change-point scan.
 """
 
@@ -60,8 +63,40 @@ def rank_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> 
     ranks = np.empty(n)
     ranks[order] = np.repeat(mean_rank, sizes)
     u = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2
+    if len(sizes) < n and n1 * n2 <= EXACT_CELLS:
+        return _p_with_ties(round(2 * float(ranks[:n1].sum())), n1, tuple(sizes.tolist()))
     ties = float(np.sum(sizes.astype(float) ** 3 - sizes))
     return _p_of_u(u, n1, n2, ties, exact=len(sizes) == n)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sum_counts(n1: int, sizes: tuple[int, ...]) -> np.ndarray:
+    """How many ways n1 of the values, tied in runs of `sizes` (in rank order), have each
+    doubled rank sum (an index): choosing j of a run of t tied at doubled rank r adds
+    j r, C(t, j) ways."""
+    n = sum(sizes)
+    counts = np.zeros((n1 + 1, n * (n + 1) + 1))
+    counts[0, 0] = 1.0
+    start = 0
+    for t in sizes:
+        r = 2 * start + t + 1                      # twice the run's average rank
+        new = counts.copy()
+        for j in range(1, min(t, n1) + 1):
+            ways = math.comb(t, j)
+            new[j:, j * r:] += ways * counts[:n1 + 1 - j, :counts.shape[1] - j * r]
+        counts = new
+        start += t
+    return counts[n1]
+
+
+def _p_with_ties(doubled_sum: int, n1: int, sizes: tuple[int, ...]) -> float:
+    """The exact two-sided p of the first sample's doubled rank sum, given the ties: the
+    share of arrangements at least as far from the mean."""
+    counts = _sum_counts(n1, sizes)
+    n = sum(sizes)
+    mean = n1 * (n + 1)                            # doubled
+    far = np.abs(np.arange(len(counts)) - mean) >= abs(doubled_sum - mean)
+    return min(1.0, float(counts[far].sum() / counts.sum()))
 
 
 def _p_of_u(u: float, n1: int, n2: int, ties: float, *, exact: bool) -> float:
