@@ -90,17 +90,24 @@ def _failed_commit_job(db: str, tmp_path: Path) -> int:
 
 
 def _silent_bench(db: str, name: str) -> tuple[Beat, int]:
-    """Bench `name` takes a job of the device=erx queue and stops beating (its loop lives
-    on, as a frozen bench's would on thawing)."""
+    """Bench `name` takes a job of the device=erx queue and stops beating: its beat's
+    loop stops, as a frozen bench's would (SIGSTOP)."""
     beat = Beat(db, name, heartbeat_s=0.2, on_wake=lambda: None, on_drain=lambda: None)
     beat.start({"device": "erx"}, "lab1", os.getpid())
     job = beat.fetch([queue_of((), {"device": "erx"})])
     assert job is not None and job.id is not None
     beat.execute("UPDATE hoplab_fleet_benches SET state = 'busy', current_job = %(job)s "
                  "WHERE name = %(name)s", job=job.id, name=name)
-    for task in beat._tasks:
-        beat._loop.call_soon_threadsafe(task.cancel)
+    beat._loop.call_soon_threadsafe(beat._loop.stop)
+    beat._thread.join(30)
+    assert not beat._thread.is_alive()
     return beat, job.id
+
+
+def _thaw(beat: Beat) -> None:
+    """The silent bench's loop runs again, where it stopped."""
+    beat._thread = threading.Thread(target=beat._loop.run_forever, daemon=True)
+    beat._thread.start()
 
 
 def test_the_fleet_page_shows_handovers_superseded_runs_waits_and_failed_bisections(
@@ -123,6 +130,7 @@ def test_the_fleet_page_shows_handovers_superseded_runs_waits_and_failed_bisecti
             out, _ = proc.communicate(timeout=60)
             assert proc.returncode == 0, out
         # The silent bench lives on and stores its run: superseded.
+        _thaw(frozen)
         with open_store(db) as store:
             sink = _Labelled(store, {"bench": silent, JOB_LABEL: str(job_id)},
                              JobArgs(job_id, experiment_id, "-", 1, 0, 0, 0, 1, attempt=0),
@@ -153,6 +161,8 @@ def test_the_fleet_page_shows_handovers_superseded_runs_waits_and_failed_bisecti
                 stop_server(server)
         waiter.join(60)
     finally:
+        if not frozen._thread.is_alive():
+            _thaw(frozen)
         frozen.stop()
     assert [(f["job_id"], f["bisection"]) for f in api["bisection_failures"]] == \
         [(commit_job, "b1sect")]
