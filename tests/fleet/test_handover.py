@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import HoplabError
+from hoplab.fleet import schema
+from hoplab.fleet.app import ANY_QUEUE, make_app
 from hoplab.fleet.bisect_jobs import TASK as MEASURE_COMMIT
+from hoplab.fleet.bisect_jobs import CommitJob
 from hoplab.fleet.jobs import JOB_LABEL
 from hoplab.fleet.schema import ONE_OK_RUN_INDEX
 from hoplab.record import RunRecord
@@ -179,3 +182,70 @@ def _runs_of_job(db: str, job_id: int, bench_name: str, status: str | None = Non
 
 def _ok_runs_of_job(db: str, job_id: int, bench_name: str) -> int:
     return _runs_of_job(db, job_id, bench_name, "ok")
+
+
+
+def _queue_commit_job(db: str, repo: Path, commit: str, at_least: int) -> int:
+    """A commit job of a bisection (mode runs: `at_least` runs of the commit), queued for
+    any bench, as `bisect run --fleet` queues the ends of its range."""
+    schema.ensure(db)
+    job = CommitJob("fr0zen", commit, str(repo), "exp.toml", "rtt_median", {}, None, 10,
+                    at_least=at_least)
+    with make_app(db).open() as app:
+        return int(app.configure_task(MEASURE_COMMIT, queue=ANY_QUEUE).defer(**job.args()))
+
+
+def _commit_runs(db: str, commit: str) -> list[tuple[int, str, str]]:
+    """Each run of the commit: its id, bench and status."""
+    with open_store(db, read_only=True) as store:
+        return [(r.id or 0, r.labels["bench"], r.status)
+                for r in store.list_runs({"commit": commit}, figures=False)]
+
+
+def test_a_frozen_bench_that_thaws_in_the_middle_of_a_commit_stores_one_result(
+        db: str, tmp_path: Path) -> None:
+    """Bench a measures a commit (3 runs) and is frozen (SIGSTOP) after its first run,
+    for longer than the stale window; bench b is handed the job, counts a's first run,
+    takes the other two and stores the job's result. a thaws and finishes: its late runs
+    are superseded, its result is not stored: one result for the commit, whose runs are
+    the commit's ok runs."""
+    repo = tmp_path / "repo"
+    (sha,) = history(repo, 1, lambda _i: {"exp.toml": BISECT_EXPERIMENT,
+                                          "lab.toml": BISECT_LAB.format(delay="5ms")})
+    job_id = _queue_commit_job(db, repo, sha, 3)
+    a, b = new_lab_name(), new_lab_name()
+    try:
+        with bench(db, a) as bench_a:
+            until("a in the middle of the commit", lambda: bench_state(db, a) == "busy"
+                  and _runs_of(db, sha, a) >= 1 and measuring(a))
+            bench_a.send_signal(signal.SIGSTOP)
+            try:
+                with bench(db, b) as bench_b:
+                    until("b's result of the commit", lambda: query(
+                        db, "SELECT 1 FROM hoplab_fleet_bisect_results WHERE bench = %s", b),
+                        timeout=90)
+                    bench_a.send_signal(signal.SIGCONT)
+                    until("a done with the commit", lambda: bench_state(db, a) == "idle",
+                          timeout=90)
+                    for p in (bench_a, bench_b):
+                        p.send_signal(signal.SIGTERM)
+                    for p in (bench_a, bench_b):
+                        out, _ = p.communicate(timeout=60)
+                        assert p.returncode == 0, out
+            finally:
+                bench_a.send_signal(signal.SIGCONT)
+        runs = _commit_runs(db, sha)
+        (result,) = query(db, "SELECT bench, result FROM hoplab_fleet_bisect_results "
+                              "WHERE commit = %s", sha)
+        assert result[0] == b, runs
+        ok = sorted(i for i, _, s in runs if s == "ok")
+        assert sorted(result[1]["runs"]) == ok and len(ok) == 3, runs
+        late = [i for i, on, s in runs if on == a and s != "ok"]
+        assert late and {s for i, _, s in runs if i in late} == {"superseded"}, runs
+        assert query(db, "SELECT status::text, attempts FROM procrastinate_jobs WHERE id = "
+                         "%s", job_id) == [("succeeded", 2)]
+        status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+        assert sorted((s["run_id"], s["job_id"], s["bench"]) for s in status["superseded"]) \
+            == [(i, job_id, a) for i in sorted(late)]
+    finally:
+        hoplab("clean", a, b)

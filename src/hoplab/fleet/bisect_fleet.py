@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hoplab.errors import UsageError
-from hoplab.fleet.bisect_jobs import RESULTS, TASK, CommitJob
+from hoplab.fleet.bisect_jobs import TASK, CommitJob
 from hoplab.run.bisect import Bisected, Outcome, Range, Refused
 from hoplab.run.commits import Measurer, Say, Target
 
@@ -66,8 +66,7 @@ class Fleet:
         self.db_url, self.where, self.say = db_url, dict(where), say
         self.bisection = secrets.token_hex(6)
         self.jobs: dict[int, str] = {}      # job id -> commit
-        self.conn = connect(db_url)
-        self.conn.execute(RESULTS)
+        self.conn = connect(db_url)  # the fleet's tables made, the answers' too
         self.queue = queue_of((), self.where)
         self.conn.execute("INSERT INTO hoplab_fleet_routes (queue, benches, where_labels) "
                           "VALUES (%s, '[]', %s) ON CONFLICT (queue) DO NOTHING",

@@ -11,7 +11,9 @@ hoplab's own, beside the store's runs:
 - hoplab_fleet_handovers: each job put back in the queue because its bench went silent;
 - hoplab_fleet_superseded: each run a bench stored after its job was handed on;
 - hoplab_fleet_device_holders, hoplab_fleet_device_waits: who holds each device's lock,
-  who waits for it and since when (rows of a dead session are ignored).
+  who waits for it and since when (rows of a dead session are ignored);
+- hoplab_fleet_bisect_results: the answer of each commit job of `bisect run --fleet`
+  (hoplab.fleet.bisect_jobs), one per job.
 
 `ensure` creates what is missing, once, whoever comes first: under an advisory lock, so
 two benches starting together never both apply procrastinate's schema.
@@ -104,6 +106,14 @@ CREATE TABLE IF NOT EXISTS hoplab_fleet_device_waits (
     job_id bigint,
     since timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (device, backend)
+);
+CREATE TABLE IF NOT EXISTS hoplab_fleet_bisect_results (
+    job_id bigint PRIMARY KEY,
+    bisection text NOT NULL,
+    commit text NOT NULL,
+    bench text NOT NULL,
+    result jsonb NOT NULL,
+    at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS hoplab_fleet_jobs_experiment
     ON procrastinate_jobs ((args->>'experiment_id'));

@@ -169,7 +169,7 @@ class BenchWorker:
             return None
         self.claims.append(Claim(job.id, time.perf_counter() - t0))
         if job.task_name == MEASURE_COMMIT:
-            return CommitJob.of(job.id, job.task_kwargs)
+            return CommitJob.of(job.id, job.task_kwargs, job.attempts)
         return JobArgs.of(job.id, job.task_kwargs, job.attempts)
 
     def _do(self, job: JobArgs) -> None:
@@ -210,7 +210,7 @@ class BenchWorker:
         try:
             if not isinstance(self.runs, BenchRuns):
                 raise RuntimeError("this bench's runs cannot measure commits")
-            bisect_jobs.serve(job, self.runs, self.beat.execute)
+            bisect_jobs.serve(job, self.runs, self.beat.query)
         except KeyboardInterrupt:
             self.beat.retry(job.job_id)
             raise
