@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
+from hoplab.cli.main import main
 from hoplab.lab.where import netns_prefix
 from hoplab.store import open_store
 from tests.helpers.lab import HOPLAB, namespaces, pids_in
@@ -71,3 +72,12 @@ def lab_namespaces(lab: str) -> set[str]:
 def measuring(lab: str) -> bool:
     """A tool runs in the lab: a run is under way."""
     return bool(pids_in(lab_namespaces(lab)))
+
+
+def fleet_said(capsys: pytest.CaptureFixture[str], db: str, *args: str) -> str:
+    """What `hoplab fleet` prints, run in this process: the command's start-up costs
+    seconds on a busy machine, and a state it must see (a wait for a device) may last
+    only a lock timeout."""
+    capsys.readouterr()
+    assert main(["fleet", "--db", db, *args]) == 0
+    return capsys.readouterr().out

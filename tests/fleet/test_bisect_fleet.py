@@ -12,11 +12,13 @@ import subprocess
 from contextlib import ExitStack
 from pathlib import Path
 
+import pytest
+
 from hoplab.fleet.bisect.kary import Search
 from hoplab.store import open_store
 from tests.fleet.benches import bench, bench_state, lab_namespaces, query, until
 from tests.helpers.git_history import git, history
-from tests.helpers.lab import HOPLAB, hoplab
+from tests.helpers.lab import HOPLAB, hoplab, new_lab_name
 
 LAB = """name = "bisected"
 [nodes.a]
@@ -40,20 +42,27 @@ interval = "20ms"
 """
 
 COMMITS, STEP = 17, 12
-BENCHES = ("bb1", "bb2", "bb3")
+
+
+@pytest.fixture
+def benches() -> tuple[str, ...]:
+    """Three bench names, random as every test's lab names: a bench's lab takes its name
+    in /run/hoplab, which another run of these tests on this machine shares (fixed names
+    met a lab of that run: 'lab bb1 is already up')."""
+    return tuple(new_lab_name() for _ in range(3))
 
 
 def test_three_benches_name_the_commit_in_fewer_rounds_than_binary_bisection(
-        db: str, tmp_path: Path) -> None:
+        db: str, tmp_path: Path, benches: tuple[str, ...]) -> None:
     repo = tmp_path / "repo"
     shas = history(repo, COMMITS, lambda i: {
         "exp.toml": EXPERIMENT, "lab.toml": LAB.format(delay="10ms" if i >= STEP else "5ms")})
     builds = tmp_path / "builds.log"
     with ExitStack() as stack:
         procs = [stack.enter_context(bench(db, name, "--label", "site=t"))
-                 for name in BENCHES]
+                 for name in benches]
         until("every bench idle",
-              lambda: all(bench_state(db, name) == "idle" for name in BENCHES))
+              lambda: all(bench_state(db, name) == "idle" for name in benches))
         got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                      "--bad", "main", "--db", db, "--fleet", "--where", "site=t",
                      "--metric", "rtt_median", "--max-repeat", "5",
@@ -73,22 +82,23 @@ def test_three_benches_name_the_commit_in_fewer_rounds_than_binary_bisection(
     assert first, out
     assert first.group(2) == shas[STEP - 1] and first.group(1) == str(STEP)
     n = COMMITS - 1
-    rounds = math.ceil(math.log(n, len(BENCHES) + 1) - 1e-9)
+    rounds = math.ceil(math.log(n, len(benches) + 1) - 1e-9)
     assert (rounds, math.ceil(math.log2(n))) == (2, 4)
-    assert int(first.group(4)) == rounds and int(first.group(3)) == rounds * len(BENCHES)
+    assert int(first.group(4)) == rounds and int(first.group(3)) == rounds * len(benches)
     assert re.findall(r"^round \d+: 3 commits on 3 benches$", out, re.M) == \
         [f"round {r}: 3 commits on 3 benches" for r in (1, 2)]
     # The commits each round measured are kary's probes, and every answer is the truth.
     search = Search(n)
     for _ in range(rounds):
-        probes = search.probes(len(BENCHES))
+        probes = search.probes(len(benches))
         search.answer({i: int(i + 1 >= STEP) for i in probes})
     probed = {shas[i] for answers in search.rounds for i in answers}
     steps = re.findall(r"^step \d+: \w+ change (\d+): (good|bad), 5 runs \(5 new\), "
-                       r"median [\d.]+ ms \([+-][\d.]+ % vs good\), bench (bb\d)$", out, re.M)
+                       r"median [\d.]+ ms \([+-][\d.]+ % vs good\), bench (\w+)$", out, re.M)
     assert len(steps) == 6, out
     assert {shas[int(c) - 1] for c, _, _ in steps} == probed
     assert all((int(c) >= STEP) == (word == "bad") for c, word, _ in steps), out
+    assert {on for _, _, on in steps} <= set(benches), out
     medians = [float(m) for m in re.findall(r"median ([\d.]+) ms \(5 runs", out)]
     assert 10 <= medians[0] < 11 and 20 <= medians[1] < 21, out
 
@@ -100,7 +110,7 @@ def test_three_benches_name_the_commit_in_fewer_rounds_than_binary_bisection(
     assert len(runs) == 5 * len(measured)
     assert {r.status for r in runs} == {"ok"}
     assert {r.labels["commit"] for r in runs} == measured
-    assert {r.labels["bench"] for r in runs} == set(BENCHES)
+    assert {r.labels["bench"] for r in runs} == set(benches)
     assert {r.labels["site"] for r in runs} == {"t"}
     built = [line.split() for line in builds.read_text().splitlines()]
     assert sorted(c for c, _, _ in built) == sorted(measured)
@@ -108,7 +118,7 @@ def test_three_benches_name_the_commit_in_fewer_rounds_than_binary_bisection(
     assert not any(Path(d).exists() for _, _, d in built)
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(repo, "symbolic-ref", "--short", "HEAD") == "main"
-    assert not any(lab_namespaces(name) for name in BENCHES)
+    assert not any(lab_namespaces(name) for name in benches)
 
 
 def test_a_sqlite_store_is_refused_naming_postgresql(tmp_path: Path) -> None:
@@ -122,7 +132,7 @@ def test_a_sqlite_store_is_refused_naming_postgresql(tmp_path: Path) -> None:
 
 
 def test_a_commit_whose_build_fails_leaves_a_range_and_names_no_commit(
-        db: str, tmp_path: Path) -> None:
+        db: str, tmp_path: Path, benches: tuple[str, ...]) -> None:
     """4 commits on 2 benches, the delay doubling at commit 3, whose build fails: one
     round measures commits 2 and 3, 3 cannot be told (125), so the first bad commit is
     3 or 4 and none is named (exit 1), in the JSON document too."""
@@ -130,9 +140,9 @@ def test_a_commit_whose_build_fails_leaves_a_range_and_names_no_commit(
     shas = history(repo, 4, lambda i: {
         "exp.toml": EXPERIMENT, "lab.toml": LAB.format(delay="10ms" if i >= 3 else "5ms")})
     with ExitStack() as stack:
-        procs = [stack.enter_context(bench(db, name)) for name in BENCHES[:2]]
+        procs = [stack.enter_context(bench(db, name)) for name in benches[:2]]
         until("both benches idle",
-              lambda: all(bench_state(db, name) == "idle" for name in BENCHES[:2]))
+              lambda: all(bench_state(db, name) == "idle" for name in benches[:2]))
         got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                      "--bad", shas[-1], "--db", db, "--fleet", "--json",
                      "--metric", "rtt_median", "--max-repeat", "5",
@@ -155,11 +165,11 @@ def test_a_commit_whose_build_fails_leaves_a_range_and_names_no_commit(
 
 
 def test_no_bench_with_the_labels_is_said_before_anything_is_queued(
-        db: str, tmp_path: Path) -> None:
+        db: str, tmp_path: Path, benches: tuple[str, ...]) -> None:
     repo = tmp_path / "repo"
     shas = history(repo, 2, lambda i: {"exp.toml": EXPERIMENT})
-    with bench(db, "bb1", "--label", "site=t") as proc:
-        until("bench bb1 idle", lambda: bench_state(db, "bb1") == "idle")
+    with bench(db, benches[0], "--label", "site=t") as proc:
+        until("the bench idle", lambda: bench_state(db, benches[0]) == "idle")
         got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                      "--bad", shas[1], "--db", db, "--fleet", "--where", "site=lab2")
         proc.send_signal(signal.SIGTERM)
@@ -177,14 +187,15 @@ def test_the_driver_needs_no_root_the_benches_measure() -> None:
     assert not build_parser(["bisect"]).parse_args([*argv, "--fleet"]).needs_root
 
 
-def test_ctrl_c_cancels_the_jobs_still_waiting(db: str, tmp_path: Path) -> None:
+def test_ctrl_c_cancels_the_jobs_still_waiting(db: str, tmp_path: Path,
+                                              benches: tuple[str, ...]) -> None:
     """One bench: good's runs under way, bad's waiting; Ctrl-C stops the driver (130)
     and its waiting job is cancelled; the bench finishes good's and serves on."""
     repo = tmp_path / "repo"
     shas = history(repo, 3, lambda i: {"exp.toml": EXPERIMENT, "lab.toml": LAB.format(
         delay="5ms")})
-    with bench(db, "bb1") as worker:
-        until("bench bb1 idle", lambda: bench_state(db, "bb1") == "idle")
+    with bench(db, benches[0]) as worker:
+        until("the bench idle", lambda: bench_state(db, benches[0]) == "idle")
         driver = subprocess.Popen(
             [*HOPLAB, "bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
              "--bad", shas[-1], "--db", db, "--fleet", "--max-repeat", "5"],
@@ -206,13 +217,13 @@ def test_ctrl_c_cancels_the_jobs_still_waiting(db: str, tmp_path: Path) -> None:
         until("the running job done", lambda: sorted(
             s for (s,) in query(db, "SELECT status::text FROM procrastinate_jobs"))
             == ["cancelled", "succeeded"])
-        until("bench bb1 idle again", lambda: bench_state(db, "bb1") == "idle")
+        until("the bench idle again", lambda: bench_state(db, benches[0]) == "idle")
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0
 
 
 def test_a_build_that_never_ends_is_killed_and_its_commit_cannot_be_told(
-        db: str, tmp_path: Path) -> None:
+        db: str, tmp_path: Path, benches: tuple[str, ...]) -> None:
     """As above, but commit 3's build hangs: past --build-timeout its process group is
     killed, the commit is 125, and the bench is free again (it measures no more, and
     stops when told)."""
@@ -222,15 +233,15 @@ def test_a_build_that_never_ends_is_killed_and_its_commit_cannot_be_told(
     pids = tmp_path / "pids"
     hang = f'if [ "$HOPLAB_COMMIT" = {shas[2]} ]; then sleep 100000 & echo $! > {pids}; wait; fi'
     with ExitStack() as stack:
-        procs = [stack.enter_context(bench(db, name)) for name in BENCHES[:2]]
+        procs = [stack.enter_context(bench(db, name)) for name in benches[:2]]
         until("both benches idle",
-              lambda: all(bench_state(db, name) == "idle" for name in BENCHES[:2]))
+              lambda: all(bench_state(db, name) == "idle" for name in benches[:2]))
         got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                      "--bad", shas[-1], "--db", db, "--fleet", "--json",
                      "--metric", "rtt_median", "--max-repeat", "5",
                      "--build", hang, "--build-timeout", "3", timeout=300)
         until("both benches idle again",
-              lambda: all(bench_state(db, name) == "idle" for name in BENCHES[:2]))
+              lambda: all(bench_state(db, name) == "idle" for name in benches[:2]))
         for p in procs:
             p.send_signal(signal.SIGTERM)
         codes = [p.wait(timeout=60) for p in procs]

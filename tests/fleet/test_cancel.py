@@ -15,7 +15,15 @@ from hoplab.fleet.bisect.jobs import CommitJob
 from hoplab.fleet.queue.app import ANY_QUEUE, make_app
 from hoplab.fleet.queue.schema import JOB_LABEL
 from hoplab.store import open_store
-from tests.fleet.benches import bench, bench_state, lab_namespaces, measuring, query, until
+from tests.fleet.benches import (
+    bench,
+    bench_state,
+    fleet_said,
+    lab_namespaces,
+    measuring,
+    query,
+    until,
+)
 from tests.helpers.lab import hoplab, new_lab_name, pids_in
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -25,7 +33,8 @@ def _statuses(db: str) -> list[str]:
     return sorted(s for (s,) in query(db, "SELECT status::text FROM procrastinate_jobs"))
 
 
-def test_fleet_cancel_stops_the_run_under_way(db: str, experiment: Path) -> None:
+def test_fleet_cancel_stops_the_run_under_way(db: str, experiment: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     # Runs of 30 s: the run is stopped, not waited for.
     experiment.write_text(experiment.read_text().replace('duration = "1s"', 'duration = "30s"'))
     got = hoplab("submit", str(experiment), "--db", db, "--json")
@@ -37,9 +46,8 @@ def test_fleet_cancel_stops_the_run_under_way(db: str, experiment: Path) -> None
             until("a run under way", lambda: measuring(name))
             (job_id,) = query(db, "SELECT id FROM procrastinate_jobs WHERE status = "
                                   "'doing'")[0]
-            got = hoplab("fleet", "cancel", experiment_id, "--db", db)
-            assert got.returncode == 0, got.stderr
-            assert "5 waiting jobs cancelled; a run under way is stopped" in got.stdout
+            said = fleet_said(capsys, db, "cancel", experiment_id)
+            assert "5 waiting jobs cancelled; a run under way is stopped" in said
             until("the run stopped and stored", lambda: query(
                 db, "SELECT 1 FROM procrastinate_jobs WHERE status = 'aborted'"))
             until("the bench idle, its lab down", lambda: bench_state(db, name) == "idle"
@@ -55,19 +63,20 @@ def test_fleet_cancel_stops_the_run_under_way(db: str, experiment: Path) -> None
         assert run.error == "cancelled by `hoplab fleet cancel`"
         assert run.duration_s < 30
         assert _statuses(db) == ["aborted"] + ["cancelled"] * 5
-        status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+        status = json.loads(fleet_said(capsys, db, "--json"))
         (exp,) = status["experiments"]
         assert exp["finished"] and exp["cancelled"]
     finally:
         hoplab("clean", name)
 
 
-def test_fleet_lists_a_bisections_failed_jobs(db: str, tmp_path: Path) -> None:
+def test_fleet_lists_a_bisections_failed_jobs(db: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     """A commit job a bench cannot run (its repository is not there): listed with the
     bench's error by `hoplab fleet`, as a run job's failure is."""
     job = CommitJob("b1s3c7", "0" * 40, str(tmp_path / "no-repo"), "exp.toml", "rtt_median",
                     {}, None, 5, at_least=5)
-    hoplab("fleet", "--db", db)  # the fleet's tables
+    fleet_said(capsys, db)  # the fleet's tables
     app = make_app(db)
     with app.open():
         (job_id,) = app.configure_task(MEASURE_COMMIT, queue=ANY_QUEUE).batch_defer(
@@ -77,12 +86,12 @@ def test_fleet_lists_a_bisections_failed_jobs(db: str, tmp_path: Path) -> None:
         until("the job failed", lambda: _statuses(db) == ["failed"])
         b.send_signal(signal.SIGTERM)
         b.communicate(timeout=60)
-    status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+    status = json.loads(fleet_said(capsys, db, "--json"))
     (failure,) = status["bisection_failures"]
     assert (failure["bisection"], failure["commit"], failure["job_id"], failure["bench"]) == \
         ("b1s3c7", "0" * 40, job_id, name)
     assert "no-repo" in failure["error"], failure
-    said = hoplab("fleet", "--db", db).stdout
+    said = fleet_said(capsys, db)
     assert f"failed: bisection b1s3c7 job {job_id} (commit 000000000000) on bench {name}: " \
         in said, said
 

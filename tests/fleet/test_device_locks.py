@@ -5,7 +5,6 @@ holder, since when) and, past the bench's lock timeout, fails naming the holder.
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 from pathlib import Path
@@ -14,8 +13,10 @@ import pytest
 
 from hoplab.fleet.queue import devices, schema
 from hoplab.fleet.queue.db import connect
+from hoplab.fleet.queue.status import fleet_status
+from hoplab.fleet.queue.submit import enqueue, pack
 from hoplab.spec.loader import load_lab_text
-from tests.fleet.benches import bench, query, until
+from tests.fleet.benches import bench, fleet_said, query, until
 from tests.helpers.lab import hoplab, new_lab_name
 
 LAB = """name = "dl"
@@ -82,37 +83,35 @@ def test_one_device_under_two_spellings_is_one_lock(db: str) -> None:
 @pytest.mark.root
 @pytest.mark.slow
 def test_a_job_waits_for_a_device_held_under_another_spelling_then_fails(
-        db: str, tmp_path: Path) -> None:
+        db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The test holds the router as `localhost`; the submitted lab names it
-    `root@127.0.0.1`. The bench's job waits (shown by `hoplab fleet`), and fails after
-    its 20 s lock timeout (room for `hoplab fleet` to see the wait on a busy machine),
-    naming the holder; no lab was built."""
+    `root@127.0.0.1`. The bench's job waits (shown by `hoplab fleet`, read as soon as
+    the wait is in the fleet's tables), and fails after its 5 s lock timeout, naming the
+    holder; no lab was built."""
     (tmp_path / "lab.toml").write_text(LAB.format(ssh="root@127.0.0.1", port=""))
     (tmp_path / "exp.toml").write_text(EXPERIMENT)
-    got = hoplab("submit", str(tmp_path / "exp.toml"), "--db", db, "--json")
-    assert got.returncode == 0, got.stderr
-    experiment_id = json.loads(got.stdout)["experiment_id"]
+    experiment_id = enqueue(db, pack(db, tmp_path / "exp.toml"))  # as `hoplab submit`
     name = new_lab_name()
     with devices.holding(db, _keys("localhost"), bench="holder", job_id=None), \
-            bench(db, name, "--lock-timeout", "20") as b:
-        waits = until("the job waiting for the router", lambda: json.loads(
-            hoplab("fleet", "--db", db, "--json").stdout)["device_waits"])
+            bench(db, name, "--lock-timeout", "5") as b:
+        waits = until("the job waiting for the router",
+                      lambda: fleet_status(db).device_waits)
+        said = fleet_said(capsys, db)
         (job_id,) = query(db, "SELECT id FROM procrastinate_jobs")[0]
-        assert [(w["device"], w["bench"], w["job_id"], w["held_by"]) for w in waits] == \
+        assert [(w.device, w.bench, w.job_id, w.held_by) for w in waits] == \
             [("ssh:127.0.0.1:22", name, job_id, "holder")]
-        said = hoplab("fleet", "--db", db).stdout
         assert f"waiting: job {job_id} on bench {name} for device ssh:127.0.0.1:22 since" \
             in said and "held by bench holder since" in said, said
         until("the job failed", lambda: query(
             db, "SELECT 1 FROM procrastinate_jobs WHERE status = 'failed'"), timeout=60)
         b.send_signal(signal.SIGTERM)
         b.communicate(timeout=60)
-    status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+    status = fleet_status(db).as_json()
     assert status["device_waits"] == []
     (failure,) = status["failures"]
     assert (failure["experiment_id"], failure["job_id"], failure["bench"],
             failure["run_id"]) == (experiment_id, job_id, name, None)
     assert failure["error"].startswith("device ssh:127.0.0.1:22 is held by bench holder "
                                        "since "), failure
-    assert failure["error"].endswith("waited more than the lock timeout (20 s)")
+    assert failure["error"].endswith("waited more than the lock timeout (5 s)")
     hoplab("clean", name)

@@ -11,15 +11,20 @@ import subprocess
 from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hoplab.errors import HoplabError
+from hoplab.fleet.bisect.jobs import RESULTS, CommitJob
 from hoplab.fleet.bisect.jobs import TASK as MEASURE_COMMIT
+from hoplab.fleet.queue import schema
+from hoplab.fleet.queue.app import ANY_QUEUE, make_app
+from hoplab.fleet.queue.db import connect
 from hoplab.fleet.queue.schema import JOB_LABEL, ONE_OK_RUN_INDEX
 from hoplab.record import RunRecord
 from hoplab.store import open_store
-from tests.fleet.benches import bench, bench_state, measuring, query, until
+from tests.fleet.benches import bench, bench_state, fleet_said, measuring, query, until
 from tests.fleet.test_bisect_fleet import EXPERIMENT as BISECT_EXPERIMENT
 from tests.fleet.test_bisect_fleet import LAB as BISECT_LAB
 from tests.helpers.git_history import history
@@ -49,8 +54,16 @@ def _commit_under_way(db: str, names: list[str], ends: tuple[str, str]
     return None
 
 
-def test_a_bench_killed_in_the_middle_of_a_commit_hands_its_job_on(db: str, tmp_path: Path
-                                                                   ) -> None:
+def _dump(db: str) -> list[tuple[Any, ...]]:
+    """Every run: id, commit, bench, status, rtt_median (said when the driver fails)."""
+    with open_store(db, read_only=True) as store:
+        return [(r.id, r.labels.get("commit", "")[:7], r.labels.get("bench"), r.status,
+                 [m.value for m in store.get_run(r.id or 0, series=False).metrics
+                  if m.name == "rtt_median"]) for r in store.list_runs({}, figures=False)]
+
+
+def test_a_bench_killed_in_the_middle_of_a_commit_hands_its_job_on(
+        db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo = tmp_path / "repo"
     shas = history(repo, COMMITS, lambda i: {
         "exp.toml": BISECT_EXPERIMENT,
@@ -80,11 +93,7 @@ def test_a_bench_killed_in_the_middle_of_a_commit_hands_its_job_on(db: str, tmp_
                 if name != killed:
                     p.send_signal(signal.SIGTERM)
             codes = [p.wait(timeout=60) for n, p in procs.items() if n != killed]
-        with open_store(db, read_only=True) as store:
-            dump = [(r.id, r.labels.get("commit", "")[:7], r.labels.get("bench"), r.status,
-                     [m.value for m in store.get_run(r.id, series=False).metrics
-                      if m.name == "rtt_median"]) for r in store.list_runs({}, figures=False)]
-        assert driver.returncode == 0, f"{out}{err}{dump} killed {killed} in {commit}"
+        assert driver.returncode == 0, f"{out}{err}{_dump(db)} killed {killed} in {commit}"
         assert codes == [0, 0]
         first = re.search(r"^first bad commit: \w+ change (\d+) \((\w+)\)", out, re.M)
         assert first and first.group(2) == shas[STEP - 1], out
@@ -96,12 +105,12 @@ def test_a_bench_killed_in_the_middle_of_a_commit_hands_its_job_on(db: str, tmp_
         (bench_of,) = query(db, "SELECT bench FROM hoplab_fleet_bisect_results "
                                 "WHERE job_id = %s", job_id)
         assert bench_of[0] in set(names) - {killed}
-        status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+        status = json.loads(fleet_said(capsys, db, "--json"))
         handed = [h for h in status["handovers"] if h["job_id"] == job_id]
         assert [(h["task"], h["bench"], h["attempt"]) for h in handed] == \
             [(MEASURE_COMMIT, killed, 0)]
         assert handed[0]["by_bench"] in set(names) - {killed}
-        said = hoplab("fleet", "--db", db).stdout
+        said = fleet_said(capsys, db)
         assert f"handed on: job {job_id} ({MEASURE_COMMIT}) from bench {killed}" in said
         assert {b["name"]: b["state"] for b in status["benches"]}[killed] == "gone"
     finally:
@@ -112,7 +121,7 @@ def test_a_bench_killed_in_the_middle_of_a_commit_hands_its_job_on(db: str, tmp_
 
 
 def test_a_frozen_bench_that_thaws_stores_its_late_run_as_superseded(
-        db: str, experiment: Path) -> None:
+        db: str, experiment: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Bench a takes a job and is frozen (SIGSTOP) in the middle of its run for longer
     than the stale window (3 heartbeats of 1 s); bench b is handed the job and stores its
     ok run; a thaws and finishes: its run is stored superseded, the job keeps one ok run,
@@ -154,10 +163,10 @@ def test_a_frozen_bench_that_thaws_stores_its_late_run_as_superseded(
         assert len(ok) == 2 and set(ok.values()) == {1}, ok
         assert [r.status for r in late] == ["superseded"]
         assert f"job {job_a} was handed to another bench" in (late[0].error or "")
-        status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+        status = json.loads(fleet_said(capsys, db, "--json"))
         assert [(s["run_id"], s["job_id"], s["bench"]) for s in status["superseded"]] == \
             [(late[0].id, job_a, a)]
-        said = hoplab("fleet", "--db", db).stdout
+        said = fleet_said(capsys, db)
         assert f"superseded: run {late[0].id} of job {job_a} stored by bench {a}" in said
         # Where runs are stored, a second ok run of the job is refused, whoever saves it.
         with open_store(db) as store, pytest.raises(HoplabError, match=ONE_OK_RUN_INDEX):
@@ -178,3 +187,70 @@ def _runs_of_job(db: str, job_id: int, bench_name: str, status: str | None = Non
 
 def _ok_runs_of_job(db: str, job_id: int, bench_name: str) -> int:
     return _runs_of_job(db, job_id, bench_name, "ok")
+
+
+
+def _queue_commit_job(db: str, repo: Path, commit: str, at_least: int) -> int:
+    """A commit job of a bisection (mode runs: `at_least` runs of the commit), queued for
+    any bench, as `bisect run --fleet` queues the ends of its range."""
+    connect(db, tables=[schema.QUEUE, RESULTS]).close()    # as the driver makes them
+    job = CommitJob("fr0zen", commit, str(repo), "exp.toml", "rtt_median", {}, None, 10,
+                    at_least=at_least)
+    with make_app(db).open() as app:
+        return int(app.configure_task(MEASURE_COMMIT, queue=ANY_QUEUE).defer(**job.args()))
+
+
+def _commit_runs(db: str, commit: str) -> list[tuple[int, str, str]]:
+    """Each run of the commit: its id, bench and status."""
+    with open_store(db, read_only=True) as store:
+        return [(r.id or 0, r.labels["bench"], r.status)
+                for r in store.list_runs({"commit": commit}, figures=False)]
+
+
+def test_a_frozen_bench_that_thaws_in_the_middle_of_a_commit_stores_one_result(
+        db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Bench a measures a commit (3 runs) and is frozen (SIGSTOP) after its first run,
+    for longer than the stale window; bench b is handed the job, counts a's first run,
+    takes the other two and stores the job's result. a thaws and finishes: its late runs
+    are superseded, its result is not stored: one result for the commit, whose runs are
+    the commit's ok runs."""
+    repo = tmp_path / "repo"
+    (sha,) = history(repo, 1, lambda _i: {"exp.toml": BISECT_EXPERIMENT,
+                                          "lab.toml": BISECT_LAB.format(delay="5ms")})
+    job_id = _queue_commit_job(db, repo, sha, 3)
+    a, b = new_lab_name(), new_lab_name()
+    try:
+        with bench(db, a) as bench_a:
+            until("a in the middle of the commit", lambda: bench_state(db, a) == "busy"
+                  and _runs_of(db, sha, a) >= 1 and measuring(a))
+            bench_a.send_signal(signal.SIGSTOP)
+            try:
+                with bench(db, b) as bench_b:
+                    until("b's result of the commit", lambda: query(
+                        db, "SELECT 1 FROM hoplab_fleet_bisect_results WHERE bench = %s", b),
+                        timeout=90)
+                    bench_a.send_signal(signal.SIGCONT)
+                    until("a done with the commit", lambda: bench_state(db, a) == "idle",
+                          timeout=90)
+                    for p in (bench_a, bench_b):
+                        p.send_signal(signal.SIGTERM)
+                    for p in (bench_a, bench_b):
+                        out, _ = p.communicate(timeout=60)
+                        assert p.returncode == 0, out
+            finally:
+                bench_a.send_signal(signal.SIGCONT)
+        runs = _commit_runs(db, sha)
+        (result,) = query(db, "SELECT bench, result FROM hoplab_fleet_bisect_results "
+                              "WHERE commit = %s", sha)
+        assert result[0] == b, runs
+        ok = sorted(i for i, _, s in runs if s == "ok")
+        assert sorted(result[1]["runs"]) == ok and len(ok) == 3, runs
+        late = [i for i, on, s in runs if on == a and s != "ok"]
+        assert late and {s for i, _, s in runs if i in late} == {"superseded"}, runs
+        assert query(db, "SELECT status::text, attempts FROM procrastinate_jobs WHERE id = "
+                         "%s", job_id) == [("succeeded", 2)]
+        status = json.loads(fleet_said(capsys, db, "--json"))
+        assert sorted((s["run_id"], s["job_id"], s["bench"]) for s in status["superseded"]) \
+            == [(i, job_id, a) for i in sorted(late)]
+    finally:
+        hoplab("clean", a, b)

@@ -14,7 +14,15 @@ import pytest
 
 from hoplab.fleet.queue.schema import JOB_LABEL
 from hoplab.store import open_store
-from tests.fleet.benches import bench, bench_state, measuring, ok_runs, query, until
+from tests.fleet.benches import (
+    bench,
+    bench_state,
+    fleet_said,
+    measuring,
+    ok_runs,
+    query,
+    until,
+)
 from tests.helpers.lab import hoplab, new_lab_name
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -32,8 +40,8 @@ def _jobs(db: str, experiment_id: str) -> dict[int, str]:
             "WHERE args->>'experiment_id' = %s", experiment_id)}
 
 
-def test_sigterm_finishes_the_run_a_second_one_interrupts_it(db: str, experiment: Path
-                                                             ) -> None:
+def test_sigterm_finishes_the_run_a_second_one_interrupts_it(
+        db: str, experiment: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The second signal is sent once the bench says it noted the first (`draining`; it
     was `busy` before either), so it cannot land first; a 4 s ping leaves seconds for it
     to land while the run is still under way, on a busy machine too."""
@@ -66,9 +74,9 @@ def test_sigterm_finishes_the_run_a_second_one_interrupts_it(db: str, experiment
         assert _jobs(db, experiment_id)[int(stopped.labels[JOB_LABEL])] == "todo"
         assert sorted(_jobs(db, experiment_id).values()) == ["succeeded"] + ["todo"] * 5
 
-        got = hoplab("fleet", "cancel", experiment_id, "--db", db)
-        assert got.returncode == 0 and "5 waiting jobs cancelled" in got.stdout, got
-        status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
+        said = fleet_said(capsys, db, "cancel", experiment_id)
+        assert "5 waiting jobs cancelled" in said, said
+        status = json.loads(fleet_said(capsys, db, "--json"))
         (exp,) = status["experiments"]
         assert exp["cancelled"] and exp["states"] == {"succeeded": 1, "cancelled": 5}
         assert exp["finished"]

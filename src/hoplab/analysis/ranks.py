@@ -7,8 +7,9 @@ given the ties, as R's coin or StatXact give), else the normal approximation wit
 tie and continuity corrections (scipy's method="asymptotic"), never below the smallest
 p the sizes allow. Ties are common in small samples of rounded figures (ping's RTT in
 0.001 ms): five runs wholly above five others are p = 2/252 = 0.0079 whatever ties each
-side has, where the approximation says 0.012 and a bisection at 0.01 could not decide. Computed here rather than by scipy.stats, which costs a second to
-import and 1.5 ms a call: most of a 1,000-value change-point scan.
+side has, where the approximation says 0.012 and a bisection at 0.01 could not decide.
+Computed here rather than by scipy.stats, which costs a second to import and 1.5 ms a
+call: most of a 1,000-value change-point scan.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def _sum_counts(n1: int, sizes: tuple[int, ...]) -> np.ndarray:
             new[j:, j * r:] += ways * counts[:n1 + 1 - j, :counts.shape[1] - j * r]
         counts = new
         start += t
-    return counts[n1]
+    row: np.ndarray = counts[n1]
+    return row
 
 
 def _p_with_ties(doubled_sum: int, n1: int, sizes: tuple[int, ...]) -> float:

@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
     from hoplab import kv
     from hoplab.errors import UsageError
+    from hoplab.fleet.bisect.jobs import RESULTS, serve_job
     from hoplab.fleet.bisect.jobs import TASK as MEASURE_COMMIT
-    from hoplab.fleet.bisect.jobs import serve_job
     from hoplab.fleet.queue import benchfile
     from hoplab.fleet.queue.db import connect, conninfo
     from hoplab.fleet.queue.jobs import BenchRuns
@@ -130,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--concurrency {args.concurrency}: must be 1 or more")
     lab = given(lab_name, args.lab_name, "worker --lab-name") if args.lab_name \
         else bench_lab_name(args.bench)
-    connect(db, tables=[QUEUE]).close()  # reachable, and the fleet's tables made
+    # Reachable, and the tables made: the queue's, and the answers of the commit jobs
+    # this bench serves (their driver makes them too, but a job may outlive it).
+    connect(db, tables=[QUEUE, RESULTS]).close()
     if args.concurrency > 1:
         return _workers(args, db, lab)
     if args.slot is not None:

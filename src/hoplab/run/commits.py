@@ -23,7 +23,7 @@ from hoplab.analysis.verdicts import word
 from hoplab.errors import HoplabError, UsageError
 from hoplab.lab.signals import terminate_as_interrupt
 from hoplab.record import RunRecord
-from hoplab.run.experiment import ExperimentRunner
+from hoplab.run.experiment import ExperimentRunner, RunSink
 from hoplab.spec.experiment import Experiment
 from hoplab.spec.experiment_loader import load_experiment
 from hoplab.store import Store
@@ -134,8 +134,10 @@ class Measurer:
 
     def __init__(self, store: Store, target: Target, say: Say,
                  checkout: Callable[[str], Path], *, stamp: Mapping[str, str] | None = None,
-                 lab_name: str | None = None) -> None:
+                 lab_name: str | None = None, sink: RunSink | None = None) -> None:
         self.store = store
+        # Where runs taken are saved (a fleet bench's fences them); read from `store`.
+        self.sink: RunSink = sink or store
         # Labels every run taken gets but no selection asks for (a fleet bench's name):
         # runs of the same commit taken elsewhere count as much.
         self.stamp = dict(stamp or {})
@@ -179,7 +181,7 @@ class Measurer:
         # stored as interrupted, the lab taken down), and once one came, no other cuts
         # that short. Labs are named bis + hex, so a leftover one can be told.
         with terminate_as_interrupt(shield_after_first=True):
-            ExperimentRunner(exp, self.store,
+            ExperimentRunner(exp, self.sink,
                              lab_name=self.lab_name or LAB_PREFIX + secrets.token_hex(4)).run()
 
 

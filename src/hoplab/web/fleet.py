@@ -1,6 +1,8 @@
 """The dashboard's fleet page: the benches, the jobs by state, each experiment's progress,
-the failures and the latest alerts (fleet/queue/status.py and fleet/schedule/alerts.py decide what
-they are; this only renders)."""
+the failures (of runs and of bisections' commit jobs), the jobs handed on from a silent
+bench, the late runs kept as superseded, who waits for which device, and the latest
+alerts. fleet/queue/status.py (which `hoplab fleet` prints) and fleet/schedule/alerts.py
+decide what they are; this only renders."""
 
 from __future__ import annotations
 
@@ -58,6 +60,57 @@ def _failures(status: FleetStatus) -> Html:
                                             rows, cls="cards"))
 
 
+def _bisection_failures(status: FleetStatus) -> Html:
+    if not status.bisection_failures:
+        return Html("")
+    rows = [(f.bisection, f.job_id, Html(f"<code>{esc(f.commit[:12])}</code>"),
+             f.bench or "-", f.error) for f in status.bisection_failures]
+    return Html("<h2>failed bisection jobs</h2>"
+                + table(("bisection", "job", "commit", "bench", "error"), rows, cls="cards"))
+
+
+def _handovers(status: FleetStatus, now: float) -> Html:
+    if not status.handovers:
+        return Html("")
+    rows = [(h.job_id, h.task, h.bench or "?", h.by_bench, _ago(h.at, now), h.attempt + 1)
+            for h in status.handovers]
+    return Html('<h2>jobs handed on</h2><p class="note">Put back in the queue because '
+                "their bench went silent.</p>"
+                + table(("job", "task", "silent bench", "put back by", "when", "attempt"),
+                        rows, cls="cards"))
+
+
+def _superseded(status: FleetStatus, now: float) -> Html:
+    if not status.superseded:
+        return Html("")
+    rows = [(Html(f'<a href="/run/{r.run_id}">{r.run_id}</a>'), r.job_id, r.bench,
+             _ago(r.at, now)) for r in status.superseded]
+    return Html('<h2>superseded runs</h2><p class="note">Stored by a bench after its job '
+                "was handed on: kept, never counted.</p>"
+                + table(("run", "job", "bench", "stored"), rows, cls="cards"))
+
+
+def _device_waits(status: FleetStatus, now: float) -> Html:
+    if not status.device_waits:
+        return Html("")
+    rows = []
+    for w in status.device_waits:
+        held = "nobody now" if w.held_by is None else (
+            f"bench {w.held_by}" + (f" (job {w.held_job})" if w.held_job is not None else ""))
+        rows.append((w.device, "-" if w.job_id is None else w.job_id, w.bench,
+                     _ago(w.since, now), held,
+                     "-" if w.held_since is None else _ago(w.held_since, now)))
+    return Html("<h2>waiting for a device</h2>"
+                + table(("device", "job", "bench", "waiting since", "held by", "held since"),
+                        rows, cls="cards"))
+
+
+def _events(status: FleetStatus, now: float) -> Html:
+    """What `hoplab fleet` lists after its tables, in the same order."""
+    return Html(_bisection_failures(status) + _handovers(status, now)
+                + _superseded(status, now) + _device_waits(status, now))
+
+
 def _alerts(found: Sequence[Alert]) -> Html:
     if not found:
         return Html("")
@@ -76,8 +129,9 @@ def fleet_page(status: FleetStatus | None, alerts: Sequence[Alert], store: str,
                 "PostgreSQL store (hoplab worker, hoplab submit; docs/fleet.md).</p>")
     else:
         jobs = ", ".join(f"{k} {v}" for k, v in sorted(status.jobs.items())) or "none"
-        body = (f"<h2>benches</h2>{_benches(status, now or time.time())}"
+        now = now or time.time()
+        body = (f"<h2>benches</h2>{_benches(status, now)}"
                 f"<h2>jobs</h2><p>{esc(jobs)}</p>"
                 f"<h2>experiments</h2>{_experiments(status)}{_failures(status)}"
-                f"{_alerts(alerts)}")
+                f"{_events(status, now)}{_alerts(alerts)}")
     return dashboard_page("fleet", body, store)

@@ -13,7 +13,12 @@ commit already stored (by any bench) count. Two modes:
   runs `good` and `bad` name, as `hoplab bisect check` answers git.
 
 The answer goes to hoplab_fleet_bisect_results (the job's id, the commit, the bench and
-a JSON document), which the driver (hoplab.fleet.bisect.driver) reads.
+a JSON document), which the driver (hoplab.fleet.bisect.driver) reads. One answer per
+job, from the attempt that is the job's (the fencing token, as for a run job): a bench
+that was silent (frozen, cut off) past the stale window and lives on finds its job
+handed on; its runs taken since are saved superseded, never counted, and its answer is
+not stored. A job whose answer is stored already (its bench died before marking it
+done) is not measured again.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +42,8 @@ from hoplab.run.commits import CannotTest, Measurer, Target, check, load_at
 from hoplab.run.git import add_worktree, remove_worktree
 
 if TYPE_CHECKING:
-    from hoplab.fleet.queue.worker import Runs
+    from hoplab.fleet.queue.bundle import Query
+    from hoplab.fleet.queue.worker import OtherJob, Runs
     from hoplab.spec.experiment import Experiment
 
 # The task's name in procrastinate_jobs.task_name (queued with allow_unknown: a bench's
@@ -56,7 +62,13 @@ CREATE TABLE IF NOT EXISTS hoplab_fleet_bisect_results (
 );
 """,))
 
-Execute = Callable[..., None]       # a query with %(name)s parameters (Beat.execute)
+# The answer, stored only while the bench's attempt is the job's (the job's row locked
+# until the answer is in, so it is not handed on half way); the first answer stays.
+_STORE = ("INSERT INTO hoplab_fleet_bisect_results (job_id, bisection, commit, bench, result) "
+          "SELECT %(job)s, %(bisection)s, %(commit)s, %(bench)s, %(result)s::jsonb WHERE "
+          "EXISTS (SELECT 1 FROM procrastinate_jobs WHERE id = %(job)s AND status = 'doing' "
+          "AND attempts = %(attempt)s FOR SHARE) ON CONFLICT (job_id) DO NOTHING "
+          "RETURNING job_id")
 
 
 @dataclass(frozen=True)
@@ -74,9 +86,10 @@ class CommitJob:
     bad: list[int] = field(default_factory=list)
     job_id: int = 0
     build_timeout: float | None = None  # None: Target's default (hoplab.run.commits)
+    attempt: int = 0                # the queue's attempt this bench took (fencing token)
 
     @classmethod
-    def of(cls, job_id: int, args: Mapping[str, Any]) -> CommitJob:
+    def of(cls, job_id: int, args: Mapping[str, Any], attempt: int = 0) -> CommitJob:
         return cls(str(args["bisection"]), str(args["commit"]), str(args["repo"]),
                    str(args["experiment"]), str(args["metric"]), dict(args["labels"]),
                    None if args["build"] is None else str(args["build"]),
@@ -84,12 +97,12 @@ class CommitJob:
                    [int(i) for i in args["good"]], [int(i) for i in args["bad"]], job_id,
                    # A job queued by a hoplab before --build-timeout has none.
                    None if args.get("build_timeout") is None
-                   else float(args["build_timeout"]))
+                   else float(args["build_timeout"]), attempt)
 
     def args(self) -> dict[str, Any]:
         """The job's arguments as queued."""
         doc = asdict(self)
-        del doc["job_id"]
+        del doc["job_id"], doc["attempt"]
         return doc
 
     def target(self, sets: tuple[str, ...] = ()) -> Target:
@@ -99,16 +112,18 @@ class CommitJob:
                          else {"build_timeout": self.build_timeout}))
 
 
-def serve_job(job_id: int, args: Mapping[str, Any], runs: Runs, execute: Execute) -> None:
+def serve_job(job: OtherJob, runs: Runs, query: Query) -> None:
     """A bench's handler of TASK (hoplab.fleet.queue.worker's `tasks`)."""
     if not isinstance(runs, BenchRuns):
         raise RuntimeError("this bench's runs cannot measure commits")
-    serve(CommitJob.of(job_id, args), runs, execute)
+    serve(CommitJob.of(job.job_id, job.args, job.attempt), runs, query)
 
 
-def serve(job: CommitJob, runs: BenchRuns, execute: Execute) -> None:
+def serve(job: CommitJob, runs: BenchRuns, query: Query) -> None:
     """Measure the job's commit on this bench and store the answer."""
-
+    if query("SELECT 1 FROM hoplab_fleet_bisect_results WHERE job_id = %(job)s",
+             job=job.job_id):
+        return
     top, here = Path(job.repo), workdir.make()
     tree = here / "tree"
     try:
@@ -119,11 +134,10 @@ def serve(job: CommitJob, runs: BenchRuns, execute: Execute) -> None:
         # `hoplab clean`).
         remove_worktree(top, tree)
         shutil.rmtree(here, ignore_errors=True)
-    execute("INSERT INTO hoplab_fleet_bisect_results (job_id, bisection, commit, bench, "
-            "result) VALUES (%(job)s, %(bisection)s, %(commit)s, %(bench)s, "
-            "%(result)s::jsonb) ON CONFLICT (job_id) DO UPDATE SET bench = EXCLUDED.bench, "
-            "result = EXCLUDED.result, at = now()", job=job.job_id, bisection=job.bisection,
-            commit=job.commit, bench=runs.bench, result=json.dumps(result))
+    if not query(_STORE, job=job.job_id, attempt=job.attempt, bisection=job.bisection,
+                 commit=job.commit, bench=runs.bench, result=json.dumps(result)):
+        _say(f"job {job.job_id} ({job.commit[:12]}) was handed to another bench while "
+             f"this one was silent: its answer is that bench's, this one's is dropped")
 
 
 def _say(text: str) -> None:
@@ -135,7 +149,8 @@ def measure(job: CommitJob, runs: BenchRuns, tree: Path) -> dict[str, Any]:
     `tree`; a commit that cannot be measured answers as `bisect check` does (125)."""
     target = job.target(tuple(runs.sets))
     measurer = Measurer(runs.sink.store, target, _say, checkout=lambda _sha: tree,
-                        stamp={**runs.labels, "bench": runs.bench}, lab_name=runs.lab_name)
+                        stamp={**runs.labels, "bench": runs.bench}, lab_name=runs.lab_name,
+                        sink=runs.fenced(job))
     try:
         # A device serves one run at a time across benches (hoplab.fleet.queue.devices).
         keys = devices.device_keys(_load(tree, target, job.commit).variants[0].lab)

@@ -7,6 +7,8 @@ Exactly one ok run per job holds where the run is stored: an ok run is saved as 
 only while the bench's attempt is still the job's (the fencing token, hoplab.fleet.queue.beat),
 and the store refuses a second ok run of a job (a unique index, schema.ONE_OK_RUN). A run
 that fails either is kept, as `superseded`, never counted, and noted for `hoplab fleet`.
+A bisection's commit job (hoplab.fleet.bisect.jobs) takes several ok runs of its commit,
+so it has the fencing token only (`BenchRuns.fenced`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import dataclasses
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hoplab.errors import HoplabError, UsageError
 from hoplab.fleet.queue import devices
@@ -53,6 +55,15 @@ class JobArgs:
                    int(args["repetition"]), attempt)
 
 
+class Attempt(Protocol):
+    """A job as a bench took it: its id and the queue's attempt (the fencing token)."""
+
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def attempt(self) -> int: ...
+
+
 @dataclass
 class _Labelled:
     """The store, adding the bench's labels to every run it saves; with a job (`job`,
@@ -60,7 +71,7 @@ class _Labelled:
 
     store: Store
     labels: dict[str, str] = field(default_factory=dict)
-    job: JobArgs | None = None
+    job: Attempt | None = None
     query: Query | None = None
 
     def save_run(self, run: RunRecord) -> int:
@@ -82,7 +93,7 @@ class _Labelled:
 
     def _superseded(self, run: RunRecord) -> int:
         assert self.job is not None and self.query is not None
-        bench = self.labels.get("bench", "?")
+        bench = run.labels.get("bench", "?")
         run.status = "superseded"
         run.error = (f"superseded: job {self.job.job_id} was handed to another bench while "
                      f"bench {bench} was silent (its attempt {self.job.attempt}); kept, "
@@ -123,6 +134,12 @@ class BenchRuns:
         return bool(self.sink.store.list_runs(
             {"experiment_id": job.experiment_id, JOB_LABEL: str(job.job_id), "status": "ok"},
             figures=False, limit=1))
+
+    def fenced(self, job: Attempt) -> _Labelled:
+        """The store for the runs of a job that labels its own (a commit job): an ok run
+        stored once the job was handed on is saved superseded."""
+        assert self.query is not None, "bind() first"
+        return _Labelled(self.sink.store, {}, job, self.query)
 
     def bind(self, query: Query) -> None:
         """The bench's connection to the queue, for the submitted files."""

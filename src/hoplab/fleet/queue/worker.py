@@ -54,10 +54,10 @@ class Runs(Protocol):
 
 
 # A job of a task other than a run's, as the package that queues it serves it on a bench
-# (hoplab.fleet.bisect.jobs.serve_job, for `hoplab bisect run --fleet`): its id, its
-# arguments, the bench's runs and Beat.execute. The bench marks it done when it returns,
-# failed when it raises.
-Serve = Callable[[int, Mapping[str, Any], Runs, Callable[..., None]], None]
+# (hoplab.fleet.bisect.jobs.serve_job, for `hoplab bisect run --fleet`): the job (its
+# attempt is its fencing token, as a run job's), the bench's runs and Beat.query. The
+# bench marks it done when it returns, failed when it raises.
+Serve = Callable[["OtherJob", Runs, Callable[..., list[dict[str, Any]]]], None]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class OtherJob:
     job_id: int
     task: str
     args: Mapping[str, Any] = field(default_factory=dict)
+    attempt: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ class BenchWorker:
             return None
         self.claims.append(Claim(job.id, time.perf_counter() - t0))
         if job.task_name in self.tasks:
-            return OtherJob(job.id, job.task_name, job.task_kwargs)
+            return OtherJob(job.id, job.task_name, job.task_kwargs, job.attempts)
         return JobArgs.of(job.id, job.task_kwargs, job.attempts)
 
     def _do(self, job: JobArgs) -> None:
@@ -218,7 +219,7 @@ class BenchWorker:
         self.runs.idle()  # the bench's lab down: the job's runs take its name
         self._running = True
         try:
-            self.tasks[job.task](job.job_id, job.args, self.runs, self.beat.execute)
+            self.tasks[job.task](job, self.runs, self.beat.query)
         except KeyboardInterrupt:
             self.beat.retry(job.job_id)
             raise
