@@ -34,6 +34,9 @@ def test_sides_are_each_variants_ok_runs_in_run_order() -> None:
     runs = [_run(1, "debian:6.12"), _run(2, "debian:6.1"), _run(3, "debian:6.1", "failed"),
             _run(4, "debian:6.12"), _run(5, "debian:6.1")]
     assert sides(runs) == [(f"{KERNEL}=debian:6.12", [1, 4]), (f"{KERNEL}=debian:6.1", [2, 5])]
+    # The matrix's order, whatever order the runs were shuffled into.
+    assert sides(runs, [f"{KERNEL}=debian:6.1", f"{KERNEL}=debian:6.12"]) == [
+        (f"{KERNEL}=debian:6.1", [2, 5]), (f"{KERNEL}=debian:6.12", [1, 4])]
     # File names from the values only.
     assert _slug(f"{KERNEL}=debian:6.12.100+deb12-amd64") == "debian_6.12.100+deb12-amd64"
 

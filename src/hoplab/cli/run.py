@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
     if exp.report and not args.json and not interrupted:
         from hoplab.cli.run_report import after_runs
 
-        after_runs(args, runner.records)
+        after_runs(args, runner.records, [kv.pairs(v.values) for v in exp.variants])
     if interrupted:
         print(interrupted_line(runner.records), file=sys.stderr)
         return 130

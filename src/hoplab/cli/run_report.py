@@ -22,13 +22,17 @@ if TYPE_CHECKING:
     from hoplab.record import RunRecord
 
 
-def sides(records: Sequence[RunRecord]) -> list[tuple[str, list[int]]]:
-    """(the variant's pairs, its ok runs' ids), in the order the runs were made."""
+def sides(records: Sequence[RunRecord], order: Sequence[str] = ()
+          ) -> list[tuple[str, list[int]]]:
+    """(the variant's pairs, its ok runs' ids), the variants in `order` (the matrix's:
+    A is its first value whatever order the runs were shuffled into), the ids in the
+    order the runs were made."""
     out: dict[str, list[int]] = {}
     for r in records:
         if r.id is not None and r.status == "ok":
             out.setdefault(kv.pairs(r.variant), []).append(r.id)
-    return list(out.items())
+    rank = {pairs: i for i, pairs in enumerate(order)}
+    return sorted(out.items(), key=lambda item: rank.get(item[0], len(rank)))
 
 
 def _slug(pairs: str) -> str:
@@ -37,10 +41,20 @@ def _slug(pairs: str) -> str:
     return re.sub(r"[^\w.+-]+", "_", values)[:80]
 
 
-def after_runs(args: argparse.Namespace, records: Sequence[RunRecord]) -> None:
-    from hoplab.cli.main import build_parser
+def _parser() -> argparse.ArgumentParser:
+    """The commands the report runs, as the command line has them."""
+    from hoplab.cli import compare, profile
 
-    found = sides(records)
+    parser = argparse.ArgumentParser(prog="hoplab")
+    sub = parser.add_subparsers(dest="command", required=True)
+    compare.register(sub)
+    profile.register(sub)
+    return parser
+
+
+def after_runs(args: argparse.Namespace, records: Sequence[RunRecord],
+               order: Sequence[str] = ()) -> None:
+    found = sides(records, order)
     if len(found) != 2:
         print(f"report: {len(found)} variants with ok runs; a report compares two")
         return
@@ -48,7 +62,7 @@ def after_runs(args: argparse.Namespace, records: Sequence[RunRecord]) -> None:
              *(["--db-file", args.db_file] if args.db_file else [])]
     a, b = (",".join(map(str, ids)) for _, ids in found)
     print(f"\nreport: A = {found[0][0]} (runs {a}); B = {found[1][0]} (runs {b})")
-    parser = build_parser(["compare", "profile", "flamegraph"])
+    parser = _parser()
 
     def command(*argv: str) -> None:
         parsed = parser.parse_args([*argv, *store])
