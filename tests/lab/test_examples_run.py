@@ -41,6 +41,8 @@ SHORT: dict[str, list[str]] = {
 RUN_ELSEWHERE = {
     "nat-versions/versions.toml": "tests/lab/test_nat_versions.py runs it as "
                                   "docs/versions.md tells a user to, with its trend",
+    "vm/kernels.toml": "tests/lab/test_vm_kernels.py runs it as docs/vm.md tells a user "
+                       "to, with its report (two VM boots: once is enough)",
 }
 # Directories of examples that need more than this machine, and where they are run.
 EXCLUDED = {

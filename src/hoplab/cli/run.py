@@ -232,6 +232,10 @@ def run(args: argparse.Namespace) -> int:
             interrupted = True
         _keep_judged(store, [r.id for r in runner.records if r.id is not None])
         _print_result(args, exp, runner, store.describe(), console, interrupted)
+    if exp.report and not args.json and not interrupted:
+        from hoplab.cli.run_report import after_runs
+
+        after_runs(args, runner.records, [kv.pairs(v.values) for v in exp.variants])
     if interrupted:
         print(interrupted_line(runner.records), file=sys.stderr)
         return 130

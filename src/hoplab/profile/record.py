@@ -27,6 +27,12 @@ from hoplab.profile.tools import need
 # Fields the folder needs (pid and tid included). Without the period field, every
 # sample counts one, as in perf report's sample counts.
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,event,ip,sym,dso"
+# perf in a guest under TCG reads /proc/kallsyms and walks /lib/modules before it
+# samples anything: 20 to 40 s on a loaded machine. It is started with its events off
+# and asked over its control FIFO whether it is up (readiness, not a sleep), so that
+# the phase it profiles is sampled from its first second.
+READY_TIMEOUT_S = 180.0
+STOP_TIMEOUT_S = 90.0
 PERF_MISSING = ("perf is not installed where {node} runs: apt-get install linux-perf (or make "
                 "setup); on OpenWrt: opkg install perf (a kernel with KERNEL_PERF_EVENTS)")
 
@@ -48,18 +54,51 @@ class Recording:
             raise CapabilityError(PERF_MISSING.format(node=self.node.node))
         return perf
 
-    def start(self, noted: Callable[[Process], None] | None = None) -> None:
-        """`noted`: as for Executor.start, called before perf runs."""
+    def start(self, noted: Callable[[Process], None] | None = None, *,
+              enable: bool = True, ready_timeout: float = READY_TIMEOUT_S) -> None:
+        """Starts perf with its events off and returns once it is up; then enables them
+        unless `enable` is false (see enable). `noted`: as for Executor.start, called
+        before perf runs."""
         perf = self._perf()
         self.log = self.data.with_suffix(".log")
-        self.node.run(["mkdir", "-p", str(self.data.parent)], timeout=10)
+        ctl, ack = self._fifos()
+        self.node.run(["sh", "-c", 'mkdir -p "$0" && rm -f "$1" "$2" && mkfifo "$1" "$2"',
+                       str(self.data.parent), ctl, ack], timeout=10)
         # -g: frame-pointer call graphs, which the kernel always has; user stacks of
         # binaries built without frame pointers end early, and say so ([unknown]).
         self.proc = self.node.start(
-            "perf record", [perf, "record", "-a", "-g", "-F", str(self.frequency), "-o",
+            "perf record", [perf, "record", "-a", "-g", "-F", str(self.frequency),
+                            "-D", "-1", "--control", f"fifo:{ctl},{ack}", "-o",
                             str(self.data)],
             out=self.data.with_suffix(".out"), err=self.log, noted=noted)
+        # A command perf answers only from its main loop, once its events are open and
+        # what it reads at start is read; "disable" is a no-op on events still off.
+        if not self._command("disable", ready_timeout):
+            raise HoplabError(f"perf record on {self.node.node} was not ready in "
+                              f"{ready_timeout:.0f} s: {self._log_text()[:300]}")
+        if enable:
+            self.enable()
+
+    def enable(self) -> None:
+        """Its events on: sampling starts now."""
+        if not self._command("enable", 60.0):
+            raise HoplabError(f"perf record on {self.node.node} did not enable its "
+                              f"events: {self._log_text()[:300]}")
         self.started = time.time()
+
+    def _fifos(self) -> tuple[str, str]:
+        return str(self.data.with_suffix(".ctl")), str(self.data.with_suffix(".ack"))
+
+    def _command(self, command: str, timeout: float) -> bool:
+        """Writes `command` to perf's control FIFO; true once perf answers "ack". perf
+        holds both FIFOs open, so neither open blocks, and its exit ends the read."""
+        ctl, ack = self._fifos()
+        try:
+            done = self.node.run(["sh", "-c", 'echo "$2" > "$0" && read -r a < "$1" && '
+                                  '[ "$a" = ack ]', ctl, ack, command], timeout=timeout)
+        except TimeoutError:
+            return False
+        return done.returncode == 0
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -69,9 +108,13 @@ class Recording:
         if self.proc is None:
             return
         if self.proc.poll() is None:
+            # Its events off first: perf takes seconds to write its data in a TCG guest,
+            # and what it would sample meanwhile is not the phase's.
+            if self.started and not self.stopped and self._command("disable", 30.0):
+                self.stopped = time.time()
             self.node.signal(self.proc, signal.SIGINT)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
             except TimeoutError:
                 self.node.stop(self.proc, grace=0.0)
         if not self.stopped:
@@ -81,11 +124,14 @@ class Recording:
         """Why there is no profile, in perf's words, or None."""
         if self.node.run(["test", "-s", str(self.data)], timeout=10).returncode == 0:
             return None
+        return self._log_text()[:300] or "perf wrote no data"
+
+    def _log_text(self) -> str:
         text = ""
         for f in (self.log, self.data.with_suffix(".out")):
             if f is not None and f.exists():
                 text += f.read_text(errors="replace")
-        return " ".join(text.split())[:300] or "perf wrote no data"
+        return " ".join(text.split())
 
     def script(self) -> str:
         """perf script of the recording, run on its node, its output copied back here;
@@ -110,7 +156,12 @@ class Recording:
             self.node.copy_back(str(out), out)
             return use(out)
         finally:
-            self.node.run(["rm", "-f", str(self.data), str(out)], timeout=10)
+            self.remove()
+
+    def remove(self) -> None:
+        """Its files on the node: the recording, perf script's output, the FIFOs."""
+        self.node.run(["rm", "-f", str(self.data), str(self.data.with_suffix(".script")),
+                       *self._fifos()], timeout=10)
 
 
 def script(data: Path) -> str:

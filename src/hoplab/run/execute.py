@@ -280,6 +280,8 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
         # Opening a node's counters (a namespace entered, a device's session) takes time
         # the clients must not wait for: it comes before the clock starts.
         samplers.open()
+        if profiler is not None:
+            profiler.open()
         t0 = time.time()
         samplers.clock_zero = t0
         result = TestResult(started_at=t0)

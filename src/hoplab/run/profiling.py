@@ -82,19 +82,31 @@ class PhaseProfiler:
         self._next_scan = 0.0
         self._dir_made = False
 
+    def open(self) -> None:
+        """Starts perf, its events off, and waits until it is up: before the clock
+        starts, as the samplers open theirs (in a TCG guest perf takes 20 s and more)."""
+        rec = self.recording
+        if self.error is not None:
+            return
+        if rec.node.machine != LOCAL_MACHINE:
+            self._record.made_dir(rec.node.node, str(rec.data.parent))
+            self._dir_made = True
+        try:
+            rec.start(noted=lambda p: self._record.started(p, "profile: perf record"),
+                      enable=False)
+        except HoplabError as e:
+            self.error = str(e)
+
     def tick(self, t: float) -> None:
-        """Called with the run clock's time: starts, watches and stops perf."""
+        """Called with the run clock's time: enables, watches and stops perf."""
         start, end = self.window
         rec = self.recording
-        if rec.proc is None and self.error is None and start <= t < end:
-            if rec.node.machine != LOCAL_MACHINE:
-                self._record.made_dir(rec.node.node, str(rec.data.parent))
-                self._dir_made = True
+        if not rec.started and rec.running() and self.error is None and start <= t < end:
             try:
-                rec.start(noted=lambda p: self._record.started(p, "profile: perf record"))
+                rec.enable()
             except HoplabError as e:
                 self.error = str(e)
-        if rec.running():
+        if rec.started and rec.running():
             if t >= self._next_scan:
                 self._scan()
                 self._next_scan = t + _PID_SCAN_S
@@ -120,6 +132,9 @@ class PhaseProfiler:
             return self._finish()
         finally:
             rec = self.recording
+            if rec.proc is not None:
+                with contextlib.suppress(Exception):
+                    rec.remove()
             if self._dir_made:
                 # Its files are gone (Recording removes them); the directory goes if empty
                 # (on an emulated device it is this machine's run directory, still in use).
@@ -134,7 +149,7 @@ class PhaseProfiler:
                               "phase": self.profile.during, "window_s": list(self.window),
                               "nodes": self.nodes, "attribution": self.attribution}
         out.metadata = md
-        reason = self.error or (self.recording.failure() if self.recording.proc is not None
+        reason = self.error or (self.recording.failure() if self.recording.started
                                 else "the phase never started")
         if reason is not None:
             md.update(status="missing", reason=reason)

@@ -160,6 +160,8 @@ class Experiment:
     pause_s: float
     variants: tuple[Variant, ...]
     matrix: dict[str, tuple[Any, ...]]
+    # `hoplab run` compares the two variants when done (cli/run_report.py).
+    report: bool = False
 
     def runs(self) -> int:
         return self.repeat * sum(len(v.tests) for v in self.variants)

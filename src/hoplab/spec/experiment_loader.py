@@ -31,8 +31,8 @@ from hoplab.spec.tests_loader import check_unique, read_profile, read_samplers, 
 from hoplab.spec.units import parse_bool, parse_int, parse_str, parse_time
 
 _TOP_KEYS = ("name", "description", "lab", "repeat", "seed", "shuffle", "labels", "pause",
-             "matrix", "samplers", "profile", "tests")
-_SCALAR_SETS = ("name", "repeat", "seed", "shuffle", "pause")
+             "report", "matrix", "samplers", "profile", "tests")
+_SCALAR_SETS = ("name", "repeat", "seed", "shuffle", "pause", "report")
 
 
 def _toml(path: Path) -> tuple[str, dict[str, Any]]:
@@ -143,6 +143,7 @@ def _load(path: Path, sets: Sequence[str], repeat: int | None,
         else secrets.randbelow(2**31)
     shuffle = ctx.attempt(True, ctx.conv, ("shuffle",), parse_bool, top.get("shuffle", True))
     pause = ctx.attempt(0.5, ctx.conv, ("pause",), parse_time, top.get("pause", "0.5s"))
+    report = ctx.attempt(False, ctx.conv, ("report",), parse_bool, top.get("report", False))
     labels = ctx.attempt({}, _labels, ctx, top.get("labels", {}))
     no_axes: dict[str, list[Point]] = {}
     axes = ctx.attempt(no_axes, read_matrix, ctx, top.get("matrix", {}))
@@ -164,7 +165,7 @@ def _load(path: Path, sets: Sequence[str], repeat: int | None,
             variants.append(variant)
     return Experiment(name=name, source=str(path), lab_source=str(lab_path), repeat=rep,
                       seed=seed, shuffle=shuffle, labels=labels, pause_s=pause,
-                      variants=tuple(variants),
+                      variants=tuple(variants), report=report,
                       matrix={k: tuple(p[0] for p in pts) for k, pts in axes.items()})
 
 

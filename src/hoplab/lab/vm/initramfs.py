@@ -1,12 +1,14 @@
 """The initramfs a VM boots into: BusyBox, the modules that mount this machine's root
 over 9p (virtio) read-only with a writable overlay in memory (as virtme-ng does), and an
 /init that does so, mounts the VM's own directory (its stage2 script, keys, NIC names)
-at /hoplab and hands over to it. One per kernel release, cached; a VM's own settings
+at /hoplab, sets the guest up from it and hands over to stage2 (the SSH server). One per
+kernel release and content, cached; a VM's own settings
 are in its directory, never in here."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import lzma
 import stat
 from pathlib import Path
@@ -16,38 +18,87 @@ from hoplab.lab.vm import cache
 from hoplab.lab.vm.kernel import Kernel
 
 BUSYBOX = "/bin/busybox"
-# What mounting the root needs (with what each depends on, from modules.dep); a kernel
-# with one built in simply has no file for it (6.12 builds virtio_pci in, 6.1 does not).
-MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
+# What mounting the root and the management NIC need (with what each depends on, from
+# modules.dep); a kernel with one built in simply has no file for it (6.12 builds
+# virtio_pci in, 6.1 does not).
+MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay", "virtio_net")
 # Tags of the 9p shares (qemu.py): this machine's root, the VM's directory, modules.
 ROOT_TAG, CONFIG_TAG, MODULES_TAG = "hostroot", "hoplab", "modules"
+# The management NIC's name and address on QEMU's user network (10.0.2.0/24, where
+# 10.0.2.2 is this machine): SSH comes in on it, through a forward on loopback.
+MGMT_IF = "mgmt"
+MGMT_ADDR = "10.0.2.15/24"
+READY = "hoplab-vm-ready"
+
+DIRS = ("bin", "dev", "proc", "sys", "lib", "lib/mods")
 
 _9P = "trans=virtio,version=9p2000.L"
 # The root is read-only and this machine's files do not change under a lab: the guest
 # may cache them (without it, every exec reads its binary and libraries over 9p again).
+# Everything up to the SSH server is done here, by BusyBox's builtins in memory: each
+# exec of one of this machine's binaries over 9p costs tens of ms under TCG. The mounts
+# made under /newroot move with it at switch_root.
 INIT = f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 # A root that cannot be mounted ends the VM at once: hoplab shows this console.
 fail() {{ echo "hoplab: the VM's root cannot be mounted"; poweroff -f; }}
 mount -t proc proc /proc
+echo "hoplab-init $(cut -d" " -f1 /proc/uptime)"
+mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 for m in $(cat /lib/mods/order); do insmod /lib/mods/$m.ko || echo "hoplab: insmod $m failed"; done
+echo "hoplab-modules $(cut -d" " -f1 /proc/uptime)"
 mkdir -p /lower /rw /newroot
 mount -t 9p -o {_9P},ro,msize=512000,cache=loose {ROOT_TAG} /lower || fail
 mount -t tmpfs -o mode=0755 rw /rw
 mkdir -p /rw/upper /rw/work
 mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work root /newroot || fail
-mkdir -p /newroot/hoplab
-mount -t 9p -o {_9P},ro {CONFIG_TAG} /newroot/hoplab || fail
-umount /proc
+cd /newroot
+mkdir -p hoplab
+mount -t 9p -o {_9P},ro {CONFIG_TAG} hoplab || fail
+mount -t proc proc proc
+mount -t sysfs sys sys
+mount -t devtmpfs dev dev
+mkdir -p dev/pts dev/shm
+mount -t devpts devpts dev/pts
+mount -t tmpfs shm dev/shm
+# This machine's /run, /tmp and /var/tmp are its own: the guest's are new and empty,
+# and so is root's home (no dotfiles of this machine's root run at each login).
+for d in run tmp var/tmp var/log root; do mount -t tmpfs -o mode=0755 tmpfs $d; done
+mount -t debugfs debugfs sys/kernel/debug 2>/dev/null
+mount -t tracefs tracefs sys/kernel/tracing 2>/dev/null
+if [ -s hoplab/modules ]; then
+  mkdir -p lib/modules/$(uname -r)
+  mount -t 9p -o {_9P},ro,cache=loose {MODULES_TAG} lib/modules/$(uname -r)
+fi
+hostname "$(cat hoplab/hostname)"
+# The NICs by MAC: the lab's names, as the plan has them.
+while read -r mac name; do
+  for d in /sys/class/net/*; do
+    [ "$(cat $d/address)" = "$mac" ] && ip link set dev "${{d##*/}}" name "$name"
+  done
+done < hoplab/nics
+ip link set lo up
+ip addr add {MGMT_ADDR} dev {MGMT_IF}
+ip link set {MGMT_IF} up
+sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+sysctl -qw net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0
+mkdir -p root/.ssh && chmod 700 root/.ssh
+cp hoplab/authorized_keys root/.ssh/authorized_keys && chmod 600 root/.ssh/authorized_keys
+echo "{READY} $(cut -d" " -f1 /proc/uptime)"
+umount /proc /sys
+cd /
 exec switch_root /newroot /bin/sh /hoplab/stage2
 """
 
 
 def image(kernel: Kernel) -> Path:
     """The initramfs for `kernel`, built the first time."""
-    key = f"initramfs-{kernel.release}" if kernel.source.startswith("debian:") else \
-        f"initramfs-{kernel.release}-{abs(hash((str(kernel.image), str(kernel.modules))))}"
+    # Keyed by what it holds too: a cached image of another /init is never booted.
+    made = hashlib.sha256(f"{INIT}{MODULES}{DIRS}".encode()).hexdigest()[:12]
+    key = f"initramfs-{kernel.release}-{made}" if kernel.source.startswith("debian:") else \
+        f"initramfs-{kernel.release}-{made}-" \
+        f"{abs(hash((str(kernel.image), str(kernel.modules))))}"
     d = cache.entry(cache.cache_dir() / "initramfs" / key, lambda tmp: _build(kernel, tmp))
     return d / "initrd.gz"
 
@@ -98,9 +149,7 @@ def _build(kernel: Kernel, tmp: Path) -> None:
         raise CapabilityError(f"{BUSYBOX} is missing (apt-get install busybox-static)")
     mods = _modules(kernel)
     files: list[tuple[str, int, bytes]] = [
-        ("bin", stat.S_IFDIR | 0o755, b""), ("dev", stat.S_IFDIR | 0o755, b""),
-        ("proc", stat.S_IFDIR | 0o755, b""), ("lib", stat.S_IFDIR | 0o755, b""),
-        ("lib/mods", stat.S_IFDIR | 0o755, b""),
+        *((d, stat.S_IFDIR | 0o755, b"") for d in DIRS),
         ("bin/busybox", stat.S_IFREG | 0o755, Path(BUSYBOX).read_bytes()),
         ("init", stat.S_IFREG | 0o755, INIT.encode()),
         ("lib/mods/order", stat.S_IFREG | 0o644, " ".join(n for n, _ in mods).encode()),

@@ -20,6 +20,12 @@ from hoplab.lab.vm.kernel import Kernel
 QEMU = "qemu-system-x86_64"
 BOOT_TIMEOUT_S = 120.0
 SERIAL_LOG, QEMU_LOG = "serial.log", "qemu.log"
+# No probing of what a lab router has not got (PS/2, three more UARTs), no audit or
+# AppArmor. (tsc=reliable no_timer_check rcupdate.rcu_expedited=1 were tried too: a
+# 6.12 guest panicked once in sched_clock_idle_wakeup_event with them.)
+APPEND = ("console=ttyS0 panic=-1 loglevel=4 printk.time=1 mitigations=off "
+          "i8042.noaux i8042.nomux i8042.nopnp i8042.nokbd 8250.nr_uarts=1 audit=0 "
+          "apparmor=0")
 # The management NIC's MAC: on its own network, so every VM may have the same one.
 MGMT_MAC = "02:00:00:00:00:01"
 
@@ -66,7 +72,7 @@ def argv(b: Boot, exe: str = QEMU) -> list[str]:
            "-device", "virtio-rng-pci",
            "-serial", f"file:{b.dir / SERIAL_LOG}",
            "-kernel", str(b.kernel.image), "-initrd", str(b.initrd),
-           "-append", "console=ttyS0 panic=-1 loglevel=4 printk.time=1 mitigations=off",
+           "-append", APPEND,
            "-virtfs", f"local,path=/,mount_tag={ROOT_TAG},security_model=none,"
                       f"readonly=on,multidevs=remap",
            "-virtfs", f"local,path={b.dir},mount_tag={CONFIG_TAG},security_model=none,"
