@@ -74,7 +74,6 @@ def vm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpLab]:
     lab = load_lab(file, name=name)
     try:
         result = build.up(lab)
-        ours = {p.pid for p in result.state.processes if p.node.endswith(".qemu")}
         yield UpLab(lab, result.plan, result)
     finally:
         remove_lab(name)
