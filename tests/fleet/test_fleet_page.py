@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from hoplab.fleet.bisect.jobs import TASK as MEASURE_COMMIT
 from hoplab.fleet.bisect.jobs import CommitJob
@@ -36,6 +37,18 @@ def _get(base: str, path: str) -> str:
     return body.decode()
 
 
+def _fleet_page(db: str) -> tuple[str, Any]:
+    """/fleet and /api/fleet (parsed) from a dashboard serving `db`, stopped after."""
+    proc, line = start_server(db, "--port", "0")
+    match = URL.search(line)
+    assert match, line
+    base = f"http://127.0.0.1:{match.group(1)}"
+    try:
+        return _get(base, "/fleet"), json.loads(_get(base, "/api/fleet"))
+    finally:
+        stop_server(proc)
+
+
 def test_the_fleet_page_shows_benches_jobs_and_progress(db: str, experiment: Path) -> None:
     open_store(db).close()  # the runs' store, as a bench's first run makes it
     experiment_id = enqueue(db, pack(db, experiment), where={"device": "erx"})
@@ -43,15 +56,7 @@ def test_the_fleet_page_shows_benches_jobs_and_progress(db: str, experiment: Pat
     beat.start({"device": "erx"}, "lab1", os.getpid())
     try:
         tables = query(db, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
-        proc, line = start_server(db, "--port", "0")
-        match = URL.search(line)
-        assert match, line
-        base = f"http://127.0.0.1:{match.group(1)}"
-        try:
-            page = _get(base, "/fleet")
-            api = json.loads(_get(base, "/api/fleet"))
-        finally:
-            stop_server(proc)
+        page, api = _fleet_page(db)
     finally:
         beat.stop()
     assert "erx-1" in page and "device=erx" in page and ">idle<" in page
@@ -67,17 +72,9 @@ def test_the_fleet_page_shows_benches_jobs_and_progress(db: str, experiment: Pat
 
 def test_a_store_without_a_fleet_says_so(db: str) -> None:
     open_store(db).close()
-    proc, line = start_server(db, "--port", "0")
-    match = URL.search(line)
-    assert match, line
-    base = f"http://127.0.0.1:{match.group(1)}"
-    try:
-        page = _get(base, "/fleet")
-        api = _get(base, "/api/fleet")
-    finally:
-        stop_server(proc)
+    page, api = _fleet_page(db)
     assert "No fleet in this store" in page
-    assert json.loads(api) is None
+    assert api is None
     assert query(db, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'hoplab_fleet%%'"
                  ) == [(0,)]
 
@@ -151,15 +148,7 @@ def test_the_fleet_page_shows_handovers_superseded_runs_waits_and_failed_bisecti
             waiter.start()
             until("a wait for the router", lambda: query(
                 db, "SELECT 1 FROM hoplab_fleet_device_waits"))
-            server, line = start_server(db, "--port", "0")
-            match = URL.search(line)
-            assert match, line
-            base = f"http://127.0.0.1:{match.group(1)}"
-            try:
-                page = _get(base, "/fleet")
-                api = json.loads(_get(base, "/api/fleet"))
-            finally:
-                stop_server(server)
+            page, api = _fleet_page(db)
         waiter.join(60)
     finally:
         if not frozen._thread.is_alive():
