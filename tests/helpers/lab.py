@@ -11,6 +11,7 @@ import re
 import secrets
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -250,14 +251,14 @@ def iperf3(server_ns: str, client_ns: str, target: str, *client_args: str,
            seconds: float | None = 3, port: int = 5201) -> dict[str, Any]:
     """One iperf3 test: `iperf3 -s -1` in server_ns, the client (-J) in client_ns.
     seconds=None leaves the end condition to client_args (e.g. "-n", "2M")."""
-    server = subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1",
+    server = subprocess.Popen(["ip", "netns", "exec", server_ns, "iperf3", "-s", "-1", "-J",
                                "-p", str(port)], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     try:
         wait_listening(server_ns, port, server)
         duration = ["-t", str(seconds)] if seconds is not None else []
         proc = run_in(client_ns, "iperf3", "-c", target, "-p", str(port), *duration,
-                      "-J", *client_args, timeout=(seconds or 30) + 30)
+                      "-J", "--get-server-output", *client_args, timeout=(seconds or 30) + 30)
         try:
             data: dict[str, Any] = json.loads(proc.stdout)
         except ValueError:
@@ -270,6 +271,29 @@ def iperf3(server_ns: str, client_ns: str, target: str, *client_args: str,
 
 def mbit_received(data: dict[str, Any]) -> float:
     return float(data["end"]["sum_received"]["bits_per_second"]) / 1e6
+
+
+def steady_mbit(data: dict[str, Any]) -> float:
+    """The receiver's goodput once the flow is steady: the median of the server's whole
+    one-second intervals after the first. The first carries slow start and the shaper's
+    bucket (64 KiB at any rate: +0.5 Mbit/s at 20 Mbit/s); the last is often a fraction.
+    A median, because one retransmission timeout in a 3 s run took a whole-run figure
+    of a 20 Mbit/s TBF to 16.1 in CI while every other second read 19.06 to 19.21.
+    The receiver's seconds, not the sender's: those count what entered the socket, and
+    its buffer grows for seconds (a 20 Mbit/s sender read 20.85 against 19.13 received).
+    With -R the client is the receiver."""
+    reverse = data["start"]["test_start"].get("reverse", 0)
+    receiver = data["intervals"] if reverse else data["server_output_json"]["intervals"]
+    intervals = [i["sum"] for i in receiver[1:] if i["sum"]["seconds"] >= 0.95]
+    assert len(intervals) >= 2, receiver
+    return float(statistics.median(i["bits_per_second"] for i in intervals)) / 1e6
+
+
+def payload_mbit(rate_mbit: float, ipv6: bool = False) -> float:
+    """What TCP carries through a shaper of rate_mbit that counts each frame with its
+    Ethernet header: a full segment is 1514 bytes for 1448 of payload over IPv4 (MSS
+    1460 less 12 of timestamps), 1428 over IPv6 (its header is 20 bytes longer)."""
+    return rate_mbit * (1428 if ipv6 else 1448) / 1514
 
 
 @dataclass
