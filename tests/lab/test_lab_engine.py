@@ -176,8 +176,8 @@ def test_per_direction_rate_override(lab_up: LabUp) -> None:
     forward = steady_mbit(iperf3(server, client, "server-v4", seconds=IPERF_SECONDS))
     reverse = steady_mbit(iperf3(server, client, "server-v4", "-R", seconds=IPERF_SECONDS))
     print(f"100mbit / reverse 20mbit: forward {forward:.2f}, reverse {reverse:.2f} Mbit/s")
-    for got, rate in ((forward, 100), (reverse, 20)):
-        assert abs(got - payload_mbit(rate)) <= RATE_TOLERANCE * payload_mbit(rate), got
+    for got, mbit in ((forward, 100), (reverse, 20)):
+        assert abs(got - payload_mbit(mbit)) <= RATE_TOLERANCE * payload_mbit(mbit), got
     # The shaping is at each sender's egress: HTB on both ends of the veth.
     for node, rate in (("client", "100Mbit"), ("server", "20Mbit")):
         qdiscs = up.run(node, "tc", "class", "show", "dev", "eth0").stdout

@@ -102,6 +102,33 @@ def test_flamegraph_diff_takes_two_selections_and_pools_each_side(
     assert f"-&gt; run {b}</text>" in svg.read_text()
 
 
+def test_flamegraph_of_a_selection_pools_its_runs(
+        db: tuple[str, dict[str, list[int]]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """One graph of every profiled run a selection names (what `hoplab run`'s report
+    draws per variant); it was refused as "selects N runs"."""
+    path, found = db
+    side = _ids(found, "v2")
+    samples = 0
+    for run in side:
+        code, out, err = _run(capsys, "profile", str(run), "--json", "--db", path)
+        assert code == 0, err
+        samples += json.loads(out)["samples"]
+    svg = tmp_path / "p.svg"
+    code, out, err = _run(capsys, "flamegraph", "version=v2", "--db", path, "-o", str(svg))
+    assert code == 0, err
+    text = svg.read_text()
+    assert f"<title>all ({samples:,} samples, 100%)</title>" in text
+    assert f"{samples} samples, {len(side)} runs pooled" in text
+    assert f"(runs {', '.join(map(str, side))})" in text
+    # By ids, the same pooled graph; the default file is named for the selection.
+    ids = ",".join(map(str, side))
+    code, out, err = _run(capsys, "flamegraph", ids, "--db", path)
+    assert code == 0, err
+    assert out.strip() == f"hoplab-{ids.replace(',', '_')}-flamegraph.svg"
+    Path(out.strip()).unlink()
+
+
 def test_runs_filter_joins_conditions_with_a_comma(
         db: tuple[str, dict[str, list[int]]], capsys: pytest.CaptureFixture[str]) -> None:
     path, found = db

@@ -22,17 +22,17 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     f = sub.add_parser("flamegraph", help="draw a run's flame graph (or a diff of two)",
-                       description="An interactive SVG flame graph of a run's profile: hover "
-                                   "for counts, click to zoom, Ctrl-F to search; drawn root "
-                                   "on top. With --diff A B: each frame of B red where its "
-                                   "share of the samples (with all it calls) grew from A, "
-                                   "blue where it shrank, the largest change the strongest. "
-                                   "A and B are runs or selections (12-15, version=v2,"
-                                   "test=bulk); a side of several profiled runs draws "
-                                   "their samples pooled.")
+                       description="An interactive SVG flame graph of a run's profile (or of a "
+                                   "selection's runs, pooled): hover for counts, click to zoom, "
+                                   "Ctrl-F to search; drawn root on top. With --diff A B: each "
+                                   "frame of B red where its share of the samples (with all it "
+                                   "calls) grew from A, blue where it shrank, the largest change"
+                                   " the strongest. A and B are runs or selections (12-15, "
+                                   "version=v2,test=bulk); a side of several profiled runs draws"
+                                   " their samples pooled.")
     f.add_argument("runs", nargs="+", metavar="RUN",
-                   help="a run (an id, or a selection that names one); with --diff, two "
-                        "runs or selections")
+                   help="a run or a selection (its profiled runs pooled in one graph); "
+                        "with --diff, two runs or selections")
     f.add_argument("-o", "--output", help="SVG file (default: hoplab-RUN-flamegraph.svg)")
     shape = f.add_mutually_exclusive_group()
     shape.add_argument("--icicle", action="store_false", dest="upright",
@@ -88,25 +88,52 @@ def run_flamegraph(args: argparse.Namespace) -> int:
         raise UsageError("--diff needs exactly two runs or selections: A B")
     if not args.diff and len(args.runs) != 1:
         raise UsageError("give one run, or --diff A B")
-    from hoplab.analysis.select import select_one
-    from hoplab.profile import analyze, fold
-    from hoplab.profile.flamegraph import flamegraph
-    from hoplab.profile.stored import run_stacks
-
     if args.diff:
         svg, name = _flame_diff(args)
     else:
-        with store_arg.reading(args) as store:
-            rec, stacks = run_stacks(store, select_one(store, args.runs[0]), args.node)
-        prof = rec.metadata["profile"]
-        svg = flamegraph(fold.render(stacks), title=_title(rec), upright=args.upright,
-                         subtitle=f"{analyze.samples(stacks)} samples at {prof['frequency']} "
-                                  f"Hz during {prof['phase']}; {prof['attribution']}")
-        name = str(rec.id)
+        svg, name = _flame_one(args)
     out = Path(args.output or f"hoplab-{name}-{'diff' if args.diff else 'flamegraph'}.svg")
     out.write_text(svg)
     print(out)
     return 0
+
+
+def _flame_one(args: argparse.Namespace) -> tuple[str, str]:
+    """A run's graph, or a selection's profiled runs' samples pooled in one graph (what
+    `hoplab run`'s report draws for each variant); its name for the default file."""
+    from collections import Counter
+
+    from hoplab.analysis.select import select
+    from hoplab.profile import analyze, fold
+    from hoplab.profile.flamegraph import flamegraph
+    from hoplab.profile.stored import run_stacks, side_stacks
+
+    spec = args.runs[0]
+    with store_arg.reading(args) as store:
+        ids = select(store, spec)
+        if len(ids) == 1:
+            rec, stacks = run_stacks(store, ids[0], args.node)
+            prof = rec.metadata["profile"]
+            return flamegraph(
+                fold.render(stacks), title=_title(rec), upright=args.upright,
+                subtitle=f"{analyze.samples(stacks)} samples at {prof['frequency']} Hz "
+                         f"during {prof['phase']}; {prof['attribution']}"), str(rec.id)
+        runs, each, skipped = side_stacks(store, spec, ids, args.node)
+        records = [store.get_run(i, series=False) for i in runs]
+    pooled = sum(each, Counter[str]())
+    left_out = f"; runs {_ids(skipped)} have no profile" if skipped else ""
+    svg = flamegraph(fold.render(pooled), title=_pooled_title(spec, records),
+                     upright=args.upright,
+                     subtitle=f"{analyze.samples(pooled)} samples, {len(runs)} runs pooled"
+                              f"{left_out}")
+    return svg, re.sub(r"[^\w.+-]+", "_", spec)[:80]
+
+
+def _pooled_title(spec: str, records: list[RunRecord]) -> str:
+    """What the pooled runs share (experiment, test, variant), else the selection."""
+    shared = {(r.experiment, r.test, kv.pairs(r.variant, "")) for r in records}
+    what = " ".join(shared.pop()).strip() if len(shared) == 1 else spec
+    return f"{what} (runs {_ids([r.id for r in records if r.id is not None])})"
 
 
 def _flame_diff(args: argparse.Namespace) -> tuple[str, str]:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hoplab import kv
@@ -75,7 +73,8 @@ def after_runs(args: argparse.Namespace, records: Sequence[RunRecord],
     if not _profiled(args, found):
         return
     for name, ids in found:
-        _flamegraph(args, name, ids)
+        command("flamegraph", ",".join(map(str, ids)), "-o",
+                f"hoplab-{_slug(name)}-flamegraph.svg")
     command("flamegraph", "--diff", a, b, "-o", f"hoplab-{_slug(found[0][0])}-vs-"
                                                  f"{_slug(found[1][0])}-diff.svg")
     command("profile", "--diff", a, b, "--top", "10")
@@ -85,20 +84,3 @@ def _profiled(args: argparse.Namespace, found: list[tuple[str, list[int]]]) -> b
     with store_arg.reading(args) as store:
         return all(isinstance(p := store.get_run(ids[0], series=False).metadata.get(
             "profile"), dict) and p.get("status") == "ok" for _, ids in found)
-
-
-def _flamegraph(args: argparse.Namespace, name: str, ids: list[int]) -> None:
-    """One variant's runs' samples pooled in one graph."""
-    from hoplab.profile import analyze, fold
-    from hoplab.profile.flamegraph import flamegraph
-    from hoplab.profile.stored import side_stacks
-
-    spec = ",".join(map(str, ids))
-    with store_arg.reading(args) as store:
-        runs, stacks, _ = side_stacks(store, spec, ids, None)
-    pooled = sum(stacks, Counter[str]())
-    svg = flamegraph(fold.render(pooled), title=f"{name} (runs {spec})",
-                     subtitle=f"{analyze.samples(pooled)} samples, {len(runs)} run(s) pooled")
-    out = Path(f"hoplab-{_slug(name)}-flamegraph.svg")
-    out.write_text(svg)
-    print(f"flame graph of {name}: {out}")
