@@ -43,7 +43,7 @@ from hoplab.lab.vm import wg
 from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Completed, Executor
 from hoplab.nodes.netns import exists as ns_exists
-from hoplab.nodes.registry import executor_for, in_namespace, is_local
+from hoplab.nodes.registry import executor_for, in_namespace
 from hoplab.spec import load_lab
 from hoplab.spec.model import Lab
 
@@ -357,7 +357,7 @@ def _record(lab: Lab, plan: Plan, caps: Capabilities, progress: Progress | None,
     exists: the state record, with which node is where (a process started on a device
     during the build is stopped there by clean after a crash). `held`: the record of
     the labgrid places held for it, which this one carries on."""
-    local = [n for n in plan.nodes if is_local(lab.node(n.name).kind)]
+    local = [n for n in plan.nodes if lab.node(n.name).node_kind.local]
     if held is None:
         _not_up(lab)
     taken = [n.netns for n in local if ns_exists(n.netns)]
@@ -624,7 +624,7 @@ def _write_hosts(plan: Plan, state: LabState) -> None:
     hosts = state.rundir / "hosts"
     hosts.write_text(hosts_file(plan))
     for node in plan.nodes:
-        if not is_local(plan.lab.node(node.name).kind):
+        if not plan.lab.node(node.name).node_kind.local:
             continue    # a machine of its own has its own /etc/hosts
         d = ETC_NETNS / node.netns
         d.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from hoplab.kinds.procedure import Context, Result
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import LOCAL_MACHINE, Executor
-from hoplab.nodes.registry import close_all, executors, is_local, wire_executors
+from hoplab.nodes.registry import close_all, executors, wire_executors
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run import server_home, tcp_flows
 from hoplab.run.flows import client_argv, server_for
@@ -106,7 +106,7 @@ def _start_servers(test: Test, plan: Plan, group: ProcessGroup,
             continue
         argv = server.argv
         if server.files is not None:
-            if not is_local(plan.lab.node(server.node).kind):
+            if not plan.lab.node(server.node).node_kind.local:
                 ex = group.nodes[server.node]
                 where = PurePosixPath(f"/tmp/{group.workdir.name}-server-{i}")
                 homes.append(server_home.Home(where, ex))
