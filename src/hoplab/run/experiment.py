@@ -77,8 +77,12 @@ def schedule(exp: Experiment) -> list[Job]:
 
 
 def check_machine(exp: Experiment, caps: Capabilities) -> None:
-    """Refuse before anything runs: a missing tool, or a variant's lab this kernel
-    cannot build."""
+    """Refuse before anything runs: a missing tool, a variant's lab this kernel cannot
+    build, or a device without a tool its tests run there. What the tests run is the
+    kinds' to say, and is asked first; what the lab can be, the lab's, after."""
+    on_devices = []
+    for v in exp.variants:
+        on_devices.append(test_tools(v.lab, v.tests))
     kinds = {f.kind for v in exp.variants for t in v.tests for f in t.flows}
     for k in sorted(kinds):
         # The flow's kind names its tool and the Debian package that provides it.
@@ -94,6 +98,8 @@ def check_machine(exp: Experiment, caps: Capabilities) -> None:
             build.preflight(v.lab, caps)
         except CapabilityError as e:
             raise CapabilityError(f"{e} (variant {v.label()})") from None
+    for v, (tools, why) in zip(exp.variants, on_devices, strict=True):
+        build.check_devices(v.lab, tools, why)
 
 
 _PLACEHOLDER = re.compile(r"\{(iface|addr|addr6):([A-Za-z0-9_-]+)\}")
@@ -314,8 +320,6 @@ class ExperimentRunner:
                                f"again after them")
         try:
             check_machine(self.exp, self.caps)
-            for v in self.exp.variants:
-                build.check_devices(v.lab, *test_tools(v.lab, v.tests))
             self._run_jobs()
         finally:
             if handed is not None:
@@ -329,8 +333,6 @@ class ExperimentRunner:
         until `close`; KeyboardInterrupt is raised after the run is stored interrupted."""
         if not self._checked:
             check_machine(self.exp, self.caps)
-            for v in self.exp.variants:
-                build.check_devices(v.lab, *test_tools(v.lab, v.tests))
             self._checked = True
         if self._workdir is None:
             self._workdir = run_workdir.make()
