@@ -22,8 +22,7 @@ from hoplab.held_stops import stops_held
 from hoplab.lab import netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.clean import in_use
-from hoplab.lab.devices import addresses, labgrid, nics, reach, settings
-from hoplab.lab.devices import tools as device_tools
+from hoplab.lab.devices import addresses, labgrid, nics, reach, settings, survey
 from hoplab.lab.lock import lab_lock
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab, unresolved
 from hoplab.lab.requirements import (
@@ -240,7 +239,7 @@ def _reach_and_build(lab: Lab, caps: Capabilities, progress: Progress | None,
     # Reaching, reading and checking every device touches nothing on it.
     execs = reach.connect(lab, executor_for)
     try:
-        resolved = _read_devices(lab, execs, tools, why) if execs else lab
+        resolved = survey.read_devices(lab, execs, tools, why) if execs else lab
         return _up(resolved, caps, progress, execs, t0, lab, held)
     finally:
         reach.close(execs.values())
@@ -261,28 +260,6 @@ def _not_up(lab: Lab) -> None:
                             or old.labgrid):
         raise UsageError(f"lab {lab.name!r} is already up; take it down first: "
                          f"hoplab lab down {lab.name}")
-
-
-def _read_devices(lab: Lab, execs: Mapping[str, Executor],
-                  tools: Mapping[str, Collection[str]] | None,
-                  why: Mapping[str, str] | None) -> Lab:
-    """The lab with its devices' addresses, once each device is found to have every tool
-    the lab and its tests need (touching nothing on it)."""
-    resolved = addresses.resolve(lab, _views(execs))
-    needs = device_tools.tools_needed(resolved)
-    for node, wanted in (tools or {}).items():
-        needs.setdefault(node, set()).update(wanted)
-    device_tools.check_tools(resolved, execs, needs, why)
-    return resolved
-
-
-def _views(execs: Mapping[str, Executor]) -> dict[str, addresses.DeviceView]:
-    """What each device shows, read from all of them at once."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    items = list(execs.values())
-    with ThreadPoolExecutor(max_workers=max(1, min(16, len(items)))) as pool:
-        return dict(zip(execs, pool.map(addresses.view, items), strict=True))
 
 
 @dataclass
@@ -339,7 +316,7 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
                 settings.apply(b.state, plan, execs)
                 # Addresses the setup commands made are there now, on named interfaces.
                 b.result.plan = plan_lab(addresses.resolve(
-                    written, _views(execs), after_setup=True))
+                    written, survey.views(execs), after_setup=True))
                 _check_cables(b.result.plan, b.local)
                 t = b.step("devices", t)
             _finish(b)
@@ -657,21 +634,6 @@ def down(name: str) -> list[str]:
         if state is None:
             raise UsageError(f"no lab named {name!r} is up (see hoplab lab status)")
         return teardown(state)
-
-
-def check_devices(lab: Lab, tools: Mapping[str, Collection[str]] | None = None,
-                  why: Mapping[str, str] | None = None) -> None:
-    """Everything lab up checks about a lab's NICs and devices, touching nothing: for an
-    experiment to refuse (exit 2) before its first run rather than fail every run."""
-    if not lab.devices() and not any(lk.attach for lk in lab.links):
-        return
-    nics.check_nics(lab)
-    lab = labgrid.look_up(lab)
-    execs = reach.connect(lab, executor_for)
-    try:
-        _read_devices(lab, execs, tools, why)
-    finally:
-        reach.close(execs.values())
 
 
 def hand_over(lab: Lab) -> Lab | None:

@@ -31,6 +31,7 @@ from hoplab.kinds.device_tools import test_tools
 from hoplab.lab import build
 from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
+from hoplab.lab.devices import survey
 from hoplab.lab.devices.labels import device_labels
 from hoplab.lab.plan import Plan
 from hoplab.lab.signals import shielded
@@ -99,7 +100,7 @@ def check_machine(exp: Experiment, caps: Capabilities) -> None:
         except CapabilityError as e:
             raise CapabilityError(f"{e} (variant {v.label()})") from None
     for v, (tools, why) in zip(exp.variants, on_devices, strict=True):
-        build.check_devices(v.lab, tools, why)
+        survey.check_devices(v.lab, tools, why)
 
 
 _PLACEHOLDER = re.compile(r"\{(iface|addr|addr6):([A-Za-z0-9_-]+)\}")
