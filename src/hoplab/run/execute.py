@@ -233,11 +233,9 @@ def _figures(test: Test, plan: Plan, result: TestResult, started: list[tuple[Flo
         result.errors.append(_fault("figures", e))
 
 
-def _procedure(test: Test, plan: Plan, group: ProcessGroup, result: TestResult,
-               tick: Callable[[float], None]) -> None:
+def _procedure(procedure: Callable[[Context], Result], test: Test, plan: Plan,
+               group: ProcessGroup, result: TestResult, tick: Callable[[float], None]) -> None:
     """A kind's own procedure (a throughput search) in place of flows on a schedule."""
-    procedure = registry.get(test.kind).procedure
-    assert procedure is not None
     ctx = Context(
         test=test, plan=plan, nodes=group.nodes, launcher=group,
         t0=result.started_at, tick=tick,
@@ -265,14 +263,15 @@ def _merge(result: TestResult, out: Result) -> None:
 def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], None],
               base_dir: Path | None, nodes: Mapping[str, Executor],
               interrupted: Callable[[TestResult], None] | None = None) -> TestResult:
+    # The kind is asked once, before anything starts: its own procedure, or flows.
+    procedure = registry.get(test.kind).procedure
     group = ProcessGroup(workdir, nodes, plan.lab.name)
-    own_procedure = registry.get(test.kind).procedure is not None
     samplers: Samplers | None = None
     profiler = PhaseProfiler(test, test.profile, plan, nodes, workdir,
                              base_dir or Path.cwd()) if test.profile is not None else None
     homes: list[server_home.Home] = []
     try:
-        if not own_procedure:
+        if procedure is None:
             _start_servers(test, plan, group, homes)
         samplers = Samplers(sampler_targets(test, plan, nodes),
                             cpu="cpu" in test.samplers.kinds,
@@ -288,9 +287,9 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
         samplers.start()
         started: list[tuple[Flow, Proc]] = []
         errors: list[str] = []
-        if own_procedure:
+        if procedure is not None:
             try:
-                _procedure(test, plan, group, result, tick)
+                _procedure(procedure, test, plan, group, result, tick)
             except KeyboardInterrupt:
                 if interrupted is not None:
                     result.duration_s = time.time() - t0
@@ -306,7 +305,7 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
             result.notes["samplers_missing"] = "; ".join(samplers.missing)
     finally:
         _stop(group, samplers, profiler, homes)
-    if own_procedure:
+    if procedure is not None:
         result.metrics += sampler_metrics(result.series, window=(0.0, result.duration_s))
     else:
         _figures(test, plan, result, started, errors, t0)
