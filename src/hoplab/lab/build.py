@@ -440,8 +440,8 @@ def _finish(b: _Build) -> None:
         # Which emulator and which discipline each direction got, for lab status.
         row.update(link_disciplines(for_host(b.lab, lk), b.caps))
         if guest_ends(b.lab, lk):
-            row["emulator"] = "guest tc" if row["emulator"] in ("none", "tc", "netem") \
-                else row["emulator"]
+            row["emulator"] = ("guest tc" if row["emulator"] in ("none", "tc", "netem")
+                               else row["emulator"])
     state.save()
 
 
@@ -641,8 +641,8 @@ def hand_over(lab: Lab) -> Lab | None:
     need its host NICs and devices, so it is taken down now and returned, to be built
     again by take_back() when the runs end. A lab another process is using is refused."""
     state = find(lab.name)
-    if state is None or state.status != "up" or not Path(lab.source).exists() \
-            or Path(state.source) != Path(lab.source).resolve():
+    if (state is None or state.status != "up" or not Path(lab.source).exists()
+            or Path(state.source) != Path(lab.source).resolve()):
         return None
     if in_use(state):
         raise UsageError(f"lab {lab.name!r} is up and in use by pid {state.owner_pid}; its "

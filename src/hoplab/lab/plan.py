@@ -591,7 +591,7 @@ def _next_hop(node: NodePlan, target: IPv4Address | IPv6Address,
             return i.peer
     best: Route | None = None
     for r in node.routes:
-        if r.dst.version == target.version and target in r.dst \
-                and (best is None or r.dst.prefixlen > best.dst.prefixlen):
+        if (r.dst.version == target.version and target in r.dst
+                and (best is None or r.dst.prefixlen > best.dst.prefixlen)):
             best = r
     return owner.get(best.gateway) if best is not None else None

@@ -60,8 +60,8 @@ def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> li
         # cpu thread), but a device's is its own and read on the device.
         if "cpu" not in asked:
             return []
-        chosen = list(test.samplers.nodes) if test.samplers.nodes is not None \
-            else routers_crossed(test, plan)
+        chosen = (list(test.samplers.nodes) if test.samplers.nodes is not None
+                  else routers_crossed(test, plan))
         return [Target(n, nodes[n], frozenset()) for n in chosen
                 if nodes[n].machine != LOCAL_MACHINE]
     if test.samplers.nodes is not None:

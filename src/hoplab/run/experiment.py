@@ -158,8 +158,8 @@ def measurement_version(kind: str) -> int:
 def _interrupted_by(e: KeyboardInterrupt) -> str:
     # hoplab.lab.signals raises KeyboardInterrupt("signal N") for SIGTERM and SIGHUP.
     what = str(e)
-    if what.startswith("signal ") and what[7:].isdigit() \
-            and int(what[7:]) != signal.SIGINT:
+    if (what.startswith("signal ") and what[7:].isdigit()
+            and int(what[7:]) != signal.SIGINT):
         return f"interrupted by {signal.Signals(int(what[7:])).name}"
     return "interrupted by the user (Ctrl-C)"
 
@@ -244,8 +244,8 @@ class ExperimentRunner:
             with shielded():
                 if cut:  # what it measured before the interrupt is stored with it
                     rec = self._measured(rec, test, cut[0])
-                rec.status, rec.error = ("cancelled", str(e)) if isinstance(e, Cancelled) \
-                    else ("interrupted", _interrupted_by(e))
+                rec.status, rec.error = (("cancelled", str(e)) if isinstance(e, Cancelled)
+                                         else ("interrupted", _interrupted_by(e)))
                 rec.duration_s = time.time() - rec.started_at
                 self._save(rec)
             raise
