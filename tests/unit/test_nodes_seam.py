@@ -385,11 +385,11 @@ def _name(node: ast.expr) -> str:
 
 
 def _kind_for_the_registry(attr: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> bool:
-    """A node's .kind handed to the registry (is_local(n.kind), kind(n.kind)) or written
-    as the "kind" of its entry; anything else asks which kind it is."""
+    """A node's .kind handed to the registry (kind(n.kind): its entry, which the node
+    also carries as n.node_kind) or written as the "kind" of its entry; anything else
+    asks which kind it is."""
     up = parents.get(attr)
-    if isinstance(up, ast.Call) and _name(up.func) in ("is_local", "kind", "builds", "links_end") \
-            and up.args == [attr]:
+    if isinstance(up, ast.Call) and _name(up.func) == "kind" and up.args == [attr]:
         return True
     return isinstance(up, ast.Dict) and any(
         isinstance(k, ast.Constant) and k.value == "kind" and v is attr
@@ -486,7 +486,8 @@ role = plan.lab.node(name).kind
         "lab/x.py:5 compares with a node kind", "lab/x.py:5 hasattr on an executor",
         "lab/x.py:5 reads an executor's kind",
         "lab/x.py:7 reads a node's kind, not for the registry"]
-    assert kind_questions("lab/x.py", "ok = is_local(lab.node(n).kind)\n") == []
+    assert kind_questions("lab/x.py", "ok = kind(lab.node(n).kind).local\n") == []
+    assert kind_questions("lab/x.py", "ok = lab.node(n).node_kind.local\n") == []
     ways = """
 from hoplab.lab import netns
 res = subprocess.run(["ip", "netns", "exec", iface.netns, "wg", "show"])

@@ -101,7 +101,7 @@ def _devices(c: Checked) -> tuple[list[str], list[str]]:
     from dataclasses import replace
 
     from hoplab.kinds.device_tools import test_tools
-    from hoplab.lab import build
+    from hoplab.lab.devices import survey
 
     problems: list[str] = []
     notes: list[str] = []
@@ -117,7 +117,7 @@ def _devices(c: Checked) -> tuple[list[str], list[str]]:
             continue
         seen.add(key)
         try:
-            build.check_devices(quiet, *needs)
+            survey.check_devices(quiet, *needs)
         except HoplabError as exc:
             _sort(c.path, lab, exc, problems, notes)
         try:

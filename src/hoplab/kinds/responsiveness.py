@@ -31,7 +31,6 @@ from hoplab.kind_registry import FlowTool, Kind, Option, Reader, register
 from hoplab.kinds.figures import figures
 from hoplab.kinds.flow import ClientTimes, Outcome, Server, address
 from hoplab.lab.plan import Plan
-from hoplab.nodes.registry import is_local
 from hoplab.record import Metric, Series
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase, Test
@@ -104,7 +103,7 @@ def _port(index: int) -> int:
 
 def _on_this_machine(plan: Plan, flow: Flow, node: str, what: str) -> None:
     """Client and server are hoplab's own Python: they run in namespace nodes."""
-    if not is_local(plan.lab.node(node).kind):
+    if not plan.lab.node(node).node_kind.local:
         raise HoplabError(f"flow {flow.name}: {node} is a device reached over SSH; a "
                           f"responsiveness test's {what} runs in a namespace node of this "
                           f"machine")

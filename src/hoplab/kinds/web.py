@@ -25,7 +25,6 @@ from hoplab.kind_registry import BYTES_LIMIT_S, FlowTool, Kind, Option, Reader, 
 from hoplab.kinds.figures import figures
 from hoplab.kinds.flow import ClientTimes, Outcome, Server, address
 from hoplab.lab.plan import Plan
-from hoplab.nodes.registry import is_local
 from hoplab.record import Metric, Series
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Flow, Phase, Test
@@ -133,7 +132,7 @@ def _port(index: int) -> int:
 def _on_this_machine(plan: Plan, flow: Flow, node: str, what: str) -> None:
     """The browser is driven by hoplab's own Python: it runs in a namespace node, not on
     a device (the server, nginx, may: its files are sent there)."""
-    if not is_local(plan.lab.node(node).kind):
+    if not plan.lab.node(node).node_kind.local:
         raise HoplabError(f"flow {flow.name}: {node} is a device reached over SSH; a web "
                           f"flow's {what} runs in a namespace node of this machine")
 

@@ -22,8 +22,7 @@ from hoplab.held_stops import stops_held
 from hoplab.lab import netns, wire, wireguard
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.clean import in_use
-from hoplab.lab.devices import addresses, labgrid, nics, reach, settings
-from hoplab.lab.devices import tools as device_tools
+from hoplab.lab.devices import addresses, labgrid, nics, reach, settings, survey
 from hoplab.lab.lock import lab_lock
 from hoplab.lab.plan import Iface, NodePlan, Plan, hosts_file, plan_lab, unresolved
 from hoplab.lab.requirements import (
@@ -43,7 +42,7 @@ from hoplab.lab.vm import wg
 from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Completed, Executor
 from hoplab.nodes.netns import exists as ns_exists
-from hoplab.nodes.registry import executor_for, in_namespace, is_local
+from hoplab.nodes.registry import executor_for, in_namespace
 from hoplab.spec import load_lab
 from hoplab.spec.model import Lab
 
@@ -240,7 +239,7 @@ def _reach_and_build(lab: Lab, caps: Capabilities, progress: Progress | None,
     # Reaching, reading and checking every device touches nothing on it.
     execs = reach.connect(lab, executor_for)
     try:
-        resolved = _read_devices(lab, execs, tools, why) if execs else lab
+        resolved = survey.read_devices(lab, execs, tools, why) if execs else lab
         return _up(resolved, caps, progress, execs, t0, lab, held)
     finally:
         reach.close(execs.values())
@@ -261,28 +260,6 @@ def _not_up(lab: Lab) -> None:
                             or old.labgrid):
         raise UsageError(f"lab {lab.name!r} is already up; take it down first: "
                          f"hoplab lab down {lab.name}")
-
-
-def _read_devices(lab: Lab, execs: Mapping[str, Executor],
-                  tools: Mapping[str, Collection[str]] | None,
-                  why: Mapping[str, str] | None) -> Lab:
-    """The lab with its devices' addresses, once each device is found to have every tool
-    the lab and its tests need (touching nothing on it)."""
-    resolved = addresses.resolve(lab, _views(execs))
-    needs = device_tools.tools_needed(resolved)
-    for node, wanted in (tools or {}).items():
-        needs.setdefault(node, set()).update(wanted)
-    device_tools.check_tools(resolved, execs, needs, why)
-    return resolved
-
-
-def _views(execs: Mapping[str, Executor]) -> dict[str, addresses.DeviceView]:
-    """What each device shows, read from all of them at once."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    items = list(execs.values())
-    with ThreadPoolExecutor(max_workers=max(1, min(16, len(items)))) as pool:
-        return dict(zip(execs, pool.map(addresses.view, items), strict=True))
 
 
 @dataclass
@@ -339,7 +316,7 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
                 settings.apply(b.state, plan, execs)
                 # Addresses the setup commands made are there now, on named interfaces.
                 b.result.plan = plan_lab(addresses.resolve(
-                    written, _views(execs), after_setup=True))
+                    written, survey.views(execs), after_setup=True))
                 _check_cables(b.result.plan, b.local)
                 t = b.step("devices", t)
             _finish(b)
@@ -357,7 +334,7 @@ def _record(lab: Lab, plan: Plan, caps: Capabilities, progress: Progress | None,
     exists: the state record, with which node is where (a process started on a device
     during the build is stopped there by clean after a crash). `held`: the record of
     the labgrid places held for it, which this one carries on."""
-    local = [n for n in plan.nodes if is_local(lab.node(n.name).kind)]
+    local = [n for n in plan.nodes if lab.node(n.name).node_kind.local]
     if held is None:
         _not_up(lab)
     taken = [n.netns for n in local if ns_exists(n.netns)]
@@ -463,8 +440,8 @@ def _finish(b: _Build) -> None:
         # Which emulator and which discipline each direction got, for lab status.
         row.update(link_disciplines(for_host(b.lab, lk), b.caps))
         if guest_ends(b.lab, lk):
-            row["emulator"] = "guest tc" if row["emulator"] in ("none", "tc", "netem") \
-                else row["emulator"]
+            row["emulator"] = ("guest tc" if row["emulator"] in ("none", "tc", "netem")
+                               else row["emulator"])
     state.save()
 
 
@@ -624,7 +601,7 @@ def _write_hosts(plan: Plan, state: LabState) -> None:
     hosts = state.rundir / "hosts"
     hosts.write_text(hosts_file(plan))
     for node in plan.nodes:
-        if not is_local(plan.lab.node(node.name).kind):
+        if not plan.lab.node(node.name).node_kind.local:
             continue    # a machine of its own has its own /etc/hosts
         d = ETC_NETNS / node.netns
         d.mkdir(parents=True, exist_ok=True)
@@ -659,28 +636,13 @@ def down(name: str) -> list[str]:
         return teardown(state)
 
 
-def check_devices(lab: Lab, tools: Mapping[str, Collection[str]] | None = None,
-                  why: Mapping[str, str] | None = None) -> None:
-    """Everything lab up checks about a lab's NICs and devices, touching nothing: for an
-    experiment to refuse (exit 2) before its first run rather than fail every run."""
-    if not lab.devices() and not any(lk.attach for lk in lab.links):
-        return
-    nics.check_nics(lab)
-    lab = labgrid.look_up(lab)
-    execs = reach.connect(lab, executor_for)
-    try:
-        _read_devices(lab, execs, tools, why)
-    finally:
-        reach.close(execs.values())
-
-
 def hand_over(lab: Lab) -> Lab | None:
     """The lab `hoplab lab up` built from the same file, if it is up: an experiment's runs
     need its host NICs and devices, so it is taken down now and returned, to be built
     again by take_back() when the runs end. A lab another process is using is refused."""
     state = find(lab.name)
-    if state is None or state.status != "up" or not Path(lab.source).exists() \
-            or Path(state.source) != Path(lab.source).resolve():
+    if (state is None or state.status != "up" or not Path(lab.source).exists()
+            or Path(state.source) != Path(lab.source).resolve()):
         return None
     if in_use(state):
         raise UsageError(f"lab {lab.name!r} is up and in use by pid {state.owner_pid}; its "

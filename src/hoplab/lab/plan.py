@@ -27,7 +27,6 @@ from hoplab.errors import SpecError
 from hoplab.lab.devices.reach import ssh_entry
 from hoplab.lab.state import find as find_state
 from hoplab.lab.where import netns_prefix
-from hoplab.nodes.registry import builds, is_local, links_end
 from hoplab.spec.families import carries
 from hoplab.spec.model import Direction, Lab, Link, Tunnel
 
@@ -126,11 +125,11 @@ def _node_entry(n: NodePlan, lab: Lab) -> dict[str, Any]:
         "nat": spec.nat.out if spec.nat else None,
         "teardown": [list(c) for c in spec.teardown],
     }
-    if builds(spec.kind) == "qemu":
+    if spec.node_kind.builds == "qemu":
         # Booted by hoplab.lab.vm, which records how to reach it (its SSH port, keys)
         # and what it is (kernel release, vCPUs, accelerator) in the lab's record.
         entry.update({"kind": spec.kind, "netns": None, **_booted(lab.name, n.name)})
-    elif not is_local(spec.kind):
+    elif not spec.node_kind.local:
         # Reached over SSH (hoplab.nodes.registry); its teardown commands run from the
         # state's device record, with its settings put back (lab.devices.settings).
         entry.update(ssh_entry(spec, lab), netns=None, teardown=[])
@@ -384,7 +383,7 @@ def plan_lab(lab: Lab) -> Plan:
     if lab.addressing.ipv6:
         pools += [lab.addressing.pool6, lab.addressing.tunnel_pool6]
     space = _unicast_space(pools, [*a_side.values(), *oa.values()])
-    guests = {n.name for n in lab.nodes if links_end(n.kind) == "guest"}
+    guests = {n.name for n in lab.nodes if n.node_kind.links == "guest"}
     for link in lab.links:
         ia, ib = counter[link.a], counter[link.b]
         counter[link.a] += 1
@@ -592,7 +591,7 @@ def _next_hop(node: NodePlan, target: IPv4Address | IPv6Address,
             return i.peer
     best: Route | None = None
     for r in node.routes:
-        if r.dst.version == target.version and target in r.dst \
-                and (best is None or r.dst.prefixlen > best.dst.prefixlen):
+        if (r.dst.version == target.version and target in r.dst
+                and (best is None or r.dst.prefixlen > best.dst.prefixlen)):
             best = r
     return owner.get(best.gateway) if best is not None else None

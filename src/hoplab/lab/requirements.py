@@ -13,7 +13,6 @@ from pathlib import Path
 
 from hoplab.lab import wire
 from hoplab.lab.caps import TOOL_PACKAGES, Capabilities
-from hoplab.nodes.registry import is_local, links_end
 from hoplab.spec.locate import Locator
 from hoplab.spec.model import Direction, Lab, Link, QueueLimit
 
@@ -167,7 +166,7 @@ def _wireguard_problems(what: str, caps: Capabilities) -> list[str]:
 def _node_problems(lab: Lab, caps: Capabilities) -> list[str]:
     out: list[str] = []
     for node in lab.nodes:
-        if not is_local(node.kind):
+        if not node.node_kind.local:
             continue  # its tools are its machine's, checked there (hoplab.lab.devices)
         label = f"node {node.name}"
         if node.nat is not None and not caps.has_feature("nat"):
@@ -227,7 +226,7 @@ class _QdiscWhere:
 
 def guest_ends(lab: Lab, link: Link) -> tuple[str, ...]:
     """The ends of `link` that are VMs (their NICs are configured in the guest)."""
-    return tuple(n for n in (link.a, link.b) if links_end(lab.node(n).kind) == "guest")
+    return tuple(n for n in (link.a, link.b) if lab.node(n).node_kind.links == "guest")
 
 
 def for_host(lab: Lab, link: Link) -> Link:

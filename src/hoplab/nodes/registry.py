@@ -122,22 +122,6 @@ def declared(keys: Collection[str]) -> str:
     return next((name for name, k in KINDS.items() if set(k.keys) & set(keys)), DEFAULT)
 
 
-def builds(kind_name: str) -> str:
-    """Who builds a node of this kind (see NodeKind.builds)."""
-    return kind(kind_name).builds
-
-
-def links_end(kind_name: str) -> str:
-    """Where a node of this kind's links end (see NodeKind.links)."""
-    return kind(kind_name).links
-
-
-def is_local(kind_name: str) -> bool:
-    """Whether a node of this kind (a lab file's node, before it is up: Node.kind) is a
-    namespace hoplab builds on this machine (see NodeKind.local)."""
-    return kind(kind_name).local
-
-
 def executor_for(node: str, info: Mapping[str, Any]) -> Executor:
     """The executor of one node, from its entry in the lab's summary."""
     return kind_of(node, info).make(node, info)

@@ -25,7 +25,7 @@ from hoplab.kinds.procedure import Context, Result
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import LOCAL_MACHINE, Executor
-from hoplab.nodes.registry import close_all, executors, is_local, wire_executors
+from hoplab.nodes.registry import close_all, executors, wire_executors
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run import server_home, tcp_flows
 from hoplab.run.flows import client_argv, server_for
@@ -60,8 +60,8 @@ def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> li
         # cpu thread), but a device's is its own and read on the device.
         if "cpu" not in asked:
             return []
-        chosen = list(test.samplers.nodes) if test.samplers.nodes is not None \
-            else routers_crossed(test, plan)
+        chosen = (list(test.samplers.nodes) if test.samplers.nodes is not None
+                  else routers_crossed(test, plan))
         return [Target(n, nodes[n], frozenset()) for n in chosen
                 if nodes[n].machine != LOCAL_MACHINE]
     if test.samplers.nodes is not None:
@@ -106,7 +106,7 @@ def _start_servers(test: Test, plan: Plan, group: ProcessGroup,
             continue
         argv = server.argv
         if server.files is not None:
-            if not is_local(plan.lab.node(server.node).kind):
+            if not plan.lab.node(server.node).node_kind.local:
                 ex = group.nodes[server.node]
                 where = PurePosixPath(f"/tmp/{group.workdir.name}-server-{i}")
                 homes.append(server_home.Home(where, ex))
@@ -233,11 +233,9 @@ def _figures(test: Test, plan: Plan, result: TestResult, started: list[tuple[Flo
         result.errors.append(_fault("figures", e))
 
 
-def _procedure(test: Test, plan: Plan, group: ProcessGroup, result: TestResult,
-               tick: Callable[[float], None]) -> None:
+def _procedure(procedure: Callable[[Context], Result], test: Test, plan: Plan,
+               group: ProcessGroup, result: TestResult, tick: Callable[[float], None]) -> None:
     """A kind's own procedure (a throughput search) in place of flows on a schedule."""
-    procedure = registry.get(test.kind).procedure
-    assert procedure is not None
     ctx = Context(
         test=test, plan=plan, nodes=group.nodes, launcher=group,
         t0=result.started_at, tick=tick,
@@ -265,14 +263,15 @@ def _merge(result: TestResult, out: Result) -> None:
 def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], None],
               base_dir: Path | None, nodes: Mapping[str, Executor],
               interrupted: Callable[[TestResult], None] | None = None) -> TestResult:
+    # The kind is asked once, before anything starts: its own procedure, or flows.
+    procedure = registry.get(test.kind).procedure
     group = ProcessGroup(workdir, nodes, plan.lab.name)
-    own_procedure = registry.get(test.kind).procedure is not None
     samplers: Samplers | None = None
     profiler = PhaseProfiler(test, test.profile, plan, nodes, workdir,
                              base_dir or Path.cwd()) if test.profile is not None else None
     homes: list[server_home.Home] = []
     try:
-        if not own_procedure:
+        if procedure is None:
             _start_servers(test, plan, group, homes)
         samplers = Samplers(sampler_targets(test, plan, nodes),
                             cpu="cpu" in test.samplers.kinds,
@@ -288,9 +287,9 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
         samplers.start()
         started: list[tuple[Flow, Proc]] = []
         errors: list[str] = []
-        if own_procedure:
+        if procedure is not None:
             try:
-                _procedure(test, plan, group, result, tick)
+                _procedure(procedure, test, plan, group, result, tick)
             except KeyboardInterrupt:
                 if interrupted is not None:
                     result.duration_s = time.time() - t0
@@ -306,7 +305,7 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
             result.notes["samplers_missing"] = "; ".join(samplers.missing)
     finally:
         _stop(group, samplers, profiler, homes)
-    if own_procedure:
+    if procedure is not None:
         result.metrics += sampler_metrics(result.series, window=(0.0, result.duration_s))
     else:
         _figures(test, plan, result, started, errors, t0)

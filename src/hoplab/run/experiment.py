@@ -31,6 +31,7 @@ from hoplab.kinds.device_tools import test_tools
 from hoplab.lab import build
 from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
+from hoplab.lab.devices import survey
 from hoplab.lab.devices.labels import device_labels
 from hoplab.lab.plan import Plan
 from hoplab.lab.signals import shielded
@@ -77,8 +78,12 @@ def schedule(exp: Experiment) -> list[Job]:
 
 
 def check_machine(exp: Experiment, caps: Capabilities) -> None:
-    """Refuse before anything runs: a missing tool, or a variant's lab this kernel
-    cannot build."""
+    """Refuse before anything runs: a missing tool, a variant's lab this kernel cannot
+    build, or a device without a tool its tests run there. What the tests run is the
+    kinds' to say, and is asked first; what the lab can be, the lab's, after."""
+    on_devices = []
+    for v in exp.variants:
+        on_devices.append(test_tools(v.lab, v.tests))
     kinds = {f.kind for v in exp.variants for t in v.tests for f in t.flows}
     for k in sorted(kinds):
         # The flow's kind names its tool and the Debian package that provides it.
@@ -94,6 +99,8 @@ def check_machine(exp: Experiment, caps: Capabilities) -> None:
             build.preflight(v.lab, caps)
         except CapabilityError as e:
             raise CapabilityError(f"{e} (variant {v.label()})") from None
+    for v, (tools, why) in zip(exp.variants, on_devices, strict=True):
+        survey.check_devices(v.lab, tools, why)
 
 
 _PLACEHOLDER = re.compile(r"\{(iface|addr|addr6):([A-Za-z0-9_-]+)\}")
@@ -151,8 +158,8 @@ def measurement_version(kind: str) -> int:
 def _interrupted_by(e: KeyboardInterrupt) -> str:
     # hoplab.lab.signals raises KeyboardInterrupt("signal N") for SIGTERM and SIGHUP.
     what = str(e)
-    if what.startswith("signal ") and what[7:].isdigit() \
-            and int(what[7:]) != signal.SIGINT:
+    if (what.startswith("signal ") and what[7:].isdigit()
+            and int(what[7:]) != signal.SIGINT):
         return f"interrupted by {signal.Signals(int(what[7:])).name}"
     return "interrupted by the user (Ctrl-C)"
 
@@ -237,8 +244,8 @@ class ExperimentRunner:
             with shielded():
                 if cut:  # what it measured before the interrupt is stored with it
                     rec = self._measured(rec, test, cut[0])
-                rec.status, rec.error = ("cancelled", str(e)) if isinstance(e, Cancelled) \
-                    else ("interrupted", _interrupted_by(e))
+                rec.status, rec.error = (("cancelled", str(e)) if isinstance(e, Cancelled)
+                                         else ("interrupted", _interrupted_by(e)))
                 rec.duration_s = time.time() - rec.started_at
                 self._save(rec)
             raise
@@ -314,8 +321,6 @@ class ExperimentRunner:
                                f"again after them")
         try:
             check_machine(self.exp, self.caps)
-            for v in self.exp.variants:
-                build.check_devices(v.lab, *test_tools(v.lab, v.tests))
             self._run_jobs()
         finally:
             if handed is not None:
@@ -329,8 +334,6 @@ class ExperimentRunner:
         until `close`; KeyboardInterrupt is raised after the run is stored interrupted."""
         if not self._checked:
             check_machine(self.exp, self.caps)
-            for v in self.exp.variants:
-                build.check_devices(v.lab, *test_tools(v.lab, v.tests))
             self._checked = True
         if self._workdir is None:
             self._workdir = run_workdir.make()

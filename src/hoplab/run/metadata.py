@@ -26,8 +26,8 @@ _OFFLOADS = ("generic-receive-offload", "generic-segmentation-offload",
 
 def host_metadata(caps: Capabilities) -> dict[str, Any]:
     uname = platform.uname()
-    cpus = Path("/proc/cpuinfo").read_text(errors="replace") if Path("/proc/cpuinfo").exists() \
-        else ""
+    cpus = (Path("/proc/cpuinfo").read_text(errors="replace")
+            if Path("/proc/cpuinfo").exists() else "")
     model = next((line.split(":", 1)[1].strip() for line in cpus.splitlines()
                   if line.startswith("model name")), uname.machine)
     return {

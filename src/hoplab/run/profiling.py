@@ -61,8 +61,8 @@ class PhaseProfiler:
         self.plan = plan
         self.base_dir = base_dir
         # By default the routers the test's traffic crosses, as the planned routes go.
-        self.nodes = list(profile.nodes) if profile.nodes is not None else \
-            routers_crossed(test, plan)
+        self.nodes = (list(profile.nodes) if profile.nodes is not None else
+                      routers_crossed(test, plan))
         self.nodes_ex = {n: nodes[n] for n in self.nodes}
         # One perf per machine: the nodes of one kernel share it.
         machines = sorted({ex.machine for ex in self.nodes_ex.values()})
@@ -171,8 +171,8 @@ class PhaseProfiler:
         md["by_node"] = {}
         for node in self.nodes:
             whole = node in self.whole
-            mine = host if whole else \
-                fold.without_pids(fold.only_pids(stacks, self.recording.pids.get(node, ())))
+            mine = (host if whole else
+                    fold.without_pids(fold.only_pids(stacks, self.recording.pids.get(node, ()))))
             n = analyze.samples(mine)
             md["by_node"][node] = {"pids": sorted(self.recording.pids.get(node, ())),
                                    "whole_machine": whole, "samples": n,

@@ -26,7 +26,6 @@ import hoplab.spec.names as names
 import hoplab.spec.vm as vm_spec
 from hoplab import user_files
 from hoplab.errors import SpecError
-from hoplab.nodes.registry import links_end
 from hoplab.spec.locate import Locator, Path, split_syntax_error
 from hoplab.spec.model import (
     EMULATORS,
@@ -778,7 +777,7 @@ def _build(ctx: _Ctx, data: dict[str, object], name: str | None) -> Lab:
         topo = ctx.attempt(topo, _generate, ctx, top["generate"])
     nodes = _nodes(ctx, top, topo)
     # Nodes whose links end on their own interfaces, read from them at lab up.
-    devices = {n.name for n in nodes if links_end(n.kind) == "own"}
+    devices = {n.name for n in nodes if n.node_kind.links == "own"}
     for name in sorted(devices & set(topo.nodes)):
         ctx.note(("nodes", name, "ssh"), f"'{name}' is a generated node; a device is "
                                          f"declared with its links in [[links]]")

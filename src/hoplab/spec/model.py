@@ -16,7 +16,7 @@ from ipaddress import (
     IPv6Network,
 )
 
-from hoplab.nodes.registry import declared
+from hoplab.nodes import registry
 
 # Queue disciplines a link may ask for. The lab engine decides, per kernel,
 # whether each can be built (see hoplab.lab.requirements).
@@ -209,7 +209,15 @@ class Node:
         """Its kind of node: the one the node kind registry (hoplab.nodes.registry)
         says the lab file's keys declare."""
         keys = [k for k in ("ssh", "labgrid", "vm") if getattr(self, k) is not None]
-        return declared(keys)
+        return registry.declared(keys)
+
+    @property
+    def node_kind(self) -> registry.NodeKind:
+        """Its kind's entry in that registry (who builds it, where its links end, whether
+        it is a namespace of this machine), carried by the node: the lab engine and the
+        orchestrator read it of the node they hold instead of asking the registry again
+        by the kind's name, in the middle of their own work."""
+        return registry.kind(self.kind, self.name)
 
     @property
     def reached_by(self) -> str:

@@ -23,7 +23,6 @@ from psycopg.rows import dict_row
 from hoplab import user_files
 from hoplab.errors import SpecError, UsageError
 from hoplab.fleet.queue.bundle_paths import argument_file, inside, job_path
-from hoplab.nodes.registry import is_local
 from hoplab.spec.experiment import Experiment, Variant
 
 # Where a bundled file is named: the file saying so, and its key there.
@@ -78,7 +77,7 @@ def _commands(exp: Experiment, v: Variant
               ) -> list[tuple[str, str, bool, tuple[str, ...]]]:
     """Each command a variant runs: the file and key naming it (it runs in that file's
     directory), whether it runs on a node of the bench, its argv."""
-    local = {n.name: is_local(n.kind) for n in v.lab.nodes}
+    local = {n.name: n.node_kind.local for n in v.lab.nodes}
     out = [(exp.source, f"setup.{node}", local.get(node, True), argv)
            for node, argv in v.setup]
     out += [(exp.lab_source, f"nodes.{n.name}.{what}", local[n.name], argv)

@@ -68,8 +68,8 @@ def _addresses(host: str, port: int) -> set[str]:
 def node_keys(node: Node) -> set[str]:
     """The lock keys of one device node (none for a namespace node)."""
     if node.labgrid is not None:
-        coordinator = node.labgrid.coordinator or os.environ.get("LG_COORDINATOR") or \
-            f"127.0.0.1:{_LABGRID_PORT}"
+        coordinator = (node.labgrid.coordinator or os.environ.get("LG_COORDINATOR")
+                       or f"127.0.0.1:{_LABGRID_PORT}")
         if ":" not in coordinator:
             coordinator = f"{coordinator}:{_LABGRID_PORT}"
         return {f"labgrid:{coordinator}/{node.labgrid.place}"}

@@ -98,21 +98,21 @@ def _resolve_link(lab: Lab, link: Link, views: Mapping[str, DeviceView],
         held = v.holder(addr)
         # A port cabled to this machine is there before any setup; a hop between two
         # devices may be a tunnel their setup commands make.
-        made_by_setup = bool(lab.node(end.node).setup) and end.prefixlen is not None \
-            and not link.attach
+        made_by_setup = (bool(lab.node(end.node).setup) and end.prefixlen is not None
+                         and not link.attach)
         if held is None and after_setup:
             raise LabError(f"{addr} is not an address of device {end.node} after its setup "
                            f"commands (it has: {v.listing()}); {lab.source}: "
                            f"links[{link.index}].addresses.{end.node}")
         if held is None and not made_by_setup:
             said = "the address SSH reached, " if end.address is None else ""
-            later = " (an address its setup commands make needs its prefix length here)" \
-                if lab.node(end.node).setup else ""
+            later = (" (an address its setup commands make needs its prefix length here)"
+                     if lab.node(end.node).setup else "")
             raise spec_error(lab, where, f"{said}{addr} is not an address of device "
                                          f"{end.node} (it has: {v.listing()}){later}")
         ifname, found = held if held is not None else (None, None)
-        plen = end.prefixlen if end.prefixlen is not None else \
-            found.network.prefixlen if found is not None else 32
+        plen = (end.prefixlen if end.prefixlen is not None else
+                found.network.prefixlen if found is not None else 32)
         iface = ip_interface(f"{addr}/{plen}")
         side = "a" if end.node == link.a else "b"
         ns_end = link.b if side == "a" else link.a

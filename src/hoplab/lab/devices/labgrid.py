@@ -238,8 +238,8 @@ def _target(want: _Want, params: Mapping[str, Any]) -> SshTarget:
         ssh_address.split_destination(destination)
         ssh_address.port(port)
     except ValueError as exc:
-        raise _Refused(want, f"labgrid place {want.place!r}: its NetworkService: {exc}") \
-            from None
+        raise _Refused(
+            want, f"labgrid place {want.place!r}: its NetworkService: {exc}") from None
     extra = params.get("extra") or {}
     if extra.get("proxy_required") and grid.jump is None:
         raise _Refused(want, f"labgrid place {want.place!r}: its NetworkService "
@@ -323,8 +323,8 @@ async def _release(address: str, entries: Sequence[Mapping[str, Any]]) -> list[s
         for e in entries:
             place = session.places.get(e["place"])
             try:
-                if place is not None and place.acquired == e["user"] \
-                        and place.reservation == e["token"]:
+                if (place is not None and place.acquired == e["user"]
+                        and place.reservation == e["token"]):
                     await session.stub.ReleasePlace(pb.ReleasePlaceRequest(
                         placename=e["place"], fromuser=e["user"]), timeout=RPC_TIMEOUT_S)
                 await session.stub.CancelReservation(pb.CancelReservationRequest(
@@ -338,8 +338,8 @@ async def _release(address: str, entries: Sequence[Mapping[str, Any]]) -> list[s
         await session.sync_with_coordinator()
         for e in entries:
             place = session.places.get(e["place"])
-            if place is not None and place.acquired == e["user"] \
-                    and place.reservation == e["token"]:
+            if (place is not None and place.acquired == e["user"]
+                    and place.reservation == e["token"]):
                 warnings.append(f"labgrid place {e['place']} (node {e['node']}): still "
                                 f"acquired after release; labgrid-client -x {address} "
                                 f"-p {e['place']} release")
