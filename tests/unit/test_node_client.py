@@ -1,0 +1,194 @@
+"""The Executor written once on top of a transport (hoplab.nodes.client): stopping,
+which tools, facts and reboots, on a scripted transport and on this machine's shell."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hoplab.nodes import client as client_mod
+from hoplab.nodes.client import Client
+from hoplab.nodes.executor import (
+    Completed,
+    CounterSource,
+    Executor,
+    ExecutorError,
+    LineChannel,
+    Process,
+    ProcessId,
+)
+from hoplab.nodes.netns_exec import NetnsExecutor
+
+_PIDS = itertools.count(50000)
+
+
+@dataclass
+class Scripted:
+    """A process that ends on the signals it does not ignore."""
+    ident: ProcessId
+    ignores: frozenset[int] = frozenset()
+    alive: bool = True
+    signals: list[int] = field(default_factory=list)
+    name: str = "p"
+
+
+class Script(Client):
+    """A transport whose processes and boot readings are scripted."""
+    kind = "script"
+    machine = "script"
+
+    def __init__(self, boots: Sequence[str] = ()) -> None:
+        self.node = "r1"
+        self.boots = list(boots)
+        self.calls: list[list[str]] = []
+        self.procs: dict[ProcessId, Scripted] = {}
+        self.released: list[ProcessId] = []
+        self.stdout = ""
+
+    def proc(self, ignores: Sequence[int] = ()) -> Scripted:
+        p = Scripted(ProcessId(self.node, next(_PIDS), 7), frozenset(ignores))
+        self.procs[p.ident] = p
+        return p
+
+    def run(self, argv: Sequence[str], *, input: str | None = None,
+            timeout: float = 60.0, env: Mapping[str, str] | None = None,
+            cwd: str | None = None) -> Completed:
+        self.calls.append(list(argv))
+        out = self.boots.pop(0) if argv[2] == client_mod._BOOT else self.stdout
+        return Completed(tuple(argv), 0, out, "")
+
+    def signal(self, proc: Process | Scripted, signum: int) -> None:
+        mine = self.procs[proc.ident]
+        mine.signals.append(signum)
+        mine.alive = mine.alive and signum in mine.ignores
+
+    def signal_recorded(self, signum: int, idents: Sequence[ProcessId]) -> set[ProcessId]:
+        live = {i for i in idents if i in self.procs and self.procs[i].alive}
+        for i in live:
+            if signum:
+                self.signal(self.procs[i], signum)
+        return live
+
+    def release(self, proc: Process) -> None:
+        self.released.append(proc.ident)
+
+    def interact(self, argv: Sequence[str], *, stdin: int, stdout: int, stderr: int,
+                 timeout: float | None = None) -> int:
+        raise NotImplementedError
+
+    def start(self, name: str, argv: Sequence[str], *, out: Path, err: Path,
+              noted: Callable[[Process], None] | None = None) -> Process:
+        raise NotImplementedError
+
+    def channel(self, argv: Sequence[str], terminator: str) -> LineChannel:
+        raise NotImplementedError
+
+    def read_file(self, path: str, timeout: float = 10.0) -> bytes | None:
+        raise NotImplementedError
+
+    def copy_back(self, remote: str, local: Path, timeout: float = 600.0) -> None:
+        raise NotImplementedError
+
+    def counters(self, kinds: frozenset[str]) -> CounterSource:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def _stop(node: Script, *procs: Scripted, grace: float = 0.05) -> None:
+    node.stop_all(procs, grace)  # type: ignore[arg-type]  # Scripted has what stop needs
+
+
+def test_a_transport_with_the_client_is_an_executor() -> None:
+    ex: Executor = Script()
+    assert isinstance(ex, Executor)
+
+
+def test_stop_signals_sigterm_and_sigkill_only_what_outlives_it() -> None:
+    node = Script()
+    polite, stubborn, gone = node.proc(), node.proc([signal.SIGTERM]), node.proc()
+    gone.alive = False
+    _stop(node, polite, stubborn, gone)
+    assert polite.signals == [signal.SIGTERM]
+    assert stubborn.signals == [signal.SIGTERM, signal.SIGKILL] and not stubborn.alive
+    assert gone.signals == []
+    assert node.released == [polite.ident, stubborn.ident, gone.ident]
+
+
+def test_a_process_that_survives_sigkill_is_named_and_still_released(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_mod, "KILL_WAIT_S", 0.05)
+    node = Script()
+    stuck = node.proc([signal.SIGTERM, signal.SIGKILL])
+    with pytest.raises(ExecutorError, match=rf"node r1: processes survive SIGKILL: "
+                                            rf"\[{stuck.ident.pid}\]"):
+        _stop(node, stuck)
+    assert node.released == [stuck.ident]
+
+
+def test_stop_recorded_signals_only_through_the_recorded_start_time() -> None:
+    node = Script()
+    p = node.proc([signal.SIGTERM])
+    other = ProcessId("r1", p.ident.pid, p.ident.start_ticks + 1)   # the PID reused
+    node.stop_recorded(other, grace=0.05)
+    assert p.signals == [] and p.alive
+    node.stop_recorded(p.ident, grace=0.05)
+    assert p.signals == [signal.SIGTERM, signal.SIGKILL] and not p.alive
+    with pytest.raises(ValueError, match="not a process of node r1"):
+        node.stop_recorded(ProcessId("r2", 1, 1))
+
+
+def test_a_reboot_is_an_uptime_gone_back_or_a_new_boot_id() -> None:
+    node = Script(["100.5 aaa", "150.0 aaa", "20.0 aaa", "30.0 bbb", "40.0 bbb"])
+    # The first look only records what it saw.
+    assert [node.check_rebooted() for _ in range(5)] == [False, False, True, True, False]
+    assert node.reboots == 2 and node.uptime() == 40.0
+
+
+def test_a_reboot_seen_at_a_reconnection_is_told_once() -> None:
+    node = Script(["100.0 aaa", "5.0 ccc", "6.0 ccc", "7.0 ccc"])
+    node.look_for_reboot()
+    node.look_for_reboot()      # as the transport does after a new connection
+    assert node.check_rebooted() is True
+    assert node.check_rebooted() is False
+    assert node.reboots == 1
+
+
+def test_which_through_the_nodes_shell() -> None:
+    node = Script()
+    node.stdout = "/usr/sbin/ip\n\n"
+    assert node.which(["ip", "nope"]) == {"ip": "/usr/sbin/ip", "nope": None}
+    assert node.calls[-1][:2] == ["sh", "-c"] and node.calls[-1][-3:] == ["sh", "ip", "nope"]
+    calls = len(node.calls)
+    assert node.which([]) == {} and len(node.calls) == calls
+
+
+class ThisShell(NetnsExecutor):
+    """This machine, asked as a device would be: through its shell, not its lookup."""
+    shares_kernel = False
+
+
+def test_which_and_reboots_through_a_real_shell() -> None:
+    ex = ThisShell("host", None)
+    sh = shutil.which("sh")
+    assert ex.which(["sh", "hoplab-no-such-tool"]) == {"sh": sh, "hoplab-no-such-tool": None}
+    assert ex.check_rebooted() is False and ex.check_rebooted() is False
+    up = ex.uptime()
+    assert up is not None and up > 0
+
+
+def test_a_node_that_shares_this_kernel_asks_nothing() -> None:
+    node = Script()
+    node.shares_kernel = True
+    node.where = {"netns": "hoplab-x-r1"}
+    assert node.check_rebooted() is False
+    assert node.facts().values == {"netns": "hoplab-x-r1"} and node.facts().missing == {}
+    assert node.which(["sh"]) == {"sh": shutil.which("sh")}
+    assert node.calls == []
