@@ -122,15 +122,17 @@ def test_stop_signals_sigterm_and_sigkill_only_what_outlives_it() -> None:
     assert node.released == [polite.ident, stubborn.ident, gone.ident]
 
 
-def test_a_process_that_survives_sigkill_is_named_and_still_released(
+def test_a_process_that_survives_sigkill_is_named_and_kept(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept tracked, so that close() tries again; the one that ended is released."""
     monkeypatch.setattr(client_mod, "KILL_WAIT_S", 0.05)
     node = Script()
-    stuck = node.proc([signal.SIGTERM, signal.SIGKILL])
+    stuck, polite = node.proc([signal.SIGTERM, signal.SIGKILL]), node.proc()
     with pytest.raises(ExecutorError, match=rf"node r1: processes survive SIGKILL: "
                                             rf"\[{stuck.ident.pid}\]"):
-        _stop(node, stuck)
-    assert node.released == [stuck.ident]
+        _stop(node, stuck, polite)
+    assert node.released == [polite.ident]
+    assert stuck.signals == [signal.SIGTERM, signal.SIGKILL]
 
 
 def test_stop_recorded_signals_only_through_the_recorded_start_time() -> None:

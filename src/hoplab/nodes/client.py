@@ -54,7 +54,8 @@ class Client(Transport):
 
     def stop_all(self, procs: Sequence[Process], grace: float = 2.0) -> None:
         """Stop these processes together (each signal to all, then one wait) and release
-        each; ExecutorError naming those that survive SIGKILL."""
+        each that ended; ExecutorError naming those that survive SIGKILL, which stay
+        tracked (close() tries again), as all do when the node cannot be reached."""
         by_ident = {p.ident: p for p in procs}
 
         def send(signum: int, idents: list[ProcessId]) -> list[ProcessId]:
@@ -62,11 +63,11 @@ class Client(Transport):
                 self.signal(by_ident[ident], signum)
             return idents
 
-        try:
-            self._escalate(self._alive(list(by_ident)), send, grace)
-        finally:
-            for p in procs:
+        left = self._escalate(self._alive(list(by_ident)), send, grace)
+        for p in procs:
+            if p.ident not in left:
                 self.release(p)
+        self._survived(left)
 
     def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
         """Stop a process a state file recorded: SIGTERM, then SIGKILL, and only while
@@ -81,12 +82,13 @@ class Client(Transport):
             reached = self.signal_recorded(signum, live)
             return [i for i in live if i in reached]
 
-        self._escalate(list(idents), send, grace)
+        self._survived(self._escalate(list(idents), send, grace))
 
-    def _escalate(self, live: list[ProcessId], send: Send, grace: float) -> None:
+    def _escalate(self, live: list[ProcessId], send: Send, grace: float) -> list[ProcessId]:
+        """SIGTERM, then SIGKILL what is left after `grace`; what survives both."""
         for signum, wait in ((_signal.SIGTERM, grace), (_signal.SIGKILL, KILL_WAIT_S)):
             if not live:
-                return
+                break
             live = send(signum, live)
             deadline = time.monotonic() + wait
             delay = 0.001   # most processes end at once: looked at soon, then less often
@@ -96,6 +98,9 @@ class Client(Transport):
                     break
                 time.sleep(delay)
                 delay = min(2 * delay, POLL_S)
+        return live
+
+    def _survived(self, live: list[ProcessId]) -> None:
         if live:
             raise ExecutorError(f"node {self.node}: processes survive SIGKILL: "
                                 f"{sorted(i.pid for i in live)}")
