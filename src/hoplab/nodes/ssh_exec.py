@@ -442,9 +442,11 @@ class SshExecutor(Client):
 
     def close(self) -> None:
         try:
-            # Also those whose channel was lost: they may still run on the device.
+            # Also those whose channel was lost: they may still run on the device. None
+            # live, the device is not asked (it may be gone: no connection attempt).
+            live = [p for p in self._procs.values() if p.poll() is None or p.lost]
             with contextlib.suppress(ExecutorError, TimeoutError):
-                self.stop_all(list(self._procs.values()))
+                self.stop_all(live)
         finally:
             for p in self._procs.values():
                 p.conn.close()
