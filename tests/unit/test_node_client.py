@@ -1,5 +1,6 @@
 """The Executor written once on top of a transport (hoplab.nodes.client): stopping,
-which tools, facts and reboots, on a scripted transport and on this machine's shell."""
+which tools, facts and reboots, on a scripted transport, on this machine's shell and on
+the SSH transport with its commands answered here."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from hoplab.nodes.executor import (
     ProcessId,
 )
 from hoplab.nodes.netns_exec import NetnsExecutor
+from hoplab.nodes.ssh_exec import SshExecutor
+from hoplab.nodes.ssh_target import SshTarget
 
 _PIDS = itertools.count(50000)
 
@@ -194,3 +197,45 @@ def test_a_node_that_shares_this_kernel_asks_nothing() -> None:
     assert node.facts().values == {"netns": "hoplab-x-r1"} and node.facts().missing == {}
     assert node.which(["sh"]) == {"sh": shutil.which("sh")}
     assert node.calls == []
+
+
+class Device(SshExecutor):
+    """The SSH transport with its commands answered here, in the order the real one
+    takes: note a new connection first, then connect (if it has to) and run."""
+
+    def __init__(self, boots: Sequence[str]) -> None:
+        super().__init__(SshTarget(node="r1", destination="root@192.0.2.1"))
+        self.boots = list(boots)
+        self.commands: list[str] = []
+        self.lost = True        # no connection yet
+
+    def _run_bytes(self, argv: Sequence[str], stdin: bytes | None, timeout: float,
+                   env: Mapping[str, str] | None = None,
+                   cwd: str | None = None) -> tuple[int, bytes, bytes]:
+        self._note_connection()
+        if self.lost:
+            self.conn.connects += 1
+            self.lost = False
+        if argv[:3] == ["sh", "-c", client_mod._BOOT]:
+            self.commands.append("boot")
+            return 0, self.boots.pop(0).encode(), b""
+        self.commands.append(argv[0])
+        return 0, b"", b""
+
+
+def test_a_device_is_looked_at_after_each_new_connection() -> None:
+    """What the client counts between two check_rebooted() calls includes a reboot seen
+    when a command had to connect again, and the look's own command does not look."""
+    dev = Device(["100.0 aaa", "150.0 aaa", "5.0 bbb", "6.0 bbb", "7.0 bbb"])
+    try:
+        dev.run(["true"])
+        assert dev.check_rebooted() is False
+        dev.lost = True         # the device went away (and rebooted)
+        dev.run(["true"])       # connects again: the next command looks first
+        dev.run(["true"])
+        assert (dev.reboots, dev.conn.connects) == (1, 2)
+        assert dev.check_rebooted() is True
+        assert dev.check_rebooted() is False
+        assert dev.commands == ["boot", "true", "boot", "true", "boot", "true", "boot", "boot"]
+    finally:
+        dev.close()
