@@ -138,9 +138,6 @@ class ReplayExecutor(Client):
                 self.signal(running[i], signum)
         return {i for i in idents if i in running and running[i].poll() is None}
 
-    def release(self, proc: Process) -> None:
-        pass
-
     def pids(self) -> set[int] | None:
         return {p.ident.pid for p in self.started}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import signal
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from hoplab.nodes.executor import (
     ProcessId,
 )
 from hoplab.nodes.netns_exec import NetnsExecutor
+from hoplab.nodes.procs import proc_start_time
 from hoplab.nodes.ssh_exec import SshExecutor
 from hoplab.nodes.ssh_target import SshTarget
 
@@ -239,3 +241,23 @@ def test_a_device_is_looked_at_after_each_new_connection() -> None:
         assert dev.commands == ["boot", "true", "boot", "true", "boot", "true", "boot", "boot"]
     finally:
         dev.close()
+
+
+class Plain(ThisShell):
+    """A kind that states no way of its own to signal a recorded process."""
+    signal_recorded = Client.signal_recorded
+
+
+def test_the_default_signal_to_a_recorded_process_checks_its_start_time() -> None:
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        ticks = proc_start_time(child.pid)
+        assert ticks is not None
+        ex = Plain("host", None)
+        ex.stop_recorded(ProcessId("host", child.pid, ticks + 1), grace=0.1)
+        assert child.poll() is None, "a process with another start time was signalled"
+        ex.stop_recorded(ProcessId("host", child.pid, ticks), grace=2.0)
+        assert child.wait(5) == -signal.SIGTERM
+    finally:
+        child.kill()
+        child.wait()

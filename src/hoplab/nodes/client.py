@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
 from hoplab.nodes.executor import ExecutorError, Facts, Process, ProcessId
+from hoplab.nodes.procs import state_and_start
 from hoplab.nodes.ssh_facts import collect_facts
 from hoplab.nodes.ssh_quote import SH_WHICH
 from hoplab.nodes.tools import find
@@ -104,6 +105,26 @@ class Client(Transport):
         if live:
             raise ExecutorError(f"node {self.node}: processes survive SIGKILL: "
                                 f"{sorted(i.pid for i in live)}")
+
+    def signal_recorded(self, signum: int, idents: Sequence[ProcessId]) -> set[ProcessId]:
+        """The default: each process's start time read through read_file, then `kill`
+        through run. A PID reused between the two would be hit, so a kind that can look
+        and signal in one step on the node does (a namespace, SSH)."""
+        alive = set()
+        for ident in idents:
+            stat = self.read_file(f"/proc/{ident.pid}/stat")
+            if stat is None:
+                continue
+            state, start = state_and_start(stat.decode(errors="replace"))
+            if state == "Z" or start != ident.start_ticks:
+                continue    # gone, or its PID is another process's now
+            if signum:
+                self.run(["kill", f"-{signum}", str(ident.pid)], timeout=10)
+            alive.add(ident)
+        return alive
+
+    def release(self, proc: Process) -> None:
+        """The default: nothing held. A kind that tracks its processes forgets it here."""
 
     def _alive(self, idents: list[ProcessId]) -> list[ProcessId]:
         seen = self.signal_recorded(0, idents) if idents else set()

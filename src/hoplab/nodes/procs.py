@@ -35,6 +35,11 @@ def _state_and_start(pid: int) -> tuple[str, int] | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
+    return state_and_start(stat)
+
+
+def state_and_start(stat: str) -> tuple[str, int]:
+    """The state letter ("Z": a zombie) and start ticks of a /proc/PID/stat text."""
     # The command name may contain spaces and parentheses; fields follow the last ')'.
     fields = stat[stat.rindex(")") + 2:].split()
     return fields[0], int(fields[19])

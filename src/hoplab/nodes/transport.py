@@ -1,4 +1,4 @@
-"""What a kind of node must supply: the way commands and files reach it.
+"""What a kind of node supplies: the way commands and files reach it.
 
 A kind of node is one class that implements this Transport and inherits
 hoplab.nodes.client.Client, which writes the rest of the Executor once on top of it
@@ -11,14 +11,18 @@ file, a transport supplies what only the kind can do cheaply or at all:
 - interact: a person's command, streamed both ways (a namespace execs in place, SSH
   streams over a channel);
 - channel: a long-lived request/response process (a pipe here, a session over SSH);
-- signal_recorded: a signal to processes a record names, each only while it still
-  has its recorded start time; checked and sent in one step on the node (one shell on a
-  device), so that a PID reused in between is never hit;
-- release: what a stopped process held (its SSH connection, its entry in the list of
-  processes close() stops);
 - counters: one sampler's reads, every few ms (a namespace reads /proc and netlink in a
   thread that entered it, a device keeps one SSH session that answers each request);
 - close: release connections, having stopped what it still tracks (Client.stop_all).
+
+The client has a default for the rest, which a kind replaces where it can do better:
+- signal_recorded: a signal to processes a record names, each only while it still has
+  its recorded start time. The default reads /proc/PID/stat through read_file and then
+  runs `kill`; the namespace and SSH transports check and send in one step on the node
+  (one shell on a device), so that a PID reused in between is never hit;
+- release: what a stopped process held (its SSH connection, its entry in the list of
+  processes close() stops); the default holds nothing;
+- written and pids: None (see Executor), unless the kind can tell.
 
 And states two facts the client reads instead of asking for the kind's name:
 - shares_kernel: the node is a namespace of this machine, so its kernel, CPUs and tools
