@@ -14,6 +14,7 @@ that left a child holding its output is not waited for.
 from __future__ import annotations
 
 import signal as _signal
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -45,7 +46,6 @@ class Client(Transport):
     _boot: tuple[float, str] | None = None
     reboots = 0
     _unreported = 0
-    _looking = False
 
     # --- processes ------------------------------------------------------------------------
 
@@ -177,13 +177,14 @@ class Client(Transport):
         """Read the uptime and boot id and count a reboot if they went back or changed;
         a transport calls it after each new connection (a device may have rebooted while
         it was away). The first look only records what it saw."""
-        if self._looking:
+        me, looking = threading.get_ident(), self.__dict__.setdefault("_looking", set())
+        if me in looking:
             return      # the look's own command, reconnecting
-        self._looking = True
+        looking.add(me)
         try:
             out = self.run(["sh", "-c", _BOOT], timeout=10)
         finally:
-            self._looking = False
+            looking.discard(me)
         fields = out.stdout.split()
         if out.returncode != 0 or not fields:
             return
