@@ -1,7 +1,9 @@
 """A kind of node that is not built into hoplab: a node that replays what a real node
 said, from a directory. tests/unit/test_nodes_seam.py registers it with one line and
 runs a whole test on it; it is one module and imports nothing of hoplab but the
-executor's interface: all a new kind of node takes.
+executor's interface and the client (hoplab.nodes.client) it inherits: all a new kind
+of node takes is a transport (hoplab.nodes.transport). Which tools it has and its facts
+are what the directory says, not what a shell on it would.
 
 Its entry in a lab's summary is {"kind": "replay", "dir": DIRECTORY}, where
 `DIRECTORY/TOOL.out` is what TOOL printed (a command or a process started with it
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hoplab.nodes.client import Client
 from hoplab.nodes.executor import (
     Completed,
     ExecutorError,
@@ -85,7 +88,7 @@ class ReplayCounters:
         pass
 
 
-class ReplayExecutor:
+class ReplayExecutor(Client):
     kind = "replay"
 
     def __init__(self, node: str, directory: Path) -> None:
@@ -123,18 +126,17 @@ class ReplayExecutor:
         self.started.append(proc)
         return proc
 
-    def stop(self, proc: Process, grace: float = 2.0) -> None:
-        self.signal(proc, 15)
-
     def signal(self, proc: Process, signum: int) -> None:
         if isinstance(proc, ReplayProcess) and proc.poll() is None:
             proc.code = -signum
 
-    def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
-        pass    # nothing a replay started outlives it
-
-    def written(self, proc: Process) -> int | None:
-        return None
+    def signal_recorded(self, signum: int, idents: Sequence[ProcessId]) -> set[ProcessId]:
+        # Nothing a replay started outlives it: only its own processes can be alive.
+        running = {p.ident: p for p in self.started if p.poll() is None}
+        for i in idents:
+            if signum and i in running:
+                self.signal(running[i], signum)
+        return {i for i in idents if i in running and running[i].poll() is None}
 
     def pids(self) -> set[int] | None:
         return {p.ident.pid for p in self.started}
@@ -158,9 +160,6 @@ class ReplayExecutor:
 
     def counters(self, kinds: frozenset[str]) -> ReplayCounters:
         return ReplayCounters(self, kinds)
-
-    def check_rebooted(self) -> bool:
-        return False
 
     def close(self) -> None:
         self.closed = True

@@ -269,8 +269,9 @@ def _replayed(plan: Plan, tmp_path: Path, port: int) -> dict[str, dict[str, str]
 def test_a_new_kind_of_node_is_one_module_and_one_registry_entry(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A kind of node hoplab does not have (tests/unit/replay_node.py, which imports
-    nothing of hoplab but the executor's interface), registered with one line: a whole
-    test runs on it, its samplers read its counters, lab status and teardown reach it."""
+    nothing of hoplab but the executor's interface and the client it inherits),
+    registered with one line: a whole test runs on it, its samplers read its counters,
+    lab status and teardown reach it."""
     from tests.unit import replay_node
 
     monkeypatch.setitem(registry.KINDS, "replay", registry.NodeKind(replay_node.make))
@@ -320,11 +321,12 @@ def test_a_new_kind_of_node_is_one_module_and_one_registry_entry(
     assert sorted(ex.node for ex in made if ex.closed) == ["client", "r1", "server"]
 
 
-def test_the_new_kind_is_one_module_that_knows_only_the_executors_interface() -> None:
+def test_the_new_kind_is_one_module_on_the_executor_and_its_client() -> None:
     path = Path(__file__).with_name("replay_node.py")
     hoplab = {m for _line, m in _runtime_imports(ast.parse(path.read_text()))
               if m.startswith("hoplab")}
-    assert hoplab <= {"hoplab.nodes.executor"} | {
+    assert hoplab <= {"hoplab.nodes.executor", "hoplab.nodes.client",
+                      "hoplab.nodes.client.Client"} | {
         f"hoplab.nodes.executor.{n}" for n in ("Completed", "ExecutorError", "Facts",
                                                "LineChannel", "Process", "ProcessId",
                                                "Snapshot")}

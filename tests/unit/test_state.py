@@ -15,7 +15,9 @@ from hoplab.errors import LabError
 from hoplab.lab import state as state_mod
 from hoplab.lab.netns import _batch_error
 from hoplab.lab.state import LabState
-from hoplab.nodes.procs import Proc, proc_start_time, stop_process
+from hoplab.nodes.executor import ProcessId
+from hoplab.nodes.netns_exec import NetnsExecutor
+from hoplab.nodes.procs import Proc, proc_start_time
 
 
 @pytest.fixture
@@ -61,6 +63,11 @@ def test_a_started_process_is_recorded_with_its_start_time(labs_dir: Path) -> No
         child.wait()
 
 
+def stop_process(proc: Proc) -> None:
+    """As `hoplab clean` stops a process of this machine that a record names."""
+    NetnsExecutor(proc.node, None).stop_recorded(ProcessId(proc.node, proc.pid, proc.start))
+
+
 # SIGTERM makes the main thread leave first and another thread 0.3 s later, as a Go
 # daemon's may (wireguard-go): the process shows as a zombie before it can be reaped.
 LEADER_FIRST = """
@@ -82,7 +89,7 @@ def test_a_child_stopped_is_reaped_even_when_its_threads_end_after_it() -> None:
         start = proc_start_time(child.pid)
         assert start is not None
         stop_process(Proc(pid=child.pid, start=start, argv=["x"], node="n", role="r"))
-        # Reaped by stop_process (a zombie keeps its /proc entry until it is).
+        # Reaped by stop_recorded (a zombie keeps its /proc entry until it is).
         deadline = time.monotonic() + 2
         while Path(f"/proc/{child.pid}").exists() and time.monotonic() < deadline:
             time.sleep(0.01)

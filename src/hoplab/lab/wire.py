@@ -187,7 +187,7 @@ def _log_tail(w: WireLink) -> str:
 
 
 def forget_exited() -> None:
-    """Drop wires that exited or were reaped elsewhere (teardown's stop_process)."""
+    """Drop wires that exited or were reaped elsewhere (teardown's stop_recorded)."""
     for pid, proc in list(_CHILDREN.items()):
         if proc.poll() is not None:
             del _CHILDREN[pid]

@@ -1,9 +1,12 @@
 """The one seam between hoplab and the place a node's commands run.
 
 Traffic, samplers, profiles, metadata, setup and teardown call a node's
-Executor and never ask which kind it is. Implementations: a network namespace
-on this machine (hoplab.nodes.netns_exec), a device over SSH
-(hoplab.nodes.ssh_exec) and, for unit tests, hoplab.nodes.fake.
+Executor and never ask which kind it is. A kind supplies only a Transport
+(hoplab.nodes.transport: run, start, signal, read, copy and what only it can do);
+hoplab.nodes.client writes the rest once on top (stop, stop_recorded, which, facts,
+check_rebooted). Kinds: a network namespace on this machine
+(hoplab.nodes.netns_exec), a device or VM over SSH (hoplab.nodes.ssh_exec) and, for
+unit tests, hoplab.nodes.fake.
 
 Every argv is a list; an implementation that crosses a shell (SSH) quotes it
 once, at that boundary, so no name, address or option from a lab file can run a

@@ -10,6 +10,10 @@ A started process is a FakeProcess whose output file holds what `outputs`
 gives for its argv[0] (or nothing) and which exits with status 0 after
 `runs_for` seconds of this machine's clock, or when stopped. Commands without
 a scripted reply succeed with no output; `calls` lists every argv run, in order.
+
+It is a transport under hoplab.nodes.client like every kind (stop and stop_recorded
+are the client's: `stopped` lists what was released, `stopped_recorded` what a record
+named), but which, facts and check_rebooted answer from the script.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hoplab.nodes.client import Client
 from hoplab.nodes.executor import (
     Completed,
     ExecutorError,
@@ -98,7 +104,7 @@ class FakeCounters:
         self.closed = True
 
 
-class FakeExecutor:
+class FakeExecutor(Client):
     kind = "fake"
 
     def __init__(self, node: str, *, machine: str = "fake", runs_for: float = 0.0) -> None:
@@ -152,23 +158,24 @@ class FakeExecutor:
         self.started.append(proc)
         return proc
 
-    def stop(self, proc: Process, grace: float = 2.0) -> None:
-        assert isinstance(proc, FakeProcess)
-        if proc.poll() is None:
-            proc.returncode = -15
-        self.stopped.append(proc)
-
     def signal(self, proc: Process, signum: int) -> None:
         assert isinstance(proc, FakeProcess)
         proc.signals.append(signum)
         if proc.returncode is None:
             proc.returncode = -signum
 
-    def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
-        self.stopped_recorded.append(ident)
+    def signal_recorded(self, signum: int, idents: Sequence[ProcessId]) -> set[ProcessId]:
+        running = {p.ident: p for p in self.started if p.poll() is None}
+        if signum == signal.SIGTERM:    # the client's first step of stop_recorded
+            self.stopped_recorded += idents
+        for i in idents:
+            if signum and i in running:
+                self.signal(running[i], signum)
+        return {i for i in idents if i in running and running[i].poll() is None}
 
-    def written(self, proc: Process) -> int | None:
-        return None
+    def release(self, proc: Process) -> None:
+        assert isinstance(proc, FakeProcess)
+        self.stopped.append(proc)
 
     def pids(self) -> set[int] | None:
         # A whole machine (as a device is) has no PIDs of its own to tell apart.
@@ -189,6 +196,7 @@ class FakeExecutor:
         else:
             raise ExecutorError(f"node {self.node}: {remote} does not exist")
 
+    # Scripted, where a real kind's come from the client (see the module's docstring).
     def which(self, tools: Sequence[str]) -> dict[str, str | None]:
         return {t: self.tools.get(t, f"/usr/bin/{t}") for t in tools}
 

@@ -38,19 +38,18 @@ from typing import TYPE_CHECKING, Any
 from hoplab.errors import LabError
 from hoplab.held_stops import stops_held
 from hoplab.nodes import netns as ns_lib
+from hoplab.nodes.client import Client
 from hoplab.nodes.executor import (
     LOCAL_MACHINE,
     Completed,
     CounterSource,
     ExecutorError,
-    Facts,
     LineChannel,
     Process,
     ProcessId,
     Snapshot,
 )
-from hoplab.nodes.procs import Proc, proc_start_time, stop_process, written_by
-from hoplab.nodes.tools import find
+from hoplab.nodes.procs import Proc, proc_start_time, reap, written_by
 from hoplab.tools import inet_diag
 from hoplab.tools.inet_diag import NETLINK_SOCK_DIAG
 from hoplab.tools.tc import from_netlink
@@ -246,14 +245,16 @@ def _default_stops() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-class NetnsExecutor:
+class NetnsExecutor(Client):
     kind = "netns"
     machine = LOCAL_MACHINE
+    shares_kernel = True
 
     def __init__(self, node: str, netns: str | None, *, stats: str | None = None) -> None:
         self.node = node
         self.netns = netns
         self.stats = stats
+        self.where = {"netns": netns} if netns is not None else {}
         self._procs: list[NetnsProcess] = []
 
     def __repr__(self) -> str:
@@ -347,31 +348,33 @@ class NetnsExecutor:
                 noted(proc)
         return proc
 
-    def stop(self, proc: Process, grace: float = 2.0) -> None:
-        mine = self._own(proc)
-        if mine in self._procs:
-            self._procs.remove(mine)
-        if mine.popen.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(mine.popen.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                mine.popen.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-
     def signal(self, proc: Process, signum: int) -> None:
         mine = self._own(proc)
         if mine.popen.poll() is None:
             with suppress(ProcessLookupError):
                 os.killpg(mine.popen.pid, signum)
 
-    def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
-        stop_process(Proc(ident.pid, ident.start_ticks, [], ident.node, ""), grace)
+    def signal_recorded(self, signum: int, idents: Sequence[ProcessId]) -> set[ProcessId]:
+        ours = {p.ident: p.popen for p in self._procs}
+        alive = set()
+        for ident in idents:
+            if ident in ours:
+                ours[ident].poll()      # reaped with its status, which its Process keeps
+            proc = Proc(ident.pid, ident.start_ticks, [], ident.node, "")
+            if not proc.alive():
+                reap(proc)              # a process this one started without a Process
+                continue
+            if signum:
+                with suppress(ProcessLookupError):
+                    os.kill(ident.pid, signum)
+            alive.add(ident)
+        return alive
+
+    def release(self, proc: Process) -> None:
+        mine = self._own(proc)
+        if mine in self._procs:
+            self._procs.remove(mine)
+        mine.popen.poll()
 
     def written(self, proc: Process) -> int | None:
         return written_by(proc.ident.pid)
@@ -406,25 +409,14 @@ class NetnsExecutor:
         if Path(remote).resolve() != local.resolve():
             shutil.copyfile(remote, local)
 
-    def which(self, tools: Sequence[str]) -> dict[str, str | None]:
-        # This machine's lookup: HOPLAB_PERF, the virtualenv's bin, then PATH.
-
-        return {t: find(t) for t in tools}
-
-    def facts(self) -> Facts:
-        # The kernel, CPU and tools are this machine's, in every run's host metadata.
-        return Facts(values={"netns": self.netns} if self.netns is not None else {})
-
     def counters(self, kinds: frozenset[str]) -> CounterSource:
         return NetnsCounters(self.netns, kinds, self.stats)
 
-    def check_rebooted(self) -> bool:
-        # This machine's kernel: had it rebooted, this process would not be here to ask.
-        return False
-
     def close(self) -> None:
-        for proc in reversed(self._procs):
-            self.stop(proc)
+        # A process in uninterruptible sleep may outlive SIGKILL: it is left to the lab's
+        # record (hoplab clean), as before the client.
+        with suppress(ExecutorError):
+            self.stop_all(list(reversed(self._procs)))
         self._procs.clear()
 
     def _own(self, proc: Process) -> NetnsProcess:

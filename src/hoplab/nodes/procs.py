@@ -1,13 +1,12 @@
 """Processes of this machine told apart by their start time, so a reused PID is never
 taken for the process that had it: its start in clock ticks since boot (field 22 of
-/proc/PID/stat), recorded with its PID, is checked before each signal."""
+/proc/PID/stat), recorded with its PID, is checked before each signal (a namespace's
+signal_recorded, hoplab.nodes.netns_exec)."""
 
 from __future__ import annotations
 
 import os
-import signal
 import time
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +35,11 @@ def _state_and_start(pid: int) -> tuple[str, int] | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
+    return state_and_start(stat)
+
+
+def state_and_start(stat: str) -> tuple[str, int]:
+    """The state letter ("Z": a zombie) and start ticks of a /proc/PID/stat text."""
     # The command name may contain spaces and parentheses; fields follow the last ')'.
     fields = stat[stat.rindex(")") + 2:].split()
     return fields[0], int(fields[19])
@@ -53,28 +57,7 @@ def written_by(pid: int) -> int | None:
     return None
 
 
-def stop_process(proc: Proc, grace: float = 2.0) -> None:
-    """SIGTERM, then SIGKILL, only if the PID still is the process we started."""
-    if not proc.alive():
-        _reap(proc)
-        return
-    try:
-        os.kill(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            _reap(proc)
-            return
-        time.sleep(0.02)
-    if proc.alive():
-        with suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-    _reap(proc)
-
-
-def _reap(proc: Proc, timeout: float = 2.0) -> None:
+def reap(proc: Proc, timeout: float = 2.0) -> None:
     """Reap the recorded process if it has exited and is our child (a record from a
     crashed run is not). A multithreaded one (wireguard-go) is a zombie to /proc as
     soon as its main thread has left, but can be reaped only once its other threads

@@ -5,7 +5,8 @@ default "netns", a namespace on this machine) and what that kind needs to reach 
 KINDS maps a kind to a NodeKind: the function that makes its executor from that entry,
 and what the rest of hoplab may ask of a node of that kind before it is up (whether it
 lives on this machine, how to say where it is). A new kind of node is one module in
-hoplab.nodes and one entry here; nothing else in hoplab asks which kind a node is.
+hoplab.nodes (a transport, hoplab.nodes.transport, under hoplab.nodes.client's Client)
+and one entry here; nothing else in hoplab asks which kind a node is.
 
 This module imports no executor until one is made: the lab file's loader asks it what a
 kind can do, and `lab down` should not pay for SSH.

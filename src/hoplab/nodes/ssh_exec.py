@@ -1,4 +1,5 @@
-"""The Executor of a device reached over SSH (an OpenWrt router, a Linux board).
+"""The transport of a device reached over SSH (an OpenWrt router, a Linux board, a VM);
+the rest of its Executor is hoplab.nodes.client's.
 
 Every command is an argv quoted once (hoplab.nodes.ssh_quote) and starts by telling
 its PID and start ticks, so a process is stopped by PID only while those ticks still
@@ -6,8 +7,9 @@ match: never another process that reused the PID, also after a crash
 (`stop_recorded`). Every call has a timeout; a command that overruns is killed on the
 device. Files come back with `cat` over a channel (dropbear has no SFTP).
 
-The device's uptime and boot id are read at each (re)connection: an uptime that went
-back, or a new boot id, counts as a reboot (`reboots`, `check_rebooted()`).
+The device's uptime and boot id are looked at after each (re)connection (the client's
+look_for_reboot): an uptime that went back, or a new boot id, counts as a reboot
+(`reboots`, `check_rebooted()`).
 """
 
 from __future__ import annotations
@@ -24,26 +26,23 @@ from typing import Any
 
 import asyncssh
 
+from hoplab.nodes.client import Client
 from hoplab.nodes.executor import (
     Completed,
     CounterSource,
     ExecutorError,
-    Facts,
     LineChannel,
     Process,
     ProcessId,
 )
 from hoplab.nodes.ssh_conn import SshConnection
 from hoplab.nodes.ssh_counters import DeviceCounterSource
-from hoplab.nodes.ssh_facts import collect_facts
-from hoplab.nodes.ssh_quote import SH_WHICH, SIGNAL_CHECKED, parse_stat, remote_command
+from hoplab.nodes.ssh_quote import SIGNAL_CHECKED, parse_stat, remote_command
 from hoplab.nodes.ssh_target import SshTarget
 
 # read_file's exit status for "no such file" (cat's own is 1 for any error).
 _MISSING = 97
 _READ = '[ -e "$1" ] || exit 97; exec cat -- "$1"'
-_WHICH = SH_WHICH + 'for t; do w "$t" || echo; done'
-_BOOT = "read -r u _ </proc/uptime; b=; read -r b </proc/sys/kernel/random/boot_id; echo $u $b"
 
 
 def _signum(status: Any) -> int | None:
@@ -187,7 +186,7 @@ class SshLineChannel:
             self._conn.call(shut, 3, connect=False)
 
 
-class SshExecutor:
+class SshExecutor(Client):
     kind = "ssh"
 
     def __init__(self, target: SshTarget) -> None:
@@ -197,10 +196,7 @@ class SshExecutor:
         self.machine = f"ssh:{target.destination}{port}"
         self.conn = SshConnection(target)
         self._procs: dict[int, SshProcess] = {}
-        self._boot: tuple[float, str] | None = None     # (uptime, boot id) last seen
-        self._seen_connects = 0
-        self.reboots = 0
-        self._unreported = 0    # reboots seen since check_rebooted() last answered
+        self._seen_connects = 0     # connections made when the device was last looked at
 
     # --- commands -----------------------------------------------------------------------
 
@@ -245,7 +241,7 @@ class SshExecutor:
             if ident:
                 pid, ticks = ident[0]
                 with contextlib.suppress(ExecutorError, TimeoutError):
-                    self._signal_checked(_signal.SIGKILL, [(pid, ticks)], 10)
+                    self.signal_recorded(_signal.SIGKILL, [ProcessId(self.node, pid, ticks)])
             raise TimeoutError(f"node {self.node}: {argv[0]} did not finish within "
                                f"{timeout:g} s (stopped)") from None
 
@@ -354,12 +350,10 @@ class SshExecutor:
             p._finish(status)
             conn.close()
 
-    def _signal_checked(self, sig: int, pairs: Sequence[tuple[int, int]],
-                        timeout: float) -> set[tuple[int, int]]:
-        """Send sig to each (pid, ticks) still alive with those ticks; the ones alive."""
-        args = [str(int(sig))] + [str(x) for pair in pairs for x in pair]
-        rc, out, err = self._run_bytes(["sh", "-c", SIGNAL_CHECKED, "sh", *args], None,
-                                       timeout)
+    def signal_recorded(self, signum: int, idents: Sequence[ProcessId]) -> set[ProcessId]:
+        # Looked at and signalled by one shell on the device (SIGNAL_CHECKED).
+        args = [str(int(signum))] + [str(x) for i in idents for x in (i.pid, i.start_ticks)]
+        rc, out, err = self._run_bytes(["sh", "-c", SIGNAL_CHECKED, "sh", *args], None, 10)
         if rc != 0:
             raise ExecutorError(f"node {self.node}: signalling processes failed: "
                                 f"{err.decode(errors='replace').strip()}")
@@ -367,32 +361,19 @@ class SshExecutor:
         for line in out.decode().split("\n"):
             if line.strip():
                 pid, ticks = line.split()
-                alive.add((int(pid), int(ticks)))
+                alive.add(ProcessId(self.node, int(pid), int(ticks)))
         return alive
 
-    def signal(self, proc: Any, signum: int) -> None:
-        self._signal_checked(signum, [(proc.ident.pid, proc.ident.start_ticks)], 10)
+    def signal(self, proc: Process, signum: int) -> None:
+        self.signal_recorded(signum, [proc.ident])
 
-    def stop(self, proc: Any, grace: float = 2.0) -> None:
-        stop_pairs(self, [(proc.ident.pid, proc.ident.start_ticks)], grace)
+    def release(self, proc: Process) -> None:
         if isinstance(proc, SshProcess):
             # The channel closes once the device's end exits; give it a moment.
             with contextlib.suppress(TimeoutError):
                 proc.wait(2.0)
             proc.conn.close()
         self._procs.pop(proc.ident.pid, None)
-
-    def stop_recorded(self, ident: ProcessId, grace: float = 2.0) -> None:
-        if ident.node != self.node:
-            raise ValueError(f"{ident} is not a process of node {self.node}")
-        stop_pairs(self, [(ident.pid, ident.start_ticks)], grace)
-
-    def written(self, proc: Any) -> int | None:
-        # One SSH round trip per poll is far from the 1 ms polling this is for.
-        return None
-
-    def pids(self) -> set[int] | None:
-        return None     # a device is a whole machine
 
     def channel(self, argv: Sequence[str], terminator: str) -> LineChannel:
         command = remote_command(argv)
@@ -447,82 +428,25 @@ class SshExecutor:
             raise ExecutorError(f"node {self.node}: copying {remote} back failed: {what}")
         part.replace(local)
 
-    def which(self, tools: Sequence[str]) -> dict[str, str | None]:
-        if not tools:
-            return {}
-        res = self.run(["sh", "-c", _WHICH, "sh", *tools], timeout=10)
-        lines = res.stdout.split("\n")
-        return {t: (lines[i].strip() or None) if i < len(lines) else None
-                for i, t in enumerate(tools)}
-
-    def facts(self) -> Facts:
-        return collect_facts(self)
-
     def counters(self, kinds: frozenset[str]) -> CounterSource:
         # A connection of its own: the SSH server process that serves it serves nothing
         # else, so its CPU time is the sampler's cost (see hoplab.nodes.ssh_counters).
         return DeviceCounterSource(SshExecutor(self.target), kinds)
 
-    # --- reboots --------------------------------------------------------------------------
-
     def _note_connection(self) -> None:
         """After each new connection, read the device's uptime and boot id once."""
         if self.conn.connects == self._seen_connects and self._boot is not None:
             return
-        self._look()
+        self.look_for_reboot()
         self._seen_connects = self.conn.connects
-
-    def check_rebooted(self) -> bool:
-        """Whether the device rebooted since the previous call (uptime went back or the
-        boot id changed), looking now and counting what a reconnection in between saw:
-        a reboot noticed when a command reconnected is not lost to the caller."""
-        self._look()
-        seen, self._unreported = self._unreported, 0
-        return seen > 0
-
-    def _look(self) -> None:
-        rc, out, _ = self._run_bytes_raw(["sh", "-c", _BOOT])
-        fields = out.decode().split()
-        if rc != 0 or not fields:
-            return
-        uptime = float(fields[0])
-        boot = fields[1] if len(fields) > 1 else ""
-        prev = self._boot
-        self._boot = (uptime, boot)
-        if prev is not None and (uptime < prev[0] or
-                                 (bool(boot) and bool(prev[1]) and boot != prev[1])):
-            self.reboots += 1
-            self._unreported += 1
-
-    def _run_bytes_raw(self, argv: Sequence[str]) -> tuple[int, bytes, bytes]:
-        command = remote_command(argv)
-
-        async def go(conn: asyncssh.SSHClientConnection) -> tuple[int, bytes, bytes]:
-            async with self.conn.channel_lock():
-                proc = await conn.create_process(command, encoding=None)
-                try:
-                    await _header(proc, self.node)
-                    proc.stdin.write_eof()
-                    out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
-                    status = _finished(await proc.wait(check=False))
-                finally:
-                    proc.close()
-                    await _closed(proc)
-            return (status.exit_status if status.exit_status is not None else 255), out, err
-
-        return self.conn.call(go, 10)
-
-    def uptime(self) -> float | None:
-        """The device's uptime as last read (s)."""
-        return self._boot[0] if self._boot else None
 
     def close(self) -> None:
         try:
-            live = [(p.ident.pid, p.ident.start_ticks) for p in self._procs.values()
-                    if p.poll() is None or p.lost]
-            if live:
-                with contextlib.suppress(ExecutorError, TimeoutError):
-                    stop_pairs(self, live, 2.0)
+            # Also those whose channel was lost: they may still run on the device. None
+            # live, the device is not asked (it may be gone: no connection attempt).
+            live = [p for p in self._procs.values() if p.poll() is None or p.lost]
+            with contextlib.suppress(ExecutorError, TimeoutError):
+                self.stop_all(live)
         finally:
             for p in self._procs.values():
                 p.conn.close()
@@ -530,33 +454,15 @@ class SshExecutor:
             self.conn.close()
 
 
-def stop_pairs(ex: SshExecutor, pairs: Sequence[tuple[int, int]], grace: float) -> None:
-    """SIGTERM the (pid, start ticks) still alive, SIGKILL those left after `grace` s."""
-    alive = ex._signal_checked(_signal.SIGTERM, pairs, 10)
-    deadline = time.monotonic() + grace
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = ex._signal_checked(0, sorted(alive), 10)
-    if alive:
-        ex._signal_checked(_signal.SIGKILL, sorted(alive), 10)
-        deadline = time.monotonic() + 5
-        while alive and time.monotonic() < deadline:
-            time.sleep(0.05)
-            alive = ex._signal_checked(0, sorted(alive), 10)
-    if alive:
-        raise ExecutorError(f"node {ex.node}: processes survive SIGKILL: "
-                            f"{sorted(p for p, _ in alive)}")
-
-
 def stop_recorded(target: SshTarget, idents: Sequence[ProcessId], grace: float = 2.0) -> None:
     """Stop processes recorded in a state file after a crash (`hoplab clean`): connect
     again and stop each PID whose start ticks still match. Raises ExecutorError when the
     device cannot be reached."""
-    pairs = [(i.pid, i.start_ticks) for i in idents if i.node == target.node]
-    if not pairs:
+    mine = [i for i in idents if i.node == target.node]
+    if not mine:
         return
     ex = SshExecutor(target)
     try:
-        stop_pairs(ex, pairs, grace)
+        ex.stop_recorded_all(mine, grace)
     finally:
         ex.close()
