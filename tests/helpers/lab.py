@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hoplab.analysis.rfc6349 import payload_rate
 from hoplab.lab.build import UpResult
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, find
@@ -291,9 +292,9 @@ def steady_mbit(data: dict[str, Any]) -> float:
 
 def payload_mbit(rate_mbit: float, ipv6: bool = False) -> float:
     """What TCP carries through a shaper of rate_mbit that counts each frame with its
-    Ethernet header: a full segment is 1514 bytes for 1448 of payload over IPv4 (MSS
-    1460 less 12 of timestamps), 1428 over IPv6 (its header is 20 bytes longer)."""
-    return rate_mbit * (1428 if ipv6 else 1448) / 1514
+    Ethernet header (hoplab.analysis.rfc6349.payload_rate): a full segment is 1514 bytes
+    for 1448 of payload over IPv4, 1428 over IPv6."""
+    return payload_rate(rate_mbit * 1e6, 6 if ipv6 else 4) / 1e6
 
 
 @dataclass

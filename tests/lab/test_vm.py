@@ -41,6 +41,7 @@ from tests.helpers.lab import (
     live_pids,
     namespaces,
     new_lab_name,
+    payload_mbit,
     remove_lab,
     stop,
     wait_listening,
@@ -52,7 +53,7 @@ pytestmark = [pytest.mark.root,
                                  reason="qemu-system-x86 is not installed")]
 
 RELEASE = "6.12.100+deb12-amd64"
-PAYLOAD_MBIT = 20 * 1448 / 1514  # 19.13
+PAYLOAD_MBIT = payload_mbit(20)  # 19.13
 LAB = f"""
 name = "v"
 [nodes.h1]

@@ -31,6 +31,7 @@ from tests.helpers.lab import (
     iperf3,
     mbit_received,
     namespaces,
+    payload_mbit,
     remove_lab,
     stop,
     wait_listening,
@@ -84,7 +85,7 @@ def test_rate_50mbit_goodput_and_queue_bound(lab_up: LabUp) -> None:
     goodput = mbit_received(iperf3(up.ns("b"), up.ns("a"), "b", seconds=5))
     # The wire's rate counts each frame with its Ethernet header (14 bytes, no FCS,
     # preamble or gap): a full TCP segment is 1514 bytes carrying 1448 of payload.
-    expected = 50 * 1448 / 1514
+    expected = payload_mbit(50)
     assert abs(goodput - expected) <= 0.025 * expected, (goodput, expected)
     # An overload (UDP at 80 Mbit/s) keeps the queue full: pings then wait bytes / rate.
     pinger = subprocess.Popen(["ip", "netns", "exec", up.ns("a"), "ping", "-i", "0.05", "-c",

@@ -45,6 +45,7 @@ from tests.helpers.lab import (
     iperf3,
     mbit_received,
     namespaces,
+    payload_mbit,
     stop,
     wait_listening,
 )
@@ -52,7 +53,7 @@ from tests.helpers.lab import (
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(wire.binary() is None, reason="hoplab-wire is not built")]
 
-PAYLOAD_MBIT = 20 * 1448 / 1514  # 19.13
+PAYLOAD_MBIT = payload_mbit(20)  # 19.13
 BOTTLENECK = 2  # links[2]: r <-> srv
 _PING = re.compile(r"^\[([\d.]+)\].*icmp_seq=(\d+).*time=([\d.]+) ms", re.M)
 

@@ -76,18 +76,25 @@ def test_several_arguments_add_their_runs_in_plot_and_report_alike(
     assert out.strip() == f"hoplab-{'-'.join(map(str, either[:4]))}-and-10-more-bars.png"
 
 
+def _samples(capsys: pytest.CaptureFixture[str], path: str, runs: list[int]) -> int:
+    """The samples of these runs' profiles together, as `hoplab profile --json` counts
+    each: what a graph of them pooled must hold."""
+    total = 0
+    for run in runs:
+        code, out, err = _run(capsys, "profile", str(run), "--json", "--db", path)
+        assert code == 0, err
+        total += json.loads(out)["samples"]
+    return total
+
+
 def test_flamegraph_diff_takes_two_selections_and_pools_each_side(
         db: tuple[str, dict[str, list[int]]], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     path, found = db
     side_b = _ids(found, "v2")
-    samples = 0
-    for run in side_b:
-        code, out, err = _run(capsys, "profile", str(run), "--json", "--db", path)
-        assert code == 0, err
-        samples += json.loads(out)["samples"]
+    samples = _samples(capsys, path, side_b)
     svg = tmp_path / "d.svg"
-    code, out, err = _run(capsys, "flamegraph", "--diff", "version=v1", "version=v2",
+    code, _, err = _run(capsys, "flamegraph", "--diff", "version=v1", "version=v2",
                           "--db", path, "-o", str(svg))
     assert code == 0, err
     text = svg.read_text()
@@ -96,7 +103,7 @@ def test_flamegraph_diff_takes_two_selections_and_pools_each_side(
     assert f"version=v2 (runs {', '.join(map(str, side_b))})" in text
     # Two runs by id keep the one-run title.
     a, b = found["wireguard-profile"][:2]
-    code, out, err = _run(capsys, "flamegraph", "--diff", str(a), str(b), "--db", path,
+    code, _, err = _run(capsys, "flamegraph", "--diff", str(a), str(b), "--db", path,
                           "-o", str(svg))
     assert code == 0, err
     assert f"-&gt; run {b}</text>" in svg.read_text()
@@ -109,11 +116,7 @@ def test_flamegraph_of_a_selection_pools_its_runs(
     draws per variant); it was refused as "selects N runs"."""
     path, found = db
     side = _ids(found, "v2")
-    samples = 0
-    for run in side:
-        code, out, err = _run(capsys, "profile", str(run), "--json", "--db", path)
-        assert code == 0, err
-        samples += json.loads(out)["samples"]
+    samples = _samples(capsys, path, side)
     svg = tmp_path / "p.svg"
     code, out, err = _run(capsys, "flamegraph", "version=v2", "--db", path, "-o", str(svg))
     assert code == 0, err
