@@ -89,13 +89,21 @@ def test_ndr_of_64_byte_frames_through_10_mbit(tmp_path: Path) -> None:
 def test_a_frame_ceiling_in_the_wire_whatever_the_size(tmp_path: Path) -> None:
     """pps = 20000 on the wire: 20,000 frames/s of 64 and of 1518 bytes (the wire has no
     bucket; its queue of Q passes Q / T more). The queue is 4000 frames, 200 ms at this
-    rate, and the bound 2 %: no trial is chosen among repeats, so a stall of the wire
-    itself (a process on this shared machine) decides the answer; at a load average of
-    20 one run read 1.3 % below."""
-    got = _run(tmp_path, 'emulator = "wire"\npps = 20000\nqueue = 4000', [64, 1518])
+    rate.
+
+    The search's precision is 1 %, not 0.5 %: with a busy loop on one core, hoplab-gen
+    fell 0.3 to 2.3 % short of 22,000 frames/s in this lab (it does not catch up a
+    stall), so at 0.5 % most trials were invalid. The answer is the achieved rate of the
+    highest lossless valid trial: at least want / (1 + p) asked (the next, failed, trial
+    is within p above it) and achieved within p of that, so at least want x (1 - p) /
+    (1 + p), 1.98 % below; never above want (N frames in T' >= T seconds pass only when
+    N <= 20,000 T' + 4000), but for the frame in service."""
+    got = _run(tmp_path, 'emulator = "wire"\npps = 20000\nqueue = 4000', [64, 1518],
+               precision="1%")
     want = 20_000 + 4000 / TRIAL_S
     for size in ("64", "1518"):
-        assert abs(got[size]["ndr_fps"] / want - 1) <= 0.02, (size, got[size], want)
+        ratio = got[size]["ndr_fps"] / want
+        assert (1 - 0.01) / (1 + 0.01) <= ratio <= 1.001, (size, got[size], want)
 
 
 def test_a_path_faster_than_the_generator_is_generator_limited(tmp_path: Path) -> None:

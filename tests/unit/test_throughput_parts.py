@@ -257,11 +257,34 @@ def test_a_generator_that_cannot_reach_its_ceiling_lowers_it():
 
 
 def test_a_rate_short_three_times_running_becomes_the_ceiling():
+    # The ceiling trial is short (the first time, expected), then three at what it came
+    # to: that rate is out of reach; the ceiling is the most it sent, less the precision.
     s = _search(Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005),
-                _stalling(20_000, short={1, 2, 3}))
+                _stalling(20_000, short={0, 1, 2, 3}, achieved=0.5))
     assert len(s.invalid) == ndr.MAX_REPEATS
-    assert s.ceiling_fps == pytest.approx(s.invalid[0].achieved_fps * 0.995)
+    assert s.ceiling_fps == pytest.approx(s.invalid[-1].achieved_fps * 0.995)
     assert s.answer(0.0) <= s.ceiling_fps
+
+
+def test_stalls_below_a_rate_the_generator_kept_never_bring_its_ceiling_down():
+    """A busy machine, as a CI run saw it: the generator kept 100,000 frames/s in its
+    first trial, then fell 1.2 % short three times running at one rate, and in two
+    trials of three after. The three used to make that rate's shortfall the ceiling, and
+    each trial at the ceiling lowered it again (22,000 came down to 17,883). Now the
+    stalls are repeated and counted, and the answer is the path's."""
+    count = [0]
+
+    def busy(rate: float) -> Trial:
+        n = count[0]
+        count[0] += 1
+        short = n in (1, 2, 3) or (n > 3 and n % 3 != 0)
+        sent = round(rate * (0.988 if short else 1.0))
+        return Trial(rate, sent, min(sent, 22_000), 1.0)
+    s = _search(Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005), busy)
+    assert s.ceiling_fps == 100_000
+    assert len(s.invalid) >= ndr.MAX_REPEATS
+    assert all(t.short_of(0.005) for t in s.invalid)
+    assert 22_000 * (1 - 0.01) <= s.answer(0.0) <= 22_000
 
 
 def test_a_generator_short_too_often_stops_the_search():

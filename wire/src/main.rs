@@ -125,12 +125,13 @@ fn run_direction(rx: &PacketSocket, tx: &PacketSocket, mut p: Pipeline) -> io::R
     tight_timer_slack();
     let st = p.stats.clone();
     let transparent = p.is_transparent();
-    // An AQM judges each frame by its wait: date frames by the kernel's arrival stamp,
-    // not by when this thread got round to reading them (late on a busy machine).
-    let stamped = p.measures_sojourn() && rx.enable_timestamps().is_ok();
+    // Date frames by the kernel's arrival stamp, not by when this thread got round to
+    // reading them (late on a busy machine): see Pipeline::wants_arrival_stamps.
+    let stamped = p.wants_arrival_stamps() && rx.enable_timestamps().is_ok();
     let mut offset = realtime_offset_ns();
     let mut buf = vec![0u8; VNET_HDR_LEN + MAX_FRAME + 1];
     let mut next_check = now_ns() + LINK_CHECK_NS;
+    let mut last: u64 = 0;
     while !STOP.load(Relaxed) {
         for _ in 0..RX_BATCH {
             let got = if stamped { rx.recv_stamped(&mut buf) } else { rx.recv(&mut buf).map(|n| (n, None)) };
@@ -138,7 +139,8 @@ fn run_direction(rx: &PacketSocket, tx: &PacketSocket, mut p: Pipeline) -> io::R
                 Ok((n, stamp)) => {
                     let read_at = now_ns();
                     // Never later than the read, never before the previous reads' clock.
-                    let now = stamp.map_or(read_at, |t| ((t as i64 - offset).max(0) as u64).min(read_at));
+                    let now = stamp.map_or(read_at, |t| ((t as i64 - offset).max(0) as u64).min(read_at)).max(last);
+                    last = now;
                     match classify(&buf, n) {
                         Ok(_) if transparent => {
                             stats::inc(&st.received);

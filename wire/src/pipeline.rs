@@ -117,9 +117,13 @@ impl Pipeline {
             && c.queue.is_none()
     }
 
-    /// Whether frames' queue wait decides anything (an AQM discipline).
-    pub fn measures_sojourn(&self) -> bool {
-        self.cfg.qdisc.kind != crate::qdisc::Kind::Fifo
+    /// Whether frames must be dated by their arrival (the kernel's stamp), not by when
+    /// the thread read them: any direction that queues, shapes or delays. A thread that
+    /// woke late reads what came meanwhile at once; dated by the read, a stall of 30 ms
+    /// becomes a burst that overflows the queue behind a shaper (and AQM would judge
+    /// the wait from the read). Dated by arrival, the link serves as if it never slept.
+    pub fn wants_arrival_stamps(&self) -> bool {
+        !self.is_transparent()
     }
 
     pub fn arrive(&mut self, frame: Frame, now: Nanos) {
@@ -157,6 +161,11 @@ impl Pipeline {
             stats::inc(&self.stats.dropped_queue);
             return;
         }
+        // The link served what it owed up to this frame's arrival before the frame
+        // meets the queue's limit: a thread that woke late (a stall on a busy machine)
+        // reads a batch of frames at once, and judging them against a queue not yet
+        // served since would drop frames that a real link had room for.
+        self.advance(now);
         if self.queue.is_empty() && self.cfg.is_paced() {
             // An idle bottleneck starts on this frame when it arrives.
             self.busy_until = self.busy_until.max(f.arrival);
@@ -438,6 +447,67 @@ mod tests {
         let mut p = pipe("rate=12000000,queue_bytes=4500");
         let out = drive(&mut p, &arr, 50 * MS);
         assert_eq!(out.len(), 4);
+    }
+
+    #[test]
+    fn a_late_batch_meets_the_queue_a_link_would_have_had() {
+        // 25,000 frames/s offered for 200 ms into pps=20000 with a 4000-frame queue:
+        // the queue never exceeds 1000 + 1, nothing is dropped. One driver runs every
+        // 10 us; the other stalls for 40 ms near the end and then reads the 1000 frames
+        // that came meanwhile in one batch, dated by their arrival (as the kernel
+        // stamps them). Both must drop nothing and pass the same frames.
+        let arr: Vec<Nanos> = (0..5000).map(|i| i * 40_000).collect();
+        let until = 600 * MS;
+        let steady = {
+            let mut p = pipe("pps=20000,queue_packets=1000");
+            drive(&mut p, &arr.iter().map(|&t| (t, 60)).collect::<Vec<_>>(), until);
+            p
+        };
+        let mut p = pipe("pps=20000,queue_packets=1000");
+        stall_then_read(&mut p, &arr, (150 * MS, 190 * MS), until, true);
+        // 5000 frames in 200 ms at 25k/s: 1000 more than 20k/s serves; the queue of
+        // 1000 holds them but for the one the link is sending.
+        assert_eq!((dropped(&steady), passed(&steady)), (0, 5000));
+        assert_eq!((dropped(&p), passed(&p)), (0, 5000));
+        // A stall of 90 ms from 100 ms, when 500 frames wait: dated by arrival, the link
+        // drains those by 125 ms and holds 950 at 190 ms. Dated by the read (what the
+        // wire did before it stamped every shaped direction), the link looks idle from
+        // 125 to 190 ms and 2250 frames come at once: 1 to send, 1000 to queue, 1249 lost.
+        let mut p = pipe("pps=20000,queue_packets=1000");
+        stall_then_read(&mut p, &arr, (100 * MS, 190 * MS), until, true);
+        assert_eq!((dropped(&p), passed(&p)), (0, 5000));
+        let mut p = pipe("pps=20000,queue_packets=1000");
+        stall_then_read(&mut p, &arr, (100 * MS, 190 * MS), until, false);
+        assert!(dropped(&p) >= 1249, "{}", dropped(&p));
+        assert!(pipe("pps=20000").wants_arrival_stamps() && pipe("delay=0.01").wants_arrival_stamps());
+        assert!(!pipe("").wants_arrival_stamps());
+    }
+
+    fn dropped(p: &Pipeline) -> u64 {
+        p.stats.dropped_queue.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn passed(p: &Pipeline) -> u64 {
+        p.stats.received.load(std::sync::atomic::Ordering::Relaxed) - dropped(p)
+    }
+
+    /// Drive in 10 us steps but for a stall, after which the frames that came meanwhile
+    /// are read in one batch, dated by their arrival (`stamped`) or by the read.
+    fn stall_then_read(p: &mut Pipeline, arr: &[Nanos], stall: (Nanos, Nanos), until: Nanos, stamped: bool) {
+        let mut now = 0;
+        let mut i = 0;
+        while now <= until {
+            if !(stall.0..stall.1).contains(&now) {
+                while i < arr.len() && arr[i] <= now {
+                    let at = if stamped { arr[i] } else { now };
+                    p.arrive(frame(60, at), at);
+                    i += 1;
+                }
+                p.advance(now);
+                while p.pop_due(now).is_some() {}
+            }
+            now += 10_000;
+        }
     }
 
     #[test]
