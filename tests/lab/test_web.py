@@ -197,9 +197,8 @@ def test_page_loads_while_bulk_uploads_and_a_flood_fill_the_uplink(
     assert run["status"] == "ok", run
     figures = {(m.name, m.flow): m.value for m in rec.metrics}
     page = "loaded.page"
-    # The browser starts in 1-4 s on this loaded machine; the loads it has time for in
-    # the flows' 8 s are made, none after.
-    assert figures[("web_loads", page)] >= 2 and figures[("web_failed", page)] == 0
+    made = figures[("web_loads", page)]
+    assert 1 <= made <= 3 and figures[("web_failed", page)] == 0
     # Unloaded, this link's first byte takes about a millisecond. Loaded, the request
     # waits behind the full queue (the handshake too, unless Chromium's preconnect began
     # it before the navigation's stamp; on a starved CPU its stamps slip by tens of ms):
@@ -209,10 +208,14 @@ def test_page_loads_while_bulk_uploads_and_a_flood_fill_the_uplink(
     # The other flows ran at the same time and kept their own figures.
     assert figures[("loss", "loaded.flood")] > 5
     assert sum(v for (n, f), v in figures.items() if n == "goodput" and f and "bulk" in f) > 0
-    # The loads are spread over the flows' 8 s from the page flow's start at 1 s (its
-    # client's start; the browser's own takes a while), none starting after them.
-    starts = [t for s in rec.series if s.name == "web_load" for t in s.t]
-    assert 1.0 <= starts[0] < starts[-1] <= 9.0 + 0.05, starts
+    # The loads are spread over what is left of the flows' 8 s once the browser is up
+    # (the page flow starts at 1 s), none starting after them. How many that leaves room
+    # for is the machine's, not a known answer: the browser took 1 to 4 s to start here,
+    # and with a busy loop on one core long enough for one load only (CI read 1 of 3).
+    (load,) = [s for s in rec.series if s.name == "web_load" and s.flow == page]
+    starts = load.t
+    assert len(starts) == made and starts == sorted(starts), starts
+    assert starts[0] >= 1.0 and starts[-1] <= 9.0 + 0.05, starts
 
 
 def test_a_page_over_ipv6(runs: Runs) -> None:
