@@ -451,8 +451,8 @@ mod tests {
 
     #[test]
     fn a_late_batch_meets_the_queue_a_link_would_have_had() {
-        // 25,000 frames/s offered for 200 ms into pps=20000 with a 4000-frame queue:
-        // the queue never exceeds 1000 + 1, nothing is dropped. One driver runs every
+        // 25,000 frames/s offered for 200 ms into pps=20000 with a 1000-frame queue:
+        // the queue fills to 1000 by the end, nothing is dropped. One driver runs every
         // 10 us; the other stalls for 40 ms near the end and then reads the 1000 frames
         // that came meanwhile in one batch, dated by their arrival (as the kernel
         // stamps them). Both must drop nothing and pass the same frames.
