@@ -19,6 +19,7 @@ import pytest
 
 from hoplab.errors import HoplabError
 from hoplab.lab.plan import Plan, plan_lab
+from hoplab.lab.ready import node_settings, run_setup
 from hoplab.lab.state import LabState
 from hoplab.nodes import registry
 from hoplab.nodes.executor import Executor, Facts, ProcessId, Snapshot
@@ -26,9 +27,7 @@ from hoplab.nodes.fake import FakeExecutor
 from hoplab.nodes.procs import Proc
 from hoplab.nodes.tracking import LOG_NAME
 from hoplab.run.execute import run_test
-from hoplab.run.experiment import run_setup
 from hoplab.run.flows import server_for
-from hoplab.run.metadata import node_settings
 from hoplab.spec.experiment import Experiment
 from hoplab.spec.experiment_loader import load_experiment
 from tests.helpers.lab_text import chain3

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 # The sysctls a run records of every node: a device's facts read them, a namespace's
-# settings through read_file (hoplab.run.metadata).
+# settings through read_file (hoplab.lab.ready).
 SYSCTLS = (
     "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
     "net.core.rmem_max", "net.core.wmem_max", "net.core.default_qdisc",

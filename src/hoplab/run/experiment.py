@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import re
 import secrets
 import shutil
 import signal
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,7 +32,7 @@ from hoplab.lab.build import UpResult
 from hoplab.lab.caps import Capabilities, probe
 from hoplab.lab.devices import survey
 from hoplab.lab.devices.labels import device_labels
-from hoplab.lab.plan import Plan
+from hoplab.lab.ready import node_settings, run_setup
 from hoplab.lab.signals import shielded
 from hoplab.lab.summary import summarize
 from hoplab.nodes import workdir as run_workdir
@@ -43,7 +42,7 @@ from hoplab.nodes.reboots import reboots
 from hoplab.nodes.registry import close_all, executors, kind_of
 from hoplab.record import MEASUREMENT_VERSION, DuplicateMetric, RunRecord, check_metric_keys
 from hoplab.run.execute import TestResult, run_test
-from hoplab.run.metadata import host_metadata, node_settings
+from hoplab.run.metadata import host_metadata
 from hoplab.run.one_way import gate as gate_one_way
 from hoplab.spec.experiment import Experiment, Test, Variant
 
@@ -101,53 +100,6 @@ def check_machine(exp: Experiment, caps: Capabilities) -> None:
             raise CapabilityError(f"{e} (variant {v.label()})") from None
     for v, (tools, why) in zip(exp.variants, on_devices, strict=True):
         survey.check_devices(v.lab, tools, why)
-
-
-_PLACEHOLDER = re.compile(r"\{(iface|addr|addr6):([A-Za-z0-9_-]+)\}")
-
-
-def expand(arg: str, node: str, plan: Plan) -> str:
-    """{iface:PEER}: node's interface towards PEER; {addr:NODE} / {addr6:NODE}: NODE's
-    address, so a setup script needs no knowledge of the planner's choices."""
-    def sub(m: re.Match[str]) -> str:
-        what, name = m.group(1), m.group(2)
-        try:
-            if what == "iface":
-                return next(i.name for i in plan.node(node).ifaces if i.peer == name)
-            addr = plan.node(name).primary4 if what == "addr" else plan.node(name).primary6
-        except (KeyError, StopIteration):
-            addr = None
-        if addr is None:
-            raise HoplabError(f"setup.{node}: {m.group(0)} does not name a "
-                              f"{'neighbour' if what == 'iface' else 'node with an address'}")
-        return str(addr)
-    return _PLACEHOLDER.sub(sub, arg)
-
-
-# A variant's setup command that runs longer than this is stopped and its run fails.
-SETUP_TIMEOUT_S = 120.0
-
-
-def run_setup(variant: Variant, plan: Plan, nodes: Mapping[str, Executor], cwd: Path) -> None:
-    """A variant's setup commands, each on its node, in the experiment file's directory."""
-    for node, raw_argv in variant.setup:
-        argv = [expand(a, node, plan) for a in raw_argv]
-        try:
-            proc = nodes[node].run(argv, cwd=str(cwd), timeout=SETUP_TIMEOUT_S)
-        except TimeoutError:
-            raise HoplabError(f"setup.{node}: {' '.join(argv)} did not finish in "
-                              f"{SETUP_TIMEOUT_S:g} s; stopped") from None
-        # 127 and 126 are how every kind of node (and a shell) says it could not run it.
-        said = " ".join(proc.stderr.split())
-        if proc.returncode == 127 and said.endswith("command not found"):
-            raise HoplabError(f"setup.{node}: command not found: {argv[0]}")
-        if proc.returncode == 126 and said:
-            raise HoplabError(f"setup.{node}: cannot run {argv[0]}: "
-                              f"{said.rsplit(': ', 1)[-1]}")
-        if proc.returncode != 0:
-            msg = " ".join((proc.stderr or proc.stdout).split())[:300]
-            raise HoplabError(f"setup.{node}: {' '.join(argv)} exited {proc.returncode}: "
-                              f"{msg}")
 
 
 def measurement_version(kind: str) -> int:
