@@ -76,10 +76,15 @@ def schedule(exp: Experiment) -> list[Job]:
     return jobs
 
 
-def check_machine(exp: Experiment, caps: Capabilities) -> None:
+DeviceTools = tuple[dict[str, set[str]], dict[str, str]]
+
+
+def check_machine(exp: Experiment, caps: Capabilities) -> list[DeviceTools]:
     """Refuse before anything runs: a missing tool, a variant's lab this kernel cannot
     build, or a device without a tool its tests run there. What the tests run is the
-    kinds' to say, and is asked first; what the lab can be, the lab's, after."""
+    kinds' to say, and is asked first; what the lab can be, the lab's, after. Returns
+    what each variant's tests run on its devices (kinds/device_tools.py), which its
+    lab's build checks again."""
     on_devices = []
     for v in exp.variants:
         on_devices.append(test_tools(v.lab, v.tests))
@@ -100,6 +105,7 @@ def check_machine(exp: Experiment, caps: Capabilities) -> None:
             raise CapabilityError(f"{e} (variant {v.label()})") from None
     for v, (tools, why) in zip(exp.variants, on_devices, strict=True):
         survey.check_devices(v.lab, tools, why)
+    return on_devices
 
 
 def measurement_version(kind: str) -> int:
@@ -131,8 +137,11 @@ class ExperimentRunner:
         # Each device's boot id and uptime as the previous run saw them.
         self._boots: dict[str, tuple[str, float]] = {}
         self._host = host_metadata(self.caps)
-        # run_job's: the checks `run` makes first, made once, and the working directory.
+        # The checks, made once before the first run, and what they asked of the kinds:
+        # each variant's tools on its devices, each test kind's measurement version.
         self._checked = False
+        self._device_tools: list[DeviceTools] = []
+        self._versions: dict[str, int] = {}
         self._workdir: Path | None = None
 
     def _lab_for(self, index: int) -> tuple[UpResult, dict[str, Any]]:
@@ -143,7 +152,7 @@ class ExperimentRunner:
         lab = dataclasses.replace(variant.lab, name=self.lab_name)
         self.progress.note(f"building the lab for {variant.label()}")
         # build.up removes what it built if it fails; once it returns, _down owns the lab.
-        needs, why = test_tools(lab, variant.tests)
+        needs, why = self._device_tools[index]
         self._up = (index, build.up(lab, caps=self.caps, tools=needs, why=why), {})
         up = self._up[1]
         # A node this lab booted (a VM) is a new machine: its boot id is not a reboot.
@@ -172,7 +181,7 @@ class ExperimentRunner:
             repetition=job.repetition, variant=dict(variant.values),
             labels=dict(self.exp.labels), started_at=started, seed=self.exp.seed,
             order=order, experiment_id=self.experiment_id,
-            measurement_version=measurement_version(test.kind),
+            measurement_version=self._versions[test.kind],
             metadata={**self._host, "experiment_file": self.exp.source,
                       "lab_file": self.exp.lab_source,
                       "test": {"options": test.options,
@@ -265,6 +274,8 @@ class ExperimentRunner:
         return rec
 
     def run(self) -> list[RunRecord]:
+        """Every run of the experiment, in its order, each through run_job; nothing is
+        left up when this returns or raises."""
         # The lab `hoplab lab up` built from this lab file holds the NICs and devices the
         # runs need: taken down for them, built again after.
         handed = build.hand_over(self.exp.variants[0].lab)
@@ -272,21 +283,36 @@ class ExperimentRunner:
             self.progress.note(f"lab {handed.name} is up: taken down for the runs, built "
                                f"again after them")
         try:
-            check_machine(self.exp, self.caps)
-            self._run_jobs()
+            self._check()
+            for order, job in enumerate(schedule(self.exp)):
+                if order and self.exp.pause_s:
+                    time.sleep(self.exp.pause_s)
+                self.run_job(job, order)
         finally:
-            if handed is not None:
-                for warning in build.take_back(handed):
-                    self.progress.note(f"warning: {warning}")
+            try:
+                self.close()
+            finally:
+                if handed is not None:
+                    for warning in build.take_back(handed):
+                        self.progress.note(f"warning: {warning}")
         return self.records
 
-    def run_job(self, job: Job, order: int) -> RunRecord:
-        """One given run, the `order`th of the experiment (a fleet's job): stored like
-        those of `run`. The variant's lab stays up for the next job of the same variant
-        until `close`; KeyboardInterrupt is raised after the run is stored interrupted."""
+    def _check(self) -> None:
+        """Before the first run, once: what check_machine refuses; what the kinds say
+        each run needs is asked here, and handed down to the runs."""
         if not self._checked:
-            check_machine(self.exp, self.caps)
+            self._device_tools = check_machine(self.exp, self.caps)
+            self._versions = {t.kind: measurement_version(t.kind)
+                              for v in self.exp.variants for t in v.tests}
             self._checked = True
+
+    def run_job(self, job: Job, order: int) -> RunRecord:
+        """One given run, the `order`th of the experiment (a fleet's job, or one of
+        `run`'s), in the order of its steps: the checks (before the first run), then the
+        variant's lab up, the test, the record stored. The lab stays up for the next job
+        of the same variant until `close`; KeyboardInterrupt is raised after the run is
+        stored interrupted."""
+        self._check()
         if self._workdir is None:
             self._workdir = run_workdir.make()
         return self._one(order, job, self._workdir)
@@ -304,17 +330,3 @@ class ExperimentRunner:
             if self._workdir is not None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
                 self._workdir = None
-
-    def _run_jobs(self) -> None:
-        jobs = schedule(self.exp)
-        workdir = run_workdir.make()
-        try:
-            for order, job in enumerate(jobs):
-                if order and self.exp.pause_s:
-                    time.sleep(self.exp.pause_s)
-                self._one(order, job, workdir)
-        finally:
-            try:
-                self._down()
-            finally:
-                shutil.rmtree(workdir, ignore_errors=True)
