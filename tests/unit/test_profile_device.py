@@ -10,10 +10,10 @@ import pytest
 
 from hoplab.cli.main import main
 from hoplab.profile import analyze
+from hoplab.profile.phase import attribution
 from hoplab.profile.stored import run_stacks
 from hoplab.record import Metric, RawOutput, RunRecord
 from hoplab.render.profile_html import profile_section
-from hoplab.run.profiling import attribution
 from hoplab.store import open_store
 
 # perf's folded stacks with PIDs: the device's forwarding in softirq, an iperf3 on it.

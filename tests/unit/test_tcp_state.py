@@ -11,13 +11,13 @@ import pytest
 from rich.console import Console
 
 from hoplab.analysis import rfc6349
+from hoplab.kinds.tcp_flows import ideal_rates, rfc6349_metrics, senders
 from hoplab.lab.plan import Plan, plan_lab
 from hoplab.nodes.executor import Snapshot
 from hoplab.nodes.fake import FakeExecutor
 from hoplab.record import Metric, RunRecord, Series
 from hoplab.render.run_view import run_view
 from hoplab.run.execute import sampler_targets
-from hoplab.run.tcp_flows import ideal_rates, rfc6349_metrics, senders
 from hoplab.samplers import Samplers, Target
 from hoplab.samplers.tcp_info import FlowSocket
 from hoplab.spec import load_lab_text

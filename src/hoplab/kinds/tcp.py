@@ -353,7 +353,7 @@ def _expand(r: Reader, name: str, src: str | None, dst: str | None, o: dict[str,
     return bulk_flows(name, "tcp", src, dst, o), []
 
 
-# RFC 6349's figures of a TCP test (hoplab.run.tcp_flows), the tcp_info sampler's.
+# RFC 6349's figures of a TCP test (hoplab.kinds.tcp_flows), the tcp_info sampler's.
 RFC6349_METRICS = ("tcp_efficiency", "buffer_delay_ms", "buffer_delay_pct",
                    "transfer_time_ratio")
 BOTTLENECK = Option(parse_rate, (

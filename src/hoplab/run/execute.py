@@ -18,21 +18,21 @@ from typing import Any
 from hoplab import kind_registry as registry
 from hoplab.errors import HoplabError
 from hoplab.kind_registry import BYTES_LIMIT_S
-from hoplab.kinds import flow_tool
+from hoplab.kinds import flow_tool, tcp_flows
 from hoplab.kinds.figures import run_figures
 from hoplab.kinds.flow import Outcome
 from hoplab.kinds.procedure import Context, Result
+from hoplab.lab.paths import flow_ends, routers_crossed
 from hoplab.lab.plan import Plan
 from hoplab.lab.state import find
 from hoplab.nodes.executor import LOCAL_MACHINE, Executor
 from hoplab.nodes.registry import close_all, executors, wire_executors
+from hoplab.profile.phase import PhaseProfiler
 from hoplab.record import Metric, RawOutput, Series
-from hoplab.run import server_home, tcp_flows
+from hoplab.run import server_home
 from hoplab.run.flows import client_argv, server_for
 from hoplab.run.outcome import collect
-from hoplab.run.paths import flow_ends, routers_crossed
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening
-from hoplab.run.profiling import PhaseProfiler
 from hoplab.samplers import Samplers, Target, sampler_metrics
 from hoplab.spec.experiment import Flow, Test
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hoplab.errors import HoplabError
+from hoplab.lab.paths import routers_crossed
 from hoplab.lab.plan import Plan
 from hoplab.nodes.executor import LOCAL_MACHINE, Executor
 from hoplab.nodes.tracking import ProcessRecord
@@ -20,7 +21,6 @@ from hoplab.profile import analyze, fold
 from hoplab.profile.record import Recording
 from hoplab.profile.stored import FOLDED
 from hoplab.record import Metric, RawOutput
-from hoplab.run.paths import routers_crossed
 from hoplab.spec.experiment import Profile, Test
 
 ATTRIBUTION = ("host-wide: a lab's nodes share one kernel, so kernel work (forwarding, "

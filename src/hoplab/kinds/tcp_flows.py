@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from hoplab.analysis import rfc6349
+from hoplab.kinds import flow_tool
 from hoplab.lab.plan import Plan
 from hoplab.record import Metric, Series
-from hoplab.run.flows import server_for
 from hoplab.samplers.tcp_info import FlowSocket
 from hoplab.spec.experiment import Flow, Test
 from hoplab.spec.units import parse_rate
@@ -23,7 +23,7 @@ def _tcp(test: Test, plan: Plan) -> list[tuple[Flow, int, str]]:
     connection goes to (a UDP flow's server port is its TCP control connection's)."""
     out = []
     for i, flow in enumerate(test.flows):
-        server = server_for(flow, i, plan) if flow.kind == "tcp" else None
+        server = flow_tool(flow.kind).server(flow, i, plan) if flow.kind == "tcp" else None
         if server is not None:
             out.append((flow, server.port, server.node))
     return out
