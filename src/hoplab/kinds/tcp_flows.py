@@ -87,10 +87,10 @@ def ideal_rates(test: Test, plan: Plan) -> dict[str | None, float]:
             if way not in _ways(flow):
                 continue
             src, dst = (flow.src, server) if way == "up" else (server, flow.src)
-            if given is not None:
-                found.add(rfc6349.payload_rate(parse_rate(given), flow.family))
-            else:
+            if given is None:
                 found.add(path_payload_rate(plan, src, dst, flow.family))
+            else:
+                found.add(rfc6349.payload_rate(parse_rate(given), flow.family))
         if len(found) == 1:
             (rate,) = found
             if rate is not None:

@@ -55,6 +55,8 @@ class TestResult:
 def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> list[Target]:
     asked = frozenset(test.samplers.kinds)
     kinds = asked - {"cpu"}
+    # A flow's own TCP state is read where its data leaves, whichever nodes are watched.
+    senders = tcp_flows.senders(test, plan) if "tcp_info" in kinds else {}
     if not kinds:
         # `cpu` alone: a namespace's CPU is the host's (sampled once, by the samplers'
         # cpu thread), but a device's is its own and read on the device.
@@ -71,8 +73,6 @@ def sampler_targets(test: Test, plan: Plan, nodes: Mapping[str, Executor]) -> li
         chosen = routers_crossed(test, plan)
         # Retransmits happen at the senders: the ends keep a TCP counter.
         ends = flow_ends(test) if "tcp" in kinds else []
-    # A flow's own TCP state is read where its data leaves, whichever nodes are watched.
-    senders = tcp_flows.senders(test, plan) if "tcp_info" in kinds else {}
     node_kinds = kinds - {"wire", "tcp_info"}
     own: dict[str, frozenset[str]] = dict.fromkeys(chosen, node_kinds) if node_kinds else {}
     for n in ends:
@@ -263,9 +263,9 @@ def _merge(result: TestResult, out: Result) -> None:
 def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], None],
               base_dir: Path | None, nodes: Mapping[str, Executor],
               interrupted: Callable[[TestResult], None] | None = None) -> TestResult:
+    group = ProcessGroup(workdir, nodes, plan.lab.name)
     # The kind is asked once, before anything starts: its own procedure, or flows.
     procedure = registry.get(test.kind).procedure
-    group = ProcessGroup(workdir, nodes, plan.lab.name)
     samplers: Samplers | None = None
     profiler = PhaseProfiler(test, test.profile, plan, nodes, workdir,
                              base_dir or Path.cwd()) if test.profile is not None else None
