@@ -51,6 +51,13 @@ def attribution(nodes: list[str], whole: list[str]) -> str:
     return ATTRIBUTION
 
 
+def _table(profile: Profile, base_dir: Path) -> Path:
+    if profile.categories is None:
+        return analyze.DEFAULT_TABLE
+    path = Path(profile.categories)
+    return path if path.is_absolute() else base_dir / path
+
+
 class PhaseProfiler:
     def __init__(self, test: Test, profile: Profile, plan: Plan,
                  nodes: Mapping[str, Executor], workdir: Path, base_dir: Path) -> None:
@@ -59,7 +66,8 @@ class PhaseProfiler:
         self.window = (phase.start_s, phase.end_s)
         self.profile = profile
         self.plan = plan
-        self.base_dir = base_dir
+        # Its categories table: the experiment's own (relative to its file), or hoplab's.
+        self.table = _table(profile, base_dir)
         # By default the routers the test's traffic crosses, as the planned routes go.
         self.nodes = (list(profile.nodes) if profile.nodes is not None else
                       routers_crossed(test, plan))
@@ -159,29 +167,24 @@ class PhaseProfiler:
         except HoplabError as e:
             md.update(status="missing", reason=str(e))
             return out
-        table = analyze.load_categories(self._table())
+        # The stacks are cut first (the host's, each node's), then read.
         host = fold.without_pids(stacks)
+        mine = {node: host if node in self.whole else
+                fold.without_pids(fold.only_pids(stacks, self.recording.pids.get(node, ())))
+                for node in self.nodes}
+        out.raw.append(RawOutput(FOLDED, fold.render(stacks).encode()))
+        table = analyze.load_categories(self.table)
         md.update(status="ok", samples=analyze.samples(host),
                   seconds=round(self.recording.stopped - self.recording.started, 3),
                   top=analyze.top_symbols(host, 20))
-        out.raw.append(RawOutput(FOLDED, fold.render(stacks).encode()))
         cats = analyze.categories(host, table)
         md["categories"] = cats
         out.metrics += [Metric(f"profile.{name}", share, "%") for name, share in cats.items()]
         md["by_node"] = {}
         for node in self.nodes:
-            whole = node in self.whole
-            mine = (host if whole else
-                    fold.without_pids(fold.only_pids(stacks, self.recording.pids.get(node, ()))))
-            n = analyze.samples(mine)
+            n = analyze.samples(mine[node])
             md["by_node"][node] = {"pids": sorted(self.recording.pids.get(node, ())),
-                                   "whole_machine": whole, "samples": n,
+                                   "whole_machine": node in self.whole, "samples": n,
                                    "share_of_host": 100 * n / max(1, analyze.samples(host)),
-                                   "top": analyze.top_symbols(mine, 10)}
+                                   "top": analyze.top_symbols(mine[node], 10)}
         return out
-
-    def _table(self) -> Path:
-        if self.profile.categories is None:
-            return analyze.DEFAULT_TABLE
-        path = Path(self.profile.categories)
-        return path if path.is_absolute() else self.base_dir / path
