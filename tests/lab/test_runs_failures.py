@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.lab import ready as ready_mod
 from hoplab.record import RunRecord
-from hoplab.run import experiment as experiment_mod
 from hoplab.run.experiment import ExperimentRunner
 from hoplab.spec.experiment import Experiment
 from hoplab.spec.experiment_loader import load_experiment
@@ -72,7 +72,7 @@ def with_ipv6_flow(exp: Experiment, variant: int) -> Experiment:
 
 def test_each_kind_of_failure_is_stored_and_the_next_run_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(experiment_mod, "SETUP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(ready_mod, "SETUP_TIMEOUT_S", 1.0)
     (tmp_path / "lab.toml").write_text(LAB)
     exp = load_experiment(write(tmp_path))
     # The "fine" variant twice: once with a flow no address exists for (a ValueError
