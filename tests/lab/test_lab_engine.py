@@ -22,6 +22,7 @@ from hoplab.lab.where import netns_prefix
 from tests.helpers.lab import (
     EXAMPLES,
     HOPLAB,
+    STEADY_SECONDS,
     LabUp,
     UpLab,
     foreign_labs,
@@ -42,7 +43,7 @@ from tests.helpers.lab import (
 
 pytestmark = pytest.mark.root
 
-IPERF_SECONDS = 4
+IPERF_SECONDS = STEADY_SECONDS
 # A shaped TCP flow's steady seconds against the payload rate: +-0.5 % (a header slip,
 # 1448/1500, is 0.9 % off; a 1000/1024 one 2.4 %).
 RATE_TOLERANCE = 0.005
