@@ -166,6 +166,20 @@ def test_a_stopped_client_fails_its_flow_but_keeps_its_loads() -> None:
     assert {m.name: m.value for m in out.metrics}["web_loads"] == 1
 
 
+def test_a_browser_up_after_the_flows_time_makes_no_load_and_fails_its_flow() -> None:
+    # Captured with `python -m hoplab.tools.pageload URL --loads 3 --duration 0.05`: the
+    # browser came up after its duration. Before, it made one load anyway, after the other
+    # flows had stopped, and it counted as a load made while they ran (CI: Chromium took
+    # 24.7 s to start in a 20 s loaded test, and its one page read an idle link).
+    res = pageload.parse(_text("browser_after_the_end.jsonl"))
+    assert res.done and res.loads == [] and res.planned == 3
+    assert (res.launched_s, res.duration_s) == (0.559, 0.05)
+    out = _outcome("page", "browser_after_the_end.jsonl", 0.0)
+    assert out.error == ("flow page: no page load: the browser took 0.559 s to start, "
+                         "the flow's whole 0.05 s")
+    assert {m.name: m.value for m in out.metrics} == {"web_loads": 0, "web_failed": 0}
+
+
 # --- test keys ------------------------------------------------------------------------
 
 LAB = 'name = "w"\n[nodes.a]\n[nodes.b]\n[[links]]\nbetween = ["a", "b"]\n'

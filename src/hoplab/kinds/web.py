@@ -88,9 +88,10 @@ OPTIONS: dict[str, Option] = {
                                 "failed load", '`"30s"`'),
     "duration": Option(ov.duration, "spread the loads over this time (one every `duration / "
                                     "loads` from when the browser is up, straight after a "
-                                    "slow one) and start none after it; without it the "
-                                    "loads run back to back. In a custom test, the test's "
-                                    "`duration`"),
+                                    "slow one) and start none after it (a browser up only "
+                                    "after it makes none, and the flow fails saying how "
+                                    "long the browser took); without it the loads run back "
+                                    "to back. In a custom test, the test's `duration`"),
     "family": Option(ov.family, "4 or 6", "4"),
 }
 
@@ -208,6 +209,10 @@ def _collect(out: Outcome, text: str, t0: float, times: ClientTimes,
     if not res.done:
         out.error = (f"flow {name}: the browser stopped after {len(res.loads)} of "
                      f"{res.planned} loads")
+    elif not res.loads and res.duration_s is not None:
+        out.error = (f"flow {name}: no page load: the browser took "
+                     f"{res.launched_s or 0:g} s to start, the flow's whole "
+                     f"{res.duration_s:g} s")
 
 
 def _values(out: Outcome, series: str) -> list[float]:

@@ -85,6 +85,8 @@ class Result:
     planned: int
     loads: list[Load]
     done: bool                      # the closing line was there (not killed part way)
+    launched_s: float | None = None  # from the client's exec to the browser being up
+    duration_s: float | None = None  # the loads' time, from the client's exec
 
     @property
     def failed(self) -> list[Load]:
@@ -104,6 +106,7 @@ def parse(text: str) -> Result:
     """The loads a pageload output reports; ToolOutputError naming the line if it is not
     one. An output cut short (the client was stopped) keeps the loads it has."""
     header: dict[str, Any] | None = None
+    header_line = 0
     loads: list[Load] = []
     done = False
     for n, line in enumerate(text.splitlines(), 1):
@@ -120,7 +123,7 @@ def parse(text: str) -> Result:
         if header is None:
             if doc.get("tool") != "pageload":
                 raise ToolOutputError("pageload: the first line is not its header")
-            header = doc
+            header, header_line = doc, n
             continue
         if doc.get("done"):
             done = True
@@ -142,7 +145,9 @@ def parse(text: str) -> Result:
     if header is None:
         raise ToolOutputError("pageload: no output")
     return Result(url=str(header.get("url", "")), browser=header.get("browser"),
-                  planned=int(header.get("loads", len(loads))), loads=loads, done=done)
+                  planned=int(header.get("loads", len(loads))), loads=loads, done=done,
+                  launched_s=_num(header, "launched_s", header_line),
+                  duration_s=_num(header, "duration_s", header_line))
 
 
 # --- the client (runs in the node's namespace) ---------------------------------------
@@ -252,8 +257,11 @@ def run(p: Plan) -> int:
                     now = time.time()
                     if at > now:
                         time.sleep(at - now)
-                    elif end is not None and now >= end and i > 0:
-                        break  # the earlier loads took the whole duration
+                    elif end is not None and now >= end:
+                        # The earlier loads, or the browser's start, took the whole
+                        # duration: a load now would time a page after the other flows
+                        # stopped, and be reported as one made while they ran.
+                        break
                     doc = _one(page, p.url, i + 1, p.timeout_s)
                 finally:
                     context.close()
