@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from hoplab.lab import ready as ready_mod
-from hoplab.record import RunRecord
 from hoplab.run.experiment import ExperimentRunner
 from hoplab.spec.experiment import Experiment
 from hoplab.spec.experiment_loader import load_experiment
 from hoplab.store import open_store
 from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name
 from tests.helpers.lab_text import chain3
+from tests.helpers.sink import Sink
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -47,15 +47,6 @@ def write(tmp_path: Path) -> Path:
     exp = tmp_path / "exp.toml"
     exp.write_text(EXPERIMENT.replace("{here}", str(tmp_path)))
     return exp
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.saved: list[RunRecord] = []
-
-    def save_run(self, run: RunRecord) -> int:
-        self.saved.append(run)
-        return len(self.saved)
 
 
 def with_ipv6_flow(exp: Experiment, variant: int) -> Experiment:

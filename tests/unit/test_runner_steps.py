@@ -17,6 +17,7 @@ from hoplab.record import RunRecord
 from hoplab.run.experiment import ExperimentRunner, measurement_version, schedule
 from hoplab.spec.experiment import Experiment
 from hoplab.spec.experiment_loader import load_experiment
+from tests.helpers.sink import Sink
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LAB = 'name = "steps"\n[nodes.a]\n[nodes.b]\n[[links]]\nbetween = ["a", "b"]\n'
@@ -33,15 +34,6 @@ from = "a"
 to = "b"
 duration = "0.5s"
 """
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.saved: list[RunRecord] = []
-
-    def save_run(self, run: RunRecord) -> int:
-        self.saved.append(run)
-        return len(self.saved)
 
 
 class FakeLabRunner(ExperimentRunner):
