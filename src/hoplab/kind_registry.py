@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hoplab.tool_table import debian
 
 if TYPE_CHECKING:
+    from pathlib import Path as FilePath
+
     from hoplab.kinds.flow import ClientTimes, Outcome, Server
     from hoplab.kinds.procedure import Context, Result
     from hoplab.lab.plan import Plan
@@ -116,6 +118,11 @@ class FlowTool:
     congestion: Callable[[Flow], str | None] = lambda _flow: None
     # The Debian package that has `tool`: hoplab.tool_table's entry, unless given.
     package: str = ""
+    # A client slow to start (a browser): (flow, index, plan, go) -> its argv when it is
+    # started before the test's clock. It is ready once it has written a whole line, and
+    # begins its flow when the file `go` holds the clock's Unix time (written at the
+    # flow's offset): its start-up is then not taken from the other flows' time.
+    warm: Callable[[Flow, int, Plan, FilePath], list[str]] | None = None
 
     def __post_init__(self) -> None:
         if not self.package:

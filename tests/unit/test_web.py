@@ -110,6 +110,9 @@ def test_argv_runs_this_module_with_the_plan() -> None:
                     "--loads", "5", "--timeout", "30", "--duration", "12.5"]
     with pytest.raises(ValueError):
         pageload.argv("/py", pageload.Plan("http://x/", 0, 30.0))
+    # Started before the test's clock, it waits for the time in its go file.
+    warm = pageload.argv("/py", pageload.Plan("http://x/", 1, 5.0, 3.0, "/w/go-2"))
+    assert warm[-4:] == ["--duration", "3", "--go", "/w/go-2"]
 
 
 # --- figures --------------------------------------------------------------------------
@@ -170,7 +173,9 @@ def test_a_browser_up_after_the_flows_time_makes_no_load_and_fails_its_flow() ->
     # Captured with `python -m hoplab.tools.pageload URL --loads 3 --duration 0.05`: the
     # browser came up after its duration. Before, it made one load anyway, after the other
     # flows had stopped, and it counted as a load made while they ran (CI: Chromium took
-    # 24.7 s to start in a 20 s loaded test, and its one page read an idle link).
+    # 24.7 s to start in a 20 s loaded test, and its one page read an idle link). hoplab
+    # itself now starts the browser before the test's clock (--go, test_warm_clients.py);
+    # this is the client run by hand.
     res = pageload.parse(_text("browser_after_the_end.jsonl"))
     assert res.done and res.loads == [] and res.planned == 3
     assert (res.launched_s, res.duration_s) == (0.559, 0.05)

@@ -1,7 +1,8 @@
 """Run one test on a lab that is up: servers, samplers, clients on one clock, then figures.
 
-Order: every server is started and listening before clock zero; the samplers
-take their first sample at clock zero; each client starts at its flow's
+Order: every server is started and listening, and every client slow to start (a
+browser) is up, before clock zero; the samplers take their first sample at clock
+zero; each client starts (or, up already, is told to begin) at its flow's
 offset. Whatever happens (a tool fails, Ctrl-C), every process started here
 is stopped before this returns or raises.
 """
@@ -32,12 +33,14 @@ from hoplab.record import Metric, RawOutput, Series
 from hoplab.run import server_home
 from hoplab.run.flows import client_argv, server_for
 from hoplab.run.outcome import collect
-from hoplab.run.procs import Proc, ProcessGroup, wait_listening
+from hoplab.run.procs import Proc, ProcessGroup, wait_listening, wait_ready
 from hoplab.samplers import Samplers, Target, sampler_metrics
 from hoplab.spec.experiment import Flow, Test
 
 # How long past its planned end a client may run before it is stopped as hung.
 GRACE_S = 15.0
+# How long a client started before the clock (a browser) may take to be up.
+WARM_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -129,9 +132,36 @@ def _start_servers(test: Test, plan: Plan, group: ProcessGroup,
         wait_listening(group.nodes[node], proto, ports, procs)
 
 
+def _go_file(group: ProcessGroup, index: int) -> Path:
+    return group.workdir / f"go-{index}"
+
+
+def _start_warm(test: Test, plan: Plan, group: ProcessGroup) -> dict[int, Proc]:
+    """Start the clients slow to start (their kind's `warm`) and wait until each is up:
+    before the clock, so that their start-up is not taken from the test's time."""
+    warm: dict[int, Proc] = {}
+    for i, flow in enumerate(test.flows):
+        argv = flow_tool(flow.kind).warm
+        if argv is not None:
+            # The runs of an experiment share a work directory: an earlier run's go would
+            # start this client at once, with a time long gone.
+            go = _go_file(group, i)
+            go.unlink(missing_ok=True)
+            warm[i] = group.start(f"client {flow.name}", flow.src, argv(flow, i, plan, go))
+    wait_ready(list(warm.values()), WARM_TIMEOUT_S)
+    return warm
+
+
+def _go(path: Path, at: float) -> None:
+    """Tell a warm client to begin: the clock time of its flow's start, written whole."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(f"{at:.6f}\n")
+    part.replace(path)
+
+
 def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
-                 tick: Callable[[float], None], profiler: PhaseProfiler | None
-                 ) -> tuple[list[tuple[Flow, Proc]], list[str]]:
+                 tick: Callable[[float], None], profiler: PhaseProfiler | None,
+                 warm: Mapping[int, Proc]) -> tuple[list[tuple[Flow, Proc]], list[str]]:
     pending = sorted(enumerate(test.flows), key=lambda x: x[1].start_s)
     started: list[tuple[Flow, Proc]] = []
     errors: list[str] = []
@@ -139,6 +169,10 @@ def _run_clients(test: Test, plan: Plan, group: ProcessGroup, t0: float,
         now = time.time()
         while pending and t0 + pending[0][1].start_s <= now:
             i, flow = pending.pop(0)
+            if i in warm:
+                _go(_go_file(group, i), t0 + flow.start_s)
+                started.append((flow, warm[i]))
+                continue
             started.append((flow, group.start(f"client {flow.name}", flow.src,
                                               client_argv(flow, i, plan),
                                               flow=flow.name if flow.bulk else None)))
@@ -271,8 +305,10 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
                              base_dir or Path.cwd()) if test.profile is not None else None
     homes: list[server_home.Home] = []
     try:
+        warm: dict[int, Proc] = {}
         if procedure is None:
             _start_servers(test, plan, group, homes)
+            warm = _start_warm(test, plan, group)
         samplers = Samplers(sampler_targets(test, plan, nodes),
                             cpu="cpu" in test.samplers.kinds,
                             clock_zero=0.0, interval_s=test.samplers.interval_s)
@@ -296,7 +332,7 @@ def _run_test(test: Test, plan: Plan, workdir: Path, tick: Callable[[float], Non
                     interrupted(result)
                 raise
         else:
-            started, errors = _run_clients(test, plan, group, t0, tick, profiler)
+            started, errors = _run_clients(test, plan, group, t0, tick, profiler, warm)
         result.duration_s = time.time() - t0
         result.series += samplers.stop()
         result.errors += [f"sampler: {e}" for e in samplers.errors]

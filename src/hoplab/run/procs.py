@@ -245,3 +245,23 @@ def wait_listening(node: Executor, proto: str, ports: Iterable[int], procs: Sequ
             raise HoplabError(f"servers on {node.node} did not listen on {proto} "
                               f"{sorted(missing)} within {timeout:g} s")
         time.sleep(0.02)
+
+
+def wait_ready(procs: Sequence[Proc], timeout: float) -> None:
+    """Return once each of `procs` (clients started before the test's clock) has written a
+    whole line, the sign it is up; fail, naming it, if one exits first or it takes longer
+    than `timeout`."""
+    deadline = time.monotonic() + timeout
+    waiting = list(procs)
+    while waiting:
+        waiting = [p for p in waiting if b"\n" not in p.output()]
+        for p in waiting:
+            code = p.poll()
+            if code is not None and b"\n" not in p.output():
+                raise HoplabError(f"{p.name} exited before it was ready "
+                                  f"(exit {code}): {p.errors() or 'no message'}")
+        if waiting and time.monotonic() > deadline:
+            raise HoplabError(f"{', '.join(p.name for p in waiting)} not ready within "
+                              f"{timeout:g} s of its start")
+        if waiting:
+            time.sleep(0.02)

@@ -15,8 +15,10 @@ page does not answer with 2xx, is a failed load, with the browser's reason.
 Output: JSON lines. First {"tool": "pageload", ...} (URL, versions, plan), then
 one object per load, then {"done": true, "loads": N, "failed": F}. Loads start
 every `duration / loads` seconds from the client's start (straight after a slow
-one); with a duration, no load starts after it. This module's argv() and parse()
-are pure; only main() imports Playwright.
+one); with a duration, no load starts after it. With --go FILE the client starts
+early: once the header is out (the browser up) it waits until FILE holds a Unix
+time, and the duration runs from that time, not from its start. This module's
+argv() and parse() are pure; only main() imports Playwright.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ import argparse
 import json
 import math
 import os
+import shutil
+import signal
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +43,10 @@ CHROMIUM = "/usr/bin/chromium"
 # As root a sandbox cannot be set up; background networking would add the browser's own
 # requests (component updates, safe browsing) to the measured link.
 CHROMIUM_ARGS = ("--no-sandbox", "--disable-background-networking")
+# The longest a started client waits for its go (hoplab stops it long before), and how
+# often it looks: the go's own time is in the file, so the poll adds no error.
+GO_WAIT_S = 3600.0
+GO_POLL_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,7 @@ class Plan:
     loads: int
     timeout_s: float
     duration_s: float | None = None
+    go: str | None = None    # a file: wait, once the browser is up, for the time it holds
 
 
 def argv(python: str, p: Plan) -> list[str]:
@@ -56,6 +66,8 @@ def argv(python: str, p: Plan) -> list[str]:
            "--timeout", f"{p.timeout_s:g}"]
     if p.duration_s is not None:
         out += ["--duration", f"{p.duration_s:g}"]
+    if p.go is not None:
+        out += ["--go", p.go]
     return out
 
 
@@ -233,20 +245,54 @@ def _exec_time() -> float:
     return now - max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
 
 
+def _await_go(path: Path) -> float:
+    """The clock time the runner writes into `path` (atomically) when the flow begins.
+    Polled: the runner may be on the other side of a namespace, never of a file system."""
+    deadline = time.monotonic() + GO_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            return float(path.read_text())
+        except FileNotFoundError:
+            time.sleep(GO_POLL_S)
+    raise SystemExit(f"pageload: no start in {path} after {GO_WAIT_S:g} s")
+
+
+def _stopped(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run(p: Plan) -> int:
     from playwright.sync_api import sync_playwright
 
     begun = _exec_time()
+    # hoplab stops a client with SIGTERM to its process group, the driver included: the
+    # browser (in a session of its own) then dies without removing its
+    # org.chromium.Chromium.* directory from its TMPDIR, one left in /tmp per stopped
+    # run. So its TMPDIR is this client's own, removed on the way out, SIGTERM included.
+    signal.signal(signal.SIGTERM, _stopped)
+    tmp = tempfile.mkdtemp(prefix="hoplab-pageload-")
+    try:
+        _run(p, sync_playwright, begun, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def _run(p: Plan, sync_playwright: Any, begun: float, tmp: str) -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=list(CHROMIUM_ARGS))
+                                     args=list(CHROMIUM_ARGS),
+                                     env={**os.environ, "TMPDIR": tmp})
         try:
             _emit({"tool": "pageload", "url": p.url, "loads": p.loads,
                    "timeout_s": p.timeout_s, "duration_s": p.duration_s,
                    "browser": f"Chromium {browser.version}",
                    "launched_s": round(time.time() - begun, 3)})
+            if p.go is not None:
+                # Up before the test's clock: the flow's time runs from the runner's go.
+                begun = _await_go(Path(p.go))
             # Loads are spread over what is left of the duration once the browser is up.
-            first = time.time()
+            first = max(time.time(), begun)   # a go may name a time still to come
             end = None if p.duration_s is None else begun + p.duration_s
             step = 0.0 if end is None else max(0.0, end - first) / p.loads
             made = failed = 0
@@ -271,7 +317,6 @@ def run(p: Plan) -> int:
             _emit({"done": True, "loads": made, "failed": failed})
         finally:
             browser.close()
-    return 0
 
 
 def main(args: Sequence[str] | None = None) -> int:
@@ -282,10 +327,13 @@ def main(args: Sequence[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per load")
     ap.add_argument("--duration", type=float, default=None,
                     help="spread the loads over this many seconds; start none after it")
+    ap.add_argument("--go", default=None, metavar="FILE",
+                    help="once the browser is up (the header written), wait until FILE "
+                         "holds a Unix time, and run the duration from it")
     o = ap.parse_args(args)
     if o.loads < 1 or o.timeout <= 0 or (o.duration is not None and o.duration <= 0):
         ap.error("--loads must be at least 1, --timeout and --duration positive")
-    return run(Plan(o.url, o.loads, o.timeout, o.duration))
+    return run(Plan(o.url, o.loads, o.timeout, o.duration, o.go))
 
 
 if __name__ == "__main__":
