@@ -279,15 +279,26 @@ def run(p: Plan) -> int:
 
 
 def _run(p: Plan, sync_playwright: Any, begun: float, tmp: str) -> None:
+    imported = time.time() - begun
     with sync_playwright() as pw:
+        # Where a start-up's time went, in the header: twice here one took 24.4-24.7 s
+        # (against 0.6-1.9 s, a cold page cache included), cause not found.
+        driver = time.time() - begun
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                      args=list(CHROMIUM_ARGS),
                                      env={**os.environ, "TMPDIR": tmp})
         try:
+            launched = time.time() - begun
+            # The first load's fresh context is made before the header says the client is
+            # ready: the first one starts the browser's renderer and network processes,
+            # 0.3 s here and over 3 s on a busy machine, which a 3 s flow does not have.
+            context, page = _fresh(browser)
             _emit({"tool": "pageload", "url": p.url, "loads": p.loads,
                    "timeout_s": p.timeout_s, "duration_s": p.duration_s,
                    "browser": f"Chromium {browser.version}",
-                   "launched_s": round(time.time() - begun, 3)})
+                   "imported_s": round(imported, 3), "driver_s": round(driver, 3),
+                   "launched_s": round(launched, 3),
+                   "ready_s": round(time.time() - begun, 3)})
             if p.go is not None:
                 # Up before the test's clock: the flow's time runs from the runner's go.
                 begun = _await_go(Path(p.go))
@@ -297,7 +308,8 @@ def _run(p: Plan, sync_playwright: Any, begun: float, tmp: str) -> None:
             step = 0.0 if end is None else max(0.0, end - first) / p.loads
             made = failed = 0
             for i in range(p.loads):
-                context, page = _fresh(browser)
+                if i:
+                    context, page = _fresh(browser)
                 try:
                     at = first + i * step
                     now = time.time()
