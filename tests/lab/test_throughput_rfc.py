@@ -74,9 +74,13 @@ def test_loss_curve_back_to_back_and_tagged_latency_through_50_mbit(tmp_path: Pa
         # stalled sent them over longer than the trial, and the shaper passed more).
         took = float(pct.rstrip("%")) / 100 * got["generator_fps 1518"] * TRIAL_S / g
         want = 100 * max(0.0, 1 - (R * took + B + QUEUE) / (g * took))
-        # 2 points: r itself, a namespace on this shared 2-core machine, forwarded 0.6 %
-        # of 166,000 frames/s where the shaper passes 2.5 % (measured at a load of 19).
-        assert abs(got[key] - want) <= 2.0, (pct, got[key], want)
+        # r itself, a namespace on this shared 2-core machine, drops frames before its
+        # shaper when it cannot keep up: that only adds loss. Measured with a busy loop
+        # on one core, got - want: -0.31 to +0.43 points at every step but the lowest,
+        # +0.41 to +0.95 at 10 % (5 runs), and +2.10 once in a fresh-clone CI run (the
+        # test after others); at a load of 19, r forwarded 0.6 % of 166,000 frames/s
+        # where the shaper passes 2.5 %.
+        assert -1.0 <= got[key] - want <= 3.0, (pct, got[key], want)
     g = got["back_to_back_fps 1518"]
     want = (QUEUE + B) / (1 - R / g)
     assert abs(got["back_to_back_frames 1518"] / want - 1) <= 0.1, (got, want)

@@ -441,9 +441,10 @@ def _search(trials: TrialRunner, opts: ThroughputOptions, ceiling: float,
             else [SearchPhase(opts.trial_s, opts.precision_pct / 100)])
     done = Searched() if so_far is None else so_far
     hints: tuple[float, ...] = ()
+    proven = 0.0
     for phase in plan:
         search = Search(ceiling_fps=ceiling, targets=targets, precision=phase.precision,
-                        hints=hints)
+                        hints=hints, proven_fps=proven)
         try:
             while (rate := search.next_rate()) is not None:
                 search.record(trials.trial(rate, phase.trial_s, opts.drain_s))
@@ -451,6 +452,7 @@ def _search(trials: TrialRunner, opts: ThroughputOptions, ceiling: float,
             done.trials += search.history
             done.invalid += len(search.invalid)
         hints, ceiling = bounds_hints(search), search.ceiling_fps
+        proven = max([proven, *(t.rate_fps for t in search.trials)])
     return search, list(done.trials), done.invalid
 
 
