@@ -31,7 +31,7 @@ from hoplab.nodes.registry import close_all, executors, wire_executors
 from hoplab.profile.phase import PhaseProfiler
 from hoplab.record import Metric, RawOutput, Series
 from hoplab.run import server_home
-from hoplab.run.flows import client_argv, server_for
+from hoplab.run.flows import client_argv, server_for, warm_argv
 from hoplab.run.outcome import collect
 from hoplab.run.procs import Proc, ProcessGroup, wait_listening, wait_ready
 from hoplab.samplers import Samplers, Target, sampler_metrics
@@ -141,13 +141,13 @@ def _start_warm(test: Test, plan: Plan, group: ProcessGroup) -> dict[int, Proc]:
     before the clock, so that their start-up is not taken from the test's time."""
     warm: dict[int, Proc] = {}
     for i, flow in enumerate(test.flows):
-        argv = flow_tool(flow.kind).warm
+        go = _go_file(group, i)
+        argv = warm_argv(flow, i, plan, go)
         if argv is not None:
             # The runs of an experiment share a work directory: an earlier run's go would
             # start this client at once, with a time long gone.
-            go = _go_file(group, i)
             go.unlink(missing_ok=True)
-            warm[i] = group.start(f"client {flow.name}", flow.src, argv(flow, i, plan, go))
+            warm[i] = group.start(f"client {flow.name}", flow.src, argv)
     wait_ready(list(warm.values()), WARM_TIMEOUT_S)
     return warm
 
