@@ -354,3 +354,37 @@ def test_a_generator_short_at_every_rate_above_the_path_still_finds_it():
     s = _search(Search(ceiling_fps=230_000, targets=(0.0,), precision=0.005), run)
     assert s.answer(0.0) == pytest.approx(4_160) and not s.invalid
     assert len(s.history) <= 4 and not s.limited_by_generator(0.0)
+
+
+def test_an_answer_at_a_stalled_ceiling_is_measured_again_and_searched_above():
+    """A ceiling measured in a stall (3,165 frames/s where the path passes 4,250, once in
+    `both` under a busy loop) read "generator limited". Measured again, the ceiling is
+    above the path, and the answer is the path's; a ceiling that was right is kept."""
+    from hoplab.kinds.throughput import ThroughputOptions
+    from hoplab.kinds.throughput import _search as kind_search
+
+    class Runner:
+        def trial(self, fps: float, seconds: float, drain_s: float) -> Trial:
+            sent = round(fps * seconds)
+            return Trial(fps, sent, min(sent, round(4_250 * seconds)), seconds)
+    opts = ThroughputOptions(frame_sizes=("1518",), losses_pct=(0.0,), flows=1,
+                             trial_s=1.0, precision_pct=0.5, drain_s=0.0, latency=False,
+                             search="binary")
+    measured: list[int] = []
+
+    def again(fps: float) -> Callable[[], float]:
+        def measure() -> float:
+            measured.append(1)
+            return fps
+        return measure
+    search, done, _ = kind_search(Runner(), opts, 3_165, remeasure=again(4_400))
+    assert 4_250 * 0.995 <= search.answer(0.0) <= 4_250 and measured == [1]
+    assert not search.limited_by_generator(0.0) and search.ceiling_fps == 4_400
+    assert done[0].rate_fps == pytest.approx(3_165)  # the first search's trials are kept
+    # A second measure within RECHECK_ABOVE of the first: the generator is the limit.
+    search, _, _ = kind_search(Runner(), opts, 3_165, remeasure=again(3_300))
+    assert search.limited_by_generator(0.0) and search.answer(0.0) == pytest.approx(3_165)
+    # Below the path's rate: never measured again.
+    measured.clear()
+    search, _, _ = kind_search(Runner(), opts, 5_000, remeasure=again(9_000))
+    assert measured == [] and 4_250 * 0.995 <= search.answer(0.0) <= 4_250
