@@ -7,11 +7,13 @@ from typing import Any
 from hoplab.lab.state import LabState, all_states
 from hoplab.nodes import netns
 from hoplab.nodes.registry import in_namespace, kind_of
+from hoplab.tools import netlink_lib
 
 
 def _links_state(node: str, ns: str) -> dict[str, str]:
     # Imported here: pyroute2 costs ~0.1 s to import, which every other command
     # would pay at start-up for nothing.
+    netlink_lib.load()
     from pyroute2 import IPRoute
 
     with in_namespace(node, ns).inside(), IPRoute() as ipr:

@@ -50,7 +50,7 @@ from hoplab.nodes.executor import (
     Snapshot,
 )
 from hoplab.nodes.procs import Proc, proc_start_time, reap, written_by
-from hoplab.tools import inet_diag
+from hoplab.tools import inet_diag, netlink_lib
 from hoplab.tools.inet_diag import NETLINK_SOCK_DIAG
 from hoplab.tools.tc import from_netlink
 
@@ -157,6 +157,7 @@ class NetnsCounters:
         try:
             self._mine = ns_lib.ns_id("/proc/thread-self/ns/net")
             if "qdisc" in kinds:
+                netlink_lib.load()
                 from pyroute2 import IPRoute
 
                 self._ipr = IPRoute()

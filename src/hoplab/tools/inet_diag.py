@@ -21,7 +21,7 @@ import socket
 import struct
 from typing import Any
 
-from hoplab.tools import ToolOutputError
+from hoplab.tools import ToolOutputError, netlink_lib
 from hoplab.tools.ss import Socket
 
 NETLINK_SOCK_DIAG = 4
@@ -37,6 +37,7 @@ _NO_PACING = 2**64 - 1
 def request(family: int, seq: int = 1) -> bytes:
     """A dump request for the established TCP sockets of one family (socket.AF_INET or
     AF_INET6), with their tcp_info and congestion control's name."""
+    netlink_lib.load()
     from pyroute2.netlink import NLM_F_DUMP, NLM_F_REQUEST
     from pyroute2.netlink.diag import inet_diag_req
 
@@ -120,6 +121,7 @@ def _check(data: bytes) -> None:
 
 def parse(data: bytes) -> list[Socket]:
     """Every socket of a dump's reply (all it read, up to and with NLMSG_DONE)."""
+    netlink_lib.load()
     from pyroute2.netlink.diag import MarshalDiag
 
     _check(data)
