@@ -529,11 +529,11 @@ def _one_size(ctx: Context, flow: Flow, opts: ThroughputOptions, size: str,
             trials.append(_Trials(ctx, flow, opts, size, f"hoplab_rx_{index}_{way}", way))
         runner: Runner = (trials[0] if len(trials) == 1
                                            else Both(ctx, trials))
-        ceiling, so_far = min(t.ceiling() for t in trials), Searched()
+        def measure() -> float:
+            return min(t.ceiling() for t in trials)
+        ceiling, so_far = measure(), Searched()
         try:
-            search, done, invalid = _search(
-                runner, opts, ceiling, so_far,
-                remeasure=lambda: min(t.ceiling() for t in trials))
+            search, done, invalid = _search(runner, opts, ceiling, so_far, remeasure=measure)
         except KeyboardInterrupt:
             # Interrupted: the run is stored so, with the trials it ran (RFC 2544 keeps
             # every trial; a search cut short still has them to show).
