@@ -123,8 +123,11 @@ def loaded_ping_median(up: UpLab) -> float:
     pings from hb; the median RTT once the load has run for 2 s."""
     with ExitStack() as stack:
         stack.enter_context(servers(up, [5201, 5202]))
-        bulk = client(up, "ha", 5201, "-P", "3", "-t", "7")
-        flood = client(up, "ha", 5202, "-u", "-b", "25M", "-l", "1400", "-t", "7")
+        # Fixed source ports, as in tunnelled_ping_median: the ping's fq_codel bucket
+        # is then not one of the load's (790 against 754, 647, 474 and 78).
+        bulk = client(up, "ha", 5201, "-P", "3", "--cport", "41000", "-t", "7")
+        flood = client(up, "ha", 5202, "-u", "-b", "25M", "-l", "1400", "--cport", "42000",
+                       "-t", "7")
         time.sleep(2)
         # 80 pings over 4 s, then 1 s more for the last ones' replies: behind a full
         # 606 ms FIFO, a deadline of 4 s lost the last 12 to the clock, not the queue.
@@ -187,8 +190,10 @@ def test_codel_sojourn_near_target(lab_up: LabUp) -> None:
 
 def host_shares(up: UpLab) -> tuple[float, float]:
     with servers(up, [5201, 5202]):
-        a = client(up, "ha", 5201, "-P", "3", "-t", "6", "-O", "1")
-        b = client(up, "hb", 5202, "-t", "6", "-O", "1")
+        # Fixed source ports: hb's flow never shares a bucket with one of ha's (697
+        # against 754, 647 and 474; see tunnelled_ping_median).
+        a = client(up, "ha", 5201, "-P", "3", "--cport", "41000", "-t", "6", "-O", "1")
+        b = client(up, "hb", 5202, "--cport", "43000", "-t", "6", "-O", "1")
         ra, rb = mbit_received(result(a)), mbit_received(result(b))
     return ra / (ra + rb), rb / (ra + rb)
 
@@ -279,8 +284,15 @@ def tunnelled_ping_median(keys: str, lab_up: LabUp) -> float:
                        f'"{keys}", target = "50ms", interval = "500ms" }}'))
     vxlan(up, "ha", "srv", "192.168.77.1/24")
     vxlan(up, "srv", "ha", "192.168.77.2/24")
+    # Fixed source ports (iperf3 gives the streams 41000-41002): with ephemeral ones,
+    # one run in about 340 hashed a bulk flow into the ping's bucket of 1024, and the
+    # ping read ~50 ms with the tunnel keys too (a CI run: 52.6). The wire's fq_codel
+    # hash is unsalted (SipHash-1-3, keys 0), so fixed ports fix the buckets: the
+    # ping's 15 against 543, 325 and 702. --cport 33101 puts a stream in the ping's
+    # bucket, and the test then fails with 52.3 ms.
     with servers(up, [5201]):
-        bulk = client(up, "ha", 5201, "-P", "3", "-t", "6", target="192.168.77.2")
+        bulk = client(up, "ha", 5201, "-P", "3", "--cport", "41000", "-t", "6",
+                      target="192.168.77.2")
         time.sleep(2)
         rtts = [r for _, r in pings(pinger(up, "ha", 3, target="192.168.77.2"))]
         result(bulk)
