@@ -98,7 +98,8 @@ def boot_once(work: Path) -> dict[str, float]:
     guest.make_keys(keys)
     k = kernel.resolve(KERNEL)
     d = Path(tempfile.mkdtemp(dir=work))
-    b = qemu.Boot("bench", k, initramfs.image(k), 2, "512M", "tcg", qemu.free_port(), d)
+    b = qemu.Boot("bench", k, initramfs.image(k), 2, "512M", "tcg", qemu.free_port(), d,
+                  bios=qemu.firmware())
     guest.write_dir(d, hostname="bench", nics=[(qemu.MGMT_MAC, guest.MGMT_IF)], keys=keys,
                     modules=k.modules is not None)
     t = time.monotonic()

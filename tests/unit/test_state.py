@@ -13,7 +13,7 @@ import pytest
 
 from hoplab.errors import LabError
 from hoplab.lab import state as state_mod
-from hoplab.lab.netns import _batch_error
+from hoplab.lab.netns import batch_error
 from hoplab.lab.state import LabState
 from hoplab.nodes.executor import ProcessId
 from hoplab.nodes.netns_exec import NetnsExecutor
@@ -124,9 +124,9 @@ def test_recording_a_process_that_already_exited_fails(labs_dir: Path) -> None:
         st.add_process(child.pid, ["x"], "n", "quick")
 
 
-def test_batch_errors_name_the_failing_command() -> None:
+def testbatch_errors_name_the_failing_command() -> None:
     lines = ["link set lo up", "addr add 10.0.0.1/30 dev eth9"]
-    msg = _batch_error('Cannot find device "eth9"\nCommand failed -:2\n', lines)
+    msg = batch_error('Cannot find device "eth9"\nCommand failed -:2\n', lines)
     assert "addr add 10.0.0.1/30 dev eth9" in msg
     assert 'Cannot find device "eth9"' in msg
 

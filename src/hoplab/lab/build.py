@@ -39,6 +39,7 @@ from hoplab.lab.summary import summarize
 from hoplab.lab.teardown import teardown
 from hoplab.lab.vm import boot as vm_boot
 from hoplab.lab.vm import wg
+from hoplab.lab.vm.script import Step, failed, script
 from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Completed, Executor
 from hoplab.nodes.netns import exists as ns_exists
@@ -448,37 +449,51 @@ def _finish(b: _Build) -> None:
 def _configure_guests(b: _Build) -> None:
     """Each VM as a namespace is configured, through its SSH executor: sysctls, its NICs'
     addresses and routes, its own kernel's tc on each NIC, offloads, NAT, /etc/hosts
-    and its setup commands."""
+    and its setup commands, all in one script over one SSH call (vm/script.py)."""
     hosts = hosts_file(b.plan)
 
     def one(name: str) -> None:
         node, spec = b.plan.node(name), b.lab.node(name)
         what = f"VM {name}"
+        sysctls = [*_base_sysctls(node, b.plan.diameter), *spec.sysctls]
+        ip = _ip_lines(node, ("guest",))
+        tc = [line for i in node.ifaces if i.kind == "guest"
+              for line in tc_lines(i.name, i.egress)]
+        steps = [Step("sysctls", ["sysctl", "-qw", *(f"{k}={v}" for k, v in sysctls)]),
+                 Step("hosts", ["sh", "-c", "cat > /etc/hosts"], hosts)]
+        # Steps that are iproute2 batches, by index: their errors name the line.
+        batches: dict[int, list[str]] = {}
+        for tool, lines, label in (("ip", ip, "ip"), ("tc", tc, "its own kernel's tc")):
+            if lines:
+                batches[len(steps)] = lines
+                steps.append(Step(label, [tool, "-batch", "-"], "\n".join(lines)))
+        for i in node.ifaces:
+            if i.kind == "guest" and spec.offloads:
+                argv = ["ethtool", "-K", i.name]
+                for feat, on in spec.offloads:
+                    argv += [feat, "on" if on else "off"]
+                steps.append(Step(f"offloads on {i.name}", argv))
+        if spec.nat is not None:
+            out = resolve_iface(node, spec.nat.out)
+            assert out is not None
+            steps.append(Step("NAT", ["nft", "-f", "-"], nat_ruleset(out)))
+        env = (("HOPLAB_LAB", b.lab.name), ("HOPLAB_NODE", name))
+        steps += [Step(f"setup {' '.join(cmd)}", cmd, env=env) for cmd in spec.setup]
         ex = executor_for(name, b.state.summary["nodes"][name])
         try:
-            sysctls = [*_base_sysctls(node, b.plan.diameter), *spec.sysctls]
-            _check(ex.run(["sysctl", "-qw", *(f"{k}={v}" for k, v in sysctls)]),
-                   f"{what}: sysctls")
-            _check(ex.run(["sh", "-c", "cat > /etc/hosts"], input=hosts), f"{what}: hosts")
-            netns.ip_batch(_ip_lines(node, ("guest",)), what, ex)
-            tc = [line for i in node.ifaces if i.kind == "guest"
-                  for line in tc_lines(i.name, i.egress)]
-            netns.tc_batch(tc, f"{what} (its own kernel's tc)", ex)
-            for i in node.ifaces:
-                if i.kind == "guest" and spec.offloads:
-                    argv = ["ethtool", "-K", i.name]
-                    for feat, on in spec.offloads:
-                        argv += [feat, "on" if on else "off"]
-                    _check(ex.run(argv), f"{what}: offloads on {i.name}")
-            if spec.nat is not None:
-                out = resolve_iface(node, spec.nat.out)
-                assert out is not None
-                _check(ex.run(["nft", "-f", "-"], input=nat_ruleset(out)), f"{what}: NAT")
-            env = {"HOPLAB_LAB": b.lab.name, "HOPLAB_NODE": name}
-            for cmd in spec.setup:
-                _check(ex.run(cmd, env=env, timeout=300), f"{what}: setup {' '.join(cmd)}")
+            done = ex.run(["sh", "-c", script(steps)], timeout=60 + 300 * len(spec.setup))
         finally:
             ex.close()
+        if done.returncode != 0:
+            where = failed(done.stderr)
+            if where is None:
+                _check(done, what)
+                return
+            n, err = where
+            batch = batches.get(n)
+            msg = netns.batch_error(err, batch) if batch else " ".join(
+                err.strip().splitlines()[-3:])
+            raise LabError(f"{what}: {steps[n].what}: exit {done.returncode}: {msg}")
 
     netns.in_each(list(b.vms), one)
 

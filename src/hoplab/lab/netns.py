@@ -52,10 +52,10 @@ def _batch(tool: list[str], lines: Sequence[str], what: str,
         got = ex.run(argv, input=text, timeout=300)
         code, stderr = got.returncode, got.stderr
     if code != 0:
-        raise LabError(f"{what}: {tool[0]} failed: {_batch_error(stderr, lines)}")
+        raise LabError(f"{what}: {tool[0]} failed: {batch_error(stderr, lines)}")
 
 
-def _batch_error(stderr: str, lines: Sequence[str]) -> str:
+def batch_error(stderr: str, lines: Sequence[str]) -> str:
     """iproute2 reports 'Command failed -:N'; show the command of line N."""
     msg = " ".join(stderr.split())
     for token in stderr.split():

@@ -56,7 +56,8 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
         port = qemu.free_port()
         d = state.rundir / "vm" / name
         vms[name] = Vm(qemu.Boot(name, k, initrd, spec.vcpus, f"{spec.memory_mib}M",
-                                 accel.choose(k.image, initrd, qemu.binary()), port, d))
+                                 accel.choose(k.image, initrd, qemu.binary()), port, d,
+                                 bios=qemu.firmware()))
         known.append(f"[127.0.0.1]:{port} {host_pub}\n")
         cg = None if spec.cpu_pct is None else \
             _cpu_cgroup(state, name, spec.cpu_pct, spec.vcpus)

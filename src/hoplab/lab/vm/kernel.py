@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hoplab.errors import CapabilityError, UsageError
-from hoplab.lab.vm import cache
+from hoplab.lab.vm import cache, pvh
 
 DEBIAN = "debian:"
 _RELEASE = re.compile(r"^[0-9][0-9A-Za-z.+~_-]*$")
@@ -25,10 +25,22 @@ class Kernel:
     # modules (everything a lab needs built in).
     modules: Path | None
     source: str
+    # What QEMU's -kernel loads: the uncompressed ELF with its PVH entry when the kernel
+    # has one (pvh.py: no real-mode setup, no decompression under TCG), else `image`.
+    entry: Path | None = None
+
+    @property
+    def boot_image(self) -> Path:
+        return self.entry or self.image
 
 
 def resolve(spec: str, modules: str | None = None) -> Kernel:
     """The kernel `spec` names, fetched and unpacked the first time."""
+    k = _resolve(spec, modules)
+    return replace(k, entry=pvh.entry(k.image))
+
+
+def _resolve(spec: str, modules: str | None) -> Kernel:
     if spec.startswith(DEBIAN):
         return debian(spec.removeprefix(DEBIAN))
     image = Path(spec).expanduser()
