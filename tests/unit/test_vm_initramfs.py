@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from hoplab.lab.vm import cache, initramfs
@@ -44,3 +48,36 @@ def test_init_sets_the_guest_up_before_the_ssh_server() -> None:
     init = initramfs.INIT
     assert init.index(f"ip addr add {initramfs.MGMT_ADDR}") < init.index(initramfs.READY) \
         < init.index("exec switch_root")
+
+
+KEY_OF_A_BUILD = """
+import sys
+from pathlib import Path
+from hoplab.lab.vm import cache, initramfs
+from hoplab.lab.vm.kernel import Kernel
+cache.entry = lambda path, make: path
+cache.cache_dir = lambda: Path(sys.argv[1])
+d = Path(sys.argv[1])
+print(initramfs.image(Kernel("6.13.0-rc1", d / "bzImage", d / "modules", str(d / "bzImage"))).parent.name)
+"""
+
+
+def _build_key(tmp_path: Path, seed: str) -> str:
+    out = subprocess.run([sys.executable, "-c", KEY_OF_A_BUILD, str(tmp_path)], check=True,
+                         capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": seed})
+    return out.stdout.strip()
+
+
+def test_a_users_build_has_one_key_in_every_process_and_a_new_one_when_rebuilt(
+        tmp_path: Path) -> None:
+    (tmp_path / "bzImage").write_bytes(b"kernel one")
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / "modules.dep").write_text("kernel/net/a.ko:\n")
+    first = _build_key(tmp_path, "1")
+    assert first.startswith("initramfs-6.13.0-rc1-")
+    assert _build_key(tmp_path, "2") == first
+    # Rebuilt in place (a bisection step): the image and its modules.dep are new files.
+    (tmp_path / "bzImage").write_bytes(b"kernel two, longer")
+    (tmp_path / "modules" / "modules.dep").write_text("kernel/net/a.ko:\nkernel/net/b.ko:\n")
+    assert _build_key(tmp_path, "1") != first

@@ -97,10 +97,22 @@ def image(kernel: Kernel) -> Path:
     # Keyed by what it holds too: a cached image of another /init is never booted.
     made = hashlib.sha256(f"{INIT}{MODULES}{DIRS}".encode()).hexdigest()[:12]
     key = f"initramfs-{kernel.release}-{made}" if kernel.source.startswith("debian:") else \
-        f"initramfs-{kernel.release}-{made}-" \
-        f"{abs(hash((str(kernel.image), str(kernel.modules))))}"
+        f"initramfs-{kernel.release}-{made}-{_build_key(kernel)}"
     d = cache.entry(cache.cache_dir() / "initramfs" / key, lambda tmp: _build(kernel, tmp))
     return d / "initrd.gz"
+
+
+def _build_key(kernel: Kernel) -> str:
+    """A user's own build, by its paths and the size and time of its image and
+    modules.dep: the same in every process (Python's hash() of a string is not, and each
+    run built the image again), and new when the kernel is rebuilt in place, as a bisection
+    does, so modules of the build before are never booted."""
+    parts = [str(kernel.image), str(kernel.modules)]
+    for path in (kernel.image, kernel.modules / "modules.dep" if kernel.modules else None):
+        if path is not None and path.exists():
+            st = path.stat()
+            parts += [str(st.st_size), str(st.st_mtime_ns)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
 
 
 def _dependencies(modules: Path) -> dict[str, tuple[Path, list[str]]]:
