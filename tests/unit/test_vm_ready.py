@@ -1,0 +1,83 @@
+"""A VM is ready when its SSH server sends its banner, and its SSH port is tried only
+after the guest's console says the management NIC is up: QEMU's user network accepts a
+connection before the guest can answer and holds it, so an early try waited out its
+2 s while the server was already listening."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hoplab.errors import LabError
+from hoplab.lab.vm import qemu
+from hoplab.lab.vm.initramfs import READY
+from hoplab.lab.vm.kernel import Kernel
+
+
+class _Server:
+    """An SSH server's stand-in on loopback: sends a banner to each connection and
+    counts them."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.sock.getsockname()[1])
+        self.connections = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                conn.sendall(b"SSH-2.0-dropbear\r\n")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    s = _Server()
+    yield s
+    s.close()
+
+
+def _boot(tmp_path: Path, port: int) -> qemu.Boot:
+    k = Kernel("6.12.100+deb12-amd64", tmp_path / "vmlinuz", None, "debian:6.12.100")
+    return qemu.Boot("r1", k, tmp_path / "initrd.gz", 2, "512M", "tcg", port, tmp_path)
+
+
+def test_the_port_is_not_tried_before_the_console_says_ready(tmp_path: Path,
+                                                             server: _Server) -> None:
+    (tmp_path / qemu.SERIAL_LOG).write_text("[    1.2] virtio_net virtio1 mgmt: renamed\n")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(LabError, match="no SSH server"):
+            qemu.wait_ready(_boot(tmp_path, server.port), sleeper, time.monotonic() + 0.3)
+        assert server.connections == 0
+        with open(tmp_path / qemu.SERIAL_LOG, "a") as log:
+            log.write(f"{READY} 3.41\n")
+        qemu.wait_ready(_boot(tmp_path, server.port), sleeper, time.monotonic() + 30)
+        assert server.connections == 1
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_qemu_that_exits_is_an_error_with_its_console(tmp_path: Path) -> None:
+    (tmp_path / qemu.SERIAL_LOG).write_text("Kernel panic - not syncing: VFS\n")
+    done = subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+    done.wait()
+    with pytest.raises(LabError, match=r"(?s)QEMU exited with 1.*Kernel panic"):
+        qemu.wait_ready(_boot(tmp_path, qemu.free_port()), done, time.monotonic() + 30)
