@@ -120,6 +120,20 @@ def test_lab_exec_answers_the_guest_kernel_and_its_vcpus(vm_lab: UpLab) -> None:
     assert '"accel": "tcg"' in text or '"accel": "kvm"' in text
 
 
+def test_the_guest_never_marks_its_sched_clock_stable(vm_lab: UpLab) -> None:
+    # Marking it stable patches the kernel's text (a static key) while the other vCPU
+    # runs it; under multi-threaded TCG a vCPU then ran a stale int3 and the guest
+    # panicked at boot (sched_clock_cpu, sched_clock_idle_wakeup_event: two boots of
+    # about 25 on one day). tsc=unstable keeps the key as it is: the clock is HPET.
+    done = hoplab("lab", "exec", vm_lab.name, "r1", "--", "sh", "-c",
+                  "dmesg; cat /sys/devices/system/clocksource/clocksource0/"
+                  "current_clocksource")
+    assert done.returncode == 0, done.stderr
+    assert "Marking TSC unstable due to boot parameter" in done.stdout
+    assert "sched_clock: Marking stable" not in done.stdout
+    assert done.stdout.split()[-1] != "tsc"
+
+
 def _loaded(up: UpLab) -> tuple[float, float, float]:
     """(idle median RTT, loaded median RTT, ms; goodput, Mbit/s) of three cubic uploads
     h1 -> h2 for 12 s with a ping from h1 beside them."""
