@@ -4,11 +4,10 @@ would skip the set-up and leave the VM without its management address."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,7 +57,8 @@ from hoplab.lab.vm.kernel import Kernel
 cache.entry = lambda path, make: path
 cache.cache_dir = lambda: Path(sys.argv[1])
 d = Path(sys.argv[1])
-print(initramfs.image(Kernel("6.13.0-rc1", d / "bzImage", d / "modules", str(d / "bzImage"))).parent.name)
+k = Kernel("6.13.0-rc1", d / "bzImage", d / "modules", str(d / "bzImage"))
+print(initramfs.image(k).parent.name)
 """
 
 
