@@ -92,7 +92,6 @@ class Gen:
     def __init__(self, name: str, dst: str, confs: dict[int, str],
                  link: hoplab_gen.Link) -> None:
         self.name, self.dst, self.confs, self.link = name, dst, confs, link
-        self.dev = link.dev
 
     def send(self, size: int, frames: int | None, fps: float | None) -> tuple[int, float]:
         """(frames sent, seconds): `frames` at `fps`, or unpaced for a second."""
@@ -105,7 +104,7 @@ class Gen:
             return hoplab_gen.sent(sh(ns("client") + ONE_CORE + argv))
         if self.name == "trafgen":
             t = time.perf_counter()
-            out = sh(ns("client") + ONE_CORE + trafgen.argv(self.dev, self.confs[size],
+            out = sh(ns("client") + ONE_CORE + trafgen.argv(self.link.dev, self.confs[size],
                                                  frames or 2_000_000, fps))
             return trafgen.frames_sent(out), time.perf_counter() - t
         argv = ["iperf3", "-c", self.dst, "-p", str(PORT), "-u", "-l", str(payload), "-J",
@@ -116,13 +115,11 @@ class Gen:
         return int(total["packets"]), float(total["seconds"])
 
 
-def addresses(node: str, dev: str) -> tuple[str, str, str, str]:
-    """(`node`'s address, the client's on the way there, the client's MAC on that way,
-    the next hop's MAC)."""
-    def addr(node: str, dev: str) -> str:
-        doc = json.loads(sh([*ns(node), "ip", "-j", "-4", "addr", "show", dev]))
-        return str(doc[0]["addr_info"][0]["local"])
-    dst = addr(node, dev)
+def way_to(node: str, dev: str) -> tuple[str, hoplab_gen.Link]:
+    """(`node`'s address on `dev`, the client's way there: the interface it leaves by,
+    its address and MAC on it, the next hop's MAC)."""
+    doc = json.loads(sh([*ns(node), "ip", "-j", "-4", "addr", "show", dev]))
+    dst = str(doc[0]["addr_info"][0]["local"])
     route = iproute_json.route(sh(ns("client") + iproute_json.route_get_argv(dst)), dst)
     sh([*ns("client"), "ping", "-c", "1", "-W", "1", dst])
     src_mac = iproute_json.mac(sh(ns("client") + iproute_json.link_argv(route.dev)),
@@ -130,19 +127,17 @@ def addresses(node: str, dev: str) -> tuple[str, str, str, str]:
     nh_mac = iproute_json.neighbour_mac(sh(ns("client") + iproute_json.neigh_argv(
         route.next_hop, route.dev)))
     assert nh_mac is not None and route.src is not None
-    return dst, route.src, src_mac, nh_mac
+    return dst, hoplab_gen.Link(route.dev, route.src, src_mac, nh_mac)
 
 
 def gens(tmp: str, node: str, dev: str) -> list[Gen]:
     """Each generator, sending from the client to `node`'s `dev`."""
-    dst, src, src_mac, nh_mac = addresses(node, dev)
-    link = hoplab_gen.Link(iproute_json.route(
-        sh(ns("client") + iproute_json.route_get_argv(dst)), dst).dev, src, src_mac, nh_mac)
+    dst, link = way_to(node, dev)
     confs: dict[int, str] = {}
     for size in (64, 1518):
         confs[size] = str(Path(tmp) / f"{node}-{size}.cfg")
         Path(confs[size]).write_text(trafgen.config(trafgen.Stream(
-            src_mac, nh_mac, src, dst, size, PORT)))
+            link.src_mac, link.dst_mac, link.src, dst, size, PORT)))
     names = ["iperf3", "trafgen"] + (["hoplab-gen udp", "hoplab-gen packet"]
                                      if hoplab_gen.binary() else [])
     return [Gen(name, dst, confs, link) for name in names]
