@@ -1,11 +1,13 @@
 //! hoplab-gen send --dst ADDR --port P --payload BYTES [--rate FPS] [--count N]
 //!                 [--seconds S] [--flows F]
-//!                 [--dev IFACE --src ADDR --src-mac MAC --dst-mac MAC]
+//!                 [--dev IFACE --src ADDR --src-mac MAC --dst-mac MAC
+//!                  [--qdisc through|around]]
 //! hoplab-gen recv --port P [--bind ADDR] [--idle S] [--max S]
 //!
 //! send: frames (UDP datagrams of BYTES of payload) to ADDR:P from F sockets (distinct
 //! source ports, so RSS spreads them), or, given --dev, as whole Ethernet frames written
-//! to an AF_PACKET socket on IFACE (packet.rs; MACs: its own, the next hop's), evenly spaced at FPS (none: as fast as it can),
+//! to an AF_PACKET socket on IFACE (packet.rs; MACs: its own, the next hop's), through
+//! IFACE's qdisc or, with --qdisc around, past it, evenly spaced at FPS (none: as fast as it can),
 //! until N are sent or S seconds passed; prints {"sent", "refused", "seconds", "resets",
 //! "batch"}: paced, "sent" counts the frames offered, "refused" those of them the kernel
 //! could not take at their time (counted as offered: the path did not take them).
@@ -133,7 +135,12 @@ fn packet_wire(a: &Args, dst: SocketAddr, payload: usize, flows: usize) -> Resul
     let frames = (0..flows).map(|i| Frame::new(&Spec {
         dst_mac, src_mac, src, dst: dst.ip(), sport: SPORT + i as u16, dport: dst.port(), payload,
     })).collect();
-    let sock = packet::socket(dev).map_err(|e| format!("AF_PACKET socket on {dev}: {e}"))?;
+    let around = match a.0.get("qdisc").map(String::as_str) {
+        None | Some("through") => false,
+        Some("around") => true,
+        Some(other) => return Err(format!("--qdisc is through or around, not {other}")),
+    };
+    let sock = packet::socket(dev, around).map_err(|e| format!("AF_PACKET socket on {dev}: {e}"))?;
     Ok(Some(Wire::Packet(sock, frames)))
 }
 

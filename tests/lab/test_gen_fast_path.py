@@ -56,10 +56,10 @@ def nodes(lab_up: LabUp) -> Iterator[tuple[dict[str, Executor], str, str]]:
 
 
 def _send(ex: Executor, dst: str, link: hoplab_gen.Link, port: int, size: int,
-          fps: float, frames: int) -> tuple[int, str]:
+          fps: float, frames: int, around_qdisc: bool = False) -> tuple[int, str]:
     argv = hoplab_gen.send_argv(str(hoplab_gen.binary()), dst, port,
                                 trafgen.payload_bytes(size, 4), fps=fps, frames=frames,
-                                link=link)
+                                link=link, around_qdisc=around_qdisc)
     done = ex.run(argv, timeout=60)
     assert done.returncode == 0, done.stderr
     return hoplab_gen.sent(done.stdout)[0], hoplab_gen.wire(done.stdout)
@@ -125,8 +125,9 @@ def test_a_shaper_on_the_senders_own_egress_holds_the_frames_back(lab_up: LabUp)
     """A lab shapes a link at its sender's egress: the fast path's frames go through
     that qdisc, not around it. 40,000 frames of 64 bytes in a second at a link of
     10 Mbit/s (20,833 frames/s) with a 20-frame queue: what arrives is at most
-    R x T + B + Q (HTB's bucket of 60-byte frames, hoplab.lab.shaping.burst_bytes),
-    where a bypass of the qdisc delivered all 40,000."""
+    R x T + B + Q (HTB's bucket of 60-byte frames, hoplab.lab.shaping.burst_bytes).
+    Asked to go around it (`--qdisc around`, the generator's ceiling), all 40,000
+    arrive."""
     up = lab_up('[addressing]\nipv6 = false\n[nodes.a]\n[nodes.b]\n[[links]]\n'
                 'between = ["a", "b"]\nrate = "10mbit"\nqueue = 20\n')
     ex = executors(up.plan)
@@ -141,5 +142,9 @@ def test_a_shaper_on_the_senders_own_egress_holds_the_frames_back(lab_up: LabUp)
         got = rxcount.frames(ex["b"].run(rxcount.read_argv(TABLE)).stdout)
         most = 10e6 / (60 * 8) * 1.0 + burst_bytes(10_000_000) / 60 + 20
         assert 0.9 * 10e6 / (60 * 8) <= got <= most * 1.02, (got, most)
+        assert _send(ex["a"], dst, link, 5201, 64, 40_000.0, 40_000,
+                     around_qdisc=True) == (40_000, "packet")
+        past = rxcount.frames(ex["b"].run(rxcount.read_argv(TABLE)).stdout) - got
+        assert past == 40_000, past
     finally:
         close_all(ex)

@@ -25,6 +25,18 @@ def test_a_paced_send_names_its_rate_and_count():
         hoplab_gen.send_argv("hoplab-gen", "10.0.0.2", 9, 18)
 
 
+def test_the_fast_path_goes_past_the_qdisc_only_when_asked():
+    link = hoplab_gen.Link("eth0", "10.0.0.1", "02:00:00:00:00:01", "02:00:00:00:00:02")
+    through = hoplab_gen.send_argv("g", "10.0.0.2", 9, 18, seconds=1.0, link=link)
+    assert "--qdisc" not in through
+    around = hoplab_gen.send_argv("g", "10.0.0.2", 9, 18, seconds=1.0, link=link,
+                                  around_qdisc=True)
+    assert around[-2:] == ["--qdisc", "around"]
+    # UDP sockets have no way past it: the option is not given.
+    udp = hoplab_gen.send_argv("g", "10.0.0.2", 9, 18, seconds=1.0, around_qdisc=True)
+    assert "--qdisc" not in udp
+
+
 def test_what_a_send_reports():
     frames, seconds = hoplab_gen.sent((DATA / "send-64B-1000-at-1000fps.json").read_text())
     assert (frames, seconds) == (1000, 1.014839521)

@@ -42,10 +42,12 @@ class Link:
 
 def send_argv(exe: str, dst: str, port: int, payload: int, *, flows: int = 1,
               fps: float | None = None, frames: int | None = None,
-              seconds: float | None = None, link: Link | None = None) -> list[str]:
+              seconds: float | None = None, link: Link | None = None,
+              around_qdisc: bool = False) -> list[str]:
     """Frames of `payload` bytes to dst:port; at `fps` (None: as fast as it can) until
     `frames` are sent or `seconds` have passed. Given a `link`, whole Ethernet frames
-    to an AF_PACKET socket on its interface (the fast path); without, UDP sockets."""
+    to an AF_PACKET socket on its interface (the fast path), through its qdisc or, with
+    `around_qdisc`, past it; without, UDP sockets."""
     if frames is None and seconds is None:
         raise ValueError("a send needs a count of frames or a time")
     argv = [exe, "send", "--dst", dst, "--port", str(port), "--payload", str(payload),
@@ -59,6 +61,8 @@ def send_argv(exe: str, dst: str, port: int, payload: int, *, flows: int = 1,
     if link is not None:
         argv += ["--dev", link.dev, "--src", link.src, "--src-mac", link.src_mac,
                  "--dst-mac", link.dst_mac]
+        if around_qdisc:
+            argv += ["--qdisc", "around"]
     return argv
 
 
