@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 # (python3-venv) and building Rust code (gcc and libc6-dev: the linker; curl for rustup);
 # dropbear, static BusyBox and OpenSSH's server for the emulated devices (tests/helpers/devices.py).
 # git for hoplab bisect (it drives git bisect run) and its tests; netsniff-ng for trafgen,
-# the frame generator of throughput tests (RFC 2544).
+# the frame generator of throughput tests (RFC 2544). syslinux, mtools and dosfstools
+# make the stand-in firmware disk image the firmware VM tests boot (tests/helpers/firmware.py).
 APT_PACKAGES := iperf3 irtt fping iputils-ping iproute2 nftables ethtool \
 	wireguard-tools wireguard-go linux-perf postgresql chromium nginx \
 	python3-venv gcc libc6-dev curl ca-certificates time \
 	dropbear-bin busybox-static openssh-server openssh-client git netsniff-ng \
-	qemu-system-x86 kmod
+	qemu-system-x86 kmod syslinux syslinux-common mtools dosfstools
 
 # Debian 12's cargo (0.66) is too old for wire/Cargo.lock (version 4): a rustup toolchain,
 # pinned, in ~/.cargo. CARGO is looked up when used, so a toolchain `make rust` has just

@@ -168,6 +168,13 @@ def test_a_reboot_seen_at_a_reconnection_is_told_once() -> None:
     assert node.reboots == 1
 
 
+def test_a_one_off_executor_that_ignores_reboots_runs_no_look() -> None:
+    node = Script(["100 a"])
+    node.ignore_reboots()
+    node.look_for_reboot()      # as the transport does after its first connection
+    assert node.calls == [] and node.uptime() is None
+
+
 def test_which_through_the_nodes_shell() -> None:
     node = Script()
     node.stdout = "/usr/sbin/ip\n\n"

@@ -4,10 +4,14 @@ does not read as zero; in ticks where it has not. Known answers from scripted sa
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hoplab.nodes.fake import FakeExecutor
 from hoplab.nodes.ssh_counters import _PROBE, END, DeviceCounterSource, spent_ns
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "tc"
 
 
 def stat(pid: int, comm: str, utime: int, stime: int, cutime: int = 0, cstime: int = 0) -> str:
@@ -72,3 +76,28 @@ def test_spent_counts_the_children_in_ticks_and_a_zero_schedstat_as_absent() -> 
     assert spent_ns(stats, ["1000 0 0", "2000 0 0"]) == (True, 3000 + 7 * 10_000_000)
     assert spent_ns(stats, ["0 0 0", "0 0 0"]) == (False, 21 * 10_000_000)
     assert spent_ns(stats, []) == (False, 21 * 10_000_000)
+
+
+def test_a_tc_that_cannot_list_qdiscs_is_missing_and_the_rest_goes_on() -> None:
+    """BusyBox's tc applet answers `tc -s qdisc show` with its usage (captured from
+    Debian's BusyBox 1.35): the qdiscs are missing, with why, and the CPU sampling goes
+    on (it ended the run)."""
+    usage = (DATA / "busybox-1.35-tc-s-qdisc-show.txt").read_text().splitlines()
+    ex = FakeExecutor("owrt")
+    ex.reply(["sh", "-c", _PROBE, "sh", "/proc/stat"],
+             stdout="file /proc/stat\nawk\ntc-text\n")
+    answers = iter([[*sample(1000, (7, 9), None)[:-1], "==> tc-text <==", *usage, END],
+                    sample(1010, (8, 9), None)])
+    asked: list[str] = []
+
+    def answer(line: str) -> list[str]:
+        asked.append(line)
+        return next(answers)
+
+    ex.answer = answer
+    source = DeviceCounterSource(ex, frozenset({"qdisc"}))
+    first, second = source.read(), source.read()
+    source.close()
+    assert first.qdiscs is None and "BusyBox's tc" in first.missing["qdisc"]
+    assert second.proc_stat is not None and "qdisc" in second.missing
+    assert asked == ["t", "s"]  # not asked for the qdiscs again

@@ -38,7 +38,7 @@ from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
 from hoplab.lab.teardown import teardown
 from hoplab.lab.vm import boot as vm_boot
-from hoplab.lab.vm import wg
+from hoplab.lab.vm import firmware, wg
 from hoplab.lab.vm.script import Step, failed, script
 from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Completed, Executor
@@ -306,7 +306,7 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
             _run_commands(plan, b.local)
             t = b.step("hosts+setup", t)
             if b.vms:
-                vm_boot.wait_ready(b.vms)
+                vm_boot.wait_ready(b.vms, vm_boot.known_hosts(b.state))
                 _configure_guests(b)
                 if b.plan.wireguard:
                     _guest_wireguard(b)
@@ -459,12 +459,19 @@ def _configure_guests(b: _Build) -> None:
         ip = _ip_lines(node, ("guest",))
         tc = [line for i in node.ifaces if i.kind == "guest"
               for line in tc_lines(i.name, i.egress)]
-        steps = [Step("sysctls", ["sysctl", "-qw", *(f"{k}={v}" for k, v in sysctls)]),
-                 Step("hosts", ["sh", "-c", "cat > /etc/hosts"], hosts)]
+        nics = b.vms[name].boot.nics
+        firm = b.vms[name].boot.firmware is not None
+        steps = firmware.rename([(n.mac, n.name) for n in nics]) if firm else []
+        steps += [Step("sysctls", ["sysctl", "-qw", *(f"{k}={v}" for k, v in sysctls)]),
+                  Step("hosts", ["sh", "-c", "cat > /etc/hosts"], hosts)]
+        if firm and any(a.version == 6 for i in node.ifaces for a in i.addrs):
+            steps.append(firmware.accept_dad_off([n.name for n in nics]))
         # Steps that are iproute2 batches, by index: their errors name the line.
         batches: dict[int, list[str]] = {}
         for tool, lines, label in (("ip", ip, "ip"), ("tc", tc, "its own kernel's tc")):
-            if lines:
+            if lines and firm:
+                steps += [firmware.need(tool, label), *firmware.lines(tool, lines, label)]
+            elif lines:
                 batches[len(steps)] = lines
                 steps.append(Step(label, [tool, "-batch", "-"], "\n".join(lines)))
         for i in node.ifaces:
@@ -479,11 +486,18 @@ def _configure_guests(b: _Build) -> None:
             steps.append(Step("NAT", ["nft", "-f", "-"], nat_ruleset(out)))
         env = (("HOPLAB_LAB", b.lab.name), ("HOPLAB_NODE", name))
         steps += [Step(f"setup {' '.join(cmd)}", cmd, env=env) for cmd in spec.setup]
+        if firm:
+            steps.append(firmware.RELEASE)
         ex = executor_for(name, b.state.summary["nodes"][name])
+        ex.ignore_reboots()
         try:
             done = ex.run(["sh", "-c", script(steps)], timeout=60 + 300 * len(spec.setup))
         finally:
             ex.close()
+        if firm and done.returncode == 0:
+            # The firmware's kernel, for lab status and the run's metadata.
+            b.state.summary["nodes"][name]["vm"]["release"] = \
+                (done.stdout.strip().splitlines() or ["?"])[-1]
         if done.returncode != 0:
             where = failed(done.stderr)
             if where is None:

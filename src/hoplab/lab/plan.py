@@ -384,8 +384,11 @@ def plan_lab(lab: Lab) -> Plan:
         pools += [lab.addressing.pool6, lab.addressing.tunnel_pool6]
     space = _unicast_space(pools, [*a_side.values(), *oa.values()])
     guests = {n.name for n in lab.nodes if n.node_kind.links == "guest"}
+    # A firmware image's first NIC is its own management port (OpenWrt's LAN, eth0):
+    # its lab NICs come after it, as its kernel names them.
+    first = {n.name: int(n.vm is not None and n.vm.image is not None) for n in lab.nodes}
     for link in lab.links:
-        ia, ib = counter[link.a], counter[link.b]
+        ia, ib = counter[link.a] + first[link.a], counter[link.b] + first[link.b]
         counter[link.a] += 1
         counter[link.b] += 1
         na, ka = _end_name(link, link.a, f"eth{ia}", guests)

@@ -218,5 +218,9 @@ class Executor(Protocol):
         kernel (a namespace: hoplab would not be running). The first look only
         records what it saw. Raises ExecutorError when the node cannot be reached."""
 
+    def ignore_reboots(self) -> None:
+        """No looks for a reboot at its connections: a one-off executor of a node whose
+        boot is known, closed after its command."""
+
     def close(self) -> None:
         """Stop every process still tracked and release connections."""

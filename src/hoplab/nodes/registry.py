@@ -83,7 +83,10 @@ def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
 def _vm_where(info: Mapping[str, Any]) -> str:
     vm = info.get("vm") or {}
     share = f", {vm['cpu_pct']:g}% CPU per vCPU" if vm.get("cpu_pct") else ""
-    return (f"vm, {vm.get('release', '?')}, {vm.get('vcpus', '?')} vCPU, "
+    source = str(vm.get("kernel") or "")
+    # A firmware image: its file's name, then its kernel's release once it is up.
+    image = f"{source.rpartition('/')[2]}, " if source.startswith("image:") else ""
+    return (f"vm, {image}{vm.get('release') or '?'}, {vm.get('vcpus', '?')} vCPU, "
             f"{vm.get('accel', '?')}{share}")
 
 

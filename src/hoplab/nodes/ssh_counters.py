@@ -231,7 +231,14 @@ class DeviceCounterSource:
         if self.tc == "tc-json" and "tc-json" in sec:
             snap.qdiscs = parse_tc_json(sec["tc-json"])
         elif self.tc == "tc-text" and "tc-text" in sec:
-            snap.qdiscs = parse_tc_text(sec["tc-text"])
+            try:
+                snap.qdiscs = parse_tc_text(sec["tc-text"])
+            except ValueError as e:
+                # A tc that cannot list qdiscs (BusyBox's applet prints its usage): the
+                # qdiscs are missing from here on, with why; the other counters go on.
+                self.tc = None
+                self.missing["qdisc"] = snap.missing["qdisc"] = \
+                    f"tc output not understood (BusyBox's tc cannot list qdiscs): {e}"
         self._cost(sec, snap)
         return snap
 

@@ -546,15 +546,29 @@ def _node(ctx: _Ctx, name: str, raw: object, path: Path) -> Node:
 def _vm(ctx: _Ctx, table: dict[str, object], path: Path) -> VmSpec:
     where = (*path, "vm")
     raw = ctx.table(table["vm"], where, vm_spec.KEYS)
-    if "kernel" not in raw:
-        ctx.fail(where, 'missing required key "kernel" ("debian:RELEASE" or a bzImage)')
+    if ("kernel" in raw) == ("image" in raw):
+        ctx.fail(where, 'a VM boots a kernel ("debian:RELEASE" or a bzImage: kernel = ...) '
+                        "or a firmware's disk image (image = ...): one of the two"
+                 if "kernel" in raw else
+                 'missing required key "kernel" ("debian:RELEASE" or a bzImage) or "image" '
+                 "(a firmware's disk image)")
     base = os.path.dirname(os.path.abspath(ctx.source)) if ctx.source.endswith(".toml") \
         else os.getcwd()
+    if "image" in raw:
+        return _vm_image(ctx, raw, where, base)
+    for key in vm_spec.IMAGE_KEYS:
+        if key in raw:
+            ctx.fail((*where, key), f"{key} is a firmware image's (image = ...); a kernel "
+                                    "hoplab boots is reached with keys of its own")
     spec = VmSpec(kernel=ctx.conv((*where, "kernel"), lambda v: vm_spec.kernel(v, base),
                                   raw["kernel"]))
     if "modules" in raw:
         spec = replace(spec, modules=ctx.conv((*where, "modules"),
                                               lambda v: vm_spec.path(v, base), raw["modules"]))
+    return _vm_size(ctx, raw, where, spec)
+
+
+def _vm_size(ctx: _Ctx, raw: dict[str, object], where: Path, spec: VmSpec) -> VmSpec:
     if "vcpus" in raw:
         spec = replace(spec, vcpus=ctx.conv((*where, "vcpus"), vm_spec.vcpus, raw["vcpus"]))
     if "memory" in raw:
@@ -563,6 +577,29 @@ def _vm(ctx: _Ctx, table: dict[str, object], path: Path) -> VmSpec:
     if "cpu" in raw:
         spec = replace(spec, cpu_pct=ctx.conv((*where, "cpu"), vm_spec.cpu, raw["cpu"]))
     return spec
+
+
+def _vm_image(ctx: _Ctx, raw: dict[str, object], where: Path, base: str) -> VmSpec:
+    """A firmware's own disk image, and how its SSH server is reached."""
+    for key in vm_spec.KERNEL_KEYS:
+        if key in raw:
+            ctx.fail((*where, key), f"{key} goes with a kernel; a firmware image has its "
+                                    "own")
+    spec = VmSpec(image=ctx.conv((*where, "image"), lambda v: vm_spec.path(v, base),
+                                 raw["image"]))
+    if "user" in raw:
+        spec = replace(spec, user=ctx.conv((*where, "user"), vm_spec.user, raw["user"]))
+    if "identity" in raw:
+        spec = replace(spec, identity=ctx.conv((*where, "identity"),
+                                               lambda v: vm_spec.path(v, base),
+                                               raw["identity"]))
+    if "host_key" in raw:
+        spec = replace(spec, host_key=ctx.conv((*where, "host_key"), vm_spec.host_key,
+                                               raw["host_key"]))
+    if "management" in raw:
+        spec = replace(spec, management=ctx.conv((*where, "management"),
+                                                 vm_spec.management, raw["management"]))
+    return _vm_size(ctx, raw, where, spec)
 
 
 def _reach(ctx: _Ctx, name: str, table: dict[str, object], path: Path

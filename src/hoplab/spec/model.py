@@ -173,10 +173,17 @@ class LabgridPlace:
 class VmSpec:
     """A virtual machine hoplab boots for a node (hoplab.lab.vm): `kernel` is
     "debian:RELEASE" or the absolute path of a bzImage (with `modules`, its
-    lib/modules/RELEASE directory)."""
+    lib/modules/RELEASE directory); or `image`, a firmware's own disk image, which boots
+    itself and is reached over SSH at its `management` address as `user`, with
+    `identity` and, if given, checked against `host_key`."""
 
-    kernel: str
+    kernel: str | None = None
     modules: str | None = None
+    image: str | None = None
+    user: str = "root"
+    identity: str | None = None
+    host_key: str | None = None
+    management: str = "192.168.1.1/24"
     vcpus: int = 2
     memory_mib: int = 512
     # The share of one host CPU each vCPU may use (a small SoC), None: unlimited.

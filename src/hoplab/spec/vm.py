@@ -4,12 +4,20 @@ with what is wrong, and the loader adds the file, line and key."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 
+from hoplab.nodes import ssh_address
 from hoplab.spec.units import parse_size
 
-KEYS = ("kernel", "modules", "vcpus", "memory", "cpu")
+KEYS = ("kernel", "modules", "image", "vcpus", "memory", "cpu", "user", "identity",
+        "host_key", "management")
+# A firmware image's keys (how its own SSH server is reached), and a kernel's.
+IMAGE_KEYS = ("user", "identity", "host_key", "management")
+KERNEL_KEYS = ("modules",)
+# OpenWrt's LAN address: where its SSH server listens on the first NIC.
+MANAGEMENT = "192.168.1.1/24"
 MAX_VCPUS = 64
 _MIB = 1 << 20
 
@@ -63,3 +71,42 @@ def cpu(value: object) -> float:
 
 
 
+
+
+def user(value: object) -> str:
+    """The user the firmware's SSH server lets in (OpenWrt's is root)."""
+    if not isinstance(value, str):
+        raise ValueError('user is a user name, e.g. "root"')
+    try:
+        ssh_address.split_destination(f"{value}@127.0.0.1")
+    except ValueError:
+        raise ValueError(f"{value!r} is not a user name") from None
+    return value
+
+
+_HOST_KEY = re.compile(r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+=*")
+
+
+def host_key(value: object) -> str:
+    """The firmware's SSH host public key, as a .pub file or known_hosts has it (its
+    comment dropped)."""
+    if isinstance(value, str):
+        key = " ".join(value.split()[:2])
+        if _HOST_KEY.fullmatch(key):
+            return key
+    raise ValueError('host_key is a public key line, e.g. "ssh-ed25519 AAAAC3Nz..." '
+                     "(dropbearkey -y, or the device's /etc/dropbear/*.pub)")
+
+
+def management(value: object) -> str:
+    """The address (with its prefix) the firmware's first NIC has, where its SSH server
+    listens: QEMU's user network is made that subnet."""
+    try:
+        iface = ipaddress.IPv4Interface(value if isinstance(value, str) else "")
+    except ValueError:
+        iface = None
+    if iface is None or iface.network.prefixlen > 29 or iface.ip in (
+            iface.network.network_address, iface.network.broadcast_address):
+        raise ValueError('management is the IPv4 address and prefix of the firmware\'s '
+                         'first NIC, e.g. "192.168.1.1/24" (OpenWrt\'s LAN)')
+    return iface.with_prefixlen

@@ -27,14 +27,21 @@ def device_labels(lab: Lab, nodes: Mapping[str, Mapping[str, Any]]) -> dict[str,
     # and `bisect` group runs by.
     vms = [n for n in lab.nodes if n.vm is not None]
     kernels = [(n.name, str(nodes.get(n.name, {}).get("kernel")
-                            or (n.vm.kernel.removeprefix("debian:") if n.vm else "")))
+                            or (n.vm.kernel or "").removeprefix("debian:") if n.vm else ""))
                for n in vms]
+    # A firmware image's VM: its firmware as its facts read it (OpenWrt's release),
+    # as a device's.
+    images = [n for n in vms if n.vm is not None and n.vm.image is not None]
+    for n in images:
+        firmware = nodes.get(n.name, {}).get("firmware")
+        if firmware:
+            found["firmware"].append((n.name, str(firmware)))
     if len(kernels) == 1:
         out["kernel"] = kernels[0][1]
     elif kernels:
         out["kernel"] = ", ".join(f"{n}={v}" for n, v in kernels)
     for key, pairs in found.items():
-        if len(pairs) == 1 and len(lab.devices()) == 1:
+        if len(pairs) == 1 and len(lab.devices()) + len(images) == 1:
             out[key] = pairs[0][1]
         elif pairs:
             out[key] = ", ".join(f"{n}={v}" for n, v in pairs)

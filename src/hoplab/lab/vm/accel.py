@@ -28,6 +28,17 @@ def remembered() -> dict[str, str] | None:
     return data if isinstance(data, dict) else None
 
 
+def known() -> str:
+    """"kvm" or "tcg" without a probe (a firmware image cannot be asked to power itself
+    off as the probe's kernel is): HOPLAB_VM_ACCEL, else what the first kernel VM here
+    found, else TCG."""
+    forced = os.environ.get("HOPLAB_VM_ACCEL")
+    if forced in ("kvm", "tcg"):
+        return forced
+    found = (remembered() or {}).get("accel")
+    return found if found in ("kvm", "tcg") else "tcg"
+
+
 def choose(image: Path, initrd: Path, exe: str) -> str:
     """"kvm" or "tcg"; HOPLAB_VM_ACCEL forces one."""
     forced = os.environ.get("HOPLAB_VM_ACCEL")

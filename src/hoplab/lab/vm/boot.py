@@ -13,15 +13,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hoplab.errors import CapabilityError
-from hoplab.lab.vm import accel, cgroup, guest, initramfs, kernel, power, qemu, taps
+from hoplab.errors import CapabilityError, UsageError
+from hoplab.lab.vm import accel, cgroup, guest, hostkey, initramfs, kernel, power, qemu, taps
 
 if TYPE_CHECKING:
     import subprocess
 
     from hoplab.lab.plan import Plan
     from hoplab.lab.state import LabState
-    from hoplab.spec.model import Lab
+    from hoplab.spec.model import Lab, VmSpec
 
 KEYS_DIR = "vm-keys"
 
@@ -32,6 +32,9 @@ class Vm:
     proc: subprocess.Popen[bytes] | None = None
     # cpu = "N%": its cgroup (in the record before it is made) and quota per period.
     cgroup: tuple[cgroup.Hierarchy, Path, int] | None = None
+    # A firmware whose host key the lab file does not give: it is learnt at its first
+    # banner (trust on first use) and kept in the lab's known_hosts.
+    learn_key: bool = False
 
 
 def vm_nodes(lab: Lab) -> list[str]:
@@ -51,27 +54,51 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
     for name in names:
         spec = lab.node(name).vm
         assert spec is not None
-        k = kernel.resolve(spec.kernel, spec.modules)
-        initrd = initramfs.image(k)
         port = qemu.free_port()
         d = state.rundir / "vm" / name
-        vms[name] = Vm(qemu.Boot(name, k, initrd, spec.vcpus, f"{spec.memory_mib}M",
-                                 accel.choose(k.image, initrd, qemu.binary()), port, d,
-                                 bios=qemu.firmware()))
-        known.append(f"[127.0.0.1]:{port} {host_pub}\n")
+        ssh: dict[str, Any] = {"destination": "root@127.0.0.1", "port": port,
+                               "identity": str(client),
+                               "known_hosts": str(keys / "known_hosts")}
+        if spec.image is not None:
+            vms[name], source = _firmware_vm(name, spec, port, d), f"image:{spec.image}"
+            release = None
+            ssh.update(destination=f"{spec.user}@127.0.0.1", identity=spec.identity)
+            if spec.host_key is not None:
+                known.append(f"[127.0.0.1]:{port} {spec.host_key}\n")
+        else:
+            assert spec.kernel is not None
+            k = kernel.resolve(spec.kernel, spec.modules)
+            initrd = initramfs.image(k)
+            vms[name] = Vm(qemu.Boot(name, k, initrd, spec.vcpus, f"{spec.memory_mib}M",
+                                     accel.choose(k.image, initrd, qemu.binary()), port, d,
+                                     bios=qemu.firmware()))
+            source, release = k.source, k.release
+            known.append(f"[127.0.0.1]:{port} {host_pub}\n")
         cg = None if spec.cpu_pct is None else \
             _cpu_cgroup(state, name, spec.cpu_pct, spec.vcpus)
         vms[name].cgroup = cg
         state.summary["nodes"][name].update(
-            netns=None, kind="vm",
-            ssh={"destination": "root@127.0.0.1", "port": port, "identity": str(client),
-                 "known_hosts": str(keys / "known_hosts")},
-            vm={"kernel": k.source, "release": k.release, "vcpus": spec.vcpus,
+            netns=None, kind="vm", ssh=ssh,
+            vm={"kernel": source, "release": release, "vcpus": spec.vcpus,
                 "memory_mib": spec.memory_mib, "accel": vms[name].boot.accel,
                 "dir": str(d), "cpu_pct": spec.cpu_pct,
                 "cgroup": str(cg[1]) if cg else None})
     (keys / "known_hosts").write_text("".join(known))
     return vms
+
+
+def _firmware_vm(name: str, spec: VmSpec, port: int, d: Path) -> Vm:
+    """A firmware image's VM: booted by SeaBIOS (qboot starts only a kernel it is given)
+    from the image's own boot sector; its host key is learnt at its first banner unless
+    the lab file gives it (learn_key)."""
+    assert spec.image is not None
+    image = Path(spec.image)
+    if not image.is_file():
+        raise UsageError(f"VM {name}: image {image}: no such file (a firmware's disk "
+                         f"image, e.g. OpenWrt's x86-64 ext4-combined.img, unpacked)")
+    boot = qemu.Boot(name, None, None, spec.vcpus, f"{spec.memory_mib}M", accel.known(),
+                     port, d, firmware=qemu.Firmware(image, spec.management))
+    return Vm(boot, learn_key=spec.host_key is None)
 
 
 def _cpu_cgroup(state: LabState, name: str, pct: float, vcpus: int
@@ -127,11 +154,14 @@ def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm]) -> None:
                     nic = replace(nic, fd=taps.open_tap(ns, ifname))
                 nics.append(nic)
             vm.boot = replace(vm.boot, nics=tuple(nics))
-            mgmt = [(qemu.MGMT_MAC, guest.MGMT_IF)]
-            guest.write_dir(vm.boot.dir, hostname=name,
-                            nics=mgmt + [(n.mac, n.name) for n in nics],
-                            keys=state.rundir / KEYS_DIR,
-                            modules=vm.boot.kernel.modules is not None)
+            if vm.boot.kernel is None:
+                vm.boot.dir.mkdir(parents=True, exist_ok=True)
+            else:
+                mgmt = [(qemu.MGMT_MAC, guest.MGMT_IF)]
+                guest.write_dir(vm.boot.dir, hostname=name,
+                                nics=mgmt + [(n.mac, n.name) for n in nics],
+                                keys=state.rundir / KEYS_DIR,
+                                modules=vm.boot.kernel.modules is not None)
             vm.proc = qemu.start(vm.boot)
             state.add_process(vm.proc.pid, qemu.argv(vm.boot), power.qemu_node(name),
                               f"QEMU of VM {name}")
@@ -140,11 +170,18 @@ def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm]) -> None:
             qemu.close_fds(tuple(nics))
 
 
-def wait_ready(vms: dict[str, Vm], timeout: float = qemu.BOOT_TIMEOUT_S) -> None:
+def wait_ready(vms: dict[str, Vm], known_hosts: Path,
+               timeout: float = qemu.BOOT_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
     for vm in vms.values():
         assert vm.proc is not None
         qemu.wait_ready(vm.boot, vm.proc, deadline)
+        if vm.learn_key:
+            hostkey.learn(vm.boot.node, vm.boot.ssh_port, known_hosts)
+
+
+def known_hosts(state: LabState) -> Path:
+    return state.rundir / KEYS_DIR / "known_hosts"
 
 
 def info(entry: dict[str, Any]) -> dict[str, Any]:

@@ -127,8 +127,8 @@ def _dependencies(modules: Path) -> dict[str, tuple[Path, list[str]]]:
     return out
 
 
-def _modules(kernel: Kernel) -> list[tuple[str, bytes]]:
-    """The modules MODULES need, each after those it depends on, uncompressed."""
+def modules_of(kernel: Kernel, names: tuple[str, ...] = MODULES) -> list[tuple[str, bytes]]:
+    """The modules `names` need, each after those it depends on, uncompressed."""
     if kernel.modules is None:
         return []
     known = _dependencies(kernel.modules)
@@ -141,7 +141,7 @@ def _modules(kernel: Kernel) -> list[tuple[str, bytes]]:
             visit(dep)
         order.append(mod)
 
-    for mod in MODULES:
+    for mod in names:
         visit(mod)
     out = []
     for mod in order:
@@ -159,7 +159,7 @@ def _modules(kernel: Kernel) -> list[tuple[str, bytes]]:
 def _build(kernel: Kernel, tmp: Path) -> None:
     if not Path(BUSYBOX).is_file():
         raise CapabilityError(f"{BUSYBOX} is missing (apt-get install busybox-static)")
-    mods = _modules(kernel)
+    mods = modules_of(kernel)
     files: list[tuple[str, int, bytes]] = [
         *((d, stat.S_IFDIR | 0o755, b"") for d in DIRS),
         ("bin/busybox", stat.S_IFREG | 0o755, Path(BUSYBOX).read_bytes()),

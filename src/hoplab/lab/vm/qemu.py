@@ -4,6 +4,7 @@ a boot fails or times out."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import socket
@@ -58,10 +59,19 @@ class Nic:
 
 
 @dataclass(frozen=True)
+class Firmware:
+    """A firmware's own disk image, booted by the BIOS from its own boot sector, and
+    where its SSH server listens on its first NIC (address/prefix)."""
+    image: Path
+    management: str
+
+
+@dataclass(frozen=True)
 class Boot:
     node: str
-    kernel: Kernel
-    initrd: Path
+    # The kernel hoplab boots and its initramfs; or, for a firmware image, None.
+    kernel: Kernel | None
+    initrd: Path | None
     vcpus: int
     memory: str
     accel: str              # "kvm" | "tcg"
@@ -69,6 +79,7 @@ class Boot:
     dir: Path
     nics: tuple[Nic, ...] = ()
     bios: str | None = None
+    firmware: Firmware | None = None
 
 
 def firmware() -> str | None:
@@ -93,19 +104,23 @@ def argv(b: Boot, exe: str = QEMU) -> list[str]:
            # for its random numbers at every login.
            "-device", "virtio-rng-pci",
            "-serial", f"file:{b.dir / SERIAL_LOG}",
-           *(["-bios", b.bios] if b.bios else []),
-           "-kernel", str(b.kernel.boot_image), "-initrd", str(b.initrd),
-           "-append", APPEND,
-           "-virtfs", f"local,path=/,mount_tag={ROOT_TAG},security_model=none,"
-                      f"readonly=on,multidevs=remap",
-           "-virtfs", f"local,path={b.dir},mount_tag={CONFIG_TAG},security_model=none,"
-                      f"readonly=on"]
-    if b.kernel.modules is not None:
-        out += ["-virtfs", f"local,path={b.kernel.modules},mount_tag={MODULES_TAG},"
+           *(["-bios", b.bios] if b.bios else [])]
+    if b.firmware is not None:
+        out += _firmware(b.firmware, b.ssh_port)
+    else:
+        assert b.kernel is not None and b.initrd is not None
+        out += ["-kernel", str(b.kernel.boot_image), "-initrd", str(b.initrd),
+                "-append", APPEND,
+                "-virtfs", f"local,path=/,mount_tag={ROOT_TAG},security_model=none,"
+                           f"readonly=on,multidevs=remap",
+                "-virtfs", f"local,path={b.dir},mount_tag={CONFIG_TAG},"
                            f"security_model=none,readonly=on"]
-    out += ["-netdev", f"user,id={MGMT_IF},net=10.0.2.0/24,"
-                       f"hostfwd=tcp:127.0.0.1:{b.ssh_port}-:22",
-            "-device", f"virtio-net-pci,netdev={MGMT_IF},mac={MGMT_MAC}"]
+        if b.kernel.modules is not None:
+            out += ["-virtfs", f"local,path={b.kernel.modules},mount_tag={MODULES_TAG},"
+                               f"security_model=none,readonly=on"]
+        out += ["-netdev", f"user,id={MGMT_IF},net=10.0.2.0/24,"
+                           f"hostfwd=tcp:127.0.0.1:{b.ssh_port}-:22"]
+    out += ["-device", f"virtio-net-pci,netdev={MGMT_IF},mac={MGMT_MAC}"]
     for i, nic in enumerate(b.nics):
         if nic.fd is not None:
             out += ["-netdev", f"tap,id=n{i},fd={nic.fd}"]
@@ -114,6 +129,23 @@ def argv(b: Boot, exe: str = QEMU) -> list[str]:
                                f"localaddr=127.0.0.1:{nic.udp[0]}"]
         out += ["-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac}"]
     return out
+
+
+def _firmware(f: Firmware, ssh_port: int) -> list[str]:
+    """A firmware image's disk and management NIC. The disk is opened copy-on-write
+    (snapshot=on: QEMU writes to a temporary file it has already unlinked), so the
+    user's image is never changed and every run boots the same one. IDE, as every x86
+    firmware's kernel can read it. The user network is made the subnet of the
+    firmware's management address, with this machine at another address of it: the
+    firmware's SSH server is reached where it listens, as on its LAN port."""
+    iface = ipaddress.IPv4Interface(f.management)
+    net = iface.network
+    ends = [net.network_address + k for k in (1, 2)] + \
+        [net.broadcast_address - k for k in (1, 2)]
+    host, *_, last = [a for a in ends if a != iface.ip]
+    return ["-drive", f"file={f.image},format=raw,if=ide,snapshot=on",
+            "-netdev", f"user,id={MGMT_IF},net={net},host={host},dhcpstart={last},"
+                       f"hostfwd=tcp:127.0.0.1:{ssh_port}-{iface.ip}:22"]
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -173,7 +205,8 @@ def wait_ready(b: Boot, proc: subprocess.Popen[bytes], deadline: float) -> None:
     accepts a connection at once and holds it while the guest does not answer, so a try
     made before the NIC was up waited out its 2 s with the server long since listening
     (banners 1.9 to 2.2 s after the guest was ready, in two boots of three)."""
-    nic_up = False
+    # A firmware says nothing hoplab knows to its console: its banner alone.
+    nic_up = b.firmware is not None
     while True:
         if proc.poll() is not None:
             raise LabError(f"VM {b.node}: QEMU exited with {proc.returncode} while booting"
