@@ -446,6 +446,44 @@ def _finish(b: _Build) -> None:
     state.save()
 
 
+def _guest_steps(b: _Build, name: str, hosts: str) -> tuple[list[Step], dict[int, list[str]]]:
+    """A VM's configuring script's steps, and which of them are iproute2 batches (by
+    index: their errors name the line). A firmware's: its NICs found by MAC first, and
+    one command per line, as BusyBox takes them (vm/firmware.py)."""
+    node, spec = b.plan.node(name), b.lab.node(name)
+    sysctls = [*_base_sysctls(node, b.plan.diameter), *spec.sysctls]
+    ip = _ip_lines(node, ("guest",))
+    tc = [line for i in node.ifaces if i.kind == "guest"
+          for line in tc_lines(i.name, i.egress)]
+    nics = b.vms[name].boot.nics
+    firm = b.vms[name].boot.firmware is not None
+    steps = firmware.rename([(n.mac, n.name) for n in nics]) if firm else []
+    steps += [Step("sysctls", ["sysctl", "-qw", *(f"{k}={v}" for k, v in sysctls)]),
+              Step("hosts", ["sh", "-c", "cat > /etc/hosts"], hosts)]
+    if firm and any(a.version == 6 for i in node.ifaces for a in i.addrs):
+        steps.append(firmware.accept_dad_off([n.name for n in nics]))
+    batches: dict[int, list[str]] = {}
+    for tool, lines, label in (("ip", ip, "ip"), ("tc", tc, "its own kernel's tc")):
+        if lines and firm:
+            steps += [firmware.need(tool, label), *firmware.lines(tool, lines, label)]
+        elif lines:
+            batches[len(steps)] = lines
+            steps.append(Step(label, [tool, "-batch", "-"], "\n".join(lines)))
+    for i in node.ifaces:
+        if i.kind == "guest" and spec.offloads:
+            argv = ["ethtool", "-K", i.name]
+            for feat, on in spec.offloads:
+                argv += [feat, "on" if on else "off"]
+            steps.append(Step(f"offloads on {i.name}", argv))
+    if spec.nat is not None:
+        out = resolve_iface(node, spec.nat.out)
+        assert out is not None
+        steps.append(Step("NAT", ["nft", "-f", "-"], nat_ruleset(out)))
+    env = (("HOPLAB_LAB", b.lab.name), ("HOPLAB_NODE", name))
+    steps += [Step(f"setup {' '.join(cmd)}", cmd, env=env) for cmd in spec.setup]
+    return [*steps, firmware.RELEASE] if firm else steps, batches
+
+
 def _configure_guests(b: _Build) -> None:
     """Each VM as a namespace is configured, through its SSH executor: sysctls, its NICs'
     addresses and routes, its own kernel's tc on each NIC, offloads, NAT, /etc/hosts
@@ -453,48 +491,16 @@ def _configure_guests(b: _Build) -> None:
     hosts = hosts_file(b.plan)
 
     def one(name: str) -> None:
-        node, spec = b.plan.node(name), b.lab.node(name)
         what = f"VM {name}"
-        sysctls = [*_base_sysctls(node, b.plan.diameter), *spec.sysctls]
-        ip = _ip_lines(node, ("guest",))
-        tc = [line for i in node.ifaces if i.kind == "guest"
-              for line in tc_lines(i.name, i.egress)]
-        nics = b.vms[name].boot.nics
-        firm = b.vms[name].boot.firmware is not None
-        steps = firmware.rename([(n.mac, n.name) for n in nics]) if firm else []
-        steps += [Step("sysctls", ["sysctl", "-qw", *(f"{k}={v}" for k, v in sysctls)]),
-                  Step("hosts", ["sh", "-c", "cat > /etc/hosts"], hosts)]
-        if firm and any(a.version == 6 for i in node.ifaces for a in i.addrs):
-            steps.append(firmware.accept_dad_off([n.name for n in nics]))
-        # Steps that are iproute2 batches, by index: their errors name the line.
-        batches: dict[int, list[str]] = {}
-        for tool, lines, label in (("ip", ip, "ip"), ("tc", tc, "its own kernel's tc")):
-            if lines and firm:
-                steps += [firmware.need(tool, label), *firmware.lines(tool, lines, label)]
-            elif lines:
-                batches[len(steps)] = lines
-                steps.append(Step(label, [tool, "-batch", "-"], "\n".join(lines)))
-        for i in node.ifaces:
-            if i.kind == "guest" and spec.offloads:
-                argv = ["ethtool", "-K", i.name]
-                for feat, on in spec.offloads:
-                    argv += [feat, "on" if on else "off"]
-                steps.append(Step(f"offloads on {i.name}", argv))
-        if spec.nat is not None:
-            out = resolve_iface(node, spec.nat.out)
-            assert out is not None
-            steps.append(Step("NAT", ["nft", "-f", "-"], nat_ruleset(out)))
-        env = (("HOPLAB_LAB", b.lab.name), ("HOPLAB_NODE", name))
-        steps += [Step(f"setup {' '.join(cmd)}", cmd, env=env) for cmd in spec.setup]
-        if firm:
-            steps.append(firmware.RELEASE)
+        steps, batches = _guest_steps(b, name, hosts)
         ex = executor_for(name, b.state.summary["nodes"][name])
         ex.ignore_reboots()
         try:
-            done = ex.run(["sh", "-c", script(steps)], timeout=60 + 300 * len(spec.setup))
+            done = ex.run(["sh", "-c", script(steps)],
+                          timeout=60 + 300 * len(b.lab.node(name).setup))
         finally:
             ex.close()
-        if firm and done.returncode == 0:
+        if b.vms[name].boot.firmware is not None and done.returncode == 0:
             # The firmware's kernel, for lab status and the run's metadata.
             b.state.summary["nodes"][name]["vm"]["release"] = \
                 (done.stdout.strip().splitlines() or ["?"])[-1]
