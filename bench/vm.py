@@ -5,6 +5,7 @@ cubic) with 1 and 2 vCPUs.
 
 Run as root: .venv/bin/python bench/vm.py [--fetch] [--reps 3] [--seconds 10]
 --fetch measures the first fetch into an empty cache of its own (downloads ~100 MB).
+--firmware N: only N `lab up`s of a router booted from a firmware's disk image.
 --boots N: only N boots of a lone VM (2 vCPUs, no lab links) to its SSH banner, with
 where the time went from its console: the kernel to /init, the initramfs's modules,
 the guest set up (ready), each as the guest's uptime; then --reps `lab up`s of four
@@ -117,6 +118,29 @@ def boot_once(work: Path) -> dict[str, float]:
     return out
 
 
+def firmware_ups(n: int) -> dict[str, object]:
+    """`lab up` of h1 - r - h2 with r a firmware's own disk image (the stand-in of
+    tests/helpers/firmware.py, 1 vCPU, forwarding unshaped), n times: to SSH-ready and
+    configured, and what it forwards (TCP h1 -> h2, 5 s)."""
+    from tests.helpers import firmware
+
+    with tempfile.TemporaryDirectory() as d:
+        work = Path(d)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                        str(work / "key")], check=True, capture_output=True)
+        t0 = time.monotonic()
+        img, _ = firmware.build(work / "img", (work / "key.pub").read_text())
+        built = time.monotonic() - t0
+        text = (f'name = "benchfw"\n[nodes.h1]\n[nodes.h2]\n[nodes.r]\n'
+                f'vm = {{ image = "{img}", identity = "{work / "key"}", vcpus = 1, '
+                f'memory = "256M" }}\n[[links]]\nbetween = ["h1", "r"]\n'
+                f'[[links]]\nbetween = ["r", "h2"]\n')
+        runs = [up_down(text, work, True, 5) for _ in range(n)]
+    return {"stand_in_build_s": built, "lab_up_s": [r[0] for r in runs],
+            "vms_step_s": [r[1].get("vms") for r in runs],
+            "tcp_mbit": [r[2] for r in runs]}
+
+
 def boots(n: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as d:
         runs = [boot_once(Path(d)) for _ in range(n)]
@@ -130,8 +154,15 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--boots", type=int, default=0)
+    ap.add_argument("--firmware", type=int, default=0,
+                    help="only N lab ups of a router that is a firmware disk image")
     args = ap.parse_args()
     out: dict[str, object] = {"loadavg": os.getloadavg()}
+    if args.firmware:
+        out.update(firmware_ups(args.firmware))
+        out["loadavg_after"] = os.getloadavg()
+        print(json.dumps(out, indent=1))
+        return
     if args.boots:
         out.update(boots(args.boots))
         with tempfile.TemporaryDirectory() as d:

@@ -43,6 +43,8 @@ RUN_ELSEWHERE = {
                                   "docs/versions.md tells a user to, with its trend",
     "vm/kernels.toml": "tests/lab/test_vm_kernels.py runs it as docs/vm.md tells a user "
                        "to, with its report (two VM boots: once is enough)",
+    "vm/firmware.toml": "tests/lab/test_vm_firmware.py runs it on two stand-in firmware "
+                        "images (the user's own images are not here)",
 }
 # Directories of examples that need more than this machine, and where they are run.
 EXCLUDED = {

@@ -280,3 +280,24 @@ def _recorded_qemu(record: Path, up: subprocess.Popen[bytes]) -> int:
             return int(qemu[0])
         time.sleep(0.05)
     raise AssertionError("no QEMU in the lab's record after 120 s")
+
+
+def test_a_setting_its_kernel_refuses_names_the_step_and_leaves_nothing(
+        tmp_path: Path) -> None:
+    """The guest's configuration runs as it boots, before its SSH server: a sysctl its
+    kernel does not have fails lab up, naming the step and the guest's own message (read
+    from the guest once its server answers), and the VM is gone."""
+    name = new_lab_name()
+    file = tmp_path / "lab.toml"
+    file.write_text(f'name = "v"\n[nodes.h1]\n[nodes.r1]\n'
+                    f'vm = {{ kernel = "debian:{RELEASE}", vcpus = 1, memory = "256M" }}\n'
+                    f'sysctls = {{ "net.ipv4.no_such_setting" = "1" }}\n'
+                    f'[[links]]\nbetween = ["h1", "r1"]\n')
+    try:
+        done = hoplab("lab", "up", str(file), "--name", name, timeout=300)
+    finally:
+        remove_lab(name)
+    assert done.returncode != 0
+    assert "VM r1: sysctls: exit" in done.stderr, done.stderr
+    assert "net/ipv4/no_such_setting" in done.stderr, done.stderr
+    assert not lab_qemus(name) and not lab_namespaces(name)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import LabError
-from hoplab.lab.vm import qemu
+from hoplab.lab.vm import guest, qemu
 from hoplab.lab.vm.initramfs import READY
 from hoplab.lab.vm.kernel import Kernel
 
@@ -81,3 +81,32 @@ def test_a_qemu_that_exits_is_an_error_with_its_console(tmp_path: Path) -> None:
     done.wait()
     with pytest.raises(LabError, match=r"(?s)QEMU exited with 1.*Kernel panic"):
         qemu.wait_ready(_boot(tmp_path, qemu.free_port()), done, time.monotonic() + 30)
+
+
+def test_the_guests_configuration_status_is_read_from_its_console(tmp_path: Path) -> None:
+    log = tmp_path / "serial.log"
+    assert guest.configured(log) is None            # no console yet
+    log.write_bytes(b"[    1.2] virtio_net virtio1 eth0: renamed\nhoplab-vm-ready 1.91\n")
+    assert guest.configured(log) is None            # booting, not configured yet
+    # A kernel message may share the line.
+    log.write_bytes(log.read_bytes() + b"[    2.1] random: crng init done\rhoplab-configured"
+                                       b" 255 2.48\n")
+    assert guest.configured(log) == 255
+    log.write_bytes(b"hoplab-configured 0 2.40\n")
+    assert guest.configured(log) == 0
+
+
+def test_stage2_configures_before_the_ssh_server_starts(tmp_path: Path) -> None:
+    """The SSH server's banner is the sign the guest is configured: stage2 runs the
+    lab's script first, and says its status on the console."""
+    stage2 = guest.STAGE2.splitlines()
+    config = next(i for i, line in enumerate(stage2) if "sh /hoplab/config" in line)
+    server = next(i for i, line in enumerate(stage2) if line.startswith("exec dropbear"))
+    assert config < server
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (keys / "client_key.pub").write_text("ssh-ed25519 AAAA\n")
+    (keys / "host_key").write_bytes(b"k")
+    guest.write_dir(tmp_path / "vm", hostname="r1", nics=[], keys=keys, modules=False,
+                    config="sysctl -qw net.ipv4.ip_forward=1\n")
+    assert (tmp_path / "vm" / "config").read_text() == "sysctl -qw net.ipv4.ip_forward=1\n"

@@ -38,7 +38,7 @@ from hoplab.lab.state import ETC_NETNS, LabState, find
 from hoplab.lab.summary import summarize
 from hoplab.lab.teardown import teardown
 from hoplab.lab.vm import boot as vm_boot
-from hoplab.lab.vm import firmware, wg
+from hoplab.lab.vm import firmware, guest, qemu, wg
 from hoplab.lab.vm.script import Step, failed, script
 from hoplab.lab.where import netns_prefix
 from hoplab.nodes.executor import Completed, Executor
@@ -300,7 +300,7 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
             if b.vms:
                 # Booting takes seconds: the namespaces are configured meanwhile.
                 b.say("vms")
-                vm_boot.start(lab, plan, b.state, b.vms)
+                vm_boot.start(lab, plan, b.state, b.vms, _boot_configs(b))
             t = _make_links(b, t)
             _write_hosts(plan, b.state)
             _run_commands(plan, b.local)
@@ -447,9 +447,10 @@ def _finish(b: _Build) -> None:
 
 
 def _guest_steps(b: _Build, name: str, hosts: str) -> tuple[list[Step], dict[int, list[str]]]:
-    """A VM's configuring script's steps, and which of them are iproute2 batches (by
-    index: their errors name the line). A firmware's: its NICs found by MAC first, and
-    one command per line, as BusyBox takes them (vm/firmware.py)."""
+    """A VM's configuration as script steps (its setup commands not among them), and
+    which of them are iproute2 batches (by index: their errors name the line). A
+    firmware's: its NICs found by MAC first, and one command per line, as BusyBox takes
+    them (vm/firmware.py)."""
     node, spec = b.plan.node(name), b.lab.node(name)
     sysctls = [*_base_sysctls(node, b.plan.diameter), *spec.sysctls]
     ip = _ip_lines(node, ("guest",))
@@ -479,43 +480,87 @@ def _guest_steps(b: _Build, name: str, hosts: str) -> tuple[list[Step], dict[int
         out = resolve_iface(node, spec.nat.out)
         assert out is not None
         steps.append(Step("NAT", ["nft", "-f", "-"], nat_ruleset(out)))
-    env = (("HOPLAB_LAB", b.lab.name), ("HOPLAB_NODE", name))
-    steps += [Step(f"setup {' '.join(cmd)}", cmd, env=env) for cmd in spec.setup]
-    return [*steps, firmware.RELEASE] if firm else steps, batches
+    return steps, batches
+
+
+def _boot_configs(b: _Build) -> dict[str, str]:
+    """The configuration script of each VM that boots a kernel hoplab gives it: its
+    stage2 runs it before its SSH server starts (vm/guest.py). A firmware's is run over
+    SSH once it is up."""
+    hosts = hosts_file(b.plan)
+    return {name: script(_guest_steps(b, name, hosts)[0]) for name, vm in b.vms.items()
+            if vm.boot.firmware is None}
 
 
 def _configure_guests(b: _Build) -> None:
-    """Each VM as a namespace is configured, through its SSH executor: sysctls, its NICs'
-    addresses and routes, its own kernel's tc on each NIC, offloads, NAT, /etc/hosts
-    and its setup commands, all in one script over one SSH call (vm/script.py)."""
+    """Each VM as a namespace is configured: sysctls, its NICs' addresses and routes,
+    its own kernel's tc on each NIC, offloads, NAT and /etc/hosts, by its stage2 as it
+    boots (_boot_configs; its exit status read from its console), or over SSH for a
+    firmware; then its setup commands over SSH. One script, one SSH call at most
+    (vm/script.py)."""
     hosts = hosts_file(b.plan)
 
     def one(name: str) -> None:
-        what = f"VM {name}"
-        steps, batches = _guest_steps(b, name, hosts)
-        ex = executor_for(name, b.state.summary["nodes"][name])
-        ex.ignore_reboots()
-        try:
-            done = ex.run(["sh", "-c", script(steps)],
-                          timeout=60 + 300 * len(b.lab.node(name).setup))
-        finally:
-            ex.close()
-        if b.vms[name].boot.firmware is not None and done.returncode == 0:
+        vm, spec = b.vms[name], b.lab.node(name)
+        steps: list[Step] = []
+        batches: dict[int, list[str]] = {}
+        if vm.boot.firmware is not None:
+            steps, batches = _guest_steps(b, name, hosts)
+        elif (rc := _boot_config_status(b, name)) != 0:
+            booted, batches = _guest_steps(b, name, hosts)
+            err = _run_guest(b, name, [Step("its error", ["cat", guest.CONFIG_ERR])]).stdout
+            _guest_failed(name, booted, batches, Completed((), rc, "", err))
+        env = (("HOPLAB_LAB", b.lab.name), ("HOPLAB_NODE", name))
+        steps += [Step(f"setup {' '.join(cmd)}", cmd, env=env) for cmd in spec.setup]
+        if vm.boot.firmware is not None:
+            steps.append(firmware.RELEASE)
+        if not steps:
+            return
+        done = _run_guest(b, name, steps)
+        if done.returncode != 0:
+            _guest_failed(name, steps, batches, done)
+        if vm.boot.firmware is not None:
             # The firmware's kernel, for lab status and the run's metadata.
             b.state.summary["nodes"][name]["vm"]["release"] = \
                 (done.stdout.strip().splitlines() or ["?"])[-1]
-        if done.returncode != 0:
-            where = failed(done.stderr)
-            if where is None:
-                _check(done, what)
-                return
-            n, err = where
-            batch = batches.get(n)
-            msg = netns.batch_error(err, batch) if batch else " ".join(
-                err.strip().splitlines()[-3:])
-            raise LabError(f"{what}: {steps[n].what}: exit {done.returncode}: {msg}")
 
     netns.in_each(list(b.vms), one)
+
+
+def _boot_config_status(b: _Build, name: str) -> int:
+    """The exit status of the configuration a VM ran as it booted: from its console, or
+    where the console's line was lost among the kernel's (never seen), from the guest."""
+    rc = guest.configured(b.vms[name].boot.dir / qemu.SERIAL_LOG)
+    if rc is None:
+        text = _run_guest(b, name, [Step("its status", ["cat", guest.CONFIG_RC])]).stdout
+        rc = int(text.strip()) if text.strip().isdigit() else 1
+    return rc
+
+
+def _run_guest(b: _Build, name: str, steps: list[Step]) -> Completed:
+    """`steps` as one script over one SSH call, on an executor of its own."""
+    ex = executor_for(name, b.state.summary["nodes"][name])
+    ex.ignore_reboots()
+    try:
+        return ex.run(["sh", "-c", script(steps)],
+                      timeout=60 + 300 * len(b.lab.node(name).setup))
+    finally:
+        ex.close()
+
+
+def _guest_failed(name: str, steps: list[Step], batches: dict[int, list[str]],
+                  done: Completed) -> None:
+    """The error of a VM's configuring script: the step that failed and its messages
+    (the line, for an iproute2 batch)."""
+    what = f"VM {name}"
+    where = failed(done.stderr)
+    if where is None:
+        _check(done, what)
+        return
+    n, err = where
+    batch = batches.get(n)
+    msg = netns.batch_error(err, batch) if batch else " ".join(err.strip().splitlines()[-3:])
+    raise LabError(f"{what}: {steps[n].what}: exit {done.returncode}: {msg}")
 
 
 def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:

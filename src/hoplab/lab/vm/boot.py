@@ -139,8 +139,10 @@ def _nics(lab: Lab, plan: Plan, name: str, udp: dict[int, tuple[int, int]]
     return out
 
 
-def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm]) -> None:
-    """Open every VM's taps in their namespaces and start its QEMU, recording each pid."""
+def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm],
+          configs: dict[str, str] | None = None) -> None:
+    """Open every VM's taps in their namespaces and start its QEMU, recording each pid;
+    `configs`: the script each VM's stage2 runs before its SSH server (vm/guest.py)."""
     import socket
 
     udp = {lk.index: (qemu.free_port(socket.SOCK_DGRAM), qemu.free_port(socket.SOCK_DGRAM))
@@ -161,7 +163,8 @@ def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm]) -> None:
                 guest.write_dir(vm.boot.dir, hostname=name,
                                 nics=mgmt + [(n.mac, n.name) for n in nics],
                                 keys=state.rundir / KEYS_DIR,
-                                modules=vm.boot.kernel.modules is not None)
+                                modules=vm.boot.kernel.modules is not None,
+                                config=(configs or {}).get(name, ""))
             vm.proc = qemu.start(vm.boot)
             state.add_process(vm.proc.pid, qemu.argv(vm.boot), power.qemu_node(name),
                               f"QEMU of VM {name}")
