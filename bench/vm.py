@@ -122,6 +122,10 @@ def firmware_ups(n: int) -> dict[str, object]:
     """`lab up` of h1 - r - h2 with r a firmware's own disk image (the stand-in of
     tests/helpers/firmware.py, 1 vCPU, forwarding unshaped), n times: to SSH-ready and
     configured, and what it forwards (TCP h1 -> h2, 5 s)."""
+    import sys
+
+    # The stand-in is the tests' (tests/helpers): the repository's root is on the path.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.helpers import firmware
 
     with tempfile.TemporaryDirectory() as d:
