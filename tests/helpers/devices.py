@@ -78,7 +78,8 @@ def _kill_all(netns: str, timeout: float = 5.0) -> None:
         time.sleep(0.02)
 
 
-def _libraries(binary: str) -> list[str]:
+def libraries(binary: str) -> list[str]:
+    """The shared libraries `binary` loads (ldd), by path."""
     out = _sh("ldd", binary, check=False).stdout
     libs = []
     for line in out.splitlines():
@@ -315,7 +316,7 @@ class Farm:
                     (root / d / applet).unlink()
         for binary in _COPIED:
             _copy_in(root, binary)
-            for lib in _libraries(binary):
+            for lib in libraries(binary):
                 _copy_in(root, lib)
         for dev, major, minor in (("null", 1, 3), ("zero", 1, 5), ("random", 1, 8),
                                   ("urandom", 1, 9), ("tty", 5, 0)):

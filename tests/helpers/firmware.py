@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hoplab.lab.vm import initramfs, kernel
 from hoplab.lab.vm.qemu import APPEND
+from tests.helpers.devices import libraries
 
 KERNEL = "debian:6.12.100+deb12-amd64"
 # The NIC drivers (6.1 does not build virtio_pci in), as a firmware builds its own in.
@@ -61,17 +62,6 @@ def _sh(*argv: str) -> str:
     return done.stdout
 
 
-def _libraries(binary: str) -> list[str]:
-    out = []
-    for line in _sh("ldd", binary).splitlines():
-        parts = line.split()
-        if "=>" in parts and len(parts) >= 3 and parts[2].startswith("/"):
-            out.append(parts[2])
-        elif parts and parts[0].startswith("/"):
-            out.append(parts[0])
-    return out
-
-
 def _file(name: str, path: str, mode: int = 0o755) -> tuple[str, int, bytes]:
     return name, stat.S_IFREG | mode, Path(os.path.realpath(path)).read_bytes()
 
@@ -98,7 +88,7 @@ def build(d: Path, client_pub: str, release: str = "23.05.5") -> tuple[Path, str
         _file("bin/busybox", initramfs.BUSYBOX),
         ("init", stat.S_IFREG | 0o755, INIT.encode()),
         _file("usr/sbin/dropbear", DROPBEAR),
-        *(_file(lib.lstrip("/"), lib) for lib in _libraries(DROPBEAR)),
+        *(_file(lib.lstrip("/"), lib) for lib in libraries(DROPBEAR)),
         ("etc/dropbear/dropbear_ed25519_host_key", stat.S_IFREG | 0o600,
          host_key.read_bytes()),
         ("etc/dropbear/dropbear_rsa_host_key", stat.S_IFREG | 0o600, rsa_key.read_bytes()),

@@ -15,7 +15,7 @@ from hoplab.lab.devices.labels import device_labels
 from hoplab.lab.plan import plan_lab
 from hoplab.lab.vm import firmware, qemu
 from hoplab.lab.vm.script import failed, script
-from hoplab.spec import load_lab
+from tests.unit.test_vm_spec import _lab
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFJgGzXV7qXwtIVSkUdnjXeSzHjcqyaavjJy+ziFMXqq"
 LAB = f"""
@@ -31,14 +31,8 @@ between = ["r1", "h2"]
 """
 
 
-def _lab(tmp_path: Path, text: str = LAB):  # type: ignore[no-untyped-def]
-    f = tmp_path / "lab.toml"
-    f.write_text(text)
-    return load_lab(f)
-
-
 def test_an_image_table_declares_a_firmware_vm(tmp_path: Path) -> None:
-    r1 = _lab(tmp_path).node("r1")
+    r1 = _lab(tmp_path, LAB).node("r1")
     assert r1.kind == "vm" and r1.vm is not None
     assert (r1.vm.kernel, r1.vm.image) == (None, str(tmp_path / "owrt.img"))
     assert (r1.vm.user, r1.vm.identity) == ("root", str(tmp_path / "keys" / "id"))
@@ -67,7 +61,7 @@ def test_a_bad_image_value_names_its_line_and_key(tmp_path: Path, value: str, ke
 
 
 def test_the_lab_nics_come_after_the_firmwares_own_first_nic(tmp_path: Path) -> None:
-    plan = plan_lab(_lab(tmp_path))
+    plan = plan_lab(_lab(tmp_path, LAB))
     assert [(i.name, i.kind) for i in plan.node("r1").ifaces] == \
         [("eth1", "guest"), ("eth2", "guest")]
     # The namespaces' ends are named as ever.
@@ -131,7 +125,7 @@ def test_busybox_tc_is_not_enough(tmp_path: Path) -> None:
 
 
 def test_a_run_on_a_firmware_is_labelled_with_its_firmware(tmp_path: Path) -> None:
-    lab = _lab(tmp_path)
+    lab = _lab(tmp_path, LAB)
     facts = {"r1": {"kernel": "5.15.167", "firmware": "OpenWrt 23.05.5 r24106"}}
     assert device_labels(lab, facts) == {"kernel": "5.15.167",
                                          "firmware": "OpenWrt 23.05.5 r24106"}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from difflib import get_close_matches
 from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
 from pathlib import Path as FsPath
-from typing import NoReturn, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 # By their full names: `from hoplab.spec import devices` names the package too, whose
 # __init__ loads this module on first use (an import cycle, tests/unit/test_layers.py).
@@ -562,21 +562,24 @@ def _vm(ctx: _Ctx, table: dict[str, object], path: Path) -> VmSpec:
                                     "hoplab boots is reached with keys of its own")
     spec = VmSpec(kernel=ctx.conv((*where, "kernel"), lambda v: vm_spec.kernel(v, base),
                                   raw["kernel"]))
-    if "modules" in raw:
-        spec = replace(spec, modules=ctx.conv((*where, "modules"),
-                                              lambda v: vm_spec.path(v, base), raw["modules"]))
+    spec = _vm_keys(ctx, raw, where, spec,
+                    (("modules", "modules", lambda v: vm_spec.path(v, base)),))
     return _vm_size(ctx, raw, where, spec)
 
 
 def _vm_size(ctx: _Ctx, raw: dict[str, object], where: Path, spec: VmSpec) -> VmSpec:
-    if "vcpus" in raw:
-        spec = replace(spec, vcpus=ctx.conv((*where, "vcpus"), vm_spec.vcpus, raw["vcpus"]))
-    if "memory" in raw:
-        spec = replace(spec, memory_mib=ctx.conv((*where, "memory"), vm_spec.memory,
-                                                 raw["memory"]))
-    if "cpu" in raw:
-        spec = replace(spec, cpu_pct=ctx.conv((*where, "cpu"), vm_spec.cpu, raw["cpu"]))
-    return spec
+    return _vm_keys(ctx, raw, where, spec, (("vcpus", "vcpus", vm_spec.vcpus),
+                                            ("memory", "memory_mib", vm_spec.memory),
+                                            ("cpu", "cpu_pct", vm_spec.cpu)))
+
+
+def _vm_keys(ctx: _Ctx, raw: dict[str, object], where: Path, spec: VmSpec,
+             keys: tuple[tuple[str, str, Callable[[object], object]], ...]) -> VmSpec:
+    """`spec` with each (key, field, converter) the table has, converted (an error names
+    the key)."""
+    changes: dict[str, Any] = {field_name: ctx.conv((*where, key), conv, raw[key])
+                               for key, field_name, conv in keys if key in raw}
+    return replace(spec, **changes)
 
 
 def _vm_image(ctx: _Ctx, raw: dict[str, object], where: Path, base: str) -> VmSpec:
@@ -587,18 +590,11 @@ def _vm_image(ctx: _Ctx, raw: dict[str, object], where: Path, base: str) -> VmSp
                                     "own")
     spec = VmSpec(image=ctx.conv((*where, "image"), lambda v: vm_spec.path(v, base),
                                  raw["image"]))
-    if "user" in raw:
-        spec = replace(spec, user=ctx.conv((*where, "user"), vm_spec.user, raw["user"]))
-    if "identity" in raw:
-        spec = replace(spec, identity=ctx.conv((*where, "identity"),
-                                               lambda v: vm_spec.path(v, base),
-                                               raw["identity"]))
-    if "host_key" in raw:
-        spec = replace(spec, host_key=ctx.conv((*where, "host_key"), vm_spec.host_key,
-                                               raw["host_key"]))
-    if "management" in raw:
-        spec = replace(spec, management=ctx.conv((*where, "management"),
-                                                 vm_spec.management, raw["management"]))
+    spec = _vm_keys(ctx, raw, where, spec, (
+        ("user", "user", vm_spec.user),
+        ("identity", "identity", lambda v: vm_spec.path(v, base)),
+        ("host_key", "host_key", vm_spec.host_key),
+        ("management", "management", vm_spec.management)))
     return _vm_size(ctx, raw, where, spec)
 
 

@@ -16,8 +16,6 @@ KEYS = ("kernel", "modules", "image", "vcpus", "memory", "cpu", "user", "identit
 # A firmware image's keys (how its own SSH server is reached), and a kernel's.
 IMAGE_KEYS = ("user", "identity", "host_key", "management")
 KERNEL_KEYS = ("modules",)
-# OpenWrt's LAN address: where its SSH server listens on the first NIC.
-MANAGEMENT = "192.168.1.1/24"
 MAX_VCPUS = 64
 _MIB = 1 << 20
 
@@ -68,9 +66,6 @@ def cpu(value: object) -> float:
         if 0 < pct <= 100:
             return pct
     raise ValueError('cpu is a share of a host CPU per vCPU, from "1%" to "100%", e.g. "25%"')
-
-
-
 
 
 def user(value: object) -> str:

@@ -58,7 +58,7 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
         d = state.rundir / "vm" / name
         ssh: dict[str, Any] = {"destination": "root@127.0.0.1", "port": port,
                                "identity": str(client),
-                               "known_hosts": str(keys / "known_hosts")}
+                               "known_hosts": str(known_hosts(state))}
         if spec.image is not None:
             vms[name], source = _firmware_vm(name, spec, port, d), f"image:{spec.image}"
             release = None
@@ -83,7 +83,7 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
                 "memory_mib": spec.memory_mib, "accel": vms[name].boot.accel,
                 "dir": str(d), "cpu_pct": spec.cpu_pct,
                 "cgroup": str(cg[1]) if cg else None})
-    (keys / "known_hosts").write_text("".join(known))
+    known_hosts(state).write_text("".join(known))
     return vms
 
 
