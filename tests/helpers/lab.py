@@ -110,25 +110,54 @@ def root_links(all_names: bool = False) -> set[str]:
     return names if all_names else {n for n in names if _HOPLAB_IFNAME.fullmatch(n)}
 
 
-def _stat(pid: int) -> tuple[str, str] | None:
+def _stat(pid: int) -> tuple[str, str, int] | None:
+    """A process's command name, state and parent."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     comm = raw[raw.index("(") + 1:raw.rindex(")")]
-    state = raw[raw.rindex(")") + 2:].split()[0]
-    return comm, state
+    state, ppid = raw[raw.rindex(")") + 2:].split()[:2]
+    return comm, state, int(ppid)
 
 
-def live_pids(*comms: str) -> set[int]:
-    """PIDs of running (not zombie) processes with one of these command names."""
+WORKER = "PYTEST_XDIST_WORKER"
+
+
+def worker_of(pid: int) -> str | None:
+    """The pytest-xdist worker (gw0, gw1...) whose test started process `pid`: its
+    environment names it, as every process a worker's test starts inherits it (the
+    worker's own, set after it started, does not), or its nearest ancestor's does.
+    None for a process no worker started."""
+    while pid > 1:
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return None
+        for var in env.split(b"\0"):
+            if var.startswith(WORKER.encode() + b"="):
+                return var.split(b"=", 1)[1].decode()
+        st = _stat(pid)
+        if st is None:
+            return None
+        pid = st[2]
+    return None
+
+
+def live_pids(*comms: str, all_workers: bool = False) -> set[int]:
+    """PIDs of running (not zombie) processes with one of these command names; in a
+    worker of a parallel run, not those another worker's tests started (theirs to
+    check), unless all_workers."""
     out = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             st = _stat(int(entry.name))
             if st is not None and st[0] in comms and st[1] != "Z":
                 out.add(int(entry.name))
-    return out
+    me = os.environ.get(WORKER)
+    if me is None or all_workers:
+        return out
+    return {pid for pid in out if worker_of(pid) in (me, None)}
 
 
 def netns_inode(pid: int) -> int | None:

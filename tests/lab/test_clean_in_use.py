@@ -79,6 +79,7 @@ def removable_others(mine: str) -> list[str]:
             + [n for n in namespaces() if lab_of(n) is not None and n not in claimed])
 
 
+@pytest.mark.machine
 def test_plain_clean_leaves_every_lab_in_use(lab_up: LabUp) -> None:
     up = lab_up(CHAIN)
     others = removable_others(up.name)

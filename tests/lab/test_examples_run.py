@@ -2,13 +2,16 @@
 --set (issue 27: router-throughput.toml failed at 1518-byte frames through WireGuard,
 and nothing ran it). A new example fails test_every_example_is_run_or_excluded until it
 is given its short settings here or a stated reason not to run here. `make test` runs
-this file two tests at a time (the examples have no timing bounds)."""
+this file's tests spread over its workers, beside the other lab tests (the examples have
+no timing bounds); those that boot VMs or send unpaced frames, alone
+(tests/helpers/alone.py)."""
 
 from __future__ import annotations
 
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,8 +76,18 @@ def test_every_example_is_run_or_excluded() -> None:
     assert "devices/router-throughput.toml" in excluded
 
 
+pytestmark = pytest.mark.spread
+
+
+def _param(example: str) -> Any:
+    """Its test; alone where it keeps both cores busy: VM routers booting under TCG, the
+    frame generator's unpaced ceiling."""
+    heavy = example.startswith("vm/") or example == "router-throughput.toml"
+    return pytest.param(example, marks=[pytest.mark.alone] if heavy else [])
+
+
 @pytest.mark.root
-@pytest.mark.parametrize("example", sorted(SHORT))
+@pytest.mark.parametrize("example", [_param(e) for e in sorted(SHORT)])
 def test_the_example_runs_to_its_end(example: str, tmp_path: Path, lab_name: str) -> None:
     sets = [arg for s in SHORT[example] for arg in ("--set", s)]
     db = tmp_path / "runs.db"

@@ -561,6 +561,7 @@ def test_ctrl_c_half_way_leaves_nothing(kind: str, tmp_path: Path, lab_name: str
     assert_back_to(before, lab_name)  # without any `hoplab clean`
 
 
+@pytest.mark.machine
 @pytest.mark.usefixtures("no_foreign_labs")
 def test_clean_is_idempotent_and_spares_foreign_namespaces(lab_name: str) -> None:
     keep = f"keepme-{secrets.token_hex(3)}"

@@ -23,7 +23,7 @@ import pytest
 from hoplab.lab.shaping import burst_bytes
 from tests.helpers.lab import new_lab_name, one_ok_run
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.alone, pytest.mark.slow]
 
 TRIAL_S = 2.0
 

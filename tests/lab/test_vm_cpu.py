@@ -21,7 +21,7 @@ from hoplab.lab.where import record_path
 from hoplab.nodes.registry import executor_for
 from tests.helpers.lab import hoplab, live_pids, new_lab_name, remove_lab
 
-pytestmark = [pytest.mark.root,
+pytestmark = [pytest.mark.root, pytest.mark.alone,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed")]
 

@@ -12,11 +12,14 @@ import glob
 import json
 import math
 import os
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +94,8 @@ def run_experiment(tmp: Path, lab_text: str, *tests: str) -> Runs:
     assert lab_namespaces(name) == set(), "the run left namespaces behind"
     assert proc.returncode == 0, proc.stderr
     # nginx and the browser are stopped and reaped; nginx's files went with them.
-    assert not live_pids("nginx") and not glob.glob("/tmp/hoplab-run-*/server-*")
+    assert not live_pids("nginx")
+    assert not glob.glob(f"{tempfile.gettempdir()}/hoplab-run-*/server-*")
     with open_store(str(db)) as store:
         return {r["test"]: (r, store.get_run(r["id"], raw=True))
                 for r in json.loads(proc.stdout)["runs"]}
@@ -252,15 +256,28 @@ def _browsers_in_lab_namespaces() -> set[int]:
             if netns_inode(pid) not in (root, None) and pid not in named}
 
 
-def test_sigterm_during_page_loads_leaves_no_browser_or_server(tmp_path: Path) -> None:
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temporary directory of the test's own with a short path: Chromium's sockets are
+    in it, and a socket's path has at most 107 bytes."""
+    d = Path(tempfile.mkdtemp(prefix="hl-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_sigterm_during_page_loads_leaves_no_browser_or_server(tmp_path: Path,
+                                                               short_tmp: Path) -> None:
     (tmp_path / "lab.toml").write_text(lab('b: delay = "20ms"'))
     exp = tmp_path / "exp.toml"
     exp.write_text('lab = "lab.toml"\n' + web("page", "b", loads=100, timeout="5s") + "\n")
-    browser_dirs = set(glob.glob("/tmp/org.chromium.Chromium.*"))
+    # A temporary directory of its own: what other tests' browsers and runs leave in
+    # /tmp meanwhile is not this run's.
+    tmp = short_tmp
     name = new_lab_name()
     proc = subprocess.Popen([*HOPLAB, "run", str(exp), "--db", str(tmp_path / "runs.db"),
                              "--lab-name", name], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp)})
     try:
         # Chromium runs in the client's namespace (Playwright starts it in a session of
         # its own, so it is not in the client's process group).
@@ -281,15 +298,16 @@ def test_sigterm_during_page_loads_leaves_no_browser_or_server(tmp_path: Path) -
     while _browsers_in_lab_namespaces() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _browsers_in_lab_namespaces()
-    assert not glob.glob("/tmp/hoplab-run-*/server-*")
+    assert not glob.glob(f"{tmp}/hoplab-run-*/server-*")
     # Nor the browser's own directory: stopped with its driver, Chromium leaves its
     # org.chromium.Chromium.* in its TMPDIR (one in /tmp per stopped run, before), which
     # is now the client's own, removed on its way out.
-    assert not glob.glob("/tmp/hoplab-pageload-*")
-    assert set(glob.glob("/tmp/org.chromium.Chromium.*")) <= browser_dirs
+    assert not glob.glob(f"{tmp}/hoplab-pageload-*")
+    assert not glob.glob(f"{tmp}/**/org.chromium.Chromium.*", recursive=True)
     with open_store(str(tmp_path / "runs.db")) as store:
         (run,) = store.list_runs()
     assert run.status == "interrupted"
+    assert list(tmp.iterdir()) == []    # nor anything else
 
 
 def test_a_browser_started_early_waits_for_its_go_and_loads_from_its_time(

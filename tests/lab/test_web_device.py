@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,7 @@ def test_a_page_served_by_a_device(device_farm: Farm, tmp_path: Path, lab_name: 
     assert not {p for p in board.pids()
                 if Path(f"/proc/{p}/comm").read_text().strip() == "nginx"}
     assert board.exec("sh", "-c", "ls -d /tmp/hoplab-run-*-server-* 2>/dev/null").stdout == ""
-    assert not glob.glob("/tmp/hoplab-run-*-server-*")
+    assert not glob.glob(f"{tempfile.gettempdir()}/hoplab-run-*-server-*")
     json.loads(out[:out.rindex("}") + 1])  # --json printed the run
 
 

@@ -208,6 +208,29 @@ def test_node_settings_come_from_each_nodes_executor(tmp_path: Path) -> None:
         i.name: {} for i in plan.node("client").ifaces}, "qdiscs": []}
 
 
+def test_a_node_whose_facts_tell_its_settings_is_asked_nothing_more(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A device or a VM: its facts (one command) carry sysctls, offloads and qdiscs.
+    plan = plan_lab(_experiment(tmp_path).variants[0].lab)
+    nodes = {n.name: FakeExecutor(n.name) for n in plan.nodes}
+    r1 = nodes["r1"]
+    read: list[str] = []
+    monkeypatch.setattr(r1, "read_file", lambda path, timeout=10.0: read.append(path))
+    eth0 = plan.node("r1").ifaces[0].name
+    told = {"sysctls": {"net.ipv4.ip_forward": "1"},
+            "offloads": {eth0: {"generic-receive-offload": "off"}},
+            "qdiscs": [{"kind": "fq_codel", "dev": eth0}]}
+    r1.fact_values = Facts(values={"model": "x86 VM", **told})
+    got = node_settings(plan, dict(nodes))
+    assert {k: got["r1"][k] for k in told} == told
+    assert r1.calls == [] and read == []
+    # Facts without qdiscs (no tc on the device): those alone are read.
+    r1.fact_values = Facts(values={k: told[k] for k in ("sysctls", "offloads")})
+    r1.reply(["tc", "-j", "qdisc", "show"], stdout="[]")
+    assert node_settings(plan, dict(nodes))["r1"]["qdiscs"] == []
+    assert r1.calls == [["tc", "-j", "qdisc", "show"]]
+
+
 def test_teardown_reaches_every_node_through_the_registry(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     made: dict[str, FakeExecutor] = {}

@@ -37,7 +37,7 @@ def served(store_path: tuple[Path, dict[str, list[int]]]) -> Iterator[Served]:
         yield s
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (make setup installs Debian's chromium)")

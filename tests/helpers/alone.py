@@ -1,0 +1,140 @@
+"""A pytest plugin: the lab tests two at a time (make test runs them under pytest-xdist),
+with the few that cannot share the machine kept apart.
+
+Most of a lab test's time is traffic at a shaped rate, waited for, and each is written to
+pass beside a busy core (docs/testing.md). Two kinds cannot share:
+- `alone`: it keeps both cores busy, or its figure is the CPU's (a VM router under TCG as
+  it boots and forwards, a frame generator's own unpaced rate). It runs while no other
+  test of the run does.
+- `machine`: no other test's lab may even be up (a plain `hoplab clean` removes every lab
+  no live hoplab process uses, a lab another test keeps up between its commands too). It
+  cannot run under xdist at all: make test runs those on their own, after the others
+  (pytest -m machine).
+
+The workers share a readers-writer lock, two flock()ed files in a directory the
+controller makes for the run and removes after it: every test holds the lock shared from
+its setup to its teardown (the module and session fixtures it starts included), an
+`alone` test holds it exclusively. A waiting `alone` test takes the turnstile first, so a
+stream of other tests cannot starve it. Each worker's TMPDIR is a directory of its own
+in there too. Without xdist the tests run one at a time and nothing is taken.
+tests/conftest.py loads this plugin for the whole suite.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+MARK = "alone"
+# A plain `hoplab clean` removes the labs other tests keep up between their commands
+# (their module's fixtures): such a test runs with nothing else in the run.
+MACHINE = "machine"
+# A file whose tests may go to different workers (no module fixture worth building once).
+SPREAD = "spread"
+# The run's lock directory, made by the controller; its workers inherit the variable.
+LOCKS = "HOPLAB_TEST_LOCKS"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARK}: runs while no other test does (tests/helpers/alone.py)")
+    config.addinivalue_line(
+        "markers", f"{MACHINE}: no other test's lab may be up: never under xdist "
+                   "(tests/helpers/alone.py)")
+    config.addinivalue_line(
+        "markers", f"{SPREAD}: under --dist loadgroup, the file's tests may go to different "
+                   "workers (tests/helpers/alone.py)")
+    if _controller(config):
+        os.environ[LOCKS] = tempfile.mkdtemp(prefix="hl-")
+        os.chmod(os.environ[LOCKS], 0o755)     # the workers' TMPDIRs are in it
+    elif hasattr(config, "workerinput") and LOCKS in os.environ:
+        # Each worker's temporary files, and those of everything its tests start, in a
+        # directory of its own: a test that checks what a run left in the temporary
+        # directory (a killed run's, a browser's) sees its own run's alone. Short, as
+        # Chromium's sockets are in it (a socket's path has at most 107 bytes); removed
+        # with the run's lock directory.
+        own = Path(os.environ[LOCKS]) / str(config.workerinput["workerid"])
+        own.mkdir(exist_ok=True)
+        # As /tmp: tests hand parts of it to other users (PostgreSQL's data directory).
+        os.chmod(own, 0o1777)
+        os.environ["TMPDIR"] = str(own)
+        tempfile.tempdir = None     # gettempdir() looks again
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _controller(config):
+        shutil.rmtree(os.environ.pop(LOCKS), ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under --dist loadgroup (make test), a file's tests go to one worker, which builds
+    its module fixtures (a lab, a run of an experiment) once; but a file marked `spread`.
+    Before xdist's own hook, which reads the groups."""
+    for item in items:
+        if item.get_closest_marker(SPREAD) is None and \
+                item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(
+                item.nodeid.split("::")[0].replace("/", ".")))
+
+
+def _controller(config: pytest.Config) -> bool:
+    """Whether this process hands tests to xdist's workers."""
+    return not hasattr(config, "workerinput") and bool(
+        getattr(config.option, "numprocesses", None))
+
+
+def _locks() -> Path | None:
+    """The run's lock directory, in a worker of an xdist run; else None."""
+    if "PYTEST_XDIST_WORKER" not in os.environ or LOCKS not in os.environ:
+        return None
+    return Path(os.environ[LOCKS])
+
+
+@contextmanager
+def _flock(path: Path, how: int) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, how)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases its lock
+
+
+@contextmanager
+def held(locks: Path, alone: bool) -> Iterator[None]:
+    """The run's lock, exclusively for an `alone` test, shared for the others."""
+    turnstile, lock = locks / "turnstile", locks / "lock"
+    if alone:
+        with _flock(turnstile, fcntl.LOCK_EX), _flock(lock, fcntl.LOCK_EX):
+            yield
+    else:
+        with _flock(turnstile, fcntl.LOCK_EX):
+            pass
+        with _flock(lock, fcntl.LOCK_SH):
+            yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item,
+                            nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    locks = _locks()
+    if locks is None:
+        yield
+        return
+    with held(locks, item.get_closest_marker(MARK) is not None):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _machine_tests_not_under_xdist(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker(MACHINE) is not None and _locks() is not None:
+        pytest.fail(f"marked {MACHINE}: run it without -n (make test runs it on its own, "
+                    f"pytest -m {MACHINE})", pytrace=False)
