@@ -176,11 +176,11 @@ HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 # that need no other test's lab up at all (`machine`: a plain hoplab clean) run last, on
 # their own (tests/helpers/alone.py, docs/testing.md).
 LAB_WORKERS ?= 2
+LAB_OPTS := --dist loadgroup --durations=25 -m "not machine" --ignore=tests/unit tests
 test: setup lint typecheck wire-test fold-test gen-test
 	$(BIN)/python -m compileall -q src
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n $(LAB_WORKERS) \
-		--dist loadgroup --durations=25 -m "not machine" --ignore=tests/unit tests
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n $(LAB_WORKERS) $(LAB_OPTS)
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -m machine --ignore=tests/unit tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \
 	if [ "$$left" != 0 ]; then echo "tests left $$left hoplab namespaces behind"; exit 1; fi
