@@ -168,20 +168,16 @@ HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 
 # The tests start hoplab hundreds of times; where PYTHONDONTWRITEBYTECODE is set (this
 # machine's shells set it) each would compile its modules again: 0.17 s a `hoplab run`.
-# The unit tests on both cores; then the lab tests (the examples run to their ends among
-# them) LAB_WORKERS at a time, a file's tests on one worker (its fixtures' lab built once)
-# but for the examples': most of their time is traffic at a shaped rate, waited for, and
-# each is written to pass beside busy cores. Those that keep both cores busy (VMs under
-# TCG, unpaced generators) are marked `alone` and run while no other test does; the few
-# that need no other test's lab up at all (`machine`: a plain hoplab clean) run last, on
-# their own (tests/helpers/alone.py, docs/testing.md).
-LAB_WORKERS ?= 2
-LAB_OPTS := --dist loadgroup --durations=25 -m "not machine" --ignore=tests/unit tests
+# Every example run to its end, two at a time: each builds its own lab and no figure of
+# theirs is held to a timing bound (the other lab tests run one at a time). The lab tests
+# two at a time (tests/helpers/alone.py) are measured in docs/testing.md: not yet the
+# default, as two known answers missed their bounds in the one CI run that tried it.
+EXAMPLES_TEST = tests/lab/test_examples_run.py
 test: setup lint typecheck wire-test fold-test gen-test
 	$(BIN)/python -m compileall -q src
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n $(LAB_WORKERS) $(LAB_OPTS)
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -m machine --ignore=tests/unit tests
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 $(EXAMPLES_TEST)
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q --durations=25 --ignore=tests/unit --ignore=$(EXAMPLES_TEST) tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \
 	if [ "$$left" != 0 ]; then echo "tests left $$left hoplab namespaces behind"; exit 1; fi
 

@@ -21,7 +21,7 @@ from hoplab.lab.shaping import burst_bytes
 from hoplab.store import open_store
 from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name
 
-pytestmark = [pytest.mark.root]
+pytestmark = [pytest.mark.root, pytest.mark.alone]
 
 RATE_BPS = 20_000_000
 DURATION_S = 3

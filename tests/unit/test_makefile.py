@@ -29,23 +29,22 @@ def test_make_test_runs_lint_types_wire_and_every_test() -> None:
     assert ".venv/bin/ruff check src tests bench" in out
     assert ".venv/bin/mypy\n" in out
     assert "cargo test --locked" in out and "cargo clippy" in out
-    # pytest over all of tests/ (unit on both cores, the rest two at a time but the
-    # tests marked machine, after them on their own), where a skip fails.
+    # pytest over all of tests/ (unit on both cores, the examples two at a time, then lab,
+    # store, web, fleet one at a time), where a skip fails.
     assert "HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q -n 2 tests/unit\n" in out
-    assert ("HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q -n 2 --dist loadgroup --durations=25 "
-            '-m "not machine" --ignore=tests/unit tests\n') in out
-    assert ("HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q -m machine --ignore=tests/unit "
-            "tests\n") in out
+    assert "HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q -n 2 tests/lab/test_examples_run.py\n" in out
+    assert ("HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q --durations=25 --ignore=tests/unit "
+            "--ignore=tests/lab/test_examples_run.py tests\n") in out
 
 
 def test_make_test_as_root_requires_every_test() -> None:
     expected = "1" if os.geteuid() == 0 else "0"
     out = dry_run("test")
     assert f"HOPLAB_REQUIRE_ALL={expected} .venv/bin/pytest -q -n 2 tests/unit\n" in out
-    assert (f"HOPLAB_REQUIRE_ALL={expected} .venv/bin/pytest -q -n 2 --dist loadgroup "
-            '--durations=25 -m "not machine" --ignore=tests/unit tests\n') in out
-    assert (f"HOPLAB_REQUIRE_ALL={expected} .venv/bin/pytest -q -m machine "
-            "--ignore=tests/unit tests\n") in out
+    assert (f"HOPLAB_REQUIRE_ALL={expected} .venv/bin/pytest -q -n 2 "
+            "tests/lab/test_examples_run.py\n") in out
+    assert (f"HOPLAB_REQUIRE_ALL={expected} .venv/bin/pytest -q --durations=25 "
+            "--ignore=tests/unit --ignore=tests/lab/test_examples_run.py tests\n") in out
 
 
 def test_ci_runs_make_test_requiring_every_test() -> None:
