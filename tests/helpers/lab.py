@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,10 +154,14 @@ def live_pids(*comms: str, all_workers: bool = False) -> set[int]:
             st = _stat(int(entry.name))
             if st is not None and st[0] in comms and st[1] != "Z":
                 out.add(int(entry.name))
+    return out if all_workers else this_workers(out)
+
+
+def this_workers(pids: Iterable[int]) -> set[int]:
+    """Of `pids`, those no other worker of a parallel run started (all of them outside
+    one): this worker's tests' and nobody's."""
     me = os.environ.get(WORKER)
-    if me is None or all_workers:
-        return out
-    return {pid for pid in out if worker_of(pid) in (me, None)}
+    return set(pids) if me is None else {p for p in pids if worker_of(p) in (me, None)}
 
 
 def netns_inode(pid: int) -> int | None:

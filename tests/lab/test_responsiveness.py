@@ -14,13 +14,12 @@ fq_codel gives a new connection's few packets their own queue.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from hoplab.store import open_store
-from tests.helpers.lab import WORKER, hoplab, lab_namespaces, new_lab_name, worker_of
+from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name, this_workers
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -59,18 +58,16 @@ duration = "8s"
 
 def _ours() -> list[str]:
     """Command lines of this kind's client and server processes still running."""
-    out = []
-    me = os.environ.get(WORKER)
+    found = {}
     for entry in Path("/proc").iterdir():
         try:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        # Another worker's tests' servers are theirs to check (tests/helpers/alone.py).
-        if "hoplab.tools.rpm_" in cmd and (me is None or (entry.name.isdigit() and
-                                           worker_of(int(entry.name)) in (me, None))):
-            out.append(cmd)
-    return out
+        if "hoplab.tools.rpm_" in cmd and entry.name.isdigit():
+            found[int(entry.name)] = cmd
+    # Another worker's tests' servers are theirs to check (tests/helpers/alone.py).
+    return [found[pid] for pid in sorted(this_workers(found))]
 
 
 @pytest.fixture(scope="module")
