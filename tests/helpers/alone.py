@@ -1,5 +1,6 @@
-"""A pytest plugin: the lab tests two at a time (make test runs them under pytest-xdist),
-with the few that cannot share the machine kept apart.
+"""A pytest plugin: tests two (or -n) at a time under pytest-xdist, with the few that
+cannot share the machine kept apart. make test runs the examples so; the other lab tests
+can run so too, by hand for now (docs/testing.md gives the commands and how they fared).
 
 Most of a lab test's time is traffic at a shaped rate, waited for, and each is written to
 pass beside a busy core (docs/testing.md). Two kinds cannot share:
@@ -8,8 +9,8 @@ pass beside a busy core (docs/testing.md). Two kinds cannot share:
   test of the run does.
 - `machine`: no other test's lab may even be up (a plain `hoplab clean` removes every lab
   no live hoplab process uses, a lab another test keeps up between its commands too). It
-  cannot run under xdist at all: make test runs those on their own, after the others
-  (pytest -m machine).
+  cannot run under xdist at all: run those on their own, after the others
+  (pytest -m machine; make test runs the lab tests one at a time).
 
 The workers share a readers-writer lock, two flock()ed files in a directory the
 controller makes for the run and removes after it: every test holds the lock shared from
@@ -36,8 +37,6 @@ MARK = "alone"
 # A plain `hoplab clean` removes the labs other tests keep up between their commands
 # (their module's fixtures): such a test runs with nothing else in the run.
 MACHINE = "machine"
-# A file whose tests may go to different workers (no module fixture worth building once).
-SPREAD = "spread"
 # The run's lock directory, made by the controller; its workers inherit the variable.
 LOCKS = "HOPLAB_TEST_LOCKS"
 
@@ -48,9 +47,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MACHINE}: no other test's lab may be up: never under xdist "
                    "(tests/helpers/alone.py)")
-    config.addinivalue_line(
-        "markers", f"{SPREAD}: under --dist loadgroup, the file's tests may go to different "
-                   "workers (tests/helpers/alone.py)")
     if _controller(config):
         os.environ[LOCKS] = tempfile.mkdtemp(prefix="hl-")
         os.chmod(os.environ[LOCKS], 0o755)     # the workers' TMPDIRs are in it
@@ -71,18 +67,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _controller(config):
         shutil.rmtree(os.environ.pop(LOCKS), ignore_errors=True)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under --dist loadgroup (make test), a file's tests go to one worker, which builds
-    its module fixtures (a lab, a run of an experiment) once; but a file marked `spread`.
-    Before xdist's own hook, which reads the groups."""
-    for item in items:
-        if item.get_closest_marker(SPREAD) is None and \
-                item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(
-                item.nodeid.split("::")[0].replace("/", ".")))
 
 
 def _controller(config: pytest.Config) -> bool:
@@ -136,5 +120,5 @@ def pytest_runtest_protocol(item: pytest.Item,
 @pytest.fixture(autouse=True)
 def _machine_tests_not_under_xdist(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker(MACHINE) is not None and _locks() is not None:
-        pytest.fail(f"marked {MACHINE}: run it without -n (make test runs it on its own, "
-                    f"pytest -m {MACHINE})", pytrace=False)
+        pytest.fail(f"marked {MACHINE}: run it without -n, on its own (pytest -m {MACHINE})",
+                    pytrace=False)

@@ -2,9 +2,8 @@
 --set (issue 27: router-throughput.toml failed at 1518-byte frames through WireGuard,
 and nothing ran it). A new example fails test_every_example_is_run_or_excluded until it
 is given its short settings here or a stated reason not to run here. `make test` runs
-this file's tests spread over its workers, beside the other lab tests (the examples have
-no timing bounds); those that boot VMs or send unpaced frames, alone
-(tests/helpers/alone.py)."""
+this file two tests at a time (the examples have no timing bounds), but those that boot
+VMs or send unpaced frames, alone (tests/helpers/alone.py)."""
 
 from __future__ import annotations
 
@@ -74,9 +73,6 @@ def test_every_example_is_run_or_excluded() -> None:
     assert sorted(set(found) - set(excluded)) == sorted(SHORT)
     assert set(RUN_ELSEWHERE) <= set(found)
     assert "devices/router-throughput.toml" in excluded
-
-
-pytestmark = pytest.mark.spread
 
 
 def _param(example: str) -> Any:
