@@ -1,6 +1,6 @@
 """A pytest plugin: tests two (or -n) at a time under pytest-xdist, with the few that
-cannot share the machine kept apart. make test runs the examples so; the other lab tests
-can run so too, by hand for now (docs/testing.md gives the commands and how they fared).
+cannot share the machine kept apart. make test runs every test but the unit tests so:
+the examples, then the rest, a file's tests to one worker (docs/testing.md).
 
 Most of a lab test's time is traffic at a shaped rate, waited for, and each is written to
 pass beside a busy core (docs/testing.md). Two kinds cannot share:
@@ -10,7 +10,7 @@ pass beside a busy core (docs/testing.md). Two kinds cannot share:
 - `machine`: no other test's lab may even be up (a plain `hoplab clean` removes every lab
   no live hoplab process uses, a lab another test keeps up between its commands too). It
   cannot run under xdist at all: run those on their own, after the others
-  (pytest -m machine; make test runs the lab tests one at a time).
+  (pytest -m machine, as make test does last).
 
 The workers share a readers-writer lock, two flock()ed files in a directory the
 controller makes for the run and removes after it: every test holds the lock shared from

@@ -29,22 +29,26 @@ def test_make_test_runs_lint_types_wire_and_every_test() -> None:
     assert ".venv/bin/ruff check src tests bench" in out
     assert ".venv/bin/mypy\n" in out
     assert "cargo test --locked" in out and "cargo clippy" in out
-    # pytest over all of tests/ (unit on both cores, the examples two at a time, then lab,
-    # store, web, fleet one at a time), where a skip fails.
-    assert "HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q -n 2 tests/unit\n" in out
-    assert "HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q -n 2 tests/lab/test_examples_run.py\n" in out
-    assert ("HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q --durations=25 --ignore=tests/unit "
-            "--ignore=tests/lab/test_examples_run.py tests\n") in out
+    # pytest over all of tests/ (unit on both cores, the examples two at a time, then the
+    # rest two at a time, a file to a worker, and the tests marked machine last, alone),
+    # where a skip fails.
+    for line in _pytest_lines("1"):
+        assert line in out, line
 
 
 def test_make_test_as_root_requires_every_test() -> None:
     expected = "1" if os.geteuid() == 0 else "0"
     out = dry_run("test")
-    assert f"HOPLAB_REQUIRE_ALL={expected} .venv/bin/pytest -q -n 2 tests/unit\n" in out
-    assert (f"HOPLAB_REQUIRE_ALL={expected} .venv/bin/pytest -q -n 2 "
-            "tests/lab/test_examples_run.py\n") in out
-    assert (f"HOPLAB_REQUIRE_ALL={expected} .venv/bin/pytest -q --durations=25 "
-            "--ignore=tests/unit --ignore=tests/lab/test_examples_run.py tests\n") in out
+    for line in _pytest_lines(expected):
+        assert line in out, line
+
+
+def _pytest_lines(require: str) -> list[str]:
+    env = f"HOPLAB_REQUIRE_ALL={require} .venv/bin/pytest -q"
+    rest = "--ignore=tests/unit --ignore=tests/lab/test_examples_run.py tests\n"
+    return [f"{env} -n 2 tests/unit\n", f"{env} -n 2 tests/lab/test_examples_run.py\n",
+            f'{env} -n 2 --dist loadfile --durations=25 -m "not machine" {rest}',
+            f"{env} -m machine {rest}"]
 
 
 def test_ci_runs_make_test_requiring_every_test() -> None:

@@ -182,8 +182,10 @@ class ExperimentRunner:
             labels=dict(self.exp.labels), started_at=started, seed=self.exp.seed,
             order=order, experiment_id=self.experiment_id,
             measurement_version=self._versions[test.kind],
+            # The lab's name from the first: a run cut short while its lab came up
+            # names what `hoplab clean LAB` takes down.
             metadata={**self._host, "experiment_file": self.exp.source,
-                      "lab_file": self.exp.lab_source,
+                      "lab_file": self.exp.lab_source, "lab_name": self.lab_name,
                       "test": {"options": test.options,
                                "flows": [f.as_record() for f in test.flows],
                                "phases": [dataclasses.asdict(p) for p in test.phases],
