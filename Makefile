@@ -169,17 +169,15 @@ HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 # The tests start hoplab hundreds of times; where PYTHONDONTWRITEBYTECODE is set (this
 # machine's shells set it) each would compile its modules again: 0.17 s a `hoplab run`.
 # Most of a lab test's time is traffic at a shaped rate, waited for, so they run two at
-# a time (tests/helpers/alone.py, docs/testing.md): every example to its end, then the
-# rest, a file's tests on one worker; tests marked `alone` (VMs under TCG, unpaced
-# frames) while no other runs, and those marked `machine` (a plain hoplab clean) last,
-# without xdist.
-EXAMPLES_TEST = tests/lab/test_examples_run.py
+# a time (tests/helpers/alone.py, docs/testing.md), a file's tests on one worker (the
+# examples' file among them): tests marked `alone` (unpaced frames) while no other runs,
+# those marked `tcg` (VM routers) never two at once, and those marked `machine` (a plain
+# hoplab clean) last, without xdist.
 test: setup lint typecheck wire-test fold-test gen-test
 	$(BIN)/python -m compileall -q src
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 $(EXAMPLES_TEST)
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -m "not machine" --ignore=tests/unit --ignore=$(EXAMPLES_TEST) tests
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -m machine --ignore=tests/unit --ignore=$(EXAMPLES_TEST) tests
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -m "not machine" --ignore=tests/unit tests
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -m machine --ignore=tests/unit tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \
 	if [ "$$left" != 0 ]; then echo "tests left $$left hoplab namespaces behind"; exit 1; fi
 

@@ -6,6 +6,10 @@ cubic) with 1 and 2 vCPUs.
 Run as root: .venv/bin/python bench/vm.py [--fetch] [--reps 3] [--seconds 10]
 --fetch measures the first fetch into an empty cache of its own (downloads ~100 MB).
 --firmware N: only N `lab up`s of a router booted from a firmware's disk image.
+--perf N: only N perf recordings of 0.5 s in a VM router (2 vCPUs) as a profile makes
+them (build IDs off, the guest's modules tree hidden from perf: hoplab.lab.vm.guest),
+each from perf's start to its data written, then its perf script; and the anchor, the
+guest's own /usr/bin/perf with build IDs, as profiles ran it before, in the same lab.
 --boots N: only N boots of a lone VM (2 vCPUs, no lab links) to its SSH banner, with
 where the time went from its console: the kernel to /init, the initramfs's modules,
 the guest set up (ready), each as the guest's uptime; then --reps `lab up`s of four
@@ -26,6 +30,7 @@ from pathlib import Path
 
 from hoplab.lab import build
 from hoplab.lab.vm import guest, initramfs, kernel, qemu
+from hoplab.nodes.registry import executors
 from hoplab.spec import load_lab
 
 KERNEL = "debian:6.12.100+deb12-amd64"
@@ -145,6 +150,36 @@ def firmware_ups(n: int) -> dict[str, object]:
             "tcp_mbit": [r[2] for r in runs]}
 
 
+def perf_runs(n: int) -> dict[str, object]:
+    """Seconds of `perf record` (0.5 s of it sampling) and of `perf script` in r1, n
+    times each way, alternated: hoplab's (the wrapper on PATH, -B) and the anchor."""
+    ways = {"hoplab": ["perf", "record", "-B"], "anchor": ["/usr/bin/perf", "record"]}
+    took: dict[str, list[float]] = {f"{w}_{step}_s": [] for w in ways for step in
+                                    ("record", "script")}
+    with tempfile.TemporaryDirectory() as d:
+        file = Path(d) / "lab.toml"
+        file.write_text(chain(1, 2))
+        lab = load_lab(file)
+        result = build.up(lab)
+        try:
+            r1 = executors(result.plan)["r1"]
+            for _ in range(n):
+                for way, record in ways.items():
+                    t = time.monotonic()
+                    done = r1.run([*record, "-a", "-g", "-F", "99", "-o", "/tmp/b.data",
+                                   "--", "sleep", "0.5"], timeout=300)
+                    took[f"{way}_record_s"].append(time.monotonic() - t)
+                    assert done.returncode == 0, done.stderr
+                    t = time.monotonic()
+                    done = r1.run(["sh", "-c", f'exec {record[0]} script -i /tmp/b.data '
+                                   '> /dev/null'], timeout=300)
+                    took[f"{way}_script_s"].append(time.monotonic() - t)
+                    assert done.returncode == 0, done.stderr
+        finally:
+            build.down(lab.name)
+    return {"runs": took, "median": {k: statistics.median(v) for k, v in took.items()}}
+
+
 def boots(n: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as d:
         runs = [boot_once(Path(d)) for _ in range(n)]
@@ -158,12 +193,19 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--boots", type=int, default=0)
+    ap.add_argument("--perf", type=int, default=0,
+                    help="only N perf recordings in a VM router, and the anchor's")
     ap.add_argument("--firmware", type=int, default=0,
                     help="only N lab ups of a router that is a firmware disk image")
     args = ap.parse_args()
     out: dict[str, object] = {"loadavg": os.getloadavg()}
     if args.firmware:
         out.update(firmware_ups(args.firmware))
+        out["loadavg_after"] = os.getloadavg()
+        print(json.dumps(out, indent=1))
+        return
+    if args.perf:
+        out.update(perf_runs(args.perf))
         out["loadavg_after"] = os.getloadavg()
         print(json.dumps(out, indent=1))
         return

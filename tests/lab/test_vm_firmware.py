@@ -40,7 +40,7 @@ from tests.helpers.lab import (
 )
 from tests.lab.test_vm import lab_qemus
 
-pytestmark = [pytest.mark.root, pytest.mark.alone,
+pytestmark = [pytest.mark.root, pytest.mark.tcg,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed"),
               pytest.mark.skipif(bool(firmware.missing()),

@@ -29,9 +29,8 @@ def test_make_test_runs_lint_types_wire_and_every_test() -> None:
     assert ".venv/bin/ruff check src tests bench" in out
     assert ".venv/bin/mypy\n" in out
     assert "cargo test --locked" in out and "cargo clippy" in out
-    # pytest over all of tests/ (unit on both cores, the examples two at a time, then the
-    # rest two at a time, a file to a worker, and the tests marked machine last, alone),
-    # where a skip fails.
+    # pytest over all of tests/ (unit on both cores, then the rest two at a time, a file
+    # to a worker, and the tests marked machine last, alone), where a skip fails.
     for line in _pytest_lines("1"):
         assert line in out, line
 
@@ -45,10 +44,10 @@ def test_make_test_as_root_requires_every_test() -> None:
 
 def _pytest_lines(require: str) -> list[str]:
     env = f"HOPLAB_REQUIRE_ALL={require} .venv/bin/pytest -q"
-    rest = "--ignore=tests/unit --ignore=tests/lab/test_examples_run.py tests\n"
-    return [f"{env} -n 2 tests/unit\n", f"{env} -n 2 tests/lab/test_examples_run.py\n",
-            f'{env} -n 2 --dist loadfile --durations=25 -m "not machine" {rest}',
-            f"{env} -m machine {rest}"]
+    return [f"{env} -n 2 tests/unit\n",
+            f'{env} -n 2 --dist loadfile --durations=25 -m "not machine" --ignore=tests/unit '
+            "tests\n",
+            f"{env} -m machine --ignore=tests/unit tests\n"]
 
 
 def test_ci_runs_make_test_requiring_every_test() -> None:

@@ -110,3 +110,24 @@ def test_stage2_configures_before_the_ssh_server_starts(tmp_path: Path) -> None:
     guest.write_dir(tmp_path / "vm", hostname="r1", nics=[], keys=keys, modules=False,
                     config="sysctl -qw net.ipv4.ip_forward=1\n")
     assert (tmp_path / "vm" / "config").read_text() == "sysctl -qw net.ipv4.ip_forward=1\n"
+
+
+def test_stage2_puts_perf_behind_a_wrapper_where_modules_come_over_9p(tmp_path: Path) -> None:
+    """perf walks /lib/modules/RELEASE as it starts, a 9p share under TCG: stage2 puts
+    hoplab's wrapper first on PATH (unless the image has a perf there), and it runs
+    the perf after it in a mount namespace with that tree hidden."""
+    stage2 = guest.STAGE2
+    put = stage2.index(f"install -m 0755 /hoplab/perf {guest.PERF_AT}")
+    assert stage2.index("[ -s /hoplab/modules ]") < put < stage2.index("exec dropbear")
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (keys / "client_key.pub").write_text("ssh-ed25519 AAAA\n")
+    (keys / "host_key").write_bytes(b"k")
+    guest.write_dir(tmp_path / "vm", hostname="r1", nics=[], keys=keys, modules=True)
+    wrapper = (tmp_path / "vm" / "perf").read_text()
+    assert wrapper == guest.PERF_WRAPPER and wrapper.startswith("#!/bin/sh\n")
+    assert subprocess.run(["sh", "-n"], input=wrapper, text=True, check=False).returncode == 0
+    # The perf after /usr/local/bin, in its own mount namespace, the tree under a tmpfs.
+    assert "PATH=/usr/sbin:/usr/bin:/sbin:/bin" in wrapper
+    assert "exec unshare -m sh -c" in wrapper and '"/lib/modules/$(uname -r)"' in wrapper
+    assert 'exec perf "$@"\' perf "$@"' in wrapper
