@@ -40,7 +40,9 @@ from tests.helpers.lab import (
 )
 from tests.lab.test_vm import lab_qemus
 
-pytestmark = [pytest.mark.root, pytest.mark.tcg,
+# Alone, not tcg: its router has 1 vCPU, and beside another test (a fresh-clone CI run)
+# TCP through it read 17.76 Mbit/s against 19.13 within 2 %.
+pytestmark = [pytest.mark.root, pytest.mark.alone,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed"),
               pytest.mark.skipif(bool(firmware.missing()),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hoplab.errors import LabError
 from hoplab.lab.state import LabState, all_states
 from hoplab.nodes import netns
 from hoplab.nodes.registry import in_namespace, kind_of
@@ -37,7 +38,14 @@ def lab_status(state: LabState, *, links: bool = True) -> dict[str, Any]:
             out_nodes[name] = {**info, "present": True, "link_state": {}}
             continue
         present = netns.exists(ns)
-        ifstate = _links_state(name, ns) if present and links else {}
+        ifstate: dict[str, str] = {}
+        if present and links:
+            try:
+                ifstate = _links_state(name, ns)
+            except LabError:
+                # Gone between the two looks: another command took the lab down as
+                # this one read it (a CI run: `lab status` failed on another's lab).
+                present = False
         if not present:
             problems.append(f"namespace {ns} is missing")
         for iface in info["interfaces"]:
