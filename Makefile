@@ -170,9 +170,9 @@ HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 # machine's shells set it) each would compile its modules again: 0.17 s a `hoplab run`.
 # Most of a lab test's time is traffic at a shaped rate, waited for, so they run two at
 # a time (tests/helpers/alone.py, docs/testing.md), a file's tests on one worker (the
-# examples' file among them): tests marked `alone` (unpaced frames) while no other runs,
-# those marked `tcg` (VM routers) never two at once, and those marked `machine` (a plain
-# hoplab clean) last, without xdist.
+# examples' file among them): tests marked `alone` (VM routers under TCG, unpaced
+# frames) while no other runs, and those marked `machine` (a plain hoplab clean) last,
+# without xdist.
 test: setup lint typecheck wire-test fold-test gen-test
 	$(BIN)/python -m compileall -q src
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit

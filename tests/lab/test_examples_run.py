@@ -3,8 +3,7 @@
 and nothing ran it). A new example fails test_every_example_is_run_or_excluded until it
 is given its short settings here or a stated reason not to run here. `make test` runs
 this file on one worker of its pool, beside the other files (the examples have no timing
-bounds): those that boot VMs never beside another VM test, router-throughput.toml
-(unpaced frames) alone (tests/helpers/alone.py)."""
+bounds), but those that boot VMs or send unpaced frames alone (tests/helpers/alone.py)."""
 
 from __future__ import annotations
 
@@ -77,11 +76,9 @@ def test_every_example_is_run_or_excluded() -> None:
 
 
 def _param(example: str) -> Any:
-    """Its test; kept apart where it takes both cores: VM routers booting under TCG (tcg:
-    one at a time), the frame generator's unpaced ceiling (alone)."""
-    if example.startswith("vm/"):
-        return pytest.param(example, marks=[pytest.mark.tcg])
-    heavy = example == "router-throughput.toml"
+    """Its test; alone where it keeps both cores busy: VM routers booting under TCG, the
+    frame generator's unpaced ceiling."""
+    heavy = example.startswith("vm/") or example == "router-throughput.toml"
     return pytest.param(example, marks=[pytest.mark.alone] if heavy else [])
 
 

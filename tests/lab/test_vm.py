@@ -49,7 +49,7 @@ from tests.helpers.lab import (
 )
 from tests.lab.test_wire_qdisc import client, pinger, pings, result
 
-pytestmark = [pytest.mark.root, pytest.mark.tcg,
+pytestmark = [pytest.mark.root, pytest.mark.alone,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed")]
 

@@ -15,7 +15,7 @@ import pytest
 from hoplab.store import open_store
 from tests.helpers.lab import hoplab
 
-pytestmark = [pytest.mark.root, pytest.mark.tcg,
+pytestmark = [pytest.mark.root, pytest.mark.alone,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed")]
 
