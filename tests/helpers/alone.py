@@ -1,16 +1,12 @@
 """A pytest plugin: tests two (or -n) at a time under pytest-xdist, with the few that
-cannot share the machine kept apart. make test runs every test but the unit tests so:
-the examples, then the rest, a file's tests to one worker (docs/testing.md).
+cannot share the machine kept apart. make test runs every test but the unit tests so, a
+file's tests to one worker (docs/testing.md).
 
 Most of a lab test's time is traffic at a shaped rate, waited for, and each is written to
-pass beside a busy core (docs/testing.md). Three kinds cannot share so freely:
+pass beside a busy core (docs/testing.md). Two kinds cannot share:
 - `alone`: it keeps both cores busy, or its figure is the CPU's (a VM router under TCG as
   it boots and forwards, a frame generator's own unpaced rate). It runs while no other
   test of the run does.
-- `tcg`: it boots VM routers under TCG, which take both cores as they boot and forward.
-  It runs beside an ordinary test, never beside another `tcg` test or an `alone` one.
-  No test carries it now: two of three fresh-clone runs had a VM test miss beside
-  another test (docs/testing.md), so the VM tests are `alone`.
 - `machine`: no other test's lab may even be up (a plain `hoplab clean` removes every lab
   no live hoplab process uses, a lab another test keeps up between its commands too). It
   cannot run under xdist at all: run those on their own, after the others
@@ -19,16 +15,14 @@ pass beside a busy core (docs/testing.md). Three kinds cannot share so freely:
 The workers share a readers-writer lock, two flock()ed files in a directory the
 controller makes for the run and removes after it: every test holds the lock shared from
 its setup to its teardown (the module and session fixtures it starts included), an
-`alone` test holds it exclusively, and a `tcg` test holds a third file exclusively before
-it. A waiting `alone` test takes the turnstile first, so a stream of other tests cannot
-starve it. Each worker's TMPDIR is a directory of its own
+`alone` test holds it exclusively. A waiting `alone` test takes the turnstile first, so a
+stream of other tests cannot starve it. Each worker's TMPDIR is a directory of its own
 in there too. Without xdist the tests run one at a time and nothing is taken.
 tests/conftest.py loads this plugin for the whole suite.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import shutil
@@ -40,9 +34,6 @@ from pathlib import Path
 import pytest
 
 MARK = "alone"
-# VM routers under TCG: beside an ordinary test, never beside another such test or an
-# `alone` one (two VMs of 2 vCPUs each on 2 cores). Unused for now (see above).
-TCG = "tcg"
 # A plain `hoplab clean` removes the labs other tests keep up between their commands
 # (their module's fixtures): such a test runs with nothing else in the run.
 MACHINE = "machine"
@@ -56,9 +47,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MACHINE}: no other test's lab may be up: never under xdist "
                    "(tests/helpers/alone.py)")
-    config.addinivalue_line(
-        "markers", f"{TCG}: boots VMs under TCG: never beside another {TCG} or {MARK} "
-                   "test (tests/helpers/alone.py)")
     if _controller(config):
         os.environ[LOCKS] = tempfile.mkdtemp(prefix="hl-")
         os.chmod(os.environ[LOCKS], 0o755)     # the workers' TMPDIRs are in it
@@ -105,15 +93,13 @@ def _flock(path: Path, how: int) -> Iterator[None]:
 
 
 @contextmanager
-def held(locks: Path, alone: bool, tcg: bool = False) -> Iterator[None]:
-    """The run's lock, exclusively for an `alone` test, shared for the others; a `tcg`
-    test takes the TCG lock first, so it waits for another without holding the run's."""
+def held(locks: Path, alone: bool) -> Iterator[None]:
+    """The run's lock, exclusively for an `alone` test, shared for the others."""
     turnstile, lock = locks / "turnstile", locks / "lock"
     if alone:
         with _flock(turnstile, fcntl.LOCK_EX), _flock(lock, fcntl.LOCK_EX):
             yield
-        return
-    with _flock(locks / TCG, fcntl.LOCK_EX) if tcg else contextlib.nullcontext():
+    else:
         with _flock(turnstile, fcntl.LOCK_EX):
             pass
         with _flock(lock, fcntl.LOCK_SH):
@@ -127,8 +113,7 @@ def pytest_runtest_protocol(item: pytest.Item,
     if locks is None:
         yield
         return
-    with held(locks, item.get_closest_marker(MARK) is not None,
-              item.get_closest_marker(TCG) is not None):
+    with held(locks, item.get_closest_marker(MARK) is not None):
         yield
 
 

@@ -40,7 +40,7 @@ from tests.helpers.lab import (
 )
 from tests.lab.test_vm import lab_qemus
 
-# Alone (not tcg, docs/testing.md): its router has 1 vCPU, and beside another test (a CI run)
+# Alone: its router has 1 vCPU, and beside another test (a CI run, docs/testing.md)
 # TCP through it read 17.76 Mbit/s against 19.13 within 2 %.
 pytestmark = [pytest.mark.root, pytest.mark.alone,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,

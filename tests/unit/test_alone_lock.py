@@ -1,7 +1,6 @@
 """The suite's readers-writer lock (tests/helpers/alone.py): an `alone` test excludes
-every other, the others share, a `tcg` test shares with the others but not with another
-`tcg` test, and a waiting `alone` test holds the turnstile so that no new test starts
-before it."""
+every other, the others share, and a waiting `alone` test holds the turnstile so that no
+new test starts before it."""
 
 from __future__ import annotations
 
@@ -69,23 +68,3 @@ def test_a_waiting_alone_test_stops_new_ones_from_starting(tmp_path: Path) -> No
     second.join(10)
     assert order == ["alone", "later"]
 
-
-def test_a_tcg_test_shares_with_the_others_but_not_with_another(tmp_path: Path) -> None:
-    order: list[str] = []
-
-    def second_vm() -> None:
-        with held(tmp_path, alone=False, tcg=True):
-            order.append("second")
-
-    with held(tmp_path, alone=False, tcg=True), held(tmp_path, alone=False):
-        # An ordinary test runs beside it; the run's lock is only shared.
-        assert not _free(tmp_path / "lock", fcntl.LOCK_EX)
-        other = threading.Thread(target=second_vm)
-        other.start()
-        # The second waits for the TCG lock without taking the run's lock meanwhile.
-        _until(lambda: other.is_alive() and not _free(tmp_path / "tcg", fcntl.LOCK_EX),
-               "waiting")
-        assert order == []
-    other.join(10)
-    assert order == ["second"]
-    assert _free(tmp_path / "tcg", fcntl.LOCK_EX) and _free(tmp_path / "lock", fcntl.LOCK_EX)
