@@ -12,8 +12,9 @@ each from perf's start to its data written, then its perf script; and the anchor
 guest's own /usr/bin/perf with build IDs, as profiles ran it before, in the same lab.
 --boots N: only N boots of a lone VM (2 vCPUs, no lab links) to its SSH banner, with
 where the time went from its console: the kernel to /init, the initramfs's modules,
-the guest set up (ready), each as the guest's uptime; then --reps `lab up`s of four
-VM routers.
+the guest set up (ready), each as the guest's uptime; then N starts of it resumed from
+its snapshot (hoplab.lab.vm.snapshot); then --reps `lab up`s of four VM routers each
+way, alternating: booted (the anchor, HOPLAB_VM_SNAPSHOTS=0) and resumed.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ import statistics
 import subprocess
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from hoplab.lab import build
-from hoplab.lab.vm import guest, initramfs, kernel, qemu
+from hoplab.lab.vm import guest, initramfs, kernel, qemu, resume, snapshot
 from hoplab.nodes.registry import executors
 from hoplab.spec import load_lab
 
@@ -98,24 +100,28 @@ def _tcp(client: str, server: str, seconds: int) -> float:
         srv.wait()
 
 
-def boot_once(work: Path) -> dict[str, float]:
-    """One lone VM to its SSH banner: host seconds, and the console's markers."""
+def boot_once(work: Path, resumed: bool = False) -> dict[str, float]:
+    """One lone VM to its SSH banner, booted or resumed from its snapshot (made by a
+    boot the first time): host seconds, and the console's markers."""
     keys = work / "keys"
     guest.make_keys(keys)
     k = kernel.resolve(KERNEL)
     d = Path(tempfile.mkdtemp(dir=work))
-    b = qemu.Boot("bench", k, initramfs.image(k), 2, "512M", "tcg", qemu.free_port(), d,
-                  bios=qemu.firmware())
+    exe = qemu.binary()
+    b = qemu.Boot("bench", k, initramfs.image(k), 2, "512M", "tcg", qemu.free_port(), d)
+    b = replace(b, restore=snapshot.stored(b, exe) if resumed else None)
     guest.write_dir(d, hostname="bench", nics=[(qemu.MGMT_MAC, guest.MGMT_IF)], keys=keys,
                     modules=k.modules is not None)
     t = time.monotonic()
-    proc = qemu.start(b)
+    started = qemu.start(b)
     try:
-        qemu.wait_ready(b, proc, t + qemu.BOOT_TIMEOUT_S)
-        out = {"ssh_banner_s": time.monotonic() - t}
+        deadline = t + qemu.BOOT_TIMEOUT_S
+        resume.release(resume.plan([(b, started)], exe), deadline)
+        qemu.wait_ready(b, started.proc, deadline)
+        out = {"ssh_banner_s": time.monotonic() - t, "resumed": float(b.restore is not None)}
     finally:
-        proc.kill()
-        proc.wait()
+        started.proc.kill()
+        started.proc.wait()
     for line in (d / qemu.SERIAL_LOG).read_text(errors="replace").splitlines():
         word = line.split()
         if len(word) == 2 and word[0].startswith("hoplab-"):
@@ -181,10 +187,29 @@ def perf_runs(n: int) -> dict[str, object]:
 
 
 def boots(n: int) -> dict[str, object]:
+    out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as d:
-        runs = [boot_once(Path(d)) for _ in range(n)]
-    return {"boots": runs, "median": {k: statistics.median(r[k] for r in runs)
-                                      for k in runs[0]}}
+        for way in ("booted", "resumed"):
+            runs = [boot_once(Path(d), way == "resumed") for _ in range(n)]
+            out[way] = {"runs": runs, "median": {k: statistics.median(r[k] for r in runs)
+                                                 for k in runs[0]}}
+    return out
+
+
+def four_routers(reps: int) -> dict[str, list[float]]:
+    """`lab up` of four VM routers (2 vCPUs each), booted (the anchor) and resumed,
+    alternating; a first resumed one makes the snapshot if none is made."""
+    out: dict[str, list[float]] = {"booted": [], "resumed": []}
+    with tempfile.TemporaryDirectory() as d:
+        up_down(chain(4, 2), Path(d))
+        for _ in range(reps):
+            for way in ("booted", "resumed"):
+                os.environ[snapshot.ENV] = "0" if way == "booted" else "1"
+                try:
+                    out[way].append(up_down(chain(4, 2), Path(d))[0])
+                finally:
+                    del os.environ[snapshot.ENV]
+    return out
 
 
 def main() -> None:
@@ -211,9 +236,7 @@ def main() -> None:
         return
     if args.boots:
         out.update(boots(args.boots))
-        with tempfile.TemporaryDirectory() as d:
-            ups = [up_down(chain(4, 2), Path(d))[0] for _ in range(args.reps)]
-        out["four_routers_2vcpu_lab_up_s"] = ups
+        out["four_routers_2vcpu_lab_up_s"] = four_routers(args.reps)
         out["loadavg_after"] = os.getloadavg()
         print(json.dumps(out, indent=1))
         return

@@ -5,6 +5,7 @@ MACs, the initramfs archive and which directions of a link this machine shapes."
 from __future__ import annotations
 
 import gzip
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -97,14 +98,20 @@ def test_qemu_command_line(tmp_path: Path) -> None:
     b = qemu.Boot("r1", k, tmp_path / "initrd.gz", 2, "512M", "tcg", 40022, tmp_path / "d",
                   (qemu.Nic("02:00:00:00:00:02", "eth0", fd=7),
                    qemu.Nic("02:00:00:00:00:03", "eth1", udp=(50001, 50002))))
-    argv = qemu.argv(b)
+    argv = qemu.argv(b, ctl=qemu.Control(8, 9))
     text = " ".join(argv)
     assert argv[argv.index("-accel"):argv.index("-accel") + 2] == ["-accel", "tcg,thread=multi"]
     assert "hostfwd=tcp:127.0.0.1:40022-:22" in text
     assert "tap,id=n0,fd=7" in text and "mac=02:00:00:00:00:02" in text
     assert "socket,id=n1,udp=127.0.0.1:50002,localaddr=127.0.0.1:50001" in text
     assert f"path={tmp_path / 'mods'},mount_tag=modules" in text
-    assert argv[argv.index("-serial") + 1] == f"file:{tmp_path / 'd' / 'serial.log'}"
+    # The console: a socket pair's end (hoplab writes the go line), logged to a file.
+    assert argv[argv.index("-serial") + 1] == "chardev:console"
+    assert f"socket,id=console,fd=8,server=off,logfile={tmp_path / 'd' / 'serial.log'}" \
+        in argv
+    assert "socket,id=qmp,fd=9,server=off" in argv and "-incoming" not in argv
+    restored = qemu.argv(replace(b, restore=tmp_path / "s.vmstate"), ctl=qemu.Control(8, 9, 10))
+    assert restored[restored.index("-incoming") + 1] == "fd:10"
 
 
 def test_tap_macs_are_stable_and_locally_administered() -> None:

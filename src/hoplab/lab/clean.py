@@ -23,6 +23,7 @@ from hoplab.lab import where
 from hoplab.lab.lock import LabBusy, lab_lock
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, LabState, all_states, find
 from hoplab.lab.teardown import delete_namespaces, kill_leftovers, teardown
+from hoplab.lab.vm import snapshot
 from hoplab.nodes import netns, workdir
 
 
@@ -102,6 +103,10 @@ def clean(*, force: bool = False, names: Collection[str] = ()) -> Cleaned:
     # A run's working directory a SIGKILL left (tool outputs, nginx's pages): its process
     # is gone, so nothing writes it any more, whichever lab it ran on.
     out.done += workdir.remove_orphans()
+    # A VM snapshot half written when its lab up was killed (hoplab.lab.vm.snapshot).
+    for part in snapshot.leftovers():
+        part.unlink(missing_ok=True)
+        out.done.append(f"removed the partial VM snapshot {part}")
     return out
 
 

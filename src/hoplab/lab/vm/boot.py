@@ -14,7 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hoplab.errors import CapabilityError, UsageError
-from hoplab.lab.vm import accel, cgroup, guest, hostkey, initramfs, kernel, power, qemu, taps
+from hoplab.lab.vm import (
+    accel,
+    cgroup,
+    guest,
+    hostkey,
+    initramfs,
+    kernel,
+    power,
+    qemu,
+    resume,
+    snapshot,
+    taps,
+)
 
 if TYPE_CHECKING:
     import subprocess
@@ -30,6 +42,7 @@ KEYS_DIR = "vm-keys"
 class Vm:
     boot: qemu.Boot
     proc: subprocess.Popen[bytes] | None = None
+    started: qemu.Started | None = None
     # cpu = "N%": its cgroup (in the record before it is made) and quota per period.
     cgroup: tuple[cgroup.Hierarchy, Path, int] | None = None
     # A firmware whose host key the lab file does not give: it is learnt at its first
@@ -70,8 +83,7 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
             k = kernel.resolve(spec.kernel, spec.modules)
             initrd = initramfs.image(k)
             vms[name] = Vm(qemu.Boot(name, k, initrd, spec.vcpus, f"{spec.memory_mib}M",
-                                     accel.choose(k.image, initrd, qemu.binary()), port, d,
-                                     bios=qemu.firmware()))
+                                     accel.choose(k.image, initrd, qemu.binary()), port, d))
             source, release = k.source, k.release
             known.append(f"[127.0.0.1]:{port} {host_pub}\n")
         cg = None if spec.cpu_pct is None else \
@@ -88,9 +100,8 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
 
 
 def _firmware_vm(name: str, spec: VmSpec, port: int, d: Path) -> Vm:
-    """A firmware image's VM: booted by SeaBIOS (qboot starts only a kernel it is given)
-    from the image's own boot sector; its host key is learnt at its first banner unless
-    the lab file gives it (learn_key)."""
+    """A firmware image's VM: booted by SeaBIOS from the image's own boot sector; its
+    host key is learnt at its first banner unless the lab file gives it (learn_key)."""
     assert spec.image is not None
     image = Path(spec.image)
     if not image.is_file():
@@ -165,8 +176,12 @@ def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm],
                                 keys=state.rundir / KEYS_DIR,
                                 modules=vm.boot.kernel.modules is not None,
                                 config=(configs or {}).get(name, ""))
-            vm.proc = qemu.start(vm.boot)
-            state.add_process(vm.proc.pid, qemu.argv(vm.boot), power.qemu_node(name),
+            vm.boot = replace(vm.boot, restore=snapshot.stored(vm.boot, qemu.binary()))
+            state.summary["nodes"][name]["vm"]["start"] = \
+                "restored" if vm.boot.restore is not None else "booted"
+            vm.started = qemu.start(vm.boot)
+            vm.proc = vm.started.proc
+            state.add_process(vm.proc.pid, vm.started.argv, power.qemu_node(name),
                               f"QEMU of VM {name}")
         finally:
             # QEMU holds the taps now (or nothing does, and they are gone).
@@ -176,6 +191,8 @@ def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm],
 def wait_ready(vms: dict[str, Vm], known_hosts: Path,
                timeout: float = qemu.BOOT_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
+    started = [(vm.boot, vm.started) for vm in vms.values() if vm.started is not None]
+    resume.release(resume.plan(started, qemu.binary()), deadline)
     for vm in vms.values():
         assert vm.proc is not None
         qemu.wait_ready(vm.boot, vm.proc, deadline)

@@ -29,6 +29,11 @@ ROOT_TAG, CONFIG_TAG, MODULES_TAG = "hostroot", "hoplab", "modules"
 MGMT_IF = "mgmt"
 MGMT_ADDR = "10.0.2.15/24"
 READY = "hoplab-vm-ready"
+# The checkpoint (hoplab.lab.vm.resume) and the line the guest writes on going on.
+CHECKPOINT, RESUMED = "hoplab-checkpoint", "hoplab-resumed"
+# What a restored guest's kernel says when QEMU's VM generation ID has changed and it
+# has reseeded its random numbers (drivers/virt/vmgenid.c, random.c).
+RESEEDED = "virtual machine fork"
 
 DIRS = ("bin", "dev", "proc", "sys", "lib", "lib/mods")
 
@@ -48,6 +53,30 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 for m in $(cat /lib/mods/order); do insmod /lib/mods/$m.ko || echo "hoplab: insmod $m failed"; done
 echo "hoplab-modules $(cut -d" " -f1 /proc/uptime)"
+# The checkpoint: the kernel has booted and nothing of the lab is in the guest yet.
+# hoplab snapshots the first VM of its kind here, and VMs restored from that snapshot
+# resume here (hoplab.lab.vm.resume). Either way hoplab's line on the console lets it
+# go on: the wall clock (a restored guest's is the snapshot's) and whether it was
+# restored. A restored kernel reseeds its random numbers when it sees QEMU's new VM
+# generation ID; it is waited for, so no two VMs restored from one snapshot draw the
+# same numbers. A kernel without vmgenid reseeds from its pool, which virtio-rng fills,
+# within max(1 s, uptime / 2) of its last reseed: that long is waited then.
+echo "{CHECKPOINT} $(cut -d" " -f1 /proc/uptime)"
+read -r _ epoch restored
+date -s "@$epoch" >/dev/null
+if [ "$restored" = 1 ]; then
+  n=0
+  until dmesg | grep -q "{RESEEDED}"; do
+    n=$((n+1))
+    if [ $n -ge 100 ]; then
+      echo "hoplab: no reseed by vmgenid; waiting for the kernel's own"
+      sleep $(( $(cut -d. -f1 /proc/uptime) / 2 + 1 ))
+      head -c 16 /dev/urandom >/dev/null; break
+    fi
+    usleep 20000
+  done
+fi
+echo "{RESUMED} $(cut -d" " -f1 /proc/uptime)"
 mkdir -p /lower /rw /newroot
 mount -t 9p -o {_9P},ro,msize=512000,cache=loose {ROOT_TAG} /lower || fail
 mount -t tmpfs -o mode=0755 rw /rw
@@ -72,11 +101,19 @@ if [ -s hoplab/modules ]; then
   mount -t 9p -o {_9P},ro,cache=loose {MODULES_TAG} lib/modules/$(uname -r)
 fi
 hostname "$(cat hoplab/hostname)"
-# The NICs by MAC: the lab's names, as the plan has them.
+# The NICs in PCI order, which is the order of QEMU's command line and of hoplab/nics:
+# each gets the lab's name and MAC (a restored guest has the snapshot's MACs until
+# here). Through names of hoplab's own first, so that no lab name is taken meanwhile.
+set -- $(for d in /sys/class/net/*; do
+  [ -e $d/device ] && echo "$(readlink -f $d/device/..) ${{d##*/}}"
+done | sort | cut -d" " -f2)
+i=0
+for dev in "$@"; do ip link set dev "$dev" name "hoplabnic$i"; i=$((i+1)); done
+i=0
 while read -r mac name; do
-  for d in /sys/class/net/*; do
-    [ "$(cat $d/address)" = "$mac" ] && ip link set dev "${{d##*/}}" name "$name"
-  done
+  ip link set dev "hoplabnic$i" address "$mac"
+  ip link set dev "hoplabnic$i" name "$name"
+  i=$((i+1))
 done < hoplab/nics
 ip link set lo up
 ip addr add {MGMT_ADDR} dev {MGMT_IF}

@@ -40,9 +40,6 @@ SERIAL_LOG, QEMU_LOG = "serial.log", "qemu.log"
 APPEND = ("console=ttyS0 panic=-1 loglevel=4 printk.time=1 mitigations=off "
           "i8042.noaux i8042.nomux i8042.nopnp i8042.nokbd 8250.nr_uarts=1 audit=0 "
           "apparmor=0 acpi=noirq cryptomgr.notests tsc=unstable")
-# qboot, QEMU's minimal firmware for starting a kernel (Debian's qemu-system-data):
-# the guest's kernel starts about 0.3 s sooner than under SeaBIOS. Without it, SeaBIOS.
-QBOOT = "/usr/share/qemu/qboot.rom"
 # The management NIC's MAC: on its own network, so every VM may have the same one.
 MGMT_MAC = "02:00:00:00:00:01"
 
@@ -78,13 +75,31 @@ class Boot:
     ssh_port: int
     dir: Path
     nics: tuple[Nic, ...] = ()
-    bios: str | None = None
     firmware: Firmware | None = None
+    # The snapshot (hoplab.lab.vm.snapshot) this VM resumes from instead of booting.
+    restore: Path | None = None
 
 
-def firmware() -> str | None:
-    """The firmware a VM boots with: qboot where this machine has it."""
-    return QBOOT if os.path.isfile(QBOOT) else None
+@dataclass(frozen=True)
+class Control:
+    """QEMU's ends of what hoplab drives a kernel's VM by while it starts: its serial
+    console (hoplab writes the line the guest waits for at its checkpoint), its monitor
+    (QMP), and the snapshot it resumes from, open for reading."""
+    console: int
+    monitor: int
+    incoming: int | None = None
+
+
+@dataclass
+class Handles:
+    """hoplab's ends of a kernel VM's console and monitor, until resume.release() has
+    let it go on from its checkpoint."""
+    console: socket.socket
+    monitor: socket.socket
+
+    def close(self) -> None:
+        self.console.close()
+        self.monitor.close()
 
 
 def binary() -> str:
@@ -94,7 +109,9 @@ def binary() -> str:
     return exe
 
 
-def argv(b: Boot, exe: str = QEMU) -> list[str]:
+def argv(b: Boot, exe: str = QEMU, ctl: Control | None = None) -> list[str]:
+    """QEMU's command line; `ctl` (a kernel's VM only) gives the descriptors of its
+    console, monitor and snapshot."""
     accel = "kvm" if b.accel == "kvm" else "tcg,thread=multi"
     out = [exe, "-name", f"hoplab-{b.node}", "-nodefaults", "-no-user-config",
            "-display", "none", "-monitor", "none", "-no-reboot",
@@ -102,14 +119,24 @@ def argv(b: Boot, exe: str = QEMU) -> list[str]:
            "-smp", str(b.vcpus), "-m", b.memory,
            # Entropy from this machine: without it the guest's SSH server waits seconds
            # for its random numbers at every login.
-           "-device", "virtio-rng-pci",
-           "-serial", f"file:{b.dir / SERIAL_LOG}",
-           *(["-bios", b.bios] if b.bios else [])]
+           "-device", "virtio-rng-pci"]
     if b.firmware is not None:
-        out += _firmware(b.firmware, b.ssh_port)
+        out += ["-serial", f"file:{b.dir / SERIAL_LOG}", *_firmware(b.firmware, b.ssh_port)]
     else:
-        assert b.kernel is not None and b.initrd is not None
-        out += ["-kernel", str(b.kernel.boot_image), "-initrd", str(b.initrd),
+        assert b.kernel is not None and b.initrd is not None and ctl is not None
+        # The console is a socket pair's end: hoplab writes the guest's go line into
+        # it, and QEMU logs what the guest writes (also once hoplab has closed its end).
+        out += ["-chardev", f"socket,id=console,fd={ctl.console},server=off,"
+                            f"logfile={b.dir / SERIAL_LOG}",
+                "-serial", "chardev:console",
+                "-chardev", f"socket,id=qmp,fd={ctl.monitor},server=off",
+                "-mon", "chardev=qmp,mode=control",
+                # A new generation ID at every start: a guest restored from a snapshot
+                # is told so, and its kernel reseeds its random numbers (vmgenid).
+                # SeaBIOS, not qboot, which gives the guest no ACPI table for it.
+                "-device", "vmgenid,guid=auto",
+                *(["-incoming", f"fd:{ctl.incoming}"] if ctl.incoming is not None else []),
+                "-kernel", str(b.kernel.boot_image), "-initrd", str(b.initrd),
                 "-append", APPEND,
                 "-virtfs", f"local,path=/,mount_tag={ROOT_TAG},security_model=none,"
                            f"readonly=on,multidevs=remap",
@@ -160,16 +187,44 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def start(b: Boot) -> subprocess.Popen[bytes]:
+@dataclass
+class Started:
+    proc: subprocess.Popen[bytes]
+    argv: list[str]
+    # A kernel's VM: what hoplab lets it go on from its checkpoint with.
+    handles: Handles | None
+
+
+def start(b: Boot) -> Started:
     exe = binary()
     forget_exited()
-    fds = tuple(n.fd for n in b.nics if n.fd is not None)
-    with open(b.dir / QEMU_LOG, "wb") as log:
-        proc = subprocess.Popen(argv(b, exe), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, pass_fds=fds,
-                                start_new_session=True)
+    fds = [n.fd for n in b.nics if n.fd is not None]
+    handles, ctl, theirs = None, None, []
+    if b.firmware is None:
+        console, console_q = socket.socketpair()
+        monitor, monitor_q = socket.socketpair()
+        handles, theirs = Handles(console, monitor), [console_q, monitor_q]
+        incoming = os.open(b.restore, os.O_RDONLY) if b.restore is not None else None
+        ctl = Control(console_q.fileno(), monitor_q.fileno(), incoming)
+        fds += [console_q.fileno(), monitor_q.fileno(),
+                *([incoming] if incoming is not None else [])]
+    cmd = argv(b, exe, ctl)
+    try:
+        with open(b.dir / QEMU_LOG, "wb") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, pass_fds=fds,
+                                    start_new_session=True)
+    except BaseException:
+        if handles is not None:
+            handles.close()
+        raise
+    finally:
+        for s in theirs:
+            s.close()
+        if ctl is not None and ctl.incoming is not None:
+            os.close(ctl.incoming)
     _CHILDREN[proc.pid] = proc
-    return proc
+    return Started(proc, cmd, handles)
 
 
 def forget_exited() -> None:

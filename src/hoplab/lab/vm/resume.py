@@ -1,0 +1,170 @@
+"""Letting a lab's VMs go on from their checkpoint (initramfs.INIT), all at once.
+
+A VM that booted stops at the checkpoint; the first of its kind in this call is
+snapshotted there (hoplab.lab.vm.snapshot) for the next lab to resume from. A VM
+restored from a snapshot comes up paused at that point. Either way hoplab writes one line
+to its console, the wall clock and whether it was restored, and the guest goes on to
+mount its root, take its lab's settings and start its SSH server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from qemu.qmp import QMPClient
+from qemu.qmp.error import QMPError
+
+from hoplab.errors import LabError
+from hoplab.lab.vm import qemu, snapshot
+from hoplab.lab.vm.initramfs import CHECKPOINT, RESUMED
+
+if TYPE_CHECKING:
+    import subprocess
+
+POLL_S = 0.02
+
+
+@dataclass
+class Starting:
+    boot: qemu.Boot
+    started: qemu.Started
+    # The snapshot this VM makes at its checkpoint (its kind has none yet), if any.
+    make: str | None = None
+
+
+def plan(vms: Sequence[tuple[qemu.Boot, qemu.Started]], exe: str) -> list[Starting]:
+    """Which VM of each kind without a snapshot makes it: the first."""
+    out, claimed = [], set()
+    for b, started in vms:
+        make = None
+        if b.restore is None and b.firmware is None and snapshot.enabled():
+            k = snapshot.key(b, exe)
+            if k not in claimed:
+                claimed.add(k)
+                make = k
+        out.append(Starting(b, started, make))
+    return out
+
+
+def release(vms: list[Starting], deadline: float) -> None:
+    """Every VM past its checkpoint, or a LabError with the console of the one that
+    failed (QEMU exited, or the deadline passed)."""
+    todo = [v for v in vms if v.started.handles is not None]
+    if todo:
+        asyncio.run(_all(todo, deadline))
+
+
+async def _all(vms: list[Starting], deadline: float) -> None:
+    try:
+        await asyncio.gather(*(_one(v, deadline) for v in vms))
+    finally:
+        for v in vms:
+            assert v.started.handles is not None
+            v.started.handles.close()
+
+
+async def _one(v: Starting, deadline: float) -> None:
+    b, proc, handles = v.boot, v.started.proc, v.started.handles
+    assert handles is not None
+    client = QMPClient(f"hoplab-{b.node}")
+    try:
+        await asyncio.wait_for(client.connect(handles.monitor), _left(deadline))
+        if b.restore is not None:
+            await _restored(client, b, proc, deadline)
+        else:
+            await _wait(b, proc, deadline, lambda: _said(b, CHECKPOINT), "its checkpoint")
+            if v.make is not None:
+                await _save(client, v.make)
+        if (await client.execute("query-status"))["status"] != "running":  # type: ignore[index]
+            await client.execute("cont")
+        restored = 1 if b.restore is not None else 0
+        handles.console.sendall(f"go {int(time.time())} {restored}\n".encode())
+        # QEMU reads the console's input as the guest's UART takes it, a few bytes at a
+        # time, and drops what is unread when hoplab's end closes: the end stays open
+        # until the guest has read the line and gone on.
+        await _wait(b, proc, deadline, lambda: _said(b, RESUMED), "going on")
+    except (TimeoutError, QMPError, OSError) as exc:
+        raise LabError(f"VM {b.node}: QEMU's monitor failed while it started ({exc})"
+                       f"{qemu.console_tail(b.dir)}") from None
+    finally:
+        # An error of the connection is raised again here: the one above is the news.
+        with contextlib.suppress(QMPError, OSError, EOFError):
+            await client.disconnect()
+
+
+async def _restored(client: QMPClient, b: qemu.Boot, proc: subprocess.Popen[bytes],
+                    deadline: float) -> None:
+    """Until QEMU has loaded the snapshot. One it cannot load is forgotten: the next VM
+    of its kind boots."""
+    while True:
+        try:
+            status = (await client.execute("query-status"))["status"]  # type: ignore[index]
+        except (QMPError, OSError, EOFError):
+            status = None
+        if status not in (None, "inmigrate"):
+            return
+        if proc.poll() is not None:
+            assert b.restore is not None
+            snapshot.forget(b.restore)
+            raise LabError(f"VM {b.node}: QEMU could not resume from {b.restore} (it is "
+                           f"removed: the next lab up boots this VM){qemu.console_tail(b.dir)}")
+        if time.monotonic() > deadline:
+            raise LabError(f"VM {b.node}: not resumed from {b.restore} after "
+                           f"{qemu.BOOT_TIMEOUT_S:.0f} s{qemu.console_tail(b.dir)}")
+        await asyncio.sleep(POLL_S)
+
+
+async def _save(client: QMPClient, k: str) -> None:
+    """Snapshot the stopped guest into the cache (the VM goes on either way: a snapshot
+    that fails is only not made)."""
+    snapshot.snapshot_dir().mkdir(parents=True, exist_ok=True)
+    tmp = snapshot.partial(k)
+    await client.execute("stop")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        client.send_fd_scm(fd)
+        await client.execute("getfd", {"fdname": "snapshot"})
+    finally:
+        os.close(fd)
+    try:
+        await client.execute("migrate", {"uri": "fd:snapshot"})
+        while True:
+            info = await client.execute("query-migrate")
+            status = info.get("status") if isinstance(info, dict) else None
+            if status == "completed":
+                os.replace(tmp, snapshot.path(k))
+                return
+            if status in ("failed", "cancelled"):
+                return
+            await asyncio.sleep(POLL_S)
+    finally:
+        snapshot.forget(tmp)
+
+
+def _said(b: qemu.Boot, text: str) -> bool:
+    try:
+        with open(b.dir / qemu.SERIAL_LOG, "rb") as f:
+            return text.encode() in f.read()
+    except OSError:
+        return False
+
+
+def _left(deadline: float) -> float:
+    return max(0.1, deadline - time.monotonic())
+
+
+async def _wait(b: qemu.Boot, proc: subprocess.Popen[bytes], deadline: float,
+                done: Callable[[], bool], what: str) -> None:
+    while not done():
+        if proc.poll() is not None:
+            raise LabError(f"VM {b.node}: QEMU exited with {proc.returncode} before "
+                           f"{what}{qemu.console_tail(b.dir)}")
+        if time.monotonic() > deadline:
+            raise LabError(f"VM {b.node}: no {what} after {qemu.BOOT_TIMEOUT_S:.0f} s"
+                           f"{qemu.console_tail(b.dir)}")
+        await asyncio.sleep(POLL_S)
