@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hoplab.errors import LabError
-from hoplab.lab.vm import guest, qemu
+from hoplab.lab.vm import guest, initramfs, qemu
 from hoplab.lab.vm.initramfs import READY
 from hoplab.lab.vm.kernel import Kernel
 
@@ -112,13 +112,19 @@ def test_stage2_configures_before_the_ssh_server_starts(tmp_path: Path) -> None:
     assert (tmp_path / "vm" / "config").read_text() == "sysctl -qw net.ipv4.ip_forward=1\n"
 
 
-def test_stage2_puts_perf_behind_a_wrapper_where_modules_come_over_9p(tmp_path: Path) -> None:
-    """perf walks /lib/modules/RELEASE as it starts, a 9p share under TCG: stage2 puts
-    hoplab's wrapper first on PATH (unless the image has a perf there), and it runs
+def stage2_path_first(stage2: str) -> str:
+    path = next(line for line in stage2.splitlines() if line.startswith("export PATH="))
+    return ":".join(path.removeprefix("export PATH=").split(":")[:2])
+
+
+def test_init_puts_perf_behind_a_wrapper_where_modules_come_over_9p(tmp_path: Path) -> None:
+    """perf walks /lib/modules/RELEASE as it starts, a 9p share under TCG: /init puts
+    hoplab's wrapper first on PATH (unless the root has a perf there), and it runs
     the perf after it in a mount namespace with that tree hidden."""
-    stage2 = guest.STAGE2
-    put = stage2.index(f"install -m 0755 /hoplab/perf {guest.PERF_AT}")
-    assert stage2.index("[ -s /hoplab/modules ]") < put < stage2.index("exec dropbear")
+    init = initramfs.INIT
+    put = init.index(f"cp hoplab/perf .{guest.PERF_AT} && chmod 0755 .{guest.PERF_AT}")
+    assert init.index("if [ -s hoplab/modules ]") < put < init.index("switch_root")
+    assert stage2_path_first(guest.STAGE2) == "/usr/local/sbin:/usr/local/bin"
     keys = tmp_path / "keys"
     keys.mkdir()
     (keys / "client_key.pub").write_text("ssh-ed25519 AAAA\n")

@@ -9,9 +9,10 @@ import subprocess
 from pathlib import Path
 
 from hoplab.errors import CapabilityError
-from hoplab.lab.vm.initramfs import MGMT_ADDR, MGMT_IF, READY
+from hoplab.lab.vm.initramfs import MGMT_ADDR, MGMT_IF, PERF_AT, READY
 
-__all__ = ["CONFIGURED", "CONFIG_ERR", "CONFIG_RC", "MGMT_ADDR", "MGMT_IF", "READY", "configured",
+__all__ = ["CONFIGURED", "CONFIG_ERR", "CONFIG_RC", "MGMT_ADDR", "MGMT_IF", "PERF_AT", "READY",
+           "configured",
            "make_keys", "write_dir"]
 
 # /init (initramfs.py) has set the guest up. The lab's configuration of it (sysctls,
@@ -37,13 +38,9 @@ export PATH
 exec unshare -m sh -c 'mount -t tmpfs -o size=64k,mode=0755 hoplab-perf \
   "/lib/modules/$(uname -r)" 2>/dev/null; exec perf "$@"' perf "$@"
 """
-PERF_AT = "/usr/local/bin/perf"
 
 STAGE2 = f"""#!/bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-if [ -s /hoplab/modules ] && [ ! -e {PERF_AT} ]; then
-  install -m 0755 /hoplab/perf {PERF_AT}
-fi
 if [ -s /hoplab/config ]; then
   sh /hoplab/config >/dev/null 2>{CONFIG_ERR}
   rc=$?

@@ -29,6 +29,8 @@ ROOT_TAG, CONFIG_TAG, MODULES_TAG = "hostroot", "hoplab", "modules"
 MGMT_IF = "mgmt"
 MGMT_ADDR = "10.0.2.15/24"
 READY = "hoplab-vm-ready"
+# Where the guest finds hoplab's perf wrapper (hoplab.lab.vm.guest.PERF_WRAPPER).
+PERF_AT = "/usr/local/bin/perf"
 # The checkpoint (hoplab.lab.vm.resume) and the line the guest writes on going on.
 CHECKPOINT, RESUMED = "hoplab-checkpoint", "hoplab-resumed"
 # What a restored guest's kernel says when QEMU's VM generation ID has changed and it
@@ -99,6 +101,12 @@ mount -t tracefs tracefs sys/kernel/tracing 2>/dev/null
 if [ -s hoplab/modules ]; then
   mkdir -p lib/modules/$(uname -r)
   mount -t 9p -o {_9P},ro,cache=loose {MODULES_TAG} lib/modules/$(uname -r)
+  # perf behind hoplab's wrapper (hoplab.lab.vm.guest), unless the root has one there:
+  # put by BusyBox here, as an exec of this machine's install over 9p costs more.
+  if [ ! -e .{PERF_AT} ]; then
+    mkdir -p .{PERF_AT.rsplit("/", 1)[0]}
+    cp hoplab/perf .{PERF_AT} && chmod 0755 .{PERF_AT}
+  fi
 fi
 hostname "$(cat hoplab/hostname)"
 # The NICs in PCI order, which is the order of QEMU's command line and of hoplab/nics:
@@ -111,8 +119,7 @@ i=0
 for dev in "$@"; do ip link set dev "$dev" name "hoplabnic$i"; i=$((i+1)); done
 i=0
 while read -r mac name; do
-  ip link set dev "hoplabnic$i" address "$mac"
-  ip link set dev "hoplabnic$i" name "$name"
+  ip link set dev "hoplabnic$i" address "$mac" name "$name"
   i=$((i+1))
 done < hoplab/nics
 ip link set lo up
