@@ -27,12 +27,14 @@ from hoplab.lab.status import lab_status
 from hoplab.lab.where import netns_prefix
 from hoplab.samplers import wire as wire_samples
 from tests.helpers.lab import (
+    STEADY_SECONDS,
     LabUp,
     iperf3,
     mbit_received,
     namespaces,
     payload_mbit,
     remove_lab,
+    steady_mbit,
     stop,
     wait_listening,
     wire_written_since,
@@ -82,11 +84,17 @@ def test_one_percent_loss(lab_up: LabUp) -> None:
 def test_rate_50mbit_goodput_and_queue_bound(lab_up: LabUp) -> None:
     # 125 kB at 50 Mbit/s: a full queue adds 20 ms.
     up = lab_up(_two('emulator = "wire"\nforward = { rate = "50mbit", queue = "125kb" }'))
-    goodput = mbit_received(iperf3(up.ns("b"), up.ns("a"), "b", seconds=5))
+    # Over IPv4 ("b" alone resolves to b's IPv6 address first, whose segments carry 20
+    # bytes less: 47.16 Mbit/s, which a 2.5 % bound took for 47.82), once steady: a
+    # whole-run figure takes in slow start and any stall of a busy machine (46.34 in a
+    # fresh-clone CI run beside another test; every steady second read 47.16 over IPv6
+    # in 7 of 7 runs, 4 of them with a busy loop on one core).
+    goodput = steady_mbit(iperf3(up.ns("b"), up.ns("a"), "b-v4", seconds=STEADY_SECONDS))
     # The wire's rate counts each frame with its Ethernet header (14 bytes, no FCS,
     # preamble or gap): a full TCP segment is 1514 bytes carrying 1448 of payload.
+    # 0.5 %: counting no header would read 0.9 % high, 1000/1024 2.3 % off.
     expected = payload_mbit(50)
-    assert abs(goodput - expected) <= 0.025 * expected, (goodput, expected)
+    assert abs(goodput - expected) <= 0.005 * expected, (goodput, expected)
     # An overload (UDP at 80 Mbit/s) keeps the queue full: pings then wait bytes / rate.
     pinger = subprocess.Popen(["ip", "netns", "exec", up.ns("a"), "ping", "-i", "0.05", "-c",
                                "50", "b"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
