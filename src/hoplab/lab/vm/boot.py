@@ -177,9 +177,16 @@ def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm],
                                 modules=vm.boot.kernel.modules is not None,
                                 config=(configs or {}).get(name, ""))
             vm.boot = replace(vm.boot, restore=snapshot.stored(vm.boot, qemu.binary()))
+            try:
+                vm.started = qemu.start(vm.boot)
+            except FileNotFoundError:
+                if vm.boot.restore is None or vm.boot.restore.exists():
+                    raise
+                # Another lab's QEMU could not load it and removed it meanwhile.
+                vm.boot = replace(vm.boot, restore=None)
+                vm.started = qemu.start(vm.boot)
             state.summary["nodes"][name]["vm"]["start"] = \
                 "restored" if vm.boot.restore is not None else "booted"
-            vm.started = qemu.start(vm.boot)
             vm.proc = vm.started.proc
             state.add_process(vm.proc.pid, vm.started.argv, power.qemu_node(name),
                               f"QEMU of VM {name}")

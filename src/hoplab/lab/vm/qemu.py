@@ -201,10 +201,11 @@ def start(b: Boot) -> Started:
     fds = [n.fd for n in b.nics if n.fd is not None]
     handles, ctl, theirs = None, None, []
     if b.firmware is None:
+        # First: a snapshot another lab removed meanwhile fails here, with nothing open.
+        incoming = os.open(b.restore, os.O_RDONLY) if b.restore is not None else None
         console, console_q = socket.socketpair()
         monitor, monitor_q = socket.socketpair()
         handles, theirs = Handles(console, monitor), [console_q, monitor_q]
-        incoming = os.open(b.restore, os.O_RDONLY) if b.restore is not None else None
         ctl = Control(console_q.fileno(), monitor_q.fileno(), incoming)
         fds += [console_q.fileno(), monitor_q.fileno(),
                 *([incoming] if incoming is not None else [])]
