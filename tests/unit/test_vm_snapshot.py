@@ -107,3 +107,19 @@ def test_partial_snapshots_of_killed_processes_are_leftovers(boot: qemu.Boot) ->
     theirs.write_bytes(b"")
     (d / f"k3{snapshot.SUFFIX}").write_bytes(b"")
     assert snapshot.leftovers() == [theirs]
+
+
+def test_only_the_most_recently_used_snapshots_are_kept(boot: qemu.Boot) -> None:
+    d = snapshot.snapshot_dir()
+    d.mkdir(parents=True)
+    for i in range(5):
+        (d / f"k{i}{snapshot.SUFFIX}").write_bytes(b"")
+        os.utime(d / f"k{i}{snapshot.SUFFIX}", ns=(i * 10**9, i * 10**9))
+    mine = snapshot.path(snapshot.key(boot, EXE))
+    mine.write_bytes(b"")
+    os.utime(mine, ns=(0, 0))                      # the oldest ...
+    assert snapshot.stored(boot, EXE) == mine       # ... until a VM resumes from it
+    removed = snapshot.prune(keep=3)
+    assert sorted(p.name for p in removed) == [f"k{i}{snapshot.SUFFIX}" for i in range(3)]
+    assert sorted(p.name for p in d.glob(f"*{snapshot.SUFFIX}")) == \
+        sorted([mine.name, f"k3{snapshot.SUFFIX}", f"k4{snapshot.SUFFIX}"])

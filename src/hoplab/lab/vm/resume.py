@@ -138,6 +138,7 @@ async def _save(client: QMPClient, k: str) -> None:
             status = info.get("status") if isinstance(info, dict) else None
             if status == "completed":
                 os.replace(tmp, snapshot.path(k))
+                snapshot.prune()
                 return
             if status in ("failed", "cancelled"):
                 return

@@ -22,6 +22,9 @@ from hoplab.lab.vm import cache
 from hoplab.lab.vm.qemu import Boot, Control, Nic, argv
 
 SUFFIX, PARTIAL = ".vmstate", ".partial"
+# Snapshots kept, the most recently used: about 75 MB each, and a bisection over built
+# kernels makes one per commit.
+KEEP = 24
 # HOPLAB_VM_SNAPSHOTS=0: every VM boots (a boot's own time measured, bench/vm.py).
 ENV = "HOPLAB_VM_SNAPSHOTS"
 
@@ -66,7 +69,27 @@ def stored(b: Boot, exe: str) -> Path | None:
     if not enabled() or b.kernel is None:
         return None
     p = path(key(b, exe))
-    return p if p.is_file() else None
+    try:
+        os.utime(p)          # used now: prune() keeps the most recently used
+    except FileNotFoundError:
+        return None
+    return p
+
+
+def prune(keep: int = KEEP) -> list[Path]:
+    """Remove all but the `keep` most recently used snapshots; those removed. A lab
+    resuming from one removed meanwhile holds it open, or boots (hoplab.lab.vm.boot)."""
+    d = snapshot_dir()
+    if not d.is_dir():
+        return []
+    made = []
+    for p in d.glob(f"*{SUFFIX}"):
+        with contextlib.suppress(FileNotFoundError):
+            made.append((p.stat().st_mtime_ns, p))
+    old = [p for _, p in sorted(made, reverse=True)[keep:]]
+    for p in old:
+        forget(p)
+    return old
 
 
 def partial(k: str) -> Path:
