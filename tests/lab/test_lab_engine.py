@@ -300,8 +300,12 @@ def test_wireguard_hops_and_tunnel(lab_up: LabUp) -> None:
     data = iperf3(up.ns("server"), up.ns("client"), "server.exit", "-n", "2M",
                   seconds=None)
     assert int(data["end"]["sum_sent"]["bytes"]) >= 2 * 1024 * 1024
-    got = int(data["end"]["sum_received"]["bytes"])  # what surely crossed, in the test time
-    assert got >= 1_000_000
+    # What surely crossed by the test's end; the counters below must hold at least that.
+    # No amount is asserted: the flow is userspace WireGuard in WireGuard, and beside
+    # another test 813 kB of the 2 MiB had arrived when iperf3 ended (a fresh-clone CI
+    # run; it had asserted 1 MB). What this test checks is where the bytes went.
+    got = int(data["end"]["sum_received"]["bytes"])
+    assert got > 0
     assert data["start"]["connected"][0]["remote_host"] in {
         str(a.ip) for i in up.plan.node("server").ifaces if i.kind == "wg-tunnel"
         for a in i.addrs}
