@@ -244,12 +244,12 @@ def _banner(port: int) -> bool:
         return False
 
 
-def said_ready(d: Path) -> bool:
-    """Whether the guest's console has the line its /init writes once the management NIC
-    has its address (initramfs.READY)."""
+def said(d: Path, text: str) -> bool:
+    """Whether the guest's console has `text` (a line its /init writes: initramfs.READY
+    once the management NIC has its address, CHECKPOINT, RESUMED)."""
     try:
         with open(d / SERIAL_LOG, "rb") as f:
-            return READY.encode() in f.read()
+            return text.encode() in f.read()
     except OSError:
         return False
 
@@ -267,7 +267,7 @@ def wait_ready(b: Boot, proc: subprocess.Popen[bytes], deadline: float) -> None:
         if proc.poll() is not None:
             raise LabError(f"VM {b.node}: QEMU exited with {proc.returncode} while booting"
                            f"{console_tail(b.dir)}")
-        nic_up = nic_up or said_ready(b.dir)
+        nic_up = nic_up or said(b.dir, READY)
         # QEMU's user network accepts the connection before the guest listens; only
         # the server's banner says it is up.
         if nic_up and _banner(b.ssh_port):

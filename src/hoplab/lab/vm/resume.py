@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -77,7 +77,7 @@ async def _one(v: Starting, deadline: float) -> None:
         if b.restore is not None:
             await _restored(client, b, proc, deadline)
         else:
-            await _wait(b, proc, deadline, lambda: _said(b, CHECKPOINT), "its checkpoint")
+            await _wait(b, proc, deadline, _console(b, CHECKPOINT), "its checkpoint")
             if v.make is not None:
                 await _save(client, v.make)
         if (await client.execute("query-status"))["status"] != "running":  # type: ignore[index]
@@ -87,7 +87,7 @@ async def _one(v: Starting, deadline: float) -> None:
         # QEMU reads the console's input as the guest's UART takes it, a few bytes at a
         # time, and drops what is unread when hoplab's end closes: the end stays open
         # until the guest has read the line and gone on.
-        await _wait(b, proc, deadline, lambda: _said(b, RESUMED), "going on")
+        await _wait(b, proc, deadline, _console(b, RESUMED), "going on")
     except (TimeoutError, QMPError, OSError) as exc:
         raise LabError(f"VM {b.node}: QEMU's monitor failed while it started ({exc})"
                        f"{qemu.console_tail(b.dir)}") from None
@@ -99,24 +99,28 @@ async def _one(v: Starting, deadline: float) -> None:
 
 async def _restored(client: QMPClient, b: qemu.Boot, proc: subprocess.Popen[bytes],
                     deadline: float) -> None:
-    """Until QEMU has loaded the snapshot. One it cannot load is forgotten: the next VM
-    of its kind boots."""
-    while True:
+    """Until QEMU has loaded the snapshot."""
+    async def loaded() -> bool:
         try:
             status = (await client.execute("query-status"))["status"]  # type: ignore[index]
         except (QMPError, OSError, EOFError):
-            status = None
-        if status not in (None, "inmigrate"):
-            return
-        if proc.poll() is not None:
-            assert b.restore is not None
-            snapshot.forget(b.restore)
-            raise LabError(f"VM {b.node}: QEMU could not resume from {b.restore} (it is "
-                           f"removed: the next lab up boots this VM){qemu.console_tail(b.dir)}")
-        if time.monotonic() > deadline:
-            raise LabError(f"VM {b.node}: not resumed from {b.restore} after "
-                           f"{qemu.BOOT_TIMEOUT_S:.0f} s{qemu.console_tail(b.dir)}")
-        await asyncio.sleep(POLL_S)
+            return False
+        return bool(status != "inmigrate")
+
+    try:
+        await _wait(b, proc, deadline, loaded, f"resume from {b.restore}")
+    except LabError:
+        if proc.poll() is None:
+            raise
+        raise _unloadable(b) from None
+
+
+def _unloadable(b: qemu.Boot) -> LabError:
+    """A snapshot QEMU could not load, forgotten: the next VM of its kind boots."""
+    assert b.restore is not None
+    snapshot.forget(b.restore)
+    return LabError(f"VM {b.node}: QEMU could not resume from {b.restore} (it is "
+                    f"removed: the next lab up boots this VM){qemu.console_tail(b.dir)}")
 
 
 async def _save(client: QMPClient, k: str) -> None:
@@ -147,12 +151,10 @@ async def _save(client: QMPClient, k: str) -> None:
         snapshot.forget(tmp)
 
 
-def _said(b: qemu.Boot, text: str) -> bool:
-    try:
-        with open(b.dir / qemu.SERIAL_LOG, "rb") as f:
-            return text.encode() in f.read()
-    except OSError:
-        return False
+def _console(b: qemu.Boot, text: str) -> Callable[[], Awaitable[bool]]:
+    async def said() -> bool:
+        return qemu.said(b.dir, text)
+    return said
 
 
 def _left(deadline: float) -> float:
@@ -160,8 +162,9 @@ def _left(deadline: float) -> float:
 
 
 async def _wait(b: qemu.Boot, proc: subprocess.Popen[bytes], deadline: float,
-                done: Callable[[], bool], what: str) -> None:
-    while not done():
+                done: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Until done(); a LabError with the console if QEMU exits or the deadline passes."""
+    while not await done():
         if proc.poll() is not None:
             raise LabError(f"VM {b.node}: QEMU exited with {proc.returncode} before "
                            f"{what}{qemu.console_tail(b.dir)}")
