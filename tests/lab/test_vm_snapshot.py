@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hoplab.lab.vm import taps
+from hoplab.lab.vm import snapshot, taps
 from tests.helpers.lab import hoplab, lab_namespaces, new_lab_name, remove_lab, run_in
 from tests.lab.test_vm import lab_qemus
 
@@ -94,6 +94,34 @@ def test_two_routers_resumed_from_one_snapshot_are_each_their_own(tmp_path: Path
         for target in targets:
             ping = run_in(nodes["h1"]["netns"], "ping", "-c", "1", "-W", "5", target)
             assert ping.returncode == 0, ping.stdout
+    finally:
+        remove_lab(name)
+    assert not lab_namespaces(name) and not lab_qemus(name)
+
+
+def test_a_snapshot_qemu_cannot_load_is_removed_and_the_next_up_boots(tmp_path: Path) -> None:
+    """A snapshot cut short (a full disk, a QEMU upgraded in place): QEMU exits before
+    its monitor greets; lab up fails naming the snapshot, removes it and leaves nothing,
+    and the next lab up boots that kind and works."""
+    name = new_lab_name()
+    file = tmp_path / f"{name}.toml"
+    file.write_text(f'name = "{name}"\n' + LAB)
+    try:
+        nodes = _up(file)["nodes"]       # makes the snapshot if no lab has
+        assert hoplab("lab", "down", name).returncode == 0
+        # The one its VMs resumed from, or the one r1 made: the most recently used.
+        made = max(snapshot.snapshot_dir().glob(f"*{snapshot.SUFFIX}"),
+                   key=lambda p: p.stat().st_mtime_ns)
+        with open(made, "r+b") as f:
+            f.truncate(1_000_000)
+        done = hoplab("lab", "up", str(file), timeout=300)
+        assert done.returncode != 0
+        assert f"could not resume from {made}" in done.stderr, done.stderr
+        assert not made.exists()
+        assert not lab_namespaces(name) and not lab_qemus(name)
+        nodes = _up(file)["nodes"]
+        assert "booted" in {nodes[n]["vm"]["start"] for n in ("r1", "r2")}
+        assert _guest(name, "r1", "uname -r").strip() == RELEASE
     finally:
         remove_lab(name)
     assert not lab_namespaces(name) and not lab_qemus(name)

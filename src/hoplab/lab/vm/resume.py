@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from qemu.qmp import QMPClient
 from qemu.qmp.error import QMPError
@@ -22,9 +22,6 @@ from qemu.qmp.error import QMPError
 from hoplab.errors import LabError
 from hoplab.lab.vm import qemu, snapshot
 from hoplab.lab.vm.initramfs import CHECKPOINT, RESUMED
-
-if TYPE_CHECKING:
-    import subprocess
 
 POLL_S = 0.02
 
@@ -89,6 +86,9 @@ async def _one(v: Starting, deadline: float) -> None:
         # until the guest has read the line and gone on.
         await _wait(b, proc, deadline, _console(b, RESUMED), "going on")
     except (TimeoutError, QMPError, OSError) as exc:
+        # A QEMU that cannot load its snapshot exits before its monitor greets.
+        if b.restore is not None and _exits(proc):
+            raise _unloadable(b) from None
         raise LabError(f"VM {b.node}: QEMU's monitor failed while it started ({exc})"
                        f"{qemu.console_tail(b.dir)}") from None
     finally:
@@ -113,6 +113,14 @@ async def _restored(client: QMPClient, b: qemu.Boot, proc: subprocess.Popen[byte
         if proc.poll() is None:
             raise
         raise _unloadable(b) from None
+
+
+def _exits(proc: subprocess.Popen[bytes]) -> bool:
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _unloadable(b: qemu.Boot) -> LabError:
