@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -34,16 +36,31 @@ def until(what: str, check: Callable[[], T | None], timeout: float = 60) -> T:
 
 @contextmanager
 def bench(db: str, name: str, *extra: str) -> Iterator[subprocess.Popen[str]]:
-    """`hoplab worker` as bench `name` (1 s heartbeats); killed and reaped at the end."""
+    """`hoplab worker` as bench `name` (1 s heartbeats); killed and reaped at the end.
+    With faulthandler on, so that `stopped` can show where a bench that did not stop is."""
     proc = subprocess.Popen([*HOPLAB, "worker", "--db", db, "--bench", name,
                              "--heartbeat", "1", *extra], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=60)
+
+
+def stopped(proc: subprocess.Popen[str], timeout: float = 60) -> str:
+    """What bench `proc` said, once it has exited. One that has not within `timeout` fails
+    the test with every thread's stack (faulthandler's, on SIGABRT): where it hangs. A
+    pool run once had a drained bench not stop in 60 s, with nothing said (2026-11-30)."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        said = proc.communicate(timeout=30)[0]
+        pytest.fail(f"bench pid {proc.pid} did not exit within {timeout} s; it said, and "
+                    f"its threads' stacks:\n{said}")
 
 
 def query(db: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:

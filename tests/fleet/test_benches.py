@@ -24,6 +24,7 @@ from tests.fleet.benches import (
     measuring,
     ok_runs,
     query,
+    stopped,
     until,
 )
 from tests.helpers.lab import HOPLAB, hoplab, new_lab_name, pids_in
@@ -51,7 +52,7 @@ def test_two_benches_one_killed(db: str, experiment: Path) -> None:
             assert submit.returncode == 0, out + err
             got = hoplab("fleet", "drain", a, "--db", db)
             assert got.returncode == 0, got.stderr
-            said, _ = bench_a.communicate(timeout=60)
+            said = stopped(bench_a)
             assert bench_a.returncode == 0, said
             assert f"bench {a} stopped" in said
         # "submitted exp: 6 runs, seed S, experiment id X"
@@ -131,7 +132,7 @@ def test_a_job_a_bench_cannot_run_fails_with_why(db: str, experiment: Path) -> N
         until("its jobs failed", lambda: query(
             db, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'failed'")[0][0] == 2)
         b.send_signal(signal.SIGTERM)
-        said, _ = b.communicate(timeout=60)
+        said = stopped(b)
     assert "lab.toml is missing or damaged" in said
     status = json.loads(hoplab("fleet", "--db", db, "--json").stdout)
     assert {(f["experiment_id"], f["bench"], f["run_id"]) for f in status["failures"]} == \
@@ -155,7 +156,7 @@ def test_a_bench_of_two_workers_runs_two_jobs_at_once(db: str, experiment: Path,
             got = hoplab("submit", str(experiment), "--db", db, "--wait", "--json")
             assert got.returncode == 0, got.stderr
             b.send_signal(signal.SIGTERM)
-            said, _ = b.communicate(timeout=60)
+            said = stopped(b)
             assert b.returncode == 0, said
         # 20 ms each way: an RTT of at least 40 ms (1 ms each way, as submitted: 2 ms).
         assert all(r["metrics"]["rtt_median"] >= 40.0 for r in json.loads(got.stdout)["runs"])

@@ -22,6 +22,7 @@ from tests.fleet.benches import (
     lab_namespaces,
     measuring,
     query,
+    stopped,
     until,
 )
 from tests.helpers.lab import hoplab, new_lab_name, pids_in
@@ -54,7 +55,7 @@ def test_fleet_cancel_stops_the_run_under_way(db: str, experiment: Path,
                   and not lab_namespaces(name))
             assert b.poll() is None  # it serves on
             b.send_signal(signal.SIGTERM)
-            said, _ = b.communicate(timeout=60)
+            said = stopped(b)
             assert b.returncode == 0, said
         with open_store(db, read_only=True) as store:
             (run,) = [store.get_run(r.id, series=False)
@@ -117,7 +118,7 @@ def test_a_second_signal_interrupts_the_bench_taking_its_lab_down(
             until("the teardown hanging", lambda: any(
                 _is_sleep(p) for p in pids_in(lab_namespaces(name))))
             b.send_signal(signal.SIGTERM)
-            said, _ = b.communicate(timeout=60)
+            said = stopped(b)
         assert b.returncode == 130, said
         assert f"`hoplab clean {name}` removes what is left" in said
         assert f"bench {name} stopped (interrupted; its lab is left)" in said

@@ -21,6 +21,7 @@ from tests.fleet.benches import (
     measuring,
     ok_runs,
     query,
+    stopped,
     until,
 )
 from tests.helpers.lab import hoplab, new_lab_name
@@ -53,7 +54,7 @@ def test_sigterm_finishes_the_run_a_second_one_interrupts_it(
         with bench(db, name) as b:
             until("a run under way", lambda: measuring(name))
             b.send_signal(signal.SIGTERM)
-            out, _ = b.communicate(timeout=60)
+            out = stopped(b)
             assert b.returncode == 0, out
         assert ok_runs(db, name) == 1
         assert sorted(_jobs(db, experiment_id).values()) == ["succeeded"] + ["todo"] * 5
@@ -64,14 +65,14 @@ def test_sigterm_finishes_the_run_a_second_one_interrupts_it(
             b.send_signal(signal.SIGTERM)
             until("the bench draining", lambda: bench_state(db, name) == "draining")
             b.send_signal(signal.SIGTERM)
-            out, _ = b.communicate(timeout=60)
+            out = stopped(b)
             assert b.returncode == 130, out
         with open_store(db, read_only=True) as store:
-            (stopped,) = store.list_runs({"status": "interrupted"}, figures=False)
-            assert stopped.labels["bench"] == name
-            assert store.get_run(stopped.id).error == "interrupted by SIGTERM"
+            (interrupted,) = store.list_runs({"status": "interrupted"}, figures=False)
+            assert interrupted.labels["bench"] == name
+            assert store.get_run(interrupted.id).error == "interrupted by SIGTERM"
         # Its job is back in the queue, the others still wait.
-        assert _jobs(db, experiment_id)[int(stopped.labels[JOB_LABEL])] == "todo"
+        assert _jobs(db, experiment_id)[int(interrupted.labels[JOB_LABEL])] == "todo"
         assert sorted(_jobs(db, experiment_id).values()) == ["succeeded"] + ["todo"] * 5
 
         said = fleet_said(capsys, db, "cancel", experiment_id)

@@ -26,7 +26,9 @@ SHORT: dict[str, list[str]] = {
     "exit-70ms-run.toml": ["duration=1s"],
     "hop-sweep.toml": ["hops=2", "duration=1s"],
     "nat-regression.toml": ["duration=2s"],
-    "qos-under-load.toml": ["duration=3s"],
+    # The shaped variant: the wire's per-host fq_codel, pages and RPM under it (qos=off is
+    # a plain lab, every other example's).
+    "qos-under-load.toml": ["duration=3s", "qos=on"],
     "quickstart.toml": ["duration=1s", "idle=0.5s"],
     "router-mode.toml": ["duration=1s"],
     "router-throughput.toml": ["trial=0.2s", "drain=0.1s", "frame_sizes=[64, 1518]",

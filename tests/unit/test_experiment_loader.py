@@ -112,6 +112,33 @@ to = "server"
     assert slow.tests[0].flows[0].options_as(IperfOptions).rate_bps == 1_000_000
 
 
+def test_set_keeps_the_named_variants_it_names(tmp_path: Path) -> None:
+    body = """
+[matrix.shape.slow]
+"lab.links.1.rate" = "10mbit"
+[matrix.shape.mid]
+"lab.links.1.rate" = "50mbit"
+[matrix.shape.fast]
+[[tests]]
+name = "t"
+kind = "udp"
+from = "client"
+to = "server"
+"""
+    (slow,) = load_experiment(write(tmp_path, body), ["shape=slow"]).variants
+    assert slow.values == {"shape": "slow"}
+    assert slow.lab.links[1].forward.rate_bps == 10_000_000
+    # In the file's order, each once.
+    exp = load_experiment(write(tmp_path, body), ['shape=["fast", "slow", "fast"]'])
+    assert exp.matrix == {"shape": ("slow", "fast")}
+    for sets, said in ((["shape=medium"], "it has no 'medium'"),
+                       (["shape=[]"], "name one or more")):
+        with pytest.raises(UsageError) as exc:
+            load_experiment(write(tmp_path, body), sets)
+        assert str(exc.value) == ("--set shape=...: the matrix's 'shape' is a table of "
+                                  f"named variants (slow, mid, fast); {said}"), exc.value
+
+
 def test_wireguard_goes_on_router_links_only(tmp_path: Path) -> None:
     body = '[matrix]\nwireguard = [true]\n[[tests]]\nname = "t"\nkind = "tcp"\n' \
            'from = "client"\nto = "server"\n'

@@ -30,7 +30,8 @@ def test_make_test_runs_lint_types_wire_and_every_test() -> None:
     assert ".venv/bin/mypy\n" in out
     assert "cargo test --locked" in out and "cargo clippy" in out
     # pytest over all of tests/ (unit on both cores, then the rest two at a time, a file
-    # to a worker, and the tests marked machine last, alone), where a skip fails.
+    # to a worker, then those marked alone one at a time, and those marked machine last),
+    # where a skip fails.
     for line in _pytest_lines("1"):
         assert line in out, line
 
@@ -45,8 +46,9 @@ def test_make_test_as_root_requires_every_test() -> None:
 def _pytest_lines(require: str) -> list[str]:
     env = f"HOPLAB_REQUIRE_ALL={require} .venv/bin/pytest -q"
     return [f"{env} -n 2 tests/unit\n",
-            f'{env} -n 2 --dist loadfile --durations=25 -m "not machine" --ignore=tests/unit '
-            "tests\n",
+            f'{env} -n 2 --dist loadfile --durations=25 -m "not machine and not alone" '
+            "--ignore=tests/unit tests\n",
+            f"{env} --durations=10 -m alone --ignore=tests/unit tests\n",
             f"{env} -m machine --ignore=tests/unit tests\n"]
 
 

@@ -36,8 +36,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("experiment", help="experiment file (see docs/experiment-format.md)")
     store_arg.add(p)
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a key: a matrix key (hops=2), a test option "
-                        "(duration=5s, tests.NAME.flows=2), repeat, seed, labels.NAME")
+                   help="override a key: a matrix key (hops=2; qos=on keeps one named "
+                        "variant), a test option (duration=5s, tests.NAME.flows=2), repeat, "
+                        "seed, labels.NAME")
     p.add_argument("--repeat", type=int, help="repetitions of each variant x test")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--lab-name", help="name of the lab built for the runs (default: random)")

@@ -19,7 +19,7 @@ from typing import Any
 
 from hoplab import kind_registry as registry
 from hoplab import kv, user_files
-from hoplab.errors import SpecError
+from hoplab.errors import SpecError, UsageError
 from hoplab.spec import option_values as ov
 from hoplab.spec.experiment import Experiment, Profile, Samplers, Test, Variant
 from hoplab.spec.families import has_family
@@ -68,10 +68,26 @@ def _apply_sets(data: dict[str, Any], sets: Sequence[str]) -> dict[str, Any]:
         elif key.startswith("labels."):
             data.setdefault("labels", {})[key.split(".", 1)[1]] = str(value)
         elif key in data.get("matrix", {}):
-            data["matrix"][key] = value if isinstance(value, list) else [value]
+            data["matrix"][key] = _axis(key, data["matrix"][key], value)
         else:
             fixed[key] = value
     return fixed
+
+
+def _axis(key: str, axis: object, value: Any) -> Any:
+    """An axis as --set KEY=VALUE leaves it: a list of values is replaced; of a table of
+    named variants (`[matrix.qos.on]`) the value names those to keep, so one variant of
+    an example runs as written (`--set qos=on`, `--set 'qos=["off", "on"]'`)."""
+    values = value if isinstance(value, list) else [value]
+    if not isinstance(axis, dict):
+        return values
+    names = [str(v) for v in values]
+    unknown = [n for n in names if n not in axis]
+    if unknown or not names:
+        raise UsageError(f"--set {key}=...: the matrix's '{key}' is a table of named "
+                         f"variants ({', '.join(map(str, axis))}); "
+                         + (f"it has no '{unknown[0]}'" if unknown else "name one or more"))
+    return {n: v for n, v in axis.items() if n in names}
 
 
 def _labels(ctx: SpecContext, raw: object) -> dict[str, str]:
