@@ -268,25 +268,28 @@ def run(p: Plan) -> int:
     # hoplab stops a client with SIGTERM to its process group, the driver included: the
     # browser (in a session of its own) then dies without removing its
     # org.chromium.Chromium.* directory from its TMPDIR, one left in /tmp per stopped
-    # run. So its TMPDIR is this client's own, removed on the way out, SIGTERM included.
+    # run; and the driver, killed while it cleans up, left the browser's profile
+    # (playwright_chromiumdev_profile-*, made in the driver's TMPDIR) once in 3 pool runs
+    # of test_web. So this client's TMPDIR, its driver's and browser's with it, is its
+    # own, removed on the way out, SIGTERM included.
     signal.signal(signal.SIGTERM, _stopped)
     tmp = tempfile.mkdtemp(prefix="hoplab-pageload-")
+    os.environ["TMPDIR"] = tmp
     try:
-        _run(p, sync_playwright, begun, tmp)
+        _run(p, sync_playwright, begun)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
-def _run(p: Plan, sync_playwright: Any, begun: float, tmp: str) -> None:
+def _run(p: Plan, sync_playwright: Any, begun: float) -> None:
     imported = time.time() - begun
     with sync_playwright() as pw:
         # Where a start-up's time went, in the header: twice here one took 24.4-24.7 s
         # (against 0.6-1.9 s, a cold page cache included), cause not found.
         driver = time.time() - begun
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=list(CHROMIUM_ARGS),
-                                     env={**os.environ, "TMPDIR": tmp})
+                                     args=list(CHROMIUM_ARGS))
         try:
             launched = time.time() - begun
             # The first load's fresh context is made before the header says the client is
