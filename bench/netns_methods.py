@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from hoplab.lab import netns as lab_netns
 from hoplab.nodes import netns
+from hoplab.nodes.each import workers
 
 PREFIX = f"hoplab-bench-{os.getpid()}-"
 IFNAME = "eth0"
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=200, help="namespaces per measurement (even)")
     p.add_argument("--rounds", type=int, default=5, help="repetitions; the median is shown")
-    p.add_argument("--threads", type=int, default=lab_netns.workers(),
+    p.add_argument("--threads", type=int, default=workers(),
                    help="pool size for the parallel column (default: hoplab's, %(default)s)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     args = p.parse_args(argv)

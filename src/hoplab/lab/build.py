@@ -41,6 +41,7 @@ from hoplab.lab.vm import boot as vm_boot
 from hoplab.lab.vm import firmware, guest, qemu, wg
 from hoplab.lab.vm.script import Step, failed, script
 from hoplab.lab.where import netns_prefix
+from hoplab.nodes.each import in_each
 from hoplab.nodes.executor import Completed, Executor
 from hoplab.nodes.netns import exists as ns_exists
 from hoplab.nodes.registry import executor_for, in_namespace
@@ -372,10 +373,10 @@ def _make_namespaces(b: _Build, t: float) -> float:
     moves = nics.attach_nics(b.state, b.plan)
     netns.ip_batch([f"link set {nic} netns {ns}" for nic, ns in moves], "attaching host NICs")
     diameter = b.plan.diameter
-    netns.in_each(list(b.local.values()), lambda ex: netns.write_sysctls(
+    in_each(list(b.local.values()), lambda ex: netns.write_sysctls(
         ex, _base_sysctls(b.node(ex), diameter)))
     wires = [in_namespace(w.short, w.netns) for w in b.wires.values()]
-    netns.in_each(wires, lambda ex: netns.write_sysctls(ex, wire.SYSCTLS))
+    in_each(wires, lambda ex: netns.write_sysctls(ex, wire.SYSCTLS))
     return b.step("namespaces", t)
 
 
@@ -383,7 +384,7 @@ def _make_links(b: _Build, t: float) -> float:
     b.say("links")
     netns.ip_batch(_veth_lines(b.plan, b.wires), "creating links")
     wired = frozenset(b.wires)
-    netns.in_each(list(b.local.values()),
+    in_each(list(b.local.values()),
                   lambda ex: _configure_veths(b.lab, b.node(ex), ex, wired))
     t = b.step("links", t)
     if b.wires:
@@ -397,7 +398,7 @@ def _make_links(b: _Build, t: float) -> float:
         _start_wireguard(b.plan, b.state, b.caps, b.wg_keys, frozenset(b.vms))
         wg_nodes = [b.local[n.netns] for n in b.plan.nodes
                     if n.netns in b.local and any(i.kind.startswith("wg") for i in n.ifaces)]
-        netns.in_each(wg_nodes, lambda ex: netns.ip_batch(
+        in_each(wg_nodes, lambda ex: netns.ip_batch(
             _ip_lines(b.node(ex), ("wg-hop", "wg-tunnel")), f"node {ex.node}", ex))
         if not b.vms:
             _warm_tunnels(b.plan, b.local)    # else once the VMs' ends are up too
@@ -410,14 +411,19 @@ def _guest_wireguard(b: _Build) -> None:
     execs: dict[str, Executor] = dict(b.local)
     for name in b.vms:
         execs[b.plan.node(name).netns] = executor_for(name, b.state.summary["nodes"][name])
-    try:
+    def ends_of(name: str) -> None:
+        ex = execs[b.plan.node(name).netns]
         for e in b.plan.wireguard:
-            if e.node in b.vms:
-                ex = execs[b.plan.node(e.node).netns]
+            if e.node == name:
                 wg.start(ex, e, b.wg_keys[(e.node, e.ifname)],
                          b.wg_keys[(e.peer, e.peer_ifname)])
                 netns.ip_batch(_ip_lines(b.plan.node(e.node), ("wg-hop", "wg-tunnel")),
                                f"VM {e.node}", ex)
+
+    try:
+        # Each VM at once (its ends one after the other): SSH round trips to guests,
+        # 2.5 s an end in a 50 %-CPU guest under TCG (examples/vm/relay.toml).
+        in_each([n for n in b.vms if any(e.node == n for e in b.plan.wireguard)], ends_of)
         _warm_tunnels(b.plan, execs)
     finally:
         for name in b.vms:
@@ -524,7 +530,7 @@ def _configure_guests(b: _Build) -> None:
             b.state.summary["nodes"][name]["vm"]["release"] = \
                 (done.stdout.strip().splitlines() or ["?"])[-1]
 
-    netns.in_each(list(b.vms), one)
+    in_each(list(b.vms), one)
 
 
 def _boot_config_status(b: _Build, name: str) -> int:
@@ -567,7 +573,7 @@ def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:
     exe = wire.binary()
     if exe is None:
         raise CapabilityError(f"{wire.BINARY} is not built; run make setup")
-    netns.in_each([in_namespace(w.short, w.netns) for w in wires],
+    in_each([in_namespace(w.short, w.netns) for w in wires],
                   lambda ex: netns.ip_batch(wire.IP_LINES, f"wire namespace {ex.netns}", ex))
     started = []
     for w in wires:
@@ -638,7 +644,7 @@ def _warm_tunnels(plan: Plan, local: Mapping[str, Executor]) -> None:
     ports: dict[str, set[int]] = {}
     for e in plan.wireguard:
         ports.setdefault(plan.node(e.node).netns, set()).add(e.listen_port)
-    netns.in_each([(ns, local[ns]) for ns in ports], partial(_wait_listening, ports))
+    in_each([(ns, local[ns]) for ns in ports], partial(_wait_listening, ports))
     for kind in ("wg-hop", "wg-tunnel"):
         jobs: dict[str, list[str]] = {}
         for node in plan.nodes:
@@ -648,7 +654,7 @@ def _warm_tunnels(plan: Plan, local: Mapping[str, Executor]) -> None:
                     far = next(x for x in peer.ifaces if x.kind == kind and x.peer == node.name
                                and x.link == i.link and x.tunnel == i.tunnel)
                     jobs.setdefault(node.netns, []).append(str(far.addrs[0].ip))
-        netns.in_each([(ns, local[ns]) for ns in jobs], partial(_ping_from, jobs))
+        in_each([(ns, local[ns]) for ns in jobs], partial(_ping_from, jobs))
 
 
 def _ping_from(jobs: dict[str, list[str]], at: tuple[str, Executor]) -> None:
@@ -673,7 +679,7 @@ def _check_cables(plan: Plan, local: Mapping[str, NetnsExecutor]) -> None:
             if ex.run(["ping", "-c1", "-W3", "-q", addr], timeout=30).returncode != 0:
                 raise LabError(f"node {ex.node} does not reach {addr} over its cable: is the "
                                f"NIC cabled to the device, and the device's port up?")
-    netns.in_each([local[ns] for ns in jobs], ping)
+    in_each([local[ns] for ns in jobs], ping)
 
 
 def _write_hosts(plan: Plan, state: LabState) -> None:

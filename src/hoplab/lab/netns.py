@@ -10,10 +10,9 @@ for pyroute2 (see hoplab.nodes.netns).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from hoplab.errors import LabError
 
@@ -21,11 +20,8 @@ if TYPE_CHECKING:
     from hoplab.nodes.executor import Executor
     from hoplab.nodes.netns_exec import NetnsExecutor
 
-# subprocess and the thread pool are imported where they are used: commands that only
-# look namespaces up should not pay for them at start-up.
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
+# subprocess is imported where it is used: commands that only look namespaces up
+# should not pay for it at start-up.
 
 
 def ip_batch(lines: Sequence[str], what: str, ex: Executor | None = None) -> None:
@@ -79,20 +75,3 @@ def write_sysctls(ex: NetnsExecutor, values: Iterable[tuple[str, str]]) -> None:
                 raise LabError(f"sysctl {key} = {value}: {exc.strerror}") from None
 
 
-def workers() -> int:
-    return max(2, min(8, (os.cpu_count() or 2) * 2))
-
-
-def in_each(items: Sequence[_T], job: Callable[[_T], _R]) -> list[_R]:
-    """job(item) for each item (a namespace's executor), a few threads at a time; the
-    results in order."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    if len(items) <= 1:
-        return [job(n) for n in items]
-    pool = ThreadPoolExecutor(max_workers=workers())
-    try:
-        return list(pool.map(job, items))
-    finally:
-        # On Ctrl-C or an error, queued namespaces must not still be configured.
-        pool.shutdown(wait=True, cancel_futures=True)

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hoplab.nodes.each import in_each
 from hoplab.nodes.executor import LOCAL_MACHINE, Executor, ExecutorError
 from hoplab.nodes.ssh_quote import SH_WHICH
 
@@ -163,12 +164,18 @@ def clock_offsets(nodes: Mapping[str, Executor]) -> dict[str, dict[str, Any]]:
     for name, ex in nodes.items():
         if ex.machine != LOCAL_MACHINE:
             by_machine.setdefault(ex.machine, []).append(name)
-    out: dict[str, dict[str, Any]] = {}
-    for names in by_machine.values():
+
+    def one(names: list[str]) -> dict[str, Any]:
         try:
-            got: dict[str, Any] = estimate(nodes[names[0]]).as_metadata()
+            return estimate(nodes[names[0]]).as_metadata()
         except (ExecutorError, TimeoutError, OSError) as exc:
-            got = {"error": str(exc)}
+            return {"error": str(exc)}
+
+    # Each machine at once: a run of a lab of two VM routers under TCG spent 7.4 s
+    # here one machine after the other (3.7 s each: 16 forks of date in the guest).
+    groups = list(by_machine.values())
+    out: dict[str, dict[str, Any]] = {}
+    for names, got in zip(groups, in_each(groups, one), strict=True):
         for name in names:
             out[name] = {**got, "node": name}
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hoplab.nodes.each import in_each
 from hoplab.nodes.executor import Executor, ExecutorError
 
 
@@ -26,12 +27,17 @@ def reboots(nodes: Mapping[str, Executor], settings: Mapping[str, Mapping[str, A
         if prev is not None and ((now[0] and prev[0] and now[0] != prev[0])
                                  or (uptime is not None and now[1] < prev[1])):
             out[name] = "rebooted since the previous run (boot id changed, uptime went back)"
-    for name, ex in nodes.items():
-        if name in out:
-            continue
+    def look(name: str) -> str | None:
         try:
-            if ex.check_rebooted():
-                out[name] = "rebooted since hoplab last looked (uptime went back)"
+            if nodes[name].check_rebooted():
+                return "rebooted since hoplab last looked (uptime went back)"
         except (ExecutorError, TimeoutError, OSError) as exc:
-            out[name] = f"could not tell whether it rebooted: {exc}"
+            return f"could not tell whether it rebooted: {exc}"
+        return None
+
+    # Each node at once: one command each, a round trip to a device or a guest.
+    names = [n for n in nodes if n not in out]
+    for name, said in zip(names, in_each(names, look), strict=True):
+        if said is not None:
+            out[name] = said
     return out

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hoplab.errors import HoplabError
-from hoplab.lab import netns
 from hoplab.lab.vm import cgroup
 from hoplab.lab.vm.qemu import forget_exited
+from hoplab.nodes.each import in_each
 from hoplab.nodes.executor import ProcessId
 from hoplab.nodes.procs import proc_start_time
 from hoplab.nodes.registry import this_machine
@@ -54,7 +54,7 @@ def power_off(state: LabState, nodes: Mapping[str, Executor]) -> list[str]:
         with contextlib.suppress(HoplabError, OSError, TimeoutError):
             ex.run(["sh", "-c", "echo o > /proc/sysrq-trigger"], timeout=3)
 
-    netns.in_each(qemus, ask)
+    in_each(qemus, ask)
     deadline = time.monotonic() + GRACE_S
     while any(_alive(p) for p in qemus) and time.monotonic() < deadline:
         time.sleep(0.05)

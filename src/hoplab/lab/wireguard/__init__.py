@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 
 from hoplab.errors import LabError
 from hoplab.held_stops import stops_held
-from hoplab.lab.netns import in_each
 from hoplab.lab.wireguard import kernel, uapi, userspace
 from hoplab.lab.wireguard.config import (
     MODES,
@@ -46,6 +45,7 @@ from hoplab.lab.wireguard.config import (
 from hoplab.lab.wireguard.keys import KeyPair, generate_keypair
 from hoplab.lab.wireguard.uapi import UAPI_TIMEOUT_S
 from hoplab.lab.wireguard.userspace import START_TIMEOUT_S, STOP_GRACE_S
+from hoplab.nodes.each import in_each
 from hoplab.nodes.executor import ExecutorError
 
 __all__ = [
