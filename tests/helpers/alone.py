@@ -6,7 +6,8 @@ Most of a lab test's time is traffic at a shaped rate, waited for, and each is w
 pass beside a busy core (docs/testing.md). Two kinds cannot share:
 - `alone`: it keeps both cores busy, or its figure is the CPU's (a VM router under TCG as
   it boots and forwards, a frame generator's own unpaced rate). It runs while no other
-  test of the run does.
+  test of the run does. make test runs them after the others, without xdist (pytest -m
+  alone): in the pool each waited with a core idle for the other worker's test to end.
 - `machine`: no other test's lab may even be up (a plain `hoplab clean` removes every lab
   no live hoplab process uses, a lab another test keeps up between its commands too). It
   cannot run under xdist at all: run those on their own, after the others
