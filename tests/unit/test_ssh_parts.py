@@ -13,7 +13,7 @@ import pytest
 
 from hoplab.nodes.clock import ClockOffset, _adjtimex
 from hoplab.nodes.ssh_counters import loop_argv, loop_script, split_sample
-from hoplab.nodes.ssh_facts import parse_facts
+from hoplab.nodes.ssh_facts import parse_facts, script_argv
 from hoplab.nodes.ssh_quote import SIGNAL_CHECKED, parse_stat, remote_command
 from hoplab.nodes.ssh_target import SshTarget, SshTargetError
 
@@ -177,6 +177,22 @@ def test_sampler_loop_in_busybox_ash() -> None:
     stats = [k for k in sec if k.endswith("/stat") and k != "/proc/stat"]
     assert len(stats) == 2       # the loop shell's own and its parent's
     assert len([k for k in sec if k.endswith("/schedstat")]) == 2
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_facts_script_reads_this_machines_sysctls(shell: str) -> None:
+    """The device's side of the facts, run here by each shell a device may have: every
+    sysctl as /proc/sys has it, one absent key missing, not an error."""
+    argv = script_argv((*SYSCTLS, "net.ipv4.no_such_key"))
+    env, script = argv[1:3], argv[-1]
+    run = [shell, "sh", "-c", script] if shell.endswith("busybox") else [shell, "-c", script]
+    res = subprocess.run(run, capture_output=True, text=True, timeout=30, check=True,
+                         env={**os.environ, **dict(e.split("=", 1) for e in env)})
+    f = parse_facts(res.stdout, (*SYSCTLS, "net.ipv4.no_such_key"))
+    assert f.values["sysctls"] == {
+        k: " ".join(Path("/proc/sys", k.replace(".", "/")).read_text().split())
+        for k in SYSCTLS}
+    assert f.missing["sysctl net.ipv4.no_such_key"] == "not in /proc/sys on the device"
 
 
 def test_adjtimex_answer_and_offset_metadata() -> None:
