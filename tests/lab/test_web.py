@@ -154,9 +154,13 @@ def test_first_byte_of_a_fresh_connection_is_two_round_trips(
     # the handshake may begin before the stamp the timings count from (180.7 ms was
     # measured, the handshake 28 ms ahead); a connection kept from an earlier load (no
     # handshake) would read 100 ms.
+    # The least disturbed load took two round trips, not three (a handshake or a request
+    # too many shows in every load). Not the median: a fresh-clone CI run had three of
+    # four loads a round trip late, the pool's other test holding the CPU (the wire's
+    # 50 ms delay and the browser both wait for it: connect 87.5 to 196.5 ms), and the
+    # fourth at 201.2 ms.
     assert all(t - r >= RTT_MS / 2 for t, r in zip(ttfb, request, strict=True)), loads
-    assert min(ttfb) >= 2 * RTT_MS - 35, ttfb
-    assert statistics.median(ttfb) <= 2 * RTT_MS + 100, ttfb
+    assert 2 * RTT_MS - 35 <= min(ttfb) <= 2 * RTT_MS + 35, ttfb
     # DOM content loaded comes after the first byte; the load event after both images,
     # each a further request (at least one more round trip).
     dcl, load = _series(rec, "web_dcl"), _series(rec, "web_load")
