@@ -33,6 +33,10 @@ between = ["r2", "server"]
 """
 
 
+# One UDP test from client to server, with the iperf3 defaults.
+UDP_TEST = '[[tests]]\nname = "t"\nkind = "udp"\nfrom = "client"\nto = "server"\n'
+
+
 def write(tmp_path: Path, body: str, lab: str = CHAIN) -> Path:
     (tmp_path / "lab.toml").write_text(lab)
     path = tmp_path / "exp.toml"
@@ -97,12 +101,7 @@ def test_named_variants_set_lab_paths_and_setup(tmp_path: Path) -> None:
 "lab.links.1.rate" = "10mbit"
 "setup.r1" = [["tc", "qdisc", "show"]]
 [matrix.shape.fast]
-[[tests]]
-name = "t"
-kind = "udp"
-from = "client"
-to = "server"
-"""
+""" + UDP_TEST
     slow, fast = load_experiment(write(tmp_path, body)).variants
     assert slow.values == {"shape": "slow"} and fast.values == {"shape": "fast"}
     assert slow.lab.links[1].forward.rate_bps == 10_000_000
@@ -119,12 +118,7 @@ def test_set_keeps_the_named_variants_it_names(tmp_path: Path) -> None:
 [matrix.shape.mid]
 "lab.links.1.rate" = "50mbit"
 [matrix.shape.fast]
-[[tests]]
-name = "t"
-kind = "udp"
-from = "client"
-to = "server"
-"""
+""" + UDP_TEST
     (slow,) = load_experiment(write(tmp_path, body), ["shape=slow"]).variants
     assert slow.values == {"shape": "slow"}
     assert slow.lab.links[1].forward.rate_bps == 10_000_000

@@ -385,7 +385,7 @@ def _make_links(b: _Build, t: float) -> float:
     netns.ip_batch(_veth_lines(b.plan, b.wires), "creating links")
     wired = frozenset(b.wires)
     in_each(list(b.local.values()),
-                  lambda ex: _configure_veths(b.lab, b.node(ex), ex, wired))
+            lambda ex: _configure_veths(b.lab, b.node(ex), ex, wired))
     t = b.step("links", t)
     if b.wires:
         b.say("wires")
@@ -411,6 +411,7 @@ def _guest_wireguard(b: _Build) -> None:
     execs: dict[str, Executor] = dict(b.local)
     for name in b.vms:
         execs[b.plan.node(name).netns] = executor_for(name, b.state.summary["nodes"][name])
+
     def ends_of(name: str) -> None:
         ex = execs[b.plan.node(name).netns]
         for e in b.plan.wireguard:
@@ -574,7 +575,7 @@ def _start_wires(wires: list[wire.WireLink], state: LabState) -> None:
     if exe is None:
         raise CapabilityError(f"{wire.BINARY} is not built; run make setup")
     in_each([in_namespace(w.short, w.netns) for w in wires],
-                  lambda ex: netns.ip_batch(wire.IP_LINES, f"wire namespace {ex.netns}", ex))
+            lambda ex: netns.ip_batch(wire.IP_LINES, f"wire namespace {ex.netns}", ex))
     started = []
     for w in wires:
         # Started and recorded as one: a stop that lands in between is delivered once

@@ -27,6 +27,7 @@ def reboots(nodes: Mapping[str, Executor], settings: Mapping[str, Mapping[str, A
         if prev is not None and ((now[0] and prev[0] and now[0] != prev[0])
                                  or (uptime is not None and now[1] < prev[1])):
             out[name] = "rebooted since the previous run (boot id changed, uptime went back)"
+
     def look(name: str) -> str | None:
         try:
             if nodes[name].check_rebooted():
