@@ -122,13 +122,50 @@ def _stat(pid: int) -> tuple[str, str, int] | None:
 
 
 WORKER = "PYTEST_XDIST_WORKER"
+# Each worker of a parallel run writes its PID and start time here (tests/helpers/
+# workers.py): a worker's own environment lacks WORKER, and some of what its tests start
+# cannot show theirs (below).
+WORKERS_DIR = Path("/tmp/hoplab-test-workers")
+
+
+def _started(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot: a PID with another start time
+    is another process."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(raw[raw.rindex(")") + 2:].split()[19])
+
+
+def register_worker(name: str | None, pid: int | None = None) -> None:
+    """Note process `pid` (this one by default) as worker `name` of a parallel run, for
+    worker_of; None forgets it."""
+    pid = os.getpid() if pid is None else pid
+    with suppress(OSError):  # worker_of then knows a worker by its environment alone
+        if name is None:
+            (WORKERS_DIR / str(pid)).unlink()
+        else:
+            WORKERS_DIR.mkdir(exist_ok=True)
+            (WORKERS_DIR / str(pid)).write_text(f"{name} {_started(pid)}\n")
+
+
+def _registered(pid: int) -> str | None:
+    try:
+        name, ticks = (WORKERS_DIR / str(pid)).read_text().split()
+    except (OSError, ValueError):
+        return None
+    return name if str(_started(pid)) == ticks else None
 
 
 def worker_of(pid: int) -> str | None:
     """The pytest-xdist worker (gw0, gw1...) whose test started process `pid`: its
-    environment names it, as every process a worker's test starts inherits it (the
-    worker's own, set after it started, does not), or its nearest ancestor's does.
-    None for a process no worker started."""
+    environment names it, as every process a worker's test starts inherits it, or its
+    nearest ancestor's does, or the ancestor is the worker itself. The last is how a
+    device's processes are told: their SSH session's environment is fresh, and nginx and
+    sshd write their process titles over their environment, so none of them shows WORKER
+    and the walk reaches the worker that started the device's SSH server. None for a
+    process no worker started."""
     while pid > 1:
         try:
             env = Path(f"/proc/{pid}/environ").read_bytes()
@@ -137,6 +174,9 @@ def worker_of(pid: int) -> str | None:
         for var in env.split(b"\0"):
             if var.startswith(WORKER.encode() + b"="):
                 return var.split(b"=", 1)[1].decode()
+        name = _registered(pid)
+        if name is not None:
+            return name
         st = _stat(pid)
         if st is None:
             return None
