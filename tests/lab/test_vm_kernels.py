@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from hoplab.nodes.ssh_facts import TOOLS
 from hoplab.store import open_store
+from hoplab.tool_table import version_args
 from tests.helpers.lab import hoplab
 
 pytestmark = [pytest.mark.root, pytest.mark.alone,
@@ -21,6 +24,13 @@ pytestmark = [pytest.mark.root, pytest.mark.alone,
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "vm" / "kernels.toml"
 RELEASES = ("6.1.0-47-amd64", "6.12.100+deb12-amd64")
+
+
+def host_tools() -> dict[str, str]:
+    """This machine's tools' versions, as a device's facts say them."""
+    return {t: subprocess.run([t, version_args(t)[0]], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, check=True
+                              ).stdout.splitlines()[0].strip() for t in TOOLS}
 
 
 def test_the_example_compares_two_kernels_with_their_profiles(
@@ -41,6 +51,9 @@ def test_the_example_compares_two_kernels_with_their_profiles(
         assert vm["vcpus"] == 2 and vm["accel"] in ("tcg", "kvm")
         assert (rec.metric("goodput") or 0) > 10e6, rec.metrics
         seen[vm["release"]] = rec.metadata["nodes"]["r1"]["kernel"]
+        # Its tools are this machine's files (its root is this one's), their versions
+        # read here: what the guest's own runs printed (tests/unit/test_ssh_parts.py).
+        assert rec.metadata["nodes"]["r1"]["tools"] == host_tools()
         # Each variant boots a VM of its own: a new machine, not one that rebooted.
         assert "rebooted" not in rec.metadata, rec.metadata["rebooted"]
         prof = rec.metadata["profile"]

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from hoplab.nodes.clock import ClockOffset, _adjtimex
+from hoplab.nodes.executor import Facts
 from hoplab.nodes.ssh_counters import loop_argv, loop_script, split_sample
-from hoplab.nodes.ssh_facts import parse_facts, script_argv
+from hoplab.nodes.ssh_facts import SYSTEM_PATH, Known, parse_facts, script_argv, versions_here
 from hoplab.nodes.ssh_quote import SIGNAL_CHECKED, parse_stat, remote_command
 from hoplab.nodes.ssh_target import SshTarget, SshTargetError
 
@@ -183,16 +184,54 @@ def test_sampler_loop_in_busybox_ash() -> None:
 def test_the_facts_script_reads_this_machines_sysctls(shell: str) -> None:
     """The device's side of the facts, run here by each shell a device may have: every
     sysctl as /proc/sys has it, one absent key missing, not an error."""
-    argv = script_argv((*SYSCTLS, "net.ipv4.no_such_key"))
-    env, script = argv[1:3], argv[-1]
-    run = [shell, "sh", "-c", script] if shell.endswith("busybox") else [shell, "-c", script]
-    res = subprocess.run(run, capture_output=True, text=True, timeout=30, check=True,
-                         env={**os.environ, **dict(e.split("=", 1) for e in env)})
-    f = parse_facts(res.stdout, (*SYSCTLS, "net.ipv4.no_such_key"))
+    f, _ = _facts_here(shell, (*SYSCTLS, "net.ipv4.no_such_key"))
     assert f.values["sysctls"] == {
         k: " ".join(Path("/proc/sys", k.replace(".", "/")).read_text().split())
         for k in SYSCTLS}
     assert f.missing["sysctl net.ipv4.no_such_key"] == "not in /proc/sys on the device"
+
+
+def _facts_here(shell: str, sysctls: tuple[str, ...],
+                known: Known | None = None) -> tuple[Facts, str]:
+    """The facts script run here by `shell`, as a device's SSH server would run it."""
+    argv = script_argv(sysctls, known)
+    assert argv[0] == "env" and argv[-3:-1] == ["sh", "-c"]
+    env, script = argv[1:-3], argv[-1]
+    run = [shell, "sh", "-c", script] if shell.endswith("busybox") else [shell, "-c", script]
+    path = f"{SYSTEM_PATH}:{os.environ['PATH']}"
+    res = subprocess.run(run, capture_output=True, text=True, timeout=30, check=True,
+                         env={**os.environ, "PATH": path,
+                              **dict(e.split("=", 1) for e in env)})
+    return parse_facts(res.stdout, sysctls, known), res.stdout
+
+
+# A node is told known paths only when its root is this machine's, so its shell is too
+# (BusyBox's runs its own applets for tc and ping, whatever the PATH has).
+@pytest.mark.parametrize("shell", [s for s in SHELLS if not s.endswith("busybox")])
+def test_a_tool_at_a_known_path_is_named_not_run(shell: str) -> None:
+    """A VM sharing this machine's root: the versions read here (versions_here) are the
+    ones the guest's own runs print; a tool at a path not known is still run there."""
+    known = versions_here({})
+    assert {"iperf3", "tc", "ping"} <= set(known), known
+    guest, _ = _facts_here(shell, ())
+    here, out = _facts_here(shell, (), known)
+    assert here.values["tools"] == guest.values["tools"]
+    assert here.missing == guest.missing
+    assert "@@@ tool_here iperf3" in out and "@@@ tool iperf3" not in out
+    # iperf3 known at another path only: the guest's own is run for its version.
+    moved = {**known, "iperf3": {"/nowhere/iperf3": "iperf 0.0"}}
+    again, out = _facts_here(shell, (), moved)
+    assert "@@@ tool iperf3" in out
+    assert again.values["tools"]["iperf3"] == guest.values["tools"]["iperf3"]
+
+
+def test_a_wrapper_of_the_nodes_own_reads_the_tool_it_runs() -> None:
+    perf = shutil.which("perf", path=SYSTEM_PATH)
+    assert perf is not None, "linux-perf is not installed"
+    known = versions_here({"/usr/local/bin/perf": "perf"})
+    version = subprocess.run([perf, "--version"], capture_output=True, text=True,
+                             check=True).stdout.splitlines()[0].strip()
+    assert known["perf"]["/usr/local/bin/perf"] == version == known["perf"][perf]
 
 
 def test_adjtimex_answer_and_offset_metadata() -> None:

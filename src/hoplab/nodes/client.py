@@ -21,7 +21,7 @@ from types import MappingProxyType
 
 from hoplab.nodes.executor import ExecutorError, Facts, Process, ProcessId
 from hoplab.nodes.procs import state_and_start
-from hoplab.nodes.ssh_facts import collect_facts
+from hoplab.nodes.ssh_facts import collect_facts, versions_here
 from hoplab.nodes.ssh_quote import SH_WHICH
 from hoplab.nodes.tools import find
 from hoplab.nodes.transport import Transport
@@ -41,6 +41,10 @@ class Client(Transport):
     """What every kind of node does the same way, on top of its transport."""
 
     shares_kernel = False
+    # A node whose root file system is this machine's (a VM booting a kernel): its own
+    # files that run a tool of this machine's ({path: tool}; hoplab.nodes.ssh_facts.
+    # versions_here). None: a root of its own.
+    shared_root: Mapping[str, str] | None = None
     where: Mapping[str, str] = MappingProxyType({})
     # Reboots: (uptime, boot id) last seen, how many were seen, how many not yet told.
     _boot: tuple[float, str] | None = None
@@ -158,7 +162,8 @@ class Client(Transport):
         in every run's metadata."""
         if self.shares_kernel:
             return Facts(values=dict(self.where))
-        return collect_facts(self)
+        known = None if self.shared_root is None else versions_here(self.shared_root)
+        return collect_facts(self, known=known)
 
     # --- reboots --------------------------------------------------------------------------
 

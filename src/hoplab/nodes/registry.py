@@ -23,6 +23,7 @@ from hoplab.errors import LabError
 if TYPE_CHECKING:
     from hoplab.nodes.executor import Executor
     from hoplab.nodes.netns_exec import NetnsExecutor
+    from hoplab.nodes.ssh_exec import SshExecutor
 
 Factory = Callable[[str, Mapping[str, Any]], "Executor"]
 
@@ -68,7 +69,7 @@ def _netns(node: str, info: Mapping[str, Any]) -> Executor:
     return NetnsExecutor(node, str(info["netns"]))
 
 
-def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
+def _ssh_executor(node: str, info: Mapping[str, Any]) -> SshExecutor:
     # asyncssh is imported only for labs that have devices.
     from hoplab.nodes.ssh_exec import SshExecutor
     from hoplab.nodes.ssh_target import SshTarget
@@ -78,6 +79,20 @@ def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
         node=node, destination=str(s["destination"]), port=s.get("port"),
         identity=s.get("identity"), jump=s.get("jump"), known_hosts=s.get("known_hosts"),
         accept_new_host_keys=bool(s.get("accept_new_host_keys"))))
+
+
+def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
+    return _ssh_executor(node, info)
+
+
+def _vm(node: str, info: Mapping[str, Any]) -> Executor:
+    ex = _ssh_executor(node, info)
+    # A VM booting a kernel hoplab gives it runs this machine's root, read-only: its
+    # tools are this machine's files (a firmware image's are its own).
+    shared = (info.get("vm") or {}).get("shared_root")
+    if shared is not None:
+        ex.shared_root = dict(shared)
+    return ex
 
 
 def _vm_where(info: Mapping[str, Any]) -> str:
@@ -100,7 +115,7 @@ KINDS: dict[str, NodeKind] = {
     "ssh": NodeKind(_ssh, describe=_ssh_where, keys=("ssh", "labgrid")),
     # A QEMU virtual machine booting a chosen kernel: built here, reached over SSH on
     # its management path (the entry's "ssh" is filled in when it is planned).
-    "vm": NodeKind(_ssh, builds="qemu", links="guest", describe=_vm_where, keys=("vm",)),
+    "vm": NodeKind(_vm, builds="qemu", links="guest", describe=_vm_where, keys=("vm",)),
 }
 DEFAULT = "netns"
 

@@ -74,7 +74,7 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
                                "known_hosts": str(known_hosts(state))}
         if spec.image is not None:
             vms[name], source = _firmware_vm(name, spec, port, d), f"image:{spec.image}"
-            release = None
+            release, shared = None, None
             ssh.update(destination=f"{spec.user}@127.0.0.1", identity=spec.identity)
             if spec.host_key is not None:
                 known.append(f"[127.0.0.1]:{port} {spec.host_key}\n")
@@ -86,6 +86,8 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
                                      accel.choose(k.image, initrd, qemu.binary()), port, d))
             source, release = k.source, k.release
             known.append(f"[127.0.0.1]:{port} {host_pub}\n")
+            # Its root is this machine's, and its perf hoplab's wrapper of this one's.
+            shared = {initramfs.PERF_AT: "perf"}
         cg = None if spec.cpu_pct is None else \
             _cpu_cgroup(state, name, spec.cpu_pct, spec.vcpus)
         vms[name].cgroup = cg
@@ -94,7 +96,7 @@ def prepare(lab: Lab, plan: Plan, state: LabState) -> dict[str, Vm]:
             vm={"kernel": source, "release": release, "vcpus": spec.vcpus,
                 "memory_mib": spec.memory_mib, "accel": vms[name].boot.accel,
                 "dir": str(d), "cpu_pct": spec.cpu_pct,
-                "cgroup": str(cg[1]) if cg else None})
+                "cgroup": str(cg[1]) if cg else None, "shared_root": shared})
     known_hosts(state).write_text("".join(known))
     return vms
 

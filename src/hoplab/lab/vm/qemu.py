@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -278,13 +279,31 @@ def wait_ready(b: Boot, proc: subprocess.Popen[bytes], deadline: float) -> None:
         time.sleep(0.05)
 
 
+# What a guest kernel's oops says of itself: its kind, where it was, the panic. A panic's
+# last 25 lines are its stack and registers, which name none of them.
+_OOPS = (re.compile(r"\] (Oops: |BUG: |general protection fault|kernel BUG at |"
+                    r"invalid opcode: )"),
+         re.compile(r"\] RIP: \S+:\S"), re.compile(r"\] Kernel panic - "))
+
+
+def oops(serial: str) -> list[str]:
+    """The first line of each of _OOPS in a guest's console text; [] when its kernel
+    did not oops."""
+    lines = serial.splitlines()
+    found = [next((ln.strip() for ln in lines if pat.search(ln)), None) for pat in _OOPS]
+    return [ln for ln in found if ln] if found[0] or found[2] else []
+
+
 def console_tail(d: Path, lines: int = 25) -> str:
     out = []
     for name in (QEMU_LOG, SERIAL_LOG):
         try:
-            text = (d / name).read_text(errors="replace").strip().splitlines()[-lines:]
+            whole = (d / name).read_text(errors="replace").strip()
         except OSError:
             continue
+        text = whole.splitlines()[-lines:]
+        if name == SERIAL_LOG and (said := oops(whole)):
+            out.append("\nthe guest kernel oopsed:\n" + "\n".join(said))
         if text:
             out.append(f"\n--- {d / name} (last {len(text)} lines) ---\n" + "\n".join(text))
     return "".join(out)
