@@ -303,7 +303,7 @@ def console_tail(d: Path, lines: int = 25) -> str:
             continue
         text = whole.splitlines()[-lines:]
         if name == SERIAL_LOG and (said := oops(whole)):
-            out.append("\nthe guest kernel oopsed:\n" + "\n".join(said))
+            out.append("\nthe guest kernel oopsed or panicked:\n" + "\n".join(said))
         if text:
             out.append(f"\n--- {d / name} (last {len(text)} lines) ---\n" + "\n".join(text))
     return "".join(out)
