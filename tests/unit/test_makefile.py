@@ -34,11 +34,11 @@ def test_make_test_runs_lint_types_wire_and_every_test() -> None:
     # where a skip fails.
     for line in _pytest_lines("1"):
         assert line in out, line
-    # The unit tests and the pool side by side, their output a line at a time; what the
-    # unit tests start is named as theirs (tests/helpers/lab.worker_of).
-    assert "make --no-print-directory -Oline -j2 unit-beside pool\n" in out
-    assert "PYTEST_XDIST_WORKER=unit HOPLAB_REQUIRE_ALL=1 .venv/bin/pytest -q tests/unit\n" \
-        in out
+    # The unit tests beside the pool at the lowest priority, their output in a file; what
+    # they start is named as theirs (tests/helpers/lab.worker_of).
+    assert "make --no-print-directory -j2 unit-beside pool\n" in out
+    assert ("PYTEST_XDIST_WORKER=unit HOPLAB_REQUIRE_ALL=1 nice -n 19 \\\n"
+            "\t.venv/bin/pytest -q tests/unit >.venv/unit-tests.log 2>&1; rc=$?;") in out
     # The static checks side by side.
     assert "make --no-print-directory -O -j3 lint typecheck wire-test fold-test gen-test\n" \
         in out
@@ -53,8 +53,7 @@ def test_make_test_as_root_requires_every_test() -> None:
 
 def _pytest_lines(require: str) -> list[str]:
     env = f"HOPLAB_REQUIRE_ALL={require} .venv/bin/pytest -q"
-    return [f"{env} tests/unit\n",
-            f'{env} -n 2 --dist loadfile --durations=25 -m "not machine and not alone" '
+    return [f'{env} -n 2 --dist loadfile --durations=25 -m "not machine and not alone" '
             "--ignore=tests/unit tests\n",
             f"{env} --durations=10 -m alone --ignore=tests/unit tests\n",
             f"{env} -m machine --ignore=tests/unit tests\n"]
