@@ -29,19 +29,11 @@ def test_make_test_runs_lint_types_wire_and_every_test() -> None:
     assert ".venv/bin/ruff check src tests bench" in out
     assert ".venv/bin/mypy\n" in out
     assert "cargo test --locked" in out and "cargo clippy" in out
-    # pytest over all of tests/ (unit one at a time beside the rest two at a time, a file
+    # pytest over all of tests/ (unit on both cores, then the rest two at a time, a file
     # to a worker, then those marked alone one at a time, and those marked machine last),
     # where a skip fails.
     for line in _pytest_lines("1"):
         assert line in out, line
-    # The unit tests beside the pool at the lowest priority, their output in a file; what
-    # they start is named as theirs (tests/helpers/lab.worker_of).
-    assert "make --no-print-directory -j2 unit-beside pool\n" in out
-    assert ("PYTEST_XDIST_WORKER=unit HOPLAB_REQUIRE_ALL=1 nice -n 19 \\\n"
-            "\t.venv/bin/pytest -q tests/unit >.venv/unit-tests.log 2>&1; rc=$?;") in out
-    # The static checks side by side.
-    assert "make --no-print-directory -O -j3 lint typecheck wire-test fold-test gen-test\n" \
-        in out
 
 
 def test_make_test_as_root_requires_every_test() -> None:
@@ -53,7 +45,8 @@ def test_make_test_as_root_requires_every_test() -> None:
 
 def _pytest_lines(require: str) -> list[str]:
     env = f"HOPLAB_REQUIRE_ALL={require} .venv/bin/pytest -q"
-    return [f'{env} -n 2 --dist loadfile --durations=25 -m "not machine and not alone" '
+    return [f"{env} -n 2 tests/unit\n",
+            f'{env} -n 2 --dist loadfile --durations=25 -m "not machine and not alone" '
             "--ignore=tests/unit tests\n",
             f"{env} --durations=10 -m alone --ignore=tests/unit tests\n",
             f"{env} -m machine --ignore=tests/unit tests\n"]
