@@ -27,6 +27,7 @@ from hoplab.lab.plan import Plan
 from hoplab.lab.state import ETC_NETNS, LABS_DIR, find
 from hoplab.lab.teardown import teardown
 from hoplab.lab.where import netns_prefix
+from hoplab.nodes.procs import proc_start_time
 from hoplab.record import RunRecord
 from hoplab.spec.model import Lab
 from hoplab.store import open_store
@@ -128,16 +129,6 @@ WORKER = "PYTEST_XDIST_WORKER"
 WORKERS_DIR = Path("/tmp/hoplab-test-workers")
 
 
-def _started(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot: a PID with another start time
-    is another process."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(raw[raw.rindex(")") + 2:].split()[19])
-
-
 def register_worker(name: str | None, pid: int | None = None) -> None:
     """Note process `pid` (this one by default) as worker `name` of a parallel run, for
     worker_of; None forgets it."""
@@ -147,7 +138,7 @@ def register_worker(name: str | None, pid: int | None = None) -> None:
             (WORKERS_DIR / str(pid)).unlink()
         else:
             WORKERS_DIR.mkdir(exist_ok=True)
-            (WORKERS_DIR / str(pid)).write_text(f"{name} {_started(pid)}\n")
+            (WORKERS_DIR / str(pid)).write_text(f"{name} {proc_start_time(pid)}\n")
 
 
 def _registered(pid: int) -> str | None:
@@ -155,7 +146,7 @@ def _registered(pid: int) -> str | None:
         name, ticks = (WORKERS_DIR / str(pid)).read_text().split()
     except (OSError, ValueError):
         return None
-    return name if str(_started(pid)) == ticks else None
+    return name if str(proc_start_time(pid)) == ticks else None
 
 
 def worker_of(pid: int) -> str | None:

@@ -69,7 +69,7 @@ def _netns(node: str, info: Mapping[str, Any]) -> Executor:
     return NetnsExecutor(node, str(info["netns"]))
 
 
-def _ssh_executor(node: str, info: Mapping[str, Any]) -> SshExecutor:
+def _ssh(node: str, info: Mapping[str, Any]) -> SshExecutor:
     # asyncssh is imported only for labs that have devices.
     from hoplab.nodes.ssh_exec import SshExecutor
     from hoplab.nodes.ssh_target import SshTarget
@@ -81,12 +81,8 @@ def _ssh_executor(node: str, info: Mapping[str, Any]) -> SshExecutor:
         accept_new_host_keys=bool(s.get("accept_new_host_keys"))))
 
 
-def _ssh(node: str, info: Mapping[str, Any]) -> Executor:
-    return _ssh_executor(node, info)
-
-
 def _vm(node: str, info: Mapping[str, Any]) -> Executor:
-    ex = _ssh_executor(node, info)
+    ex = _ssh(node, info)
     # A VM booting a kernel hoplab gives it runs this machine's root, read-only: its
     # tools are this machine's files (a firmware image's are its own).
     shared = (info.get("vm") or {}).get("shared_root")
