@@ -16,7 +16,9 @@ import pytest
 
 from hoplab.errors import LabError
 from hoplab.lab import wireguard as wg
+from hoplab.lab.build import udp_ports
 from hoplab.lab.wireguard.kernel import _parse_wg_dump
+from hoplab.nodes.netns_exec import NetnsExecutor
 
 NS_PREFIX = "hoplab-test-wg-"
 SHARED_SOCK = Path("/var/run/wireguard/wg0.sock")
@@ -126,6 +128,17 @@ def wg_pair(request: pytest.FixtureRequest, tmp_path: Path,
         pids = wg.start_many([a, b], mode)
         for ns, addr in ((ns_a, "10.251.0.1/30"), (ns_b, "10.251.0.2/30")):
             _run("ip", "-n", ns, "addr", "add", addr, "dev", "wg0")
+        # Ready when both ends listen, as a lab's build waits (hoplab.lab.build):
+        # wireguard-go binds its port on seeing the link go up, and a handshake sent
+        # before that is lost and retried only after 5 s. CI's pool once lost all three
+        # pings of the test below (userspace, 2 s of pinging) so.
+        for iface in (a, b):
+            ex = NetnsExecutor(iface.ifname, iface.netns)
+            deadline = time.monotonic() + 5.0
+            while iface.listen_port not in udp_ports(ex):
+                assert time.monotonic() < deadline, \
+                    f"WireGuard in {iface.netns} never bound UDP {iface.listen_port}"
+                time.sleep(0.01)
         yield Pair(mode, a, b, pids, shared_before)
     finally:
         for iface, pid in zip((a, b), pids, strict=False):

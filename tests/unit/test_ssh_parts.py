@@ -4,6 +4,7 @@ facts and sampler replies parsed from real captures."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -104,6 +105,11 @@ def test_facts_of_the_openwrt_like_capture() -> None:
     assert set(f.missing) >= {"drivers", "offloads", "qdiscs", "tool perf", "tool tc",
                               "tool ethtool"}
     assert "net.ipv4.tcp_congestion_control" not in str(f.missing)
+    # The /proc files, read by one grep: split back by path.
+    assert (f.values["kernel"], f.values["kernel_build"], f.values["machine"]) == \
+        ("6.18.44-fc-v657", "#1 SMP PREEMPT_DYNAMIC @0", "x86_64")
+    assert f.values["cpu_model"] == "Intel(R) Xeon(R) Processor" and f.values["cpus"] == 2
+    assert re.fullmatch(r"[0-9a-f-]{36}", f.values["boot_id"]) and f.values["uptime_s"] > 0
 
 
 def test_facts_of_the_linux_board_capture() -> None:
@@ -112,7 +118,7 @@ def test_facts_of_the_linux_board_capture() -> None:
     (ifname,) = f.values["interfaces"]
     assert f.values["drivers"][ifname]["driver"] == "veth"
     assert f.values["offloads"][ifname]["tcp-segmentation-offload"] in ("on", "off")
-    assert f.values["tools"]["perf"] == "perf version 6.1.192"
+    assert f.values["tools"]["perf"] == "perf version 6.1.187"
     assert f.values["cpus"] == 2 and f.values["cpu_model"]
     assert "model" in f.missing and "qdiscs" not in f.missing
 
@@ -189,6 +195,14 @@ def test_the_facts_script_reads_this_machines_sysctls(shell: str) -> None:
         k: " ".join(Path("/proc/sys", k.replace(".", "/")).read_text().split())
         for k in SYSCTLS}
     assert f.missing["sysctl net.ipv4.no_such_key"] == "not in /proc/sys on the device"
+    # What one grep read for every /proc file: uname's answers, CPUs, boot id, uptime.
+    me = os.uname()
+    assert (f.values["kernel"], f.values["kernel_build"], f.values["machine"]) == \
+        (me.release, me.version, me.machine)
+    assert f.values["cpus"] == os.cpu_count() and f.values["cpu_model"]
+    assert f.values["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert 0 < f.values["uptime_s"] <= float(Path("/proc/uptime").read_text().split()[0])
+    assert not {"kernel", "cpu_model"} & set(f.missing), f.missing
 
 
 def _facts_here(shell: str, sysctls: tuple[str, ...],

@@ -615,7 +615,7 @@ def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities,
     wireguard.start_many(ifaces, mode, on_started=record)
 
 
-def _udp_ports(ex: Executor) -> set[int]:
+def udp_ports(ex: Executor) -> set[int]:
     """Bound UDP ports of ex's namespace."""
     ports = set()
     for table in ("udp", "udp6"):
@@ -630,9 +630,9 @@ def _wait_listening(jobs: dict[str, set[int]], at: tuple[str, Executor]) -> None
     # A VM answers over SSH, slower than a namespace, and boots its module on demand.
     deadline = time.monotonic() + (5.0 if ex.machine == "local" else 30.0)
     want = jobs[where]
-    while not want <= _udp_ports(ex):
+    while not want <= udp_ports(ex):
         if time.monotonic() > deadline:
-            missing = sorted(want - _udp_ports(ex))
+            missing = sorted(want - udp_ports(ex))
             raise LabError(f"WireGuard in {where} is not listening on UDP {missing}")
         time.sleep(0.01)
 
