@@ -180,7 +180,7 @@ test: setup
 	$(MAKE) --no-print-directory -O -j3 lint typecheck wire-test fold-test gen-test
 	$(BIN)/python -m compileall -q src
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m "not machine and not alone" --ignore=tests/unit tests
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -m "not machine and not alone" --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q --durations=10 -m alone --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -m machine --ignore=tests/unit tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \

@@ -10,6 +10,9 @@ Run as root: .venv/bin/python bench/vm.py [--fetch] [--reps 3] [--seconds 10]
 them (build IDs off, the guest's modules tree hidden from perf: hoplab.lab.vm.guest),
 each from perf's start to its data written, then its perf script; and the anchor, the
 guest's own /usr/bin/perf with build IDs, as profiles ran it before, in the same lab.
+--commands N: only N of each, alternated, in a VM router (2 vCPUs): `true` over SSH
+with root's login shell sh (hoplab's) and bash (the anchor), and the facts script,
+hoplab's (/proc read by one grep) and the anchor's (a cat per file).
 --boots N: only N boots of a lone VM (2 vCPUs, no lab links) to its SSH banner, with
 where the time went from its console: the kernel to /init, the initramfs's modules,
 the guest set up (ready), each as the guest's uptime; then N starts of it resumed from
@@ -32,6 +35,8 @@ from pathlib import Path
 
 from hoplab.lab import build
 from hoplab.lab.vm import guest, initramfs, kernel, qemu, resume, snapshot
+from hoplab.nodes import ssh_facts
+from hoplab.nodes.executor import SYSCTLS
 from hoplab.nodes.registry import executors
 from hoplab.spec import load_lab
 
@@ -186,6 +191,59 @@ def perf_runs(n: int) -> dict[str, object]:
     return {"runs": took, "median": {k: statistics.median(v) for k, v in took.items()}}
 
 
+# The facts script as it was before /proc was read by one grep (the anchor of
+# --commands): a cat per /proc file, uname -r and -v, and a cat for each absent file.
+_FACTS_PARTS = (
+    ("if [ -r /tmp/sysinfo/model ]; then cat /tmp/sysinfo/model\n"
+     "elif [ -r /proc/device-tree/model ]; then cat /proc/device-tree/model; fi",
+     "cat /tmp/sysinfo/model 2>/dev/null || cat /proc/device-tree/model 2>/dev/null"),
+    ("[ -r /etc/openwrt_release ] && cat /etc/openwrt_release",
+     "cat /etc/openwrt_release 2>/dev/null"),
+    ("s proc; grep -H '' $PROC_FILES 2>/dev/null",
+     'uname -r; uname -v\nfor f in $PROC_FILES; do s "$f"; cat "$f" 2>/dev/null; done'),
+)
+
+
+def _anchor_facts(argv: list[str]) -> list[str]:
+    script = argv[-1]
+    for now, before in _FACTS_PARTS:
+        assert now in script, now
+        script = script.replace(now, before)
+    return [*argv[:-1], script]
+
+
+def command_costs(n: int) -> dict[str, object]:
+    """Seconds per SSH command in a VM router (2 vCPUs), n times each way, alternated:
+    `true` with root's login shell sh, as hoplab's VMs have it, and with bash, this
+    machine's root's (the anchor: VMs logged in to it before); then the facts script,
+    hoplab's and the anchor's (_FACTS_PARTS)."""
+    bash = r"s#^root:\(.*\):[^:]*$#root:\1:/bin/bash#"
+    sh = r"s#^root:\(.*\):[^:]*$#root:\1:/bin/sh#"
+    took: dict[str, list[float]] = {k: [] for k in ("true_sh_s", "true_bash_s",
+                                                    "facts_s", "facts_anchor_s")}
+    with tempfile.TemporaryDirectory() as d:
+        file = Path(d) / "lab.toml"
+        file.write_text(chain(1, 2))
+        lab = load_lab(file)
+        result = build.up(lab)
+        try:
+            r1 = executors(result.plan)["r1"]
+            facts = ssh_facts.script_argv(SYSCTLS, ssh_facts.versions_here(
+                {initramfs.PERF_AT: "perf"}))
+            ways = {"true_sh_s": (sh, ["true"]), "true_bash_s": (bash, ["true"]),
+                    "facts_s": (sh, facts), "facts_anchor_s": (sh, _anchor_facts(facts))}
+            for _ in range(n):
+                for key, (login, argv) in ways.items():
+                    assert r1.run(["sed", "-i", login, "/etc/passwd"]).returncode == 0
+                    t = time.monotonic()
+                    done = r1.run(argv, timeout=60)
+                    took[key].append(time.monotonic() - t)
+                    assert done.returncode == 0, done.stderr
+        finally:
+            build.down(lab.name)
+    return {"runs": took, "median": {k: statistics.median(v) for k, v in took.items()}}
+
+
 def boots(n: int) -> dict[str, object]:
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as d:
@@ -220,12 +278,19 @@ def main() -> None:
     ap.add_argument("--boots", type=int, default=0)
     ap.add_argument("--perf", type=int, default=0,
                     help="only N perf recordings in a VM router, and the anchor's")
+    ap.add_argument("--commands", type=int, default=0,
+                    help="only N SSH commands and facts in a VM router, and the anchors")
     ap.add_argument("--firmware", type=int, default=0,
                     help="only N lab ups of a router that is a firmware disk image")
     args = ap.parse_args()
     out: dict[str, object] = {"loadavg": os.getloadavg()}
     if args.firmware:
         out.update(firmware_ups(args.firmware))
+        out["loadavg_after"] = os.getloadavg()
+        print(json.dumps(out, indent=1))
+        return
+    if args.commands:
+        out.update(command_costs(args.commands))
         out["loadavg_after"] = os.getloadavg()
         print(json.dumps(out, indent=1))
         return

@@ -3,9 +3,8 @@
 
 # HOPLAB_REQUIRE_ALL=1 turns a skip into a failure (make test as root, CI); a test that
 # leaves a process running fails (tests/helpers/reaping.py).
-# The pool deals its files longest first (tests/helpers/order.py).
 pytest_plugins = ["tests.helpers.require_all", "tests.helpers.reaping", "tests.helpers.alone",
-                  "tests.helpers.workers", "tests.helpers.order"]
+                  "tests.helpers.workers"]
 
 # The suite is a front end, as the command line is: it gives the kind registry the
 # loader of the built-in test kinds (hoplab.kinds), which the lower layers' tests ask.

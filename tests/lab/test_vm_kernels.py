@@ -54,6 +54,8 @@ def test_the_example_compares_two_kernels_with_their_profiles(
         # Its tools are this machine's files (its root is this one's), their versions
         # read here: what the guest's own runs printed (tests/unit/test_ssh_parts.py).
         assert rec.metadata["nodes"]["r1"]["tools"] == host_tools()
+        # Its clock is read from bash's $EPOCHREALTIME, no process per exchange.
+        assert rec.metadata["clocks"]["r1"]["method"] == "epochrealtime", rec.metadata
         # Each variant boots a VM of its own: a new machine, not one that rebooted.
         assert "rebooted" not in rec.metadata, rec.metadata["rebooted"]
         prof = rec.metadata["profile"]

@@ -5,6 +5,7 @@ each exchange's round trip; the node's clock is this side's plus a known offset.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ import pytest
 
 from hoplab.nodes import clock
 from hoplab.nodes.fake import FakeChannel
+from hoplab.nodes.netns_exec import NetnsExecutor
 
 OFFSET = 0.3       # the node's clock minus this machine's
 
@@ -86,3 +88,17 @@ def test_an_edge_in_the_first_exchanges_is_not_taken_at_once(
     got = edge(monkeypatch, rtts({0, 1, 2, 3}), start=999.6)
     assert abs(got.offset_s - OFFSET) <= got.uncertainty_s
     assert got.uncertainty_s == pytest.approx(0.006)
+
+
+# This machine's shells, as a node's: bash answers from $EPOCHREALTIME (no process per
+# exchange), and date +%s.%N where it is asked for. The node's clock is this one's.
+@pytest.mark.parametrize("method", ["epochrealtime", "date-ns"])
+def test_a_node_with_bash_is_read_without_a_process_per_exchange(method: str) -> None:
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+    ex = NetnsExecutor("here", None)
+    if method == "epochrealtime":
+        assert clock._method(ex) == "epochrealtime"
+    got = clock.estimate(ex, method=None if method == "epochrealtime" else method)
+    assert got.method == method and got.exchanges == 16
+    assert abs(got.offset_s) <= got.uncertainty_s < 0.05, got

@@ -251,6 +251,8 @@ def test_a_wrapper_of_the_nodes_own_reads_the_tool_it_runs() -> None:
 def test_adjtimex_answer_and_offset_metadata() -> None:
     assert _adjtimex(["    time.tv_sec:  1795437675", "    time.tv_usec: 966206"]) == \
         pytest.approx(1795437675.966206)
+    whole = (DATA / "adjtimex-busybox.txt").read_text().splitlines()
+    assert _adjtimex(whole) == pytest.approx(1796045807.919311)
     c = ClockOffset("r1", 0.003, 0.001, 0.002, "date-ns", 16)
     assert c.good_for(0.01) and not c.good_for(0.0005)
     assert c.as_metadata()["offset_s"] == 0.003
