@@ -10,9 +10,9 @@ Run as root: .venv/bin/python bench/vm.py [--fetch] [--reps 3] [--seconds 10]
 them (build IDs off, the guest's modules tree hidden from perf: hoplab.lab.vm.guest),
 each from perf's start to its data written, then its perf script; and the anchor, the
 guest's own /usr/bin/perf with build IDs, as profiles ran it before, in the same lab.
---commands N: only N of each, alternated, in a VM router (2 vCPUs): `true` over SSH
-with root's login shell sh (hoplab's) and bash (the anchor), and the facts script,
-hoplab's (/proc read by one grep) and the anchor's (a cat per file).
+--commands N: only N runs of the facts script in a VM router (2 vCPUs), hoplab's (/proc
+read by one grep) and the anchor's (a cat per file), and N clock offset estimates, from
+bash's $EPOCHREALTIME and (the anchor) date +%s.%N, alternated.
 --boots N: only N boots of a lone VM (2 vCPUs, no lab links) to its SSH banner, with
 where the time went from its console: the kernel to /init, the initramfs's modules,
 the guest set up (ready), each as the guest's uptime; then N starts of it resumed from
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from hoplab.lab import build
 from hoplab.lab.vm import guest, initramfs, kernel, qemu, resume, snapshot
-from hoplab.nodes import ssh_facts
+from hoplab.nodes import clock, ssh_facts
 from hoplab.nodes.executor import SYSCTLS
 from hoplab.nodes.registry import executors
 from hoplab.spec import load_lab
@@ -213,14 +213,13 @@ def _anchor_facts(argv: list[str]) -> list[str]:
 
 
 def command_costs(n: int) -> dict[str, object]:
-    """Seconds per SSH command in a VM router (2 vCPUs), n times each way, alternated:
-    `true` with root's login shell sh, as hoplab's VMs have it, and with bash, this
-    machine's root's (the anchor: VMs logged in to it before); then the facts script,
-    hoplab's and the anchor's (_FACTS_PARTS)."""
-    bash = r"s#^root:\(.*\):[^:]*$#root:\1:/bin/bash#"
-    sh = r"s#^root:\(.*\):[^:]*$#root:\1:/bin/sh#"
-    took: dict[str, list[float]] = {k: [] for k in ("true_sh_s", "true_bash_s",
-                                                    "facts_s", "facts_anchor_s")}
+    """Seconds of the facts script in a VM router (2 vCPUs), n times each way,
+    alternated: hoplab's (/proc read by one grep) and the anchor's (_FACTS_PARTS); then
+    of a clock offset estimate with its uncertainty, from bash's $EPOCHREALTIME
+    (hoplab's) and from date +%s.%N (the anchor)."""
+    took: dict[str, list[float]] = {k: [] for k in (
+        "facts_s", "facts_anchor_s", "clock_s", "clock_anchor_s",
+        "clock_uncertainty_ms", "clock_anchor_uncertainty_ms")}
     with tempfile.TemporaryDirectory() as d:
         file = Path(d) / "lab.toml"
         file.write_text(chain(1, 2))
@@ -230,15 +229,19 @@ def command_costs(n: int) -> dict[str, object]:
             r1 = executors(result.plan)["r1"]
             facts = ssh_facts.script_argv(SYSCTLS, ssh_facts.versions_here(
                 {initramfs.PERF_AT: "perf"}))
-            ways = {"true_sh_s": (sh, ["true"]), "true_bash_s": (bash, ["true"]),
-                    "facts_s": (sh, facts), "facts_anchor_s": (sh, _anchor_facts(facts))}
+            ways = {"facts_s": facts, "facts_anchor_s": _anchor_facts(facts)}
             for _ in range(n):
-                for key, (login, argv) in ways.items():
-                    assert r1.run(["sed", "-i", login, "/etc/passwd"]).returncode == 0
+                for key, argv in ways.items():
                     t = time.monotonic()
                     done = r1.run(argv, timeout=60)
                     took[key].append(time.monotonic() - t)
                     assert done.returncode == 0, done.stderr
+                for key, method in (("clock", None), ("clock_anchor", "date-ns")):
+                    t = time.monotonic()
+                    got = clock.estimate(r1, method=method)
+                    took[f"{key}_s"].append(time.monotonic() - t)
+                    took[f"{key}_uncertainty_ms"].append(got.uncertainty_s * 1e3)
+                    assert got.method == (method or "epochrealtime"), got
         finally:
             build.down(lab.name)
     return {"runs": took, "median": {k: statistics.median(v) for k, v in took.items()}}
@@ -279,7 +282,7 @@ def main() -> None:
     ap.add_argument("--perf", type=int, default=0,
                     help="only N perf recordings in a VM router, and the anchor's")
     ap.add_argument("--commands", type=int, default=0,
-                    help="only N SSH commands and facts in a VM router, and the anchors")
+                    help="only N facts in a VM router, and the anchor's")
     ap.add_argument("--firmware", type=int, default=0,
                     help="only N lab ups of a router that is a firmware disk image")
     args = ap.parse_args()

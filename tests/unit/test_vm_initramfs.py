@@ -49,24 +49,6 @@ def test_init_sets_the_guest_up_before_the_ssh_server() -> None:
         < init.index("exec switch_root")
 
 
-@pytest.mark.skipif(not os.path.exists(initramfs.BUSYBOX),
-                    reason="busybox-static is not installed")
-def test_root_logs_in_to_sh_in_the_guest_alone(tmp_path: Path) -> None:
-    """/init's line for it, run by BusyBox as /init runs it (in the new root), on a
-    passwd whose root has bash: root's shell is sh, every other line as it was."""
-    line = next(x for x in initramfs.INIT.splitlines() if "etc/passwd" in x
-                and not x.startswith("#"))
-    (tmp_path / "etc").mkdir()
-    others = "daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\nbash:x:9:9::/home/b:/bin/bash\n"
-    (tmp_path / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n" + others)
-    done = subprocess.run([initramfs.BUSYBOX, "sh", "-c", line], cwd=tmp_path,
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "etc" / "passwd").read_text() == \
-        "root:x:0:0:root:/root:/bin/sh\n" + others
-    assert initramfs.INIT.index(line) < initramfs.INIT.index("exec switch_root")
-
-
 KEY_OF_A_BUILD = """
 import sys
 from pathlib import Path
