@@ -30,13 +30,15 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from hoplab.lab import build
 from hoplab.lab.vm import guest, initramfs, kernel, qemu, resume, snapshot
 from hoplab.nodes import clock, ssh_facts
-from hoplab.nodes.executor import SYSCTLS
+from hoplab.nodes.executor import SYSCTLS, Executor
 from hoplab.nodes.registry import executors
 from hoplab.spec import load_lab
 
@@ -161,33 +163,39 @@ def firmware_ups(n: int) -> dict[str, object]:
             "tcp_mbit": [r[2] for r in runs]}
 
 
-def perf_runs(n: int) -> dict[str, object]:
-    """Seconds of `perf record` (0.5 s of it sampling) and of `perf script` in r1, n
-    times each way, alternated: hoplab's (the wrapper on PATH, -B) and the anchor."""
-    ways = {"hoplab": ["perf", "record", "-B"], "anchor": ["/usr/bin/perf", "record"]}
-    took: dict[str, list[float]] = {f"{w}_{step}_s": [] for w in ways for step in
-                                    ("record", "script")}
+@contextmanager
+def one_router() -> Iterator[Executor]:
+    """h1 - r1 - h2, r1 a VM router of 2 vCPUs, up; r1's executor."""
     with tempfile.TemporaryDirectory() as d:
         file = Path(d) / "lab.toml"
         file.write_text(chain(1, 2))
         lab = load_lab(file)
         result = build.up(lab)
         try:
-            r1 = executors(result.plan)["r1"]
-            for _ in range(n):
-                for way, record in ways.items():
-                    t = time.monotonic()
-                    done = r1.run([*record, "-a", "-g", "-F", "99", "-o", "/tmp/b.data",
-                                   "--", "sleep", "0.5"], timeout=300)
-                    took[f"{way}_record_s"].append(time.monotonic() - t)
-                    assert done.returncode == 0, done.stderr
-                    t = time.monotonic()
-                    done = r1.run(["sh", "-c", f'exec {record[0]} script -i /tmp/b.data '
-                                   '> /dev/null'], timeout=300)
-                    took[f"{way}_script_s"].append(time.monotonic() - t)
-                    assert done.returncode == 0, done.stderr
+            yield executors(result.plan)["r1"]
         finally:
             build.down(lab.name)
+
+
+def perf_runs(n: int) -> dict[str, object]:
+    """Seconds of `perf record` (0.5 s of it sampling) and of `perf script` in r1, n
+    times each way, alternated: hoplab's (the wrapper on PATH, -B) and the anchor."""
+    ways = {"hoplab": ["perf", "record", "-B"], "anchor": ["/usr/bin/perf", "record"]}
+    took: dict[str, list[float]] = {f"{w}_{step}_s": [] for w in ways for step in
+                                    ("record", "script")}
+    with one_router() as r1:
+        for _ in range(n):
+            for way, record in ways.items():
+                t = time.monotonic()
+                done = r1.run([*record, "-a", "-g", "-F", "99", "-o", "/tmp/b.data",
+                               "--", "sleep", "0.5"], timeout=300)
+                took[f"{way}_record_s"].append(time.monotonic() - t)
+                assert done.returncode == 0, done.stderr
+                t = time.monotonic()
+                done = r1.run(["sh", "-c", f'exec {record[0]} script -i /tmp/b.data '
+                               '> /dev/null'], timeout=300)
+                took[f"{way}_script_s"].append(time.monotonic() - t)
+                assert done.returncode == 0, done.stderr
     return {"runs": took, "median": {k: statistics.median(v) for k, v in took.items()}}
 
 
@@ -220,30 +228,22 @@ def command_costs(n: int) -> dict[str, object]:
     took: dict[str, list[float]] = {k: [] for k in (
         "facts_s", "facts_anchor_s", "clock_s", "clock_anchor_s",
         "clock_uncertainty_ms", "clock_anchor_uncertainty_ms")}
-    with tempfile.TemporaryDirectory() as d:
-        file = Path(d) / "lab.toml"
-        file.write_text(chain(1, 2))
-        lab = load_lab(file)
-        result = build.up(lab)
-        try:
-            r1 = executors(result.plan)["r1"]
-            facts = ssh_facts.script_argv(SYSCTLS, ssh_facts.versions_here(
-                {initramfs.PERF_AT: "perf"}))
-            ways = {"facts_s": facts, "facts_anchor_s": _anchor_facts(facts)}
-            for _ in range(n):
-                for key, argv in ways.items():
-                    t = time.monotonic()
-                    done = r1.run(argv, timeout=60)
-                    took[key].append(time.monotonic() - t)
-                    assert done.returncode == 0, done.stderr
-                for key, method in (("clock", None), ("clock_anchor", "date-ns")):
-                    t = time.monotonic()
-                    got = clock.estimate(r1, method=method)
-                    took[f"{key}_s"].append(time.monotonic() - t)
-                    took[f"{key}_uncertainty_ms"].append(got.uncertainty_s * 1e3)
-                    assert got.method == (method or "epochrealtime"), got
-        finally:
-            build.down(lab.name)
+    facts = ssh_facts.script_argv(SYSCTLS, ssh_facts.versions_here(
+        {initramfs.PERF_AT: "perf"}))
+    ways = {"facts_s": facts, "facts_anchor_s": _anchor_facts(facts)}
+    with one_router() as r1:
+        for _ in range(n):
+            for key, argv in ways.items():
+                t = time.monotonic()
+                done = r1.run(argv, timeout=60)
+                took[key].append(time.monotonic() - t)
+                assert done.returncode == 0, done.stderr
+            for key, method in (("clock", None), ("clock_anchor", "date-ns")):
+                t = time.monotonic()
+                got = clock.estimate(r1, method=method)
+                took[f"{key}_s"].append(time.monotonic() - t)
+                took[f"{key}_uncertainty_ms"].append(got.uncertainty_s * 1e3)
+                assert got.method == (method or "epochrealtime"), got
     return {"runs": took, "median": {k: statistics.median(v) for k, v in took.items()}}
 
 
@@ -287,26 +287,17 @@ def main() -> None:
                     help="only N lab ups of a router that is a firmware disk image")
     args = ap.parse_args()
     out: dict[str, object] = {"loadavg": os.getloadavg()}
-    if args.firmware:
-        out.update(firmware_ups(args.firmware))
-        out["loadavg_after"] = os.getloadavg()
-        print(json.dumps(out, indent=1))
-        return
-    if args.commands:
-        out.update(command_costs(args.commands))
-        out["loadavg_after"] = os.getloadavg()
-        print(json.dumps(out, indent=1))
-        return
-    if args.perf:
-        out.update(perf_runs(args.perf))
-        out["loadavg_after"] = os.getloadavg()
-        print(json.dumps(out, indent=1))
-        return
+    # One measurement alone, where asked for.
+    for n, measure in ((args.firmware, firmware_ups), (args.commands, command_costs),
+                       (args.perf, perf_runs)):
+        if n:
+            out.update(measure(n))
+            _print(out)
+            return
     if args.boots:
         out.update(boots(args.boots))
         out["four_routers_2vcpu_lab_up_s"] = four_routers(args.reps)
-        out["loadavg_after"] = os.getloadavg()
-        print(json.dumps(out, indent=1))
+        _print(out)
         return
     if args.fetch:
         out.update(first_fetch())
@@ -321,6 +312,10 @@ def main() -> None:
                                               "tcp_mbit": statistics.median(rates)}
         secs, steps, _ = up_down(chain(4, 2), Path(d))
         out["four_routers_2vcpu"] = {"lab_up_s": secs, "steps": steps}
+    _print(out)
+
+
+def _print(out: dict[str, object]) -> None:
     out["loadavg_after"] = os.getloadavg()
     print(json.dumps(out, indent=1))
 

@@ -16,7 +16,7 @@ import pytest
 
 from hoplab.errors import LabError
 from hoplab.lab import wireguard as wg
-from hoplab.lab.build import udp_ports
+from hoplab.lab.build import wait_listening
 from hoplab.lab.wireguard.kernel import _parse_wg_dump
 from hoplab.nodes.netns_exec import NetnsExecutor
 
@@ -133,12 +133,8 @@ def wg_pair(request: pytest.FixtureRequest, tmp_path: Path,
         # before that is lost and retried only after 5 s. CI's pool once lost all three
         # pings of the test below (userspace, 2 s of pinging) so.
         for iface in (a, b):
-            ex = NetnsExecutor(iface.ifname, iface.netns)
-            deadline = time.monotonic() + 5.0
-            while iface.listen_port not in udp_ports(ex):
-                assert time.monotonic() < deadline, \
-                    f"WireGuard in {iface.netns} never bound UDP {iface.listen_port}"
-                time.sleep(0.01)
+            wait_listening({iface.netns: {iface.listen_port}},
+                           (iface.netns, NetnsExecutor(iface.ifname, iface.netns)))
         yield Pair(mode, a, b, pids, shared_before)
     finally:
         for iface, pid in zip((a, b), pids, strict=False):

@@ -615,7 +615,7 @@ def _start_wireguard(plan: Plan, state: LabState, caps: Capabilities,
     wireguard.start_many(ifaces, mode, on_started=record)
 
 
-def udp_ports(ex: Executor) -> set[int]:
+def _udp_ports(ex: Executor) -> set[int]:
     """Bound UDP ports of ex's namespace."""
     ports = set()
     for table in ("udp", "udp6"):
@@ -625,14 +625,16 @@ def udp_ports(ex: Executor) -> set[int]:
     return ports
 
 
-def _wait_listening(jobs: dict[str, set[int]], at: tuple[str, Executor]) -> None:
+def wait_listening(jobs: Mapping[str, set[int]], at: tuple[str, Executor]) -> None:
+    """Returns once `at`'s executor has every UDP port jobs[where] bound (`at`: where,
+    executor), or raises LabError."""
     where, ex = at
     # A VM answers over SSH, slower than a namespace, and boots its module on demand.
     deadline = time.monotonic() + (5.0 if ex.machine == "local" else 30.0)
     want = jobs[where]
-    while not want <= udp_ports(ex):
+    while not want <= _udp_ports(ex):
         if time.monotonic() > deadline:
-            missing = sorted(want - udp_ports(ex))
+            missing = sorted(want - _udp_ports(ex))
             raise LabError(f"WireGuard in {where} is not listening on UDP {missing}")
         time.sleep(0.01)
 
@@ -645,7 +647,7 @@ def _warm_tunnels(plan: Plan, local: Mapping[str, Executor]) -> None:
     ports: dict[str, set[int]] = {}
     for e in plan.wireguard:
         ports.setdefault(plan.node(e.node).netns, set()).add(e.listen_port)
-    in_each([(ns, local[ns]) for ns in ports], partial(_wait_listening, ports))
+    in_each([(ns, local[ns]) for ns in ports], partial(wait_listening, ports))
     for kind in ("wg-hop", "wg-tunnel"):
         jobs: dict[str, list[str]] = {}
         for node in plan.nodes:
