@@ -154,6 +154,11 @@ class Paint:
     errors: tuple[str, ...]         # script errors and requests that left the machine
 
 
+_PAINTED_AND_LOADED_JS = """() =>
+  performance.getEntriesByName('first-contentful-paint').length > 0 &&
+  performance.getEntriesByType('navigation').length > 0 &&
+  performance.getEntriesByType('navigation')[0].loadEventEnd > 0"""
+
 # A 1280x800 window, as a laptop shows a report.
 VIEWPORT = {"width": 1280, "height": 800}
 
@@ -173,6 +178,10 @@ def paint(browser: Any, url: str, *, chart: bool = False) -> Paint:
 
         page.route(re.compile(r"^https?://"), refuse)
         page.goto(url, wait_until="load", timeout=120_000)
+        # Both are waited for: the first paint may come after the load event (a busy
+        # machine's CI run read it missing once), and loadEventEnd is set only once the
+        # load event's handlers have returned.
+        page.wait_for_function(_PAINTED_AND_LOADED_JS, timeout=120_000)
         times = page.evaluate("""() => [
           performance.getEntriesByName('first-contentful-paint')[0].startTime,
           performance.getEntriesByType('navigation')[0].loadEventEnd]""")
