@@ -170,40 +170,21 @@ HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 # machine's shells set it) each would compile its modules again: 0.17 s a `hoplab run`.
 # Most of a lab test's time is traffic at a shaped rate, waited for, so they run two at
 # a time (tests/helpers/alone.py, docs/testing.md), a file's tests on one worker (the
-# examples' file among them). The unit tests run beside them, one at a time, in a
-# cgroup capped at half a core with a third of a plain process's weight
-# (tests/helpers/capped.py): in the CPU time the pool leaves (0.8 of 2 cores, on
-# average), so no lab test meets more than half a core of them, and no unit test is
-# starved as at nice 19 or SCHED_IDLE (both cores were busy for 12 s at a stretch).
-# PYTEST_XDIST_WORKER=unit names what they start, so the lab tests' leak checks leave it
-# out; their output goes to $(UNIT_LOG), shown whole when one fails, their summary line
-# otherwise. Those marked `alone` (VM routers under TCG, unpaced frames) then run one at
-# a time: in the pool, each waited for its neighbour's test to end with one core idle
-# (199 s of a 1,350 s run). Those marked `machine` (a plain hoplab clean) last. The
-# static checks run side by side first (mypy on one core, the Rust tests' builds on the
-# other: 52 s one after another on a fresh clone), each one's output together (-O).
-UNIT_LOG := $(VENV)/unit-tests.log
+# examples' file among them). Those marked `alone` (VM routers under TCG, unpaced
+# frames) then run one at a time: in the pool, each waited for its neighbour's test to
+# end with one core idle (199 s of a 1,350 s run). Those marked `machine` (a plain
+# hoplab clean) last. The static checks run side by side first (mypy on one core, the
+# Rust tests' builds on the other: 52 s one after another on a fresh clone), each one's
+# output together (-O).
 test: setup
 	$(MAKE) --no-print-directory -O -j3 lint typecheck wire-test fold-test gen-test
 	$(BIN)/python -m compileall -q src
-	$(MAKE) --no-print-directory -j2 unit-beside pool
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -m "not machine and not alone" --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q --durations=10 -m alone --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -m machine --ignore=tests/unit tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \
 	if [ "$$left" != 0 ]; then echo "tests left $$left hoplab namespaces behind"; exit 1; fi
-
-# `make test`'s two middle phases, run side by side (above).
-.PHONY: unit-beside pool
-unit-beside:
-	@echo "unit tests beside the pool, in half a core (their output: $(UNIT_LOG))"
-	@PYTEST_XDIST_WORKER=unit HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) \
-		$(BIN)/python -m tests.helpers.capped --cpu 50 --weight 33 -- \
-		$(BIN)/pytest -q tests/unit >$(UNIT_LOG) 2>&1; rc=$$?; \
-	if [ $$rc != 0 ]; then cat $(UNIT_LOG); else echo "unit tests: $$(tail -n 1 $(UNIT_LOG))"; fi; \
-	exit $$rc
-
-pool:
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -m "not machine and not alone" --ignore=tests/unit tests
 
 bench: setup
 	$(BIN)/python bench/lab_setup.py

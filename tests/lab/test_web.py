@@ -159,8 +159,10 @@ def test_first_byte_of_a_fresh_connection_is_two_round_trips(
     # four loads a round trip late, the pool's other test holding the CPU (the wire's
     # 50 ms delay and the browser both wait for it: connect 87.5 to 196.5 ms), and the
     # fourth at 201.2 ms.
+    # Two round trips are told from three halfway between them: the least disturbed
+    # load read 239.5 ms once, beside test_bisect_fleet's three benches building.
     assert all(t - r >= RTT_MS / 2 for t, r in zip(ttfb, request, strict=True)), loads
-    assert 2 * RTT_MS - 35 <= min(ttfb) <= 2 * RTT_MS + 35, ttfb
+    assert 2 * RTT_MS - 35 <= min(ttfb) < 2.5 * RTT_MS, ttfb
     # DOM content loaded comes after the first byte; the load event after both images,
     # each a further request (at least one more round trip).
     dcl, load = _series(rec, "web_dcl"), _series(rec, "web_load")

@@ -29,16 +29,14 @@ def test_make_test_runs_lint_types_wire_and_every_test() -> None:
     assert ".venv/bin/ruff check src tests bench" in out
     assert ".venv/bin/mypy\n" in out
     assert "cargo test --locked" in out and "cargo clippy" in out
-    # pytest over all of tests/ (the unit tests in half a core beside the rest two at a
-    # time, a file to a worker, then those marked alone one at a time, and those marked
-    # machine last), where a skip fails.
+    # pytest over all of tests/ (unit on both cores, then the rest two at a time, a file
+    # to a worker, then those marked alone one at a time, and those marked machine last),
+    # where a skip fails.
     for line in _pytest_lines("1"):
         assert line in out, line
-    # The static checks side by side, each one's output together; then the unit tests
-    # beside the pool.
+    # The static checks side by side, each one's output together.
     assert "make --no-print-directory -O -j3 lint typecheck wire-test fold-test gen-test\n" \
         in out
-    assert "make --no-print-directory -j2 unit-beside pool\n" in out
 
 
 def test_make_test_as_root_requires_every_test() -> None:
@@ -50,10 +48,7 @@ def test_make_test_as_root_requires_every_test() -> None:
 
 def _pytest_lines(require: str) -> list[str]:
     env = f"HOPLAB_REQUIRE_ALL={require} .venv/bin/pytest -q"
-    unit = (f"PYTEST_XDIST_WORKER=unit HOPLAB_REQUIRE_ALL={require} \\\n"
-            "\t.venv/bin/python -m tests.helpers.capped --cpu 50 --weight 33 -- \\\n"
-            "\t.venv/bin/pytest -q tests/unit >.venv/unit-tests.log 2>&1;")
-    return [unit,
+    return [f"{env} -n 2 tests/unit\n",
             f'{env} -n 2 --dist loadfile --durations=25 -m "not machine and not alone" '
             "--ignore=tests/unit tests\n",
             f"{env} --durations=10 -m alone --ignore=tests/unit tests\n",

@@ -116,6 +116,12 @@ class RunSummary:
     metrics: dict[str, float]   # whole-run metrics: flow, node and key all None
 
 
+def _timed_out(exc: sa.exc.SQLAlchemyError) -> bool:
+    """Whether PostgreSQL ended the statement at its statement_timeout (SQLSTATE 57014,
+    query_canceled): under a budget, the one _read set from the time left."""
+    return getattr(getattr(exc, "orig", None), "sqlstate", None) == "57014"
+
+
 def _reason(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None)
     text = str(orig if orig is not None else exc).strip()
@@ -286,10 +292,11 @@ class Store:
             with self._engine.connect() as conn:
                 if left is not None and self.location.backend == "postgresql":
                     # Undone with the transaction when the connection goes back to the pool.
-                    conn.exec_driver_sql(f"SET statement_timeout = {max(1, int(left * 1000))}")
+                    # Rounded up: the server's cancel never comes before the budget ends.
+                    conn.exec_driver_sql(f"SET statement_timeout = {math.ceil(left * 1000)}")
                 yield conn
         except sa.exc.SQLAlchemyError as exc:
-            if budget.remaining() == 0:
+            if budget.remaining() == 0 or (left is not None and _timed_out(exc)):
                 raise budget.TooSlow(f"store {self.location}: {action}: out of time") from exc
             self._fail(action, exc)
 
