@@ -117,9 +117,11 @@ class RunSummary:
 
 
 def _timed_out(exc: sa.exc.SQLAlchemyError) -> bool:
-    """Whether PostgreSQL ended the statement at its statement_timeout (SQLSTATE 57014,
-    query_canceled): under a budget, the one _read set from the time left."""
-    return getattr(getattr(exc, "orig", None), "sqlstate", None) == "57014"
+    """Whether PostgreSQL ended the statement at its statement_timeout (query_canceled,
+    SQLSTATE 57014, not by a user's request): under a budget, the one _read set from
+    the time left."""
+    orig = getattr(exc, "orig", None)
+    return getattr(orig, "sqlstate", None) == "57014" and "statement timeout" in str(orig)
 
 
 def _reason(exc: BaseException) -> str:
