@@ -5,8 +5,8 @@ This machine is itself a virtual machine. Its hypervisor now and then runs other
 on its cores: /proc/stat's `steal` counts the time this one's vCPUs were ready and not
 run. A lab test's known answer is a rate, a delay or a spacing measured in real time,
 and a stolen stretch shifts it: in one fresh-clone run (0a62295) five lab tests failed,
-each while 9 to 51 % of a core was stolen on average (0.6 % over the whole pool), and
-none of them fails on a quiet machine (docs/testing.md).
+each while 9 to 51 % of a core was stolen on average (5.6 % over the whole run, under
+1 % in its quiet minutes), and each had passed in the earlier runs (docs/testing.md).
 
 So a test whose call failed is run again when, during that call, the stolen CPU time
 came to at least STOLEN_SHARE of one core over the call's wall time; a failure on a
