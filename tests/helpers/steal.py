@@ -9,15 +9,19 @@ each while 9 to 51 % of a core was stolen on average (5.6 % over the whole run, 
 1 % in its quiet minutes), and each had passed in the earlier runs (docs/testing.md).
 
 So a test whose call failed is run again when, during that call, the stolen CPU time
-came to at least STOLEN_SHARE of one core over the call's wall time; a failure on a
-quiet machine stands at once. Each run again is reported as a warning naming the test
-and the share stolen, so a run that needed any says so in its summary; the last try's
-outcome is the test's. tests/conftest.py loads this plugin for the whole suite.
+came to at least STOLEN_SHARE of one core over the call's wall time, or to PEAK_SHARE
+in some second of it (in 3fda4f9's run test_throughput_rfc's even spacing failed at 3.7 %
+over 96 s, 35 % in its worst second); a failure on a quiet machine stands at once. Each
+run again is reported as a warning naming the test and the share stolen, so a run that
+needed any says so in its summary; the last try's outcome is the test's.
+tests/conftest.py loads this plugin for the whole suite.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -29,7 +33,12 @@ STOLEN_SHARE = 0.05
 RERUNS = 2
 _STAT = Path("/proc/stat")
 _TICK = os.sysconf("SC_CLK_TCK")
-_KEY = pytest.StashKey[float]()
+# A second in which this much of a core was stolen: a quarter second without a CPU, far
+# beyond what a lab's delays and queues (a 20-frame queue at 10 Mbit/s holds 1.3 ms)
+# ride out.
+PEAK_SHARE = 0.25
+SAMPLE_S = 0.25
+_KEY = pytest.StashKey[tuple[float, float]]()
 
 
 class StolenCPU(pytest.PytestWarning):
@@ -54,25 +63,57 @@ def share(stolen: float, seconds: float) -> float:
     return stolen / seconds if seconds > 0 else 0.0
 
 
+class _Watch:
+    """Stolen CPU time over a call: the whole, and the most in any second of it (read
+    every SAMPLE_S from a thread of its own)."""
+
+    def __init__(self) -> None:
+        self.samples = [(time.monotonic(), stolen_s())]
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(SAMPLE_S):
+            self.samples.append((time.monotonic(), stolen_s()))
+
+    def stop(self) -> tuple[float, float]:
+        """(stolen seconds in all, the most stolen in a second as a share of a core)."""
+        self._done.set()
+        self._thread.join()
+        self.samples.append((time.monotonic(), stolen_s()))
+        return self.samples[-1][1] - self.samples[0][1], peak(self.samples)
+
+
+def peak(samples: list[tuple[float, float]]) -> float:
+    """The largest share of a core stolen between two samples about a second apart."""
+    step = max(1, round(1.0 / SAMPLE_S))
+    out = 0.0
+    for (t0, s0), (t1, s1) in zip(samples, samples[step:], strict=False):
+        out = max(out, share(s1 - s0, t1 - t0))
+    return out
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
-    before = stolen_s()
+    watch = _Watch()
     try:
         yield
     finally:
-        item.stash[_KEY] = stolen_s() - before
+        item.stash[_KEY] = watch.stop()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     for attempt in range(RERUNS + 1):
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        item.stash[_KEY] = 0.0
+        item.stash[_KEY] = (0.0, 0.0)
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
         call = next((r for r in reports if r.when == "call"), None)
-        taken = share(item.stash[_KEY], call.duration) if call is not None else 0.0
+        stolen, most = item.stash[_KEY]
+        taken = share(stolen, call.duration) if call is not None else 0.0
         again = (attempt < RERUNS and call is not None and call.failed
-                 and taken >= STOLEN_SHARE)
+                 and (taken >= STOLEN_SHARE or most >= PEAK_SHARE))
         if not again:
             for report in reports:
                 item.ihook.pytest_runtest_logreport(report=report)
@@ -80,5 +121,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             return True
         warnings.warn(StolenCPU(
             f"{item.nodeid} failed while the hypervisor took {100 * taken:.0f} % of a core "
-            f"(this machine's steal time): run again ({attempt + 1} of {RERUNS})"), stacklevel=1)
+            f"({100 * most:.0f} % in its worst second; this machine's steal time): run "
+            f"again ({attempt + 1} of {RERUNS})"), stacklevel=1)
     raise AssertionError("unreachable")

@@ -104,6 +104,10 @@ def test_both_directions_at_once_through_50_mbit(tmp_path: Path) -> None:
     assert meta["generator"] == "hoplab-gen (AF_PACKET)"
 
 
+# Alone: a queue of 20 64-byte frames at 10 Mbit/s holds 1.3 ms, so a stall of the
+# generator or the router that long beside another test loses frames: 4.4 % and 9 %
+# under the computed NDR in the pools of 0a62295 and 0739ea7, and failed in 3fda4f9's.
+@pytest.mark.alone
 def test_even_spacing_a_20_frame_queue_takes_whole(tmp_path: Path) -> None:
     """hoplab-gen's spacing: 64-byte frames through 10 Mbit/s behind a queue of only 20
     frames, where iperf3's catch-up bursts lose 16 % at the computed rate and trafgen's

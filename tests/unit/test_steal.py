@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import steal
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,3 +81,11 @@ def test_steal_is_read_from_the_cpu_line() -> None:
     assert steal.stolen_s(line) == 11742 / os.sysconf("SC_CLK_TCK")
     assert steal.stolen_s("cpu  1 2 3 4\n") == 0.0      # a kernel that does not count it
     assert steal.share(0.5, 10.0) == 0.05 and steal.share(1.0, 0.0) == 0.0
+
+
+def test_the_worst_second_is_read_from_samples_a_second_apart() -> None:
+    # Samples every 0.25 s; 0.3 s stolen between 1.0 and 1.25 s, nothing else.
+    samples = [(0.25 * i, 0.0 if i <= 4 else 0.3) for i in range(12)]
+    assert steal.peak(samples) == 0.3
+    assert steal.peak([(0.0, 0.0), (0.5, 1.0)]) == 0.0     # no second between samples
+    assert steal.peak([(0.25 * i, 0.01 * i) for i in range(9)]) == pytest.approx(0.04)
