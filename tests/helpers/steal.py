@@ -38,6 +38,10 @@ _TICK = os.sysconf("SC_CLK_TCK")
 # ride out.
 PEAK_SHARE = 0.25
 SAMPLE_S = 0.25
+# A rerun waits (at most QUIET_WAIT_S) for a second with less than this stolen: the
+# hypervisor's busy stretches came in bursts, a rerun straight after one met the next.
+QUIET_SHARE = 0.02
+QUIET_WAIT_S = 60.0
 _KEY = pytest.StashKey[tuple[float, float]]()
 
 
@@ -85,6 +89,23 @@ class _Watch:
         return self.samples[-1][1] - self.samples[0][1], peak(self.samples)
 
 
+def wait_quiet(limit_s: float | None = None) -> float | None:
+    """Wait until a second passes with less than QUIET_SHARE of a core stolen: the
+    seconds waited, or None if none did within limit_s (QUIET_WAIT_S)."""
+    limit = QUIET_WAIT_S if limit_s is None else limit_s
+    began = time.monotonic()
+    last = (began, stolen_s())
+    while True:
+        time.sleep(SAMPLE_S)
+        now = (time.monotonic(), stolen_s())
+        if now[0] - last[0] >= 1.0:
+            if share(now[1] - last[1], now[0] - last[0]) < QUIET_SHARE:
+                return now[0] - began
+            last = now
+        if now[0] - began >= limit:
+            return None
+
+
 def peak(samples: list[tuple[float, float]]) -> float:
     """The largest share of a core stolen between two samples about a second apart."""
     step = max(1, round(1.0 / SAMPLE_S))
@@ -119,8 +140,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
                 item.ihook.pytest_runtest_logreport(report=report)
             item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
             return True
+        quiet = wait_quiet()
         warnings.warn(StolenCPU(
             f"{item.nodeid} failed while the hypervisor took {100 * taken:.0f} % of a core "
             f"({100 * most:.0f} % in its worst second; this machine's steal time): run "
-            f"again ({attempt + 1} of {RERUNS})"), stacklevel=1)
+            f"again ({attempt + 1} of {RERUNS}), "
+            + (f"after {quiet:.0f} s waiting for a quiet second" if quiet is not None
+               else f"though no second was quiet in {QUIET_WAIT_S:.0f} s")), stacklevel=1)
     raise AssertionError("unreachable")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,20 @@ def test_the_worst_second_is_read_from_samples_a_second_apart() -> None:
     assert steal.peak(samples) == 0.3
     assert steal.peak([(0.0, 0.0), (0.5, 1.0)]) == 0.0     # no second between samples
     assert steal.peak([(0.25 * i, 0.01 * i) for i in range(9)]) == pytest.approx(0.04)
+
+
+def test_a_rerun_waits_for_a_quiet_second(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  1 0 1 100 0 0 0 500 0 0\n")
+    monkeypatch.setattr(steal, "_STAT", stat)
+    waited = steal.wait_quiet(limit_s=10)
+    assert waited is not None and 1.0 <= waited < 10
+
+    # Half a core stolen all the while: no quiet second within the limit.
+    real = steal.stolen_s
+
+    def busy(text: str | None = None) -> float:
+        return real(text) + 0.5 * time.monotonic()
+    monkeypatch.setattr(steal, "stolen_s", busy)
+    assert steal.wait_quiet(limit_s=2) is None
