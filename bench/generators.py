@@ -101,7 +101,8 @@ class Gen:
             argv = hoplab_gen.send_argv(exe, self.dst, PORT, payload, fps=fps, frames=frames,
                                         seconds=1.0 if frames is None else None,
                                         link=self.link if "packet" in self.name else None)
-            return hoplab_gen.sent(sh(ns("client") + ONE_CORE + argv))
+            got = hoplab_gen.sent(sh(ns("client") + ONE_CORE + argv))
+            return got.frames, got.seconds
         if self.name == "trafgen":
             t = time.perf_counter()
             out = sh(ns("client") + ONE_CORE + trafgen.argv(self.link.dev, self.confs[size],

@@ -9,8 +9,10 @@
 //! to an AF_PACKET socket on IFACE (packet.rs; MACs: its own, the next hop's), through
 //! IFACE's qdisc or, with --qdisc around, past it, evenly spaced at FPS (none: as fast as it can),
 //! until N are sent or S seconds passed; prints {"sent", "refused", "seconds", "resets",
-//! "batch"}: paced, "sent" counts the frames offered, "refused" those of them the kernel
-//! could not take at their time (counted as offered: the path did not take them).
+//! "stalled", "batch"}: paced, "sent" counts the frames offered, "refused" those of them
+//! the kernel could not take at their time (counted as offered: the path did not take
+//! them), "stalled" the seconds lost in stalls (pace.rs: restarts late by more than twice
+//! the lag allowed).
 //! recv: counts stamped frames on port P until none came for S seconds (after the
 //! first) or --max passed; prints {"received", "out_of_order", "latency_us"}.
 
@@ -299,8 +301,10 @@ fn send(a: &Args) -> Result<String, String> {
         None => (last - first) as f64 / 1e9,
     };
     let resets = sched.as_ref().map_or(0, |s| s.resets);
+    let stalled = sched.as_ref().map_or(0, |s| s.stalled_ns) as f64 / 1e9;
     Ok(format!("{{\"sent\": {sent}, \"refused\": {refused}, \"seconds\": {took:.9}, \
-                \"resets\": {resets}, \"batch\": {batch}, \"wire\": \"{}\"}}", tx.name()))
+                \"resets\": {resets}, \"stalled\": {stalled:.9}, \"batch\": {batch}, \
+                \"wire\": \"{}\"}}", tx.name()))
 }
 
 const RX_BATCH: usize = 64;

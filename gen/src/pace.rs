@@ -16,8 +16,14 @@ pub struct Schedule {
     pub max_lag_ns: u64,
     start_ns: u64,
     index: u64,
-    /// Times the schedule started again (stalls).
+    /// Times the schedule started again.
     pub resets: u64,
+    /// Time lost in stalls: the lateness of each restart that came more than twice the
+    /// lag allowed late. A sender too slow for its rate falls behind a batch at a time
+    /// and restarts at the lag allowed (plus one batch); one late by more went unrun for
+    /// longer than the lag in one go (the hypervisor, an interrupt storm, a higher
+    /// priority): a stall, not a pace it cannot keep.
+    pub stalled_ns: u64,
 }
 
 impl Schedule {
@@ -29,7 +35,8 @@ impl Schedule {
         // A lag of ten frames (or half a millisecond, or two batches) is caught up: timer
         // noise, not a stall; a burst of ten frames is what a 20-frame queue holds.
         let max_lag_ns = (10.0 * gap).max(2.0 * interval_ns).max(500_000.0) as u64;
-        Schedule { batch, interval_ns, max_lag_ns, start_ns: now_ns, index: 0, resets: 0 }
+        Schedule { batch, interval_ns, max_lag_ns, start_ns: now_ns, index: 0, resets: 0,
+                   stalled_ns: 0 }
     }
 
     /// When the next batch is due.
@@ -42,6 +49,9 @@ impl Schedule {
     pub fn sent(&mut self, now_ns: u64) {
         let due = self.due_ns();
         if now_ns > due + self.max_lag_ns {
+            if now_ns - due > 2 * self.max_lag_ns {
+                self.stalled_ns += now_ns - due;
+            }
             self.start_ns = now_ns;
             self.index = 1;
             self.resets += 1;
@@ -75,8 +85,11 @@ mod tests {
         s.sent(9_000_000); // late by 8 ms (8 frames): caught up
         assert_eq!(s.due_ns(), 2_000_000);
         assert_eq!(s.resets, 0);
-        s.sent(14_000_000); // late by 12 ms: a stall, not made up
+        s.sent(14_000_000); // late by 12 ms: restarted, not made up
         assert_eq!(s.resets, 1);
         assert_eq!(s.due_ns(), 15_000_000);
+        assert_eq!(s.stalled_ns, 0, "12 ms late is within twice the lag allowed: a pace");
+        s.sent(40_000_000); // due at 15 ms, late by 25 ms: a stall
+        assert_eq!((s.resets, s.stalled_ns), (2, 25_000_000));
     }
 }

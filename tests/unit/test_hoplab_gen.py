@@ -38,10 +38,19 @@ def test_the_fast_path_goes_past_the_qdisc_only_when_asked():
 
 
 def test_what_a_send_reports():
-    frames, seconds = hoplab_gen.sent((DATA / "send-64B-1000-at-1000fps.json").read_text())
-    assert (frames, seconds) == (1000, 1.014839521)
+    # An older report, before it kept its stalls: none.
+    frames, seconds, stalled = hoplab_gen.sent(
+        (DATA / "send-64B-1000-at-1000fps.json").read_text())
+    assert (frames, seconds, stalled) == (1000, 1.014839521, 0.0)
+    # 20,000 frames/s for 2 s, stopped (SIGSTOP) for 100 ms half a second in: 2,454
+    # frames short (122.7 ms of its rate), 115.8 ms of that in stalls.
+    got = hoplab_gen.sent((DATA / "send-20000fps-2s-stopped-100ms.json").read_text())
+    assert got == (37_546, 2.000048238, 0.115830694)
+    assert 0.100 <= got.stalled_s <= (20_000 * 2.000048238 - 37_546) / 20_000
     with pytest.raises(ToolOutputError, match="hoplab-gen"):
         hoplab_gen.sent((DATA / "send-bad.txt").read_text())
+    with pytest.raises(ToolOutputError, match="stalled"):
+        hoplab_gen.sent('{"sent": 10, "seconds": 1.0, "stalled": 2.0}')
 
 
 def test_what_a_receiver_reports():

@@ -8,6 +8,7 @@ import pytest
 from hoplab.analysis.ndr import Trial
 from hoplab.kinds.procedure import Context, Running
 from hoplab.kinds.throughput_both import Both, worse
+from hoplab.tools.hoplab_gen import Sent
 
 
 def test_the_pair_takes_the_larger_loss_and_the_lower_achieved_rate():
@@ -15,6 +16,11 @@ def test_the_pair_takes_the_larger_loss_and_the_lower_achieved_rate():
     pair = worse([up, down], 1000)
     assert pair.loss_ratio == pytest.approx(0.01) and pair.achieved_fps == pytest.approx(950)
     assert pair.short_of(0.005) and not worse([up, up], 1000).short_of(0.005)
+    # Stalled as the slower direction was: 100 ms of its 2 s, 100 frames short of 2000.
+    stalled = Trial(1000, 1900, 1900, 2.0, 0.1)
+    pair = worse([Trial(1000, 2000, 1980, 2.0), stalled], 1000)
+    assert pair.stalled(0.005) and pair.stalled_s / 2.0 == pytest.approx(0.05 * 2000 / 1900)
+    assert not worse([up, down], 1000).stalled(0.005)
 
 
 class _Proc:
@@ -50,10 +56,10 @@ class _Way:
         self.pending = (round(fps * seconds), seconds)
         return [_Proc()]
 
-    def collect(self, procs: list[Running], seconds: float) -> tuple[int, float]:
+    def collect(self, procs: list[Running], seconds: float) -> Sent:
         n, took = self.pending
         self.count += min(n, round(self.capacity * took))
-        return n, took
+        return Sent(n, took)
 
 
 def test_both_start_before_either_is_collected_and_keep_their_own_trials():

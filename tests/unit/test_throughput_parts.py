@@ -303,6 +303,60 @@ def test_stalls_at_the_start_of_a_phase_never_bring_the_ceiling_below_what_one_k
     assert s.answer(0.0) == pytest.approx(4_250, rel=0.01)
 
 
+def test_stalls_never_bring_the_ceiling_down_however_many_in_a_row():
+    """hoplab-gen's record of its stalls tells them from a pace it cannot keep. A stop's
+    CI run (the 20-frame queue through 10 Mbit/s, where the path passes 21,402 frames/s
+    of 64 bytes in 2 s trials): the generator sent 237,427 frames/s at its ceiling, then
+    fell 1 to 4.5 % short in nine trials of eleven at rates near 21,000 while the
+    hypervisor took up to 18 % of a core. Three of them in a row made the ceiling 20,855,
+    each trial at the ceiling lowered it again, and the NDR read 16,830, "generator
+    limited". Stalled, they are repeated and counted; the ceiling stays the generator's."""
+    count = [0]
+    short = {1, 2, 3, 4, 5, 6, 7, 8, 9}
+
+    def stalling(rate: float) -> Trial:
+        n = count[0]
+        count[0] += 1
+        secs = 2.0
+        if n == 0:   # the ceiling: as fast as it goes, no stall
+            sent = round(237_427 * secs)
+            return Trial(rate, sent, round(21_402 * secs), secs)
+        lost = (0.01 + 0.035 * (n % 2)) if n in short else 0.0
+        sent = round(rate * secs * (1 - lost))
+        # Nine-tenths of the shortfall in stalls; the rest, restarts at the lag allowed.
+        return Trial(rate, sent, min(sent, round(21_402 * secs)), secs, 0.9 * lost * secs)
+    s = _search(Search(ceiling_fps=355_907, targets=(0.0,), precision=0.005), stalling)
+    assert s.ceiling_fps == pytest.approx(237_427 * 0.995, rel=1e-3)
+    assert len(s.invalid) == len(short) and all(t.stalled(0.005) for t in s.invalid)
+    assert 21_402 * 0.995 <= s.answer(0.0) <= 21_402 and not s.limited_by_generator(0.0)
+    # The same trials with no record of stalls (iperf3's) read as a pace it cannot keep.
+    count[0] = 0
+    blind = _search(Search(ceiling_fps=355_907, targets=(0.0,), precision=0.005),
+                    lambda r: (lambda t: Trial(t.rate_fps, t.offered, t.received,
+                                               t.seconds))(stalling(r)))
+    assert blind.ceiling_fps < 21_000 and blind.answer(0.0) < 21_000
+
+
+def test_a_trial_is_stalled_when_stalls_cost_half_its_shortfall_or_more():
+    # 20,000 frames/s for 2 s, 2,000 frames short (100 ms of its rate).
+    assert Trial(20_000, 38_000, 38_000, 2.0, 0.050).stalled(0.005)
+    assert not Trial(20_000, 38_000, 38_000, 2.0, 0.049).stalled(0.005)
+    # Not short: not stalled, whatever it lost in stalls.
+    assert not Trial(20_000, 39_950, 39_950, 2.0, 0.0025).stalled(0.005)
+    assert not Trial(20_000, 38_000, 38_000, None, 1.0).stalled(0.005)
+
+
+def test_a_generator_stalled_too_often_stops_the_search_and_says_so():
+    s = Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005)
+
+    def stalled(rate: float) -> Trial:
+        sent = round(rate * 0.97)
+        return Trial(rate, sent, min(sent, 20_000), 1.0, 0.03)
+    with pytest.raises(ndr.GeneratorShort, match=r"in 21 trials, 21 of them by stalls"):
+        _search(s, stalled)
+    assert s.ceiling_fps == 100_000, "a stall is never a ceiling"
+
+
 def test_a_generator_short_too_often_stops_the_search():
     s = Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005)
     with pytest.raises(ndr.GeneratorShort, match="fell short"):

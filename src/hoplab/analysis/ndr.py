@@ -20,11 +20,16 @@ is the generator's own record: a trial whose achieved rate (frames sent over the
 measured sending time) falls short of the rate asked by more than the search's precision
 did not test that rate. It is kept (`invalid`, `history`) but is no evidence, so
 `next_rate()` asks for the same rate again, unless it lost frames: then what the path
-forwarded is tried first. A trial short at the ceiling brings the ceiling down to what
-it achieved less the precision (the first, where the ceiling measured unpaced meets
-pacing, is not counted); so do MAX_REPEATS short trials in a row at one rate; neither
-brings it below a rate a valid trial kept (a stall there is the machine's). An answer
-at the ceiling says it is the generator's. More than MAX_INVALID short trials in one
+forwarded is tried first.
+
+Short is of two kinds, told apart by the generator's record of its stalls (hoplab-gen's
+`stalled`: time it went unrun for longer than the lag it catches up). Short mostly by
+stalls (`Trial.stalled`), the machine took the generator's CPU: repeated, and never a
+ceiling. Otherwise the generator cannot pace that rate: a trial short at the ceiling
+brings the ceiling down to what it achieved less the precision (the first, where the
+ceiling measured unpaced meets pacing, is not counted); so do MAX_REPEATS short trials
+in a row at one rate; neither brings it below a rate a valid trial kept. An answer at
+the ceiling says it is the generator's. More than MAX_INVALID short trials in one
 search is a machine too busy to measure on (GeneratorShort). Answers are achieved rates.
 """
 
@@ -51,6 +56,7 @@ class Trial:
     offered: int
     received: int
     seconds: float | None = None        # the generator's measured sending time
+    stalled_s: float = 0.0              # of which, lost in stalls (hoplab-gen's record)
 
     @property
     def achieved_fps(self) -> float:
@@ -60,6 +66,15 @@ class Trial:
     def short_of(self, precision: float) -> bool:
         """True when the generator sent slower than asked by more than `precision`."""
         return self.achieved_fps < self.rate_fps * (1 - precision)
+
+    def stalled(self, precision: float) -> bool:
+        """Short (short_of), and by stalls for at least half the frames it fell short by:
+        the machine took the generator's CPU (a pace it cannot keep falls behind a batch
+        at a time, never in one stall longer than the lag it catches up)."""
+        if not self.short_of(precision) or not self.seconds:
+            return False
+        shortfall = self.rate_fps * self.seconds - self.offered
+        return self.stalled_s * self.rate_fps >= shortfall / 2
 
     @property
     def loss_ratio(self) -> float:
@@ -107,7 +122,8 @@ class Search:
         if trial.loss_ratio > 0 and not self._tried(forwarded):
             # Not evidence, but where the path is: what it forwarded is the next rate to try.
             self.hints = (forwarded, *self.hints)
-        if trial.rate_fps >= self.ceiling_fps:
+        stalled = trial.stalled(self.precision)
+        if trial.rate_fps >= self.ceiling_fps and not stalled:
             # Short at the ceiling: the generator cannot pace that rate; what it achieved,
             # less the precision, is its ceiling. The first time is expected (the ceiling
             # was measured unpaced) and is not counted.
@@ -117,13 +133,16 @@ class Search:
                 return
         self.invalid.append(trial)
         if len(self.invalid) > MAX_INVALID or self.ceiling_fps <= self.floor_fps:
+            stalls = sum(t.stalled(self.precision) for t in self.invalid)
             raise GeneratorShort(
                 f"the generator fell short of the rate asked (by more than the precision, "
-                f"{100 * self.precision:g} %) in {len(self.invalid)} trials: the last "
-                f"sent {trial.achieved_fps:.0f} of {trial.rate_fps:.0f} frames/s")
+                f"{100 * self.precision:g} %) in {len(self.invalid)} trials, {stalls} of "
+                f"them by stalls (the machine took its CPU): the last sent "
+                f"{trial.achieved_fps:.0f} of {trial.rate_fps:.0f} frames/s")
         recent = self.history[-MAX_REPEATS:]
         if trial.rate_fps < self.ceiling_fps and len(recent) == MAX_REPEATS and all(
-                t.short_of(self.precision) and t.rate_fps == trial.rate_fps for t in recent):
+                t.short_of(self.precision) and not t.stalled(self.precision)
+                and t.rate_fps == trial.rate_fps for t in recent):
             # It cannot send this rate here: the most it did send is its ceiling.
             self._lower_ceiling(max(t.achieved_fps for t in recent) * (1 - self.precision))
 

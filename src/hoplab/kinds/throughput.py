@@ -233,8 +233,9 @@ def _streams(size: str, family: int) -> list[_Stream]:
             for i, (s, n) in enumerate(mix)]
 
 
-def _sent(text: str) -> tuple[int, float]:
-    """(datagrams iperf3's client sent, seconds it sent for), from its JSON."""
+def _sent(text: str) -> hoplab_gen.Sent:
+    """Datagrams iperf3's client sent and the seconds it sent for, from its JSON (it
+    keeps no record of stalls)."""
     doc = load_json("iperf3", text)
     if doc.get("error"):
         raise HoplabError(f"iperf3: {doc['error']}")
@@ -242,7 +243,7 @@ def _sent(text: str) -> tuple[int, float]:
     packets, seconds = total.get("packets"), total.get("seconds")
     if not isinstance(packets, int) or not isinstance(seconds, int | float) or seconds <= 0:
         raise ToolOutputError(f"iperf3: no UDP sender totals in its report: {text[-300:]!r}")
-    return packets, float(seconds)
+    return hoplab_gen.Sent(packets, float(seconds))
 
 
 class _Trials:
@@ -339,8 +340,9 @@ class _Trials:
                                                  self.sender, self._argv(s, fps, n, around_qdisc)))
         return procs
 
-    def collect(self, procs: list[Running], seconds: float) -> tuple[int, float]:
-        """(datagrams sent, the longest stream's seconds) once every sender is done."""
+    def collect(self, procs: list[Running], seconds: float) -> hoplab_gen.Sent:
+        """Datagrams sent, and the longest stream's seconds and stalls, once every sender
+        is done."""
         limit = time.time() + seconds + 30
         for proc in procs:
             while proc.poll() is None:
@@ -348,15 +350,13 @@ class _Trials:
                     raise HoplabError(f"{self.generator} on {self.sender} did not finish "
                                       "in time")
                 time.sleep(0.005)
-        sent, took = 0, 0.0
         parse = _sent if self.gen is None else hoplab_gen.sent
-        for proc in procs:
-            n, t = parse(proc.output().decode(errors="replace"))
-            sent, took = sent + n, max(took, t)
-        return sent, took
+        each = [parse(proc.output().decode(errors="replace")) for proc in procs]
+        return hoplab_gen.Sent(sum(e.frames for e in each), max(e.seconds for e in each),
+                               max(e.stalled_s for e in each))
 
     def send(self, fps: float | None, seconds: float, frames: int | None = None,
-             around_qdisc: bool = False) -> tuple[int, float]:
+             around_qdisc: bool = False) -> hoplab_gen.Sent:
         return self.collect(self.start(fps, seconds, frames, around_qdisc), seconds)
 
     def ceiling(self) -> float:
@@ -365,13 +365,13 @@ class _Trials:
         (a link shaped both ways, in `both`) is the path's, and through it the ceiling
         was the path's rate, which a search cannot go above (a CI run: 4,210 frames/s
         where a 2-second trial passes 4,250). iperf3 and UDP sockets cannot go past it."""
-        sent, took = self.send(None, 1.0, around_qdisc=True)
+        sent, took, _ = self.send(None, 1.0, around_qdisc=True)
         return sent / took
 
     def burst(self, frames: int, drain_s: float) -> Trial:
         """`frames` back to back, as fast as the generator sends (RFC 2544 26.4)."""
         before = self.counted()
-        sent, took = self.send(None, 0.0, frames)
+        sent, took, _ = self.send(None, 0.0, frames)
         time.sleep(drain_s)
         self.ctx.tick(time.time() - self.ctx.t0)
         return Trial(sent / took, sent, self.counted() - before, took)
@@ -384,10 +384,10 @@ class _Trials:
         loss is the trial's (the search judges whether the generator kept the rate)."""
         self.times.append(time.time() - self.ctx.t0)
         before = self.counted()
-        sent, took = self.send(fps, seconds)
+        sent, took, stalled = self.send(fps, seconds)
         time.sleep(drain_s)  # RFC 2544 section 23: frames that arrive late still count
         self.ctx.tick(time.time() - self.ctx.t0)
-        return Trial(fps, sent, self.counted() - before, took)
+        return Trial(fps, sent, self.counted() - before, took, stalled)
 
     def latency(self, fps: float, seconds: float) -> list[float]:
         """RTTs (ms) of a ping stream while frames flow at `fps` (RFC 2544 26.2)."""

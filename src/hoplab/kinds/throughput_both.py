@@ -12,6 +12,7 @@ from typing import Protocol
 
 from hoplab.analysis.ndr import Trial
 from hoplab.kinds.procedure import Context, Running
+from hoplab.tools.hoplab_gen import Sent
 
 
 class Way(Protocol):
@@ -25,16 +26,18 @@ class Way(Protocol):
     def start(self, fps: float | None, seconds: float, frames: int | None = None
               ) -> list[Running]: ...
 
-    def collect(self, procs: list[Running], seconds: float) -> tuple[int, float]: ...
+    def collect(self, procs: list[Running], seconds: float) -> Sent: ...
 
 
 def worse(trials: Sequence[Trial], fps: float) -> Trial:
     """The pair's trial: the larger loss of the two, the lower achieved rate (a trial
-    is short if either generator was)."""
+    is short if either generator was, and stalled as the slower one was)."""
     worst = max(trials, key=lambda t: t.loss_ratio)
-    slow = min(t.achieved_fps for t in trials)
+    slower = min(trials, key=lambda t: t.achieved_fps)
+    slow = slower.achieved_fps
     return Trial(fps, worst.offered, worst.received,
-                 worst.offered / slow if slow > 0 else None)
+                 worst.offered / slow if slow > 0 else None,
+                 slower.stalled_s * worst.offered / slower.offered if slower.offered else 0.0)
 
 
 class Both:
@@ -53,8 +56,8 @@ class Both:
         time.sleep(drain_s)  # RFC 2544 section 23: frames that arrive late still count
         self.ctx.tick(time.time() - self.ctx.t0)
         got = [w.counted() - b for w, b in zip(self.ways, before, strict=True)]
-        out = [Trial(fps if fps is not None else n / took, n, g, took)
-               for (n, took), g in zip(sent, got, strict=True)]
+        out = [Trial(fps if fps is not None else n / took, n, g, took, stalled)
+               for (n, took, stalled), g in zip(sent, got, strict=True)]
         for mine, t in zip(self.per_way, out, strict=True):
             mine.append(t)
         return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from hoplab.tools import ToolOutputError, built_binary, load_json
 
@@ -82,15 +83,30 @@ def wire(text: str) -> str:
     return str(way)
 
 
-def sent(text: str) -> tuple[int, float]:
-    """(frames offered, seconds of sending) from `send`'s report. Paced, the frames the
-    kernel refused at their time (a full socket buffer: the path's ingress pushing back,
-    as a veth's peer does) count as offered, and lost: the path did not take them."""
+class Sent(NamedTuple):
+    """What a sender did: frames offered, over how many seconds, and of those seconds
+    how many it lost in stalls (0 where the generator keeps no such record, as iperf3)."""
+
+    frames: int
+    seconds: float
+    stalled_s: float = 0.0
+
+
+def sent(text: str) -> Sent:
+    """Frames offered, seconds of sending and seconds stalled, from `send`'s report.
+    Paced, the frames the kernel refused at their time (a full socket buffer: the path's
+    ingress pushing back, as a veth's peer does) count as offered, and lost: the path
+    did not take them. A stall is a restart of its schedule late by more than twice the
+    lag it catches up (gen/src/pace.rs): it went unrun that long, where a sender too
+    slow for the rate falls behind a batch at a time."""
     doc = load_json(BINARY, text.strip().splitlines()[-1] if text.strip() else text)
-    n, s = doc.get("sent"), doc.get("seconds")
+    n, s, stalled = doc.get("sent"), doc.get("seconds"), doc.get("stalled", 0.0)
     if not isinstance(n, int) or not isinstance(s, int | float) or s <= 0:
         raise ToolOutputError(f"{BINARY}: no frames and seconds in its report: {text!r}")
-    return n, float(s)
+    if not isinstance(stalled, int | float) or not 0 <= stalled <= s:
+        raise ToolOutputError(f"{BINARY}: stalled is seconds within its sending time: "
+                              f"{text!r}")
+    return Sent(n, float(s), float(stalled))
 
 
 @dataclass(frozen=True)
