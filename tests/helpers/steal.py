@@ -19,7 +19,6 @@ tests/conftest.py loads this plugin for the whole suite.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import warnings
@@ -28,19 +27,19 @@ from pathlib import Path
 import pytest
 from _pytest.runner import runtestprotocol
 
+from hoplab.kinds import stolen_cpu as steal
+from hoplab.kinds.stolen_cpu import SAMPLE_S, share
+
 # Of one core, on average over the failed call: a quiet machine steals about nothing.
 STOLEN_SHARE = 0.05
 RERUNS = 2
 _STAT = Path("/proc/stat")
-_TICK = os.sysconf("SC_CLK_TCK")
 # A second in which this much of a core was stolen: a quarter second without a CPU, far
 # beyond what a lab's delays and queues (a 20-frame queue at 10 Mbit/s holds 1.3 ms)
 # ride out.
 PEAK_SHARE = 0.25
-SAMPLE_S = 0.25
-# A rerun waits (at most QUIET_WAIT_S) for a second with less than this stolen: the
+# A rerun waits (at most QUIET_WAIT_S) for a quiet second (hoplab.kinds.stolen_cpu): the
 # hypervisor's busy stretches came in bursts, a rerun straight after one met the next.
-QUIET_SHARE = 0.02
 QUIET_WAIT_S = 60.0
 _KEY = pytest.StashKey[tuple[float, float]]()
 
@@ -55,16 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def stolen_s(stat: str | None = None) -> float:
-    """CPU time stolen from this machine since it booted, summed over its CPUs (the
-    eighth figure of /proc/stat's `cpu` line); 0 where the kernel does not count it."""
-    text = _STAT.read_text() if stat is None else stat
-    fields = text.split("\n", 1)[0].split()
-    return int(fields[8]) / _TICK if fields[0] == "cpu" and len(fields) > 8 else 0.0
-
-
-def share(stolen: float, seconds: float) -> float:
-    """Stolen CPU time as a share of one core over `seconds` of wall time."""
-    return stolen / seconds if seconds > 0 else 0.0
+    """hoplab.kinds.stolen_cpu's reading, of the /proc/stat this module names (a test's own)."""
+    return steal.stolen_s(_STAT.read_text() if stat is None else stat)
 
 
 class _Watch:
@@ -90,20 +81,8 @@ class _Watch:
 
 
 def wait_quiet(limit_s: float | None = None) -> float | None:
-    """Wait until a second passes with less than QUIET_SHARE of a core stolen: the
-    seconds waited, or None if none did within limit_s (QUIET_WAIT_S)."""
-    limit = QUIET_WAIT_S if limit_s is None else limit_s
-    began = time.monotonic()
-    last = (began, stolen_s())
-    while True:
-        time.sleep(SAMPLE_S)
-        now = (time.monotonic(), stolen_s())
-        if now[0] - last[0] >= 1.0:
-            if share(now[1] - last[1], now[0] - last[0]) < QUIET_SHARE:
-                return now[0] - began
-            last = now
-        if now[0] - began >= limit:
-            return None
+    """hoplab.kinds.stolen_cpu.wait_quiet, at most limit_s (QUIET_WAIT_S)."""
+    return steal.wait_quiet(QUIET_WAIT_S if limit_s is None else limit_s, read=stolen_s)
 
 
 def peak(samples: list[tuple[float, float]]) -> float:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hoplab.kinds import stolen_cpu as steal_sampler
 from tests.helpers import steal
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 # any clock tick rate, a share of a core far over the threshold) by raising it.
 INNER = '''
 import json
+import os
 from pathlib import Path
 
 import tests.helpers.steal as steal
@@ -29,7 +31,7 @@ steal._STAT = HERE / "stat"
 
 
 def _steal():
-    taken = round((steal.stolen_s() + 100) * steal._TICK)
+    taken = round((steal.stolen_s() + 100) * os.sysconf("SC_CLK_TCK"))
     (HERE / "stat").write_text(f"cpu  1 0 1 100 0 0 0 {taken} 0 0\\n")
 
 
@@ -81,7 +83,7 @@ def test_steal_is_read_from_the_cpu_line() -> None:
     line = "cpu  269299 3927 79240 297189 5198 0 18412 11742 0 0\ncpu0 1 2 3\n"
     assert steal.stolen_s(line) == 11742 / os.sysconf("SC_CLK_TCK")
     assert steal.stolen_s("cpu  1 2 3 4\n") == 0.0      # a kernel that does not count it
-    assert steal.share(0.5, 10.0) == 0.05 and steal.share(1.0, 0.0) == 0.0
+    assert steal_sampler.share(0.5, 10.0) == 0.05 and steal_sampler.share(1.0, 0.0) == 0.0
 
 
 def test_the_worst_second_is_read_from_samples_a_second_apart() -> None:

@@ -34,6 +34,7 @@ from hoplab.kind_registry import FlowTool, Kind, Option, Reader, register
 from hoplab.kinds.flow import address
 from hoplab.kinds.path_mtu import largest_frame, probe
 from hoplab.kinds.procedure import Context, Result, Running
+from hoplab.kinds.stolen_cpu import wait_quiet
 from hoplab.kinds.throughput_both import Both
 from hoplab.kinds.throughput_curve import (
     BURST_S,
@@ -437,6 +438,10 @@ class Searched:
     invalid: int = 0
 
 
+# After a trial the generator stalled in, the next waits at most this long for a second
+# with next to no CPU stolen: stolen stretches lasted 10 to 30 s on this project's machines.
+STALL_WAIT_S = 15.0
+
 # An answer at the ceiling has the ceiling measured again; a second measure this much
 # above the first says the first was a stall (one unpaced second) and the search runs
 # again under it. Ceilings of one generator measured here differ by a few per cent.
@@ -475,7 +480,12 @@ def _phases(trials: TrialRunner, opts: ThroughputOptions, ceiling: float, done: 
                         hints=hints, proven_fps=proven)
         try:
             while (rate := search.next_rate()) is not None:
-                search.record(trials.trial(rate, phase.trial_s, opts.drain_s))
+                trial = trials.trial(rate, phase.trial_s, opts.drain_s)
+                search.record(trial)
+                if trial.stalled(phase.precision):
+                    # The machine took the generator's CPU: the next trial waits out the
+                    # burst (hoplab.kinds.stolen_cpu).
+                    wait_quiet(STALL_WAIT_S)
         finally:
             done.trials += search.history
             done.invalid += len(search.invalid)
