@@ -16,6 +16,9 @@ example does. With 0.5 s, the trial after the first (at the generator's ceiling,
 the router drops 99.7 % of) lost 1 to 9 frames at 1,616 to 1,632 frames/s, below the
 shaper's rate, in 2 of 14 runs beside one to three busy loops (and in one CI run), and
 the answer came 2.0 to 2.8 % low; with 2 s, 8 runs beside three read 1,660.6 to 1,661.6.
+Beside the pool's other tests it failed in two fresh-clone runs of two on 2026-11-30
+(1.3 % low beside test_cli_stores' runs with 3.5 % of a core stolen, and once with 9 %):
+its NDR rests on 22 frames of queue over 2 s, and it runs `alone`.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def devices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
         yield f
 
 
+@pytest.mark.alone
 def test_ndr_through_a_router_over_ssh_is_its_shaped_frame_rate(
         devices: Farm, tmp_path: Path, lab_name: str) -> None:
     nics = nic_names("hl-c0", "hl-s0")

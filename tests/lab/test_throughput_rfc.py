@@ -62,6 +62,7 @@ def _run(tmp_path: Path, options: str = RFC_OPTIONS, queue: int = QUEUE,
             {k: str(v) for k, v in rec.metadata.items()})
 
 
+@pytest.mark.alone
 def test_loss_curve_back_to_back_and_tagged_latency_through_50_mbit(tmp_path: Path) -> None:
     got, meta = _run(tmp_path)
     assert meta["generator"] == "hoplab-gen (AF_PACKET)"
@@ -79,7 +80,9 @@ def test_loss_curve_back_to_back_and_tagged_latency_through_50_mbit(tmp_path: Pa
         # on one core, got - want: -0.31 to +0.43 points at every step but the lowest,
         # +0.41 to +0.95 at 10 % (5 runs), and +2.10 once in a fresh-clone CI run (the
         # test after others); at a load of 19, r forwarded 0.6 % of 166,000 frames/s
-        # where the shaper passes 2.5 %.
+        # where the shaper passes 2.5 %. Beside the pool's Chromium page loads, +4.0 at
+        # 10 % (1f06bbd's run): r, flooded at some 41,700 frames/s, is the CPU's, so
+        # this test runs `alone`.
         assert -1.0 <= got[key] - want <= 3.0, (pct, got[key], want)
     g = got["back_to_back_fps 1518"]
     want = (QUEUE + B) / (1 - R / g)
