@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hoplab.tools.proc_stat import parse_proc_stat
+
 STAT = Path("/proc/stat")
 # A second with less than this share of a core stolen is quiet.
 QUIET_SHARE = 0.02
@@ -24,10 +26,9 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 def stolen_s(stat: str | None = None) -> float:
     """CPU time stolen from this machine since it booted, summed over its CPUs (the
-    eighth figure of /proc/stat's `cpu` line); 0 where the kernel does not count it."""
-    text = STAT.read_text() if stat is None else stat
-    fields = text.split("\n", 1)[0].split()
-    return int(fields[8]) / _TICK if fields[0] == "cpu" and len(fields) > 8 else 0.0
+    `cpu` line's steal, hoplab.tools.proc_stat); 0 where the kernel does not count it."""
+    total = parse_proc_stat(STAT.read_text() if stat is None else stat).get("all")
+    return total.steal / _TICK if total is not None else 0.0
 
 
 def share(stolen: float, seconds: float) -> float:
