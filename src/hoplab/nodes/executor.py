@@ -44,6 +44,16 @@ class ExecutorError(HoplabError):
     """A node could not be reached or did not answer: names the node and what failed."""
 
 
+class NotReached(ExecutorError):
+    """No connection to the node was made (refused, no answer, its host key or our keys
+    refused): nothing of the command ran there."""
+
+
+class NotReachedInTime(NotReached, TimeoutError):
+    """The connection was still being made when the command's time ran out: a timeout to
+    callers that wait, and nothing ran (NotReached)."""
+
+
 @dataclass(frozen=True)
 class Completed:
     """A finished command: its exit status and output, as subprocess gives them."""

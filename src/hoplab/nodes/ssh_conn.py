@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import asyncssh
 
-from hoplab.nodes.executor import ExecutorError
+from hoplab.nodes.executor import ExecutorError, NotReached, NotReachedInTime
 from hoplab.nodes.ssh_target import SshTarget, split_destination
 
 T = TypeVar("T")
@@ -38,7 +38,7 @@ ACCEPT_HINT = ("accept it with `--accept-new-host-keys` or the lab option "
                "(ssh-keyscan, or one ssh login)")
 
 
-class HostKeyError(ExecutorError):
+class HostKeyError(NotReached):
     """The device's host key is unknown (and not to be accepted) or changed."""
 
 
@@ -69,9 +69,12 @@ class SshConnection:
         if self._closed:
             raise ExecutorError(f"node {self.node}: connection already closed")
 
+        connected: list[bool] = []
+
         async def with_conn() -> T:
             if connect:
                 conn = await self._connected()
+                connected.append(True)
             elif self._conn is None or self._conn.is_closed():
                 # A channel of a connection that is gone: connecting anew would not
                 # bring the channel back.
@@ -91,6 +94,10 @@ class SshConnection:
         try:
             return fut.result()
         except (TimeoutError, concurrent.futures.TimeoutError):
+            if connect and not connected:
+                raise NotReachedInTime(f"node {self.node}: cannot connect to "
+                                       f"{self.target.destination} within "
+                                       f"{timeout or 0:g} s") from None
             raise TimeoutError(f"node {self.node}: no answer within {timeout or 0:g} s") \
                 from None
 
@@ -209,12 +216,12 @@ class SshConnection:
         except HostKeyError:
             raise
         except asyncssh.PermissionDenied as e:
-            raise ExecutorError(
+            raise NotReached(
                 f"node {self.node}: {what} refused our keys (hoplab uses keys or an "
                 f"agent only, never a password): {_why(e)}") from e
         except (asyncssh.Error, OSError, TimeoutError) as e:
-            raise ExecutorError(f"node {self.node}: cannot connect to {what}: "
-                                f"{_why(e)}") from e
+            raise NotReached(f"node {self.node}: cannot connect to {what}: "
+                             f"{_why(e)}") from e
 
     async def _retrying(self, host: str, kw: dict[str, Any]) -> asyncssh.SSHClientConnection:
         """Connect, trying again while the device refuses TCP connections (its SSH

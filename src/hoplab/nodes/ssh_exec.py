@@ -32,6 +32,7 @@ from hoplab.nodes.executor import (
     CounterSource,
     ExecutorError,
     LineChannel,
+    NotReachedInTime,
     Process,
     ProcessId,
 )
@@ -236,6 +237,8 @@ class SshExecutor(Client):
         self._note_connection()
         try:
             return self.conn.call(go, timeout)
+        except NotReachedInTime:
+            raise       # nothing ran: nothing to stop
         except TimeoutError:
             # Stop the overrunning command on the device, by PID and start ticks.
             if ident:
