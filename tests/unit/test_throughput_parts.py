@@ -219,15 +219,49 @@ def test_a_lossy_trial_is_final_with_no_second_chance():
     assert s.answer(0.0) < 10_000 and not s.limited_by_generator(0.0)
 
 
-def test_a_trial_the_generator_fell_short_in_is_kept_repeated_and_counted():
-    # Trial 1 (the second, below the ceiling) sends 90 % of what was asked: it tested
-    # nothing, so the search asks for the same rate again and decides on that one.
+def test_a_short_lossless_trial_passes_at_the_rate_it_achieved():
+    # Trial 1 (the second, below the ceiling) sends 90 % of what was asked and loses
+    # nothing: it did not test the rate asked, but it passed the rate it sent. The search
+    # keeps that (evidence, not a valid trial) and asks for the rate again.
     s = _search(Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005),
                 _stalling(20_000, short={1}))
-    assert len(s.invalid) == 1 and s.invalid[0] in s.history
-    assert s.invalid[0] not in s.trials
-    assert s.history[2].rate_fps == s.history[1].rate_fps, "the same rate, again"
+    short = s.history[1]
+    assert short.short_of(0.005) and not s.invalid and short not in s.trials
+    assert s.evidence[0].rate_fps == short.achieved_fps == short.offered
+    assert s.history[2].rate_fps == short.rate_fps, "the same rate, again"
     assert 20_000 * 0.995 <= s.answer(0.0) <= 20_000
+
+
+def test_a_short_trial_that_tells_nothing_new_is_kept_repeated_and_counted():
+    # The third trial passes, short, below what the second passed: no evidence.
+    def run(rate: float) -> Trial:
+        n = len(s.history)
+        sent = round(rate * (0.99 if n == 2 else 1.0))
+        return Trial(rate, sent, min(sent, 20_000), 1.0)
+    s = Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005)
+    _search(s, run)
+    assert s.history[2].achieved_fps < s.bounds(0.0)[0]
+    assert len(s.invalid) == 1 and s.invalid[0] is s.history[2] and not s.evidence
+    assert s.history[3].rate_fps == s.history[2].rate_fps, "the same rate, again"
+    assert 20_000 * 0.995 <= s.answer(0.0) <= 20_000
+
+
+def test_a_short_lossy_trial_failed_at_the_rate_asked():
+    """The generator never sends faster than asked, only less: a loss at less than the
+    rate asked is a failure of the rate asked, not to be tried again."""
+    s = Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005)
+    s.record(Trial(30_000, 29_700, 20_000, 1.0))        # 1 % short, a third lost
+    assert s.evidence == [s.history[0]] and not s.invalid
+    assert s.bounds(0.0) == (0.0, 30_000)
+    assert s.next_rate() == pytest.approx(20_000)       # what it forwarded
+    s.record(Trial(20_000, 20_000, 20_000, 1.0))
+    assert s.bounds(0.0) == (20_000, 30_000) and 20_000 < (s.next_rate() or 0) < 30_000
+
+
+def test_a_short_trial_lossy_for_one_target_and_not_another_tells_nothing():
+    s = Search(ceiling_fps=100_000, targets=(0.0, 0.01), precision=0.005)
+    s.record(Trial(50_000, 49_000, 48_755, 1.0))   # 2 % short, 0.5 % lost
+    assert s.invalid and not s.evidence and s.bounds(0.0) == s.bounds(0.01) == (0.0, None)
 
 
 def test_the_answer_is_the_achieved_rate_not_the_asked_one():
@@ -257,13 +291,15 @@ def test_a_generator_that_cannot_reach_its_ceiling_lowers_it():
 
 
 def test_a_rate_short_three_times_running_becomes_the_ceiling():
-    # The ceiling trial is short (the first time, expected), then three at what it came
-    # to: that rate is out of reach; the ceiling is the most it sent, less the precision.
+    # The ceiling trial is short (the first time, expected), then four at what it came
+    # to: the first passes at what it sent (evidence), the three after tell nothing new.
+    # That rate is out of reach; the ceiling is the most it sent, less the precision.
     s = _search(Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005),
-                _stalling(20_000, short={0, 1, 2, 3}, achieved=0.5))
-    assert len(s.invalid) == ndr.MAX_REPEATS
+                _stalling(20_000, short={0, 1, 2, 3, 4}, achieved=0.5))
+    assert len(s.invalid) == ndr.MAX_REPEATS and len(s.evidence) == 1
     assert s.ceiling_fps == pytest.approx(s.invalid[-1].achieved_fps * 0.995)
-    assert s.answer(0.0) <= s.ceiling_fps
+    # The answer is what the first passed at: the generator's, and says so.
+    assert s.answer(0.0) == s.evidence[0].rate_fps and s.limited_by_generator(0.0)
 
 
 def test_stalls_below_a_rate_the_generator_kept_never_bring_its_ceiling_down():
@@ -329,12 +365,15 @@ def test_stalls_never_bring_the_ceiling_down_however_many_in_a_row():
     assert s.ceiling_fps == pytest.approx(237_427 * 0.995, rel=1e-3)
     assert len(s.invalid) == len(short) and all(t.stalled(0.005) for t in s.invalid)
     assert 21_402 * 0.995 <= s.answer(0.0) <= 21_402 and not s.limited_by_generator(0.0)
-    # The same trials with no record of stalls (iperf3's) read as a pace it cannot keep.
+    # The same trials with no record of stalls (iperf3's): the first two pass at what
+    # they sent (evidence), then three that tell nothing new read as a pace it cannot
+    # keep: "generator limited", at what it kept.
     count[0] = 0
     blind = _search(Search(ceiling_fps=355_907, targets=(0.0,), precision=0.005),
                     lambda r: (lambda t: Trial(t.rate_fps, t.offered, t.received,
                                                t.seconds))(stalling(r)))
-    assert blind.ceiling_fps < 21_000 and blind.answer(0.0) < 21_000
+    assert blind.ceiling_fps < 21_402 * 0.995 and blind.limited_by_generator(0.0)
+    assert len(blind.evidence) == 2 and len(blind.invalid) == ndr.MAX_REPEATS
 
 
 def test_a_trial_is_stalled_when_stalls_cost_half_its_shortfall_or_more():
@@ -368,12 +407,12 @@ def test_a_generator_short_too_often_stops_the_search():
 
 
 def test_what_a_short_lossy_trial_forwarded_is_tried_next():
-    """A short trial is no evidence, but the path's forwarding rate in it is a good next
-    rate: a search whose generator is short at the top still finds the path."""
+    """The path's forwarding rate in a short lossy trial is a good next rate: a search
+    whose generator is short at the top still finds the path."""
     s = _search(Search(ceiling_fps=100_000, targets=(0.0,), precision=0.005),
                 _stalling(20_000, short={0, 1}, achieved=0.8))
     assert s.history[2].rate_fps == pytest.approx(20_000)
-    assert 20_000 * 0.995 <= s.answer(0.0) <= 20_000 and len(s.invalid) == 1
+    assert 20_000 * 0.995 <= s.answer(0.0) <= 20_000 and len(s.evidence) == 1
 
 
 def test_the_kinds_search_runs_each_trial_once_and_keeps_every_one():
@@ -394,7 +433,8 @@ def test_the_kinds_search_runs_each_trial_once_and_keeps_every_one():
                              precision_pct=0.5, drain_s=0.0, latency=False)
     runner = Runner()
     search, done, invalid = kind_search(runner, opts, 100_000)
-    assert [t.rate_fps for t in done] == runner.calls and invalid == 1
+    # The short one passed at what it sent (evidence): none invalid.
+    assert [t.rate_fps for t in done] == runner.calls and invalid == 0
     assert 20_000 * 0.995 <= search.answer(0.0) <= 20_000
 
 
