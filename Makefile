@@ -170,7 +170,8 @@ HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 # machine's shells set it) each would compile its modules again: 0.17 s a `hoplab run`.
 # Most of a lab test's time is traffic at a shaped rate, waited for, so they run two at
 # a time (tests/helpers/alone.py, docs/testing.md), a file's tests on one worker (the
-# examples' file among them). Those marked `alone` (VM routers under TCG, unpaced
+# examples' file among them), the files dealt longest first (tests/helpers/order.py,
+# tests/durations.json) so that both workers end together. Those marked `alone` (VM routers under TCG, unpaced
 # frames) then run one at a time: in the pool, each waited for its neighbour's test to
 # end with one core idle (199 s of a 1,350 s run). Those marked `machine` (a plain
 # hoplab clean) last. The static checks run side by side first (mypy on one core, the
@@ -180,7 +181,7 @@ test: setup
 	$(MAKE) --no-print-directory -O -j3 lint typecheck wire-test fold-test gen-test
 	$(BIN)/python -m compileall -q src
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --durations=25 -m "not machine and not alone" --ignore=tests/unit tests
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m "not machine and not alone" --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q --durations=10 -m alone --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -m machine --ignore=tests/unit tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \

@@ -50,7 +50,9 @@ def webhook(statuses: Sequence[int] = (), path: str = "/services/T0/B0/s3cr3t",
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # Asked to stop, serve_forever ends at its next poll: 0.5 s by default, paid by each
+    # test that starts one (the redirect test starts six: 3 s of its 3.6).
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     hook.url = f"http://127.0.0.1:{server.server_address[1]}{path}"
     try:

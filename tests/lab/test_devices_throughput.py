@@ -9,7 +9,12 @@ it, so the router forwards R / (1514 x 8) = 1651.3 frames/s. A trial of T second
 what the full bucket and the queue hold, (B + L) / 1514 = 22 frames, so the no-drop
 rate found with 2 s trials is 1651.3 + 22 / 2 = 1662.3 frames/s (docs/kinds.md), to the
 search's precision (0.5 %). A 1000/1024 slip reads 4.6 % off; counting the FCS would read
-1646.9 + 11.0 (-0.3 %), inside that precision, which this test does not tell.
+1646.9 + 11.0 (-0.3 %), inside that precision, which this test does not tell. The bound
+is 2 %: the answer is the achieved rate of the highest pass, up to the precision below
+the lowest failure and up to the precision below the rate asked, and one trial that
+lost 3 frames of 3,306 at 0.6 % below the answer (669350f's fresh-clone run, the
+emulated router a namespace of this busy machine) made the lowest failure: 1,645.3
+frames/s, 1.02 % low. 2 % still tells a 1000/1024 slip.
 
 Each trial waits RFC 2544's 2 s (section 23) for late frames before the next, as the
 example does. With 0.5 s, the trial after the first (at the generator's ceiling, a flood
@@ -80,7 +85,7 @@ def test_ndr_through_a_router_over_ssh_is_its_shaped_frame_rate(
         rec = store.get_run(run["id"])
     figures = {m.name: m.value for m in rec.metrics
                if m.key == "1518" and m.flow is None and m.node is None}
-    assert abs(figures["ndr_fps"] / WANT_FPS - 1) <= 0.01, (figures, WANT_FPS)
+    assert abs(figures["ndr_fps"] / WANT_FPS - 1) <= 0.02, (figures, WANT_FPS)
     assert figures["generator_limited"] == 0.0
     # The device's model and firmware label the run; its CPU was sampled over SSH.
     assert "device" in rec.labels and "firmware" in rec.labels, rec.labels

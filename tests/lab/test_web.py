@@ -50,7 +50,7 @@ RTT_MS = 100.0  # a <-> b: 50 ms each way
 QUEUE_MS = 60_000 * 8 / 10e6 * 1000
 # The loaded test's flows run this long; its page flow starts at 1 s and makes a load
 # every LOADED_S / 3 while the uplink is full.
-LOADED_S = 20
+LOADED_S = 9
 # The most a load starts after its planned time: the fresh browser context made first.
 CONTEXT_S = 1.0
 # {test name: (its run in `hoplab run --json`, the stored run)}

@@ -49,8 +49,8 @@ def test_make_test_as_root_requires_every_test() -> None:
 def _pytest_lines(require: str) -> list[str]:
     env = f"HOPLAB_REQUIRE_ALL={require} .venv/bin/pytest -q"
     return [f"{env} -n 2 tests/unit\n",
-            f'{env} -n 2 --dist loadfile --durations=25 -m "not machine and not alone" '
-            "--ignore=tests/unit tests\n",
+            f"{env} -n 2 --dist loadfile --no-loadscope-reorder --durations=25 "
+            '-m "not machine and not alone" --ignore=tests/unit tests\n',
             f"{env} --durations=10 -m alone --ignore=tests/unit tests\n",
             f"{env} -m machine --ignore=tests/unit tests\n"]
 

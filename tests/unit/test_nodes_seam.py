@@ -152,7 +152,9 @@ def test_a_test_runs_end_to_end_on_fake_nodes(tmp_path: Path, whole_machine: boo
     # The device sampler's own cost is summarised: the mean of its two intervals' shares.
     cost = [m for m in result.metrics if m.name == "sampler.cpu"]
     assert [(m.node, m.unit) for m in cost] == [("r1", "%")]
-    assert any(c[:2] == ["rm", "-f"] for c in nodes["r1"].calls)
+    # perf's files are taken away on r1, with the directory made for them, in one command.
+    assert any(c[:3] == ["sh", "-c", 'rm -f "$@" && rmdir "$0"'] for c in nodes["r1"].calls)
+    assert not any(c[0] == "rmdir" for c in nodes["r1"].calls)
 
 
 def test_setup_commands_run_on_their_node_in_the_experiments_directory(

@@ -98,7 +98,7 @@ class PhaseProfiler:
             return
         if rec.node.machine != LOCAL_MACHINE:
             self._record.made_dir(rec.node.node, str(rec.data.parent))
-            self._dir_made = True
+            self._dir_made = rec.own_dir = True
         try:
             rec.start(noted=lambda p: self._record.started(p, "profile: perf record"),
                       enable=False)
@@ -140,14 +140,17 @@ class PhaseProfiler:
             return self._finish()
         finally:
             rec = self.recording
+            gone = False
             if rec.proc is not None:
                 with contextlib.suppress(Exception):
-                    rec.remove()
+                    gone = rec.remove()
             if self._dir_made:
-                # Its files are gone (Recording removes them); the directory goes if empty
-                # (on an emulated device it is this machine's run directory, still in use).
-                with contextlib.suppress(Exception):
-                    rec.node.run(["rmdir", str(rec.data.parent)], timeout=10)
+                # Its files are gone (Recording removes them, and the directory with them
+                # when it can); the directory goes if empty (on an emulated device it is
+                # this machine's run directory, still in use).
+                if not gone:
+                    with contextlib.suppress(Exception):
+                        rec.node.run(["rmdir", str(rec.data.parent)], timeout=10)
                 self._record.removed_dir(rec.node.node, str(rec.data.parent))
 
     def _finish(self) -> ProfileResult:
