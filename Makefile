@@ -25,7 +25,7 @@ WIRE_DIR := wire
 WIRE_SRC := $(wildcard $(WIRE_DIR)/src/*.rs) $(WIRE_DIR)/Cargo.toml $(WIRE_DIR)/Cargo.lock
 WIRE_BIN := $(BIN)/hoplab-wire
 
-.PHONY: all setup system rust venv wire wire-test inferno demo test check lint typecheck unit \
+.PHONY: all setup system rust venv wire wire-test inferno demo test check lint typecheck unit unit-xdist \
 	lab-tests bench clean distclean
 
 all: setup
@@ -156,6 +156,10 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -q tests/unit
 
+# The unit tests on both cores, as make test runs them (beside the static checks).
+unit-xdist: venv
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
+
 # Lint (src, tests, bench), types (mypy over the same) and the unit tests: no root,
 # no system tools, no network namespaces.
 # Runs as any user who can write this checkout (its caches) and has the venv.
@@ -168,19 +172,19 @@ HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 
 # The tests start hoplab hundreds of times; where PYTHONDONTWRITEBYTECODE is set (this
 # machine's shells set it) each would compile its modules again: 0.17 s a `hoplab run`.
+# The static checks (mypy on one core, the Rust tests' builds on the other) and the unit
+# tests (on both cores) run side by side first, each one's output together (-O): 116 s
+# where one after the other took 131 (the static checks leave a core idle at times).
 # Most of a lab test's time is traffic at a shaped rate, waited for, so they run two at
 # a time (tests/helpers/alone.py, docs/testing.md), a file's tests on one worker (the
 # examples' file among them), the files dealt longest first (tests/helpers/order.py,
-# tests/durations.json) so that both workers end together. Those marked `alone` (VM routers under TCG, unpaced
-# frames) then run one at a time: in the pool, each waited for its neighbour's test to
-# end with one core idle (199 s of a 1,350 s run). Those marked `machine` (a plain
-# hoplab clean) last. The static checks run side by side first (mypy on one core, the
-# Rust tests' builds on the other: 52 s one after another on a fresh clone), each one's
-# output together (-O).
+# tests/durations.json) so that both workers end together. Those marked `alone` (VM
+# routers under TCG, unpaced frames) then run one at a time: in the pool, each waited
+# for its neighbour's test to end with one core idle (199 s of a 1,350 s run). Those
+# marked `machine` (a plain hoplab clean) last.
 test: setup
-	$(MAKE) --no-print-directory -O -j3 lint typecheck wire-test fold-test gen-test
 	$(BIN)/python -m compileall -q src
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 tests/unit
+	$(MAKE) --no-print-directory -O -j4 unit-xdist lint typecheck wire-test fold-test gen-test
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m "not machine and not alone" --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q --durations=10 -m alone --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -m machine --ignore=tests/unit tests

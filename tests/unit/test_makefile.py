@@ -34,9 +34,9 @@ def test_make_test_runs_lint_types_wire_and_every_test() -> None:
     # where a skip fails.
     for line in _pytest_lines("1"):
         assert line in out, line
-    # The static checks side by side, each one's output together.
-    assert "make --no-print-directory -O -j3 lint typecheck wire-test fold-test gen-test\n" \
-        in out
+    # The static checks and the unit tests side by side, each one's output together.
+    assert ("make --no-print-directory -O -j4 unit-xdist lint typecheck wire-test fold-test "
+            "gen-test\n") in out
 
 
 def test_make_test_as_root_requires_every_test() -> None:
