@@ -97,7 +97,7 @@ def test_loss_curve_back_to_back_and_tagged_latency_through_50_mbit(tmp_path: Pa
 def test_both_directions_at_once_through_50_mbit(tmp_path: Path) -> None:
     """Each direction at the trial's rate at once; the link is shaped both ways, so the
     pair's NDR is one direction's: R + (B + Q) / T, and each direction's is beside it."""
-    trial_s, queue = 1.0, 200
+    trial_s, queue = 2.0, 200
     got, meta = _run(tmp_path, 'direction = "both"\nlatency = false\n', queue, trial_s,
                      delay="")
     want = R + (B + queue) / trial_s
