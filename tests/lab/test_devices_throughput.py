@@ -3,18 +3,25 @@ throughput through a device over SSH, the generator and receiver local namespace
 the host NICs cabled to it.
 
 The router shapes its egress towards the server with tbf at R = 20 Mbit/s, a bucket of
-B = 3028 bytes and a queue of L = 30280 bytes, set by a setup command on the device.
+B = 15140 bytes and a queue of L = 30280 bytes, set by a setup command on the device.
 tbf counts a frame without its FCS: an RFC 2544 frame of 1518 bytes is 1514 bytes to
 it, so the router forwards R / (1514 x 8) = 1651.3 frames/s. A trial of T seconds hides
-what the full bucket and the queue hold, (B + L) / 1514 = 22 frames, so the no-drop
-rate found with 2 s trials is 1651.3 + 22 / 2 = 1662.3 frames/s (docs/kinds.md), to the
+what the full bucket and the queue hold, (B + L) / 1514 = 30 frames, so the no-drop
+rate found with 2 s trials is 1651.3 + 30 / 2 = 1666.3 frames/s (docs/kinds.md), to the
 search's precision (0.5 %). A 1000/1024 slip reads 4.6 % off; counting the FCS would read
-1646.9 + 11.0 (-0.3 %), inside that precision, which this test does not tell. The bound
+1646.9 + 15.0 (-0.3 %), inside that precision, which this test does not tell. The bound
 is 2 %: the answer is the achieved rate of the highest pass, up to the precision below
-the lowest failure and up to the precision below the rate asked, and one trial that
-lost 3 frames of 3,306 at 0.6 % below the answer (669350f's fresh-clone run, the
-emulated router a namespace of this busy machine) made the lowest failure: 1,645.3
-frames/s, 1.02 % low. 2 % still tells a 1000/1024 slip.
+the lowest failure and up to the precision below the rate asked. 2 % still tells a
+1000/1024 slip.
+
+The bucket is 10 frames, not 2. tbf sends a frame when its bucket holds enough tokens,
+woken by a timer: a timer late by more than the bucket's time loses that time for good,
+as the bucket cannot hold more. With 2 frames (1.2 ms at R), on this machine, a
+hypervisor's guest whose timers fire late under load, the router forwarded less than R:
+5fbd352's fresh-clone run lost 32 frames in 2 s at 1,651.1 frames/s (R itself) and 1 at
+1,629.0, and read 1,628.4 frames/s, 2.03 % low; 669350f's lost 3 at 1,652.8 (1.02 %
+low). The emulated router is a namespace of this machine; its shaper's timers are this
+machine's. 10 frames (6 ms) absorb what was seen.
 
 Each trial waits RFC 2544's 2 s (section 23) for late frames before the next, as the
 example does. With 0.5 s, the trial after the first (at the generator's ceiling, a flood
@@ -23,7 +30,7 @@ shaper's rate, in 2 of 14 runs beside one to three busy loops (and in one CI run
 the answer came 2.0 to 2.8 % low; with 2 s, 8 runs beside three read 1,660.6 to 1,661.6.
 Beside the pool's other tests it failed in two fresh-clone runs of two on 2026-11-30
 (1.3 % low beside test_cli_stores' runs with 3.5 % of a core stolen, and once with 9 %):
-its NDR rests on 22 frames of queue over 2 s, and it runs `alone`.
+it runs `alone`.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from tests.helpers.lab import HOPLAB, lab_namespaces
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 RATE_BPS = 20_000_000
-BUCKET, QUEUE = 3028, 30280
+BUCKET, QUEUE = 15140, 30280
 TRIAL_S = 2.0
 DRAIN_S = 2.0   # RFC 2544 section 23's wait after a trial: see above
 FRAME = 1518 - 4
