@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Iterator
+from contextlib import closing
 
 import pytest
 
@@ -32,22 +33,14 @@ def _executor(port: int, connect_timeout: float = 10.0) -> SshExecutor:
 
 
 def test_a_connection_still_being_made_when_time_runs_out(mute: int) -> None:
-    ex = _executor(mute)
-    try:
-        with pytest.raises(NotReachedInTime, match=re.escape(
-                "node r1: cannot connect to 127.0.0.1 within 0.3 s")):
-            ex.run(["true"], timeout=0.3)
-    finally:
-        ex.close()
+    with closing(_executor(mute)) as ex, pytest.raises(NotReachedInTime, match=re.escape(
+            "node r1: cannot connect to 127.0.0.1 within 0.3 s")):
+        ex.run(["true"], timeout=0.3)
 
 
 def test_a_port_nothing_listens_on() -> None:
     with socket.create_server(("127.0.0.1", 0)) as srv:
         port = srv.getsockname()[1]
-    ex = _executor(port, connect_timeout=0.5)
-    try:
-        with pytest.raises(NotReached, match=re.escape(
-                "node r1: cannot connect to 127.0.0.1")):
-            ex.run(["true"], timeout=30)
-    finally:
-        ex.close()
+    with closing(_executor(port, connect_timeout=0.5)) as ex, pytest.raises(
+            NotReached, match=re.escape("node r1: cannot connect to 127.0.0.1")):
+        ex.run(["true"], timeout=30)

@@ -140,17 +140,16 @@ class PhaseProfiler:
             return self._finish()
         finally:
             rec = self.recording
-            gone = False
             if rec.proc is not None:
+                # Its files, and the directory made for them (own_dir) if it is then empty
+                # (on an emulated device it is this machine's run directory, still in use).
                 with contextlib.suppress(Exception):
-                    gone = rec.remove()
+                    rec.remove()
+            elif self._dir_made:
+                # perf never started: only the directory is there.
+                with contextlib.suppress(Exception):
+                    rec.node.run(["rmdir", str(rec.data.parent)], timeout=10)
             if self._dir_made:
-                # Its files are gone (Recording removes them, and the directory with them
-                # when it can); the directory goes if empty (on an emulated device it is
-                # this machine's run directory, still in use).
-                if not gone:
-                    with contextlib.suppress(Exception):
-                        rec.node.run(["rmdir", str(rec.data.parent)], timeout=10)
                 self._record.removed_dir(rec.node.node, str(rec.data.parent))
 
     def _finish(self) -> ProfileResult:

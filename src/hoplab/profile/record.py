@@ -53,6 +53,7 @@ class Recording:
     # under TCG): asked once.
     _perf_path: str | None = field(default=None, init=False, repr=False)
     _removed: bool = field(default=False, init=False, repr=False)
+    _dir_gone: bool = field(default=False, init=False, repr=False)
 
     def _perf(self) -> str:
         if self._perf_path is None:
@@ -172,17 +173,16 @@ class Recording:
         """Its files on the node (the recording, perf script's output, the FIFOs), and
         its directory when it is its own, in one command; once. True when the directory
         went too."""
-        if self._removed:
-            return self.own_dir
-        files = [str(self.data), str(self.data.with_suffix(".script")), *self._fifos()]
-        if self.own_dir:
-            done = self.node.run(["sh", "-c", 'rm -f "$@" && rmdir "$0"',
-                                  str(self.data.parent), *files], timeout=10)
-            self.own_dir = done.returncode == 0
-        else:
-            self.node.run(["rm", "-f", *files], timeout=10)
-        self._removed = True
-        return self.own_dir
+        if not self._removed:
+            files = [str(self.data), str(self.data.with_suffix(".script")), *self._fifos()]
+            if self.own_dir:
+                done = self.node.run(["sh", "-c", 'rm -f "$@" && rmdir "$0"',
+                                      str(self.data.parent), *files], timeout=10)
+                self._dir_gone = done.returncode == 0
+            else:
+                self.node.run(["rm", "-f", *files], timeout=10)
+            self._removed = True
+        return self._dir_gone
 
 
 def script(data: Path) -> str:
