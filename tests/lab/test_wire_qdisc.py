@@ -9,8 +9,9 @@ Seed 004's uplink: hosts ha and hb behind router r, whose link to srv is the
   606 ms): median RTT above 300 ms. The same through fq_codel: below 15 ms.
 - Three bulk uploads alone through fq_codel: goodput >= 90 % of the payload rate,
   20 Mbit/s x 1448 / 1514 = 19.13 Mbit/s (1514-byte frames carry 1448 bytes).
-- codel, with 40 ms of delay each way: the bulk flows' packets wait 5 ms +- 3 ms
-  (median, measured by the wire).
+- codel, with 40 ms of delay each way: the bulk flows' packets wait between half
+  and twice the 5 ms target (median, measured by the wire), a tenth of them less
+  than the target.
 - Host fairness: ha 3 flows, hb 1 flow; keys = "src": 50 % +- 5 % each; 5-tuple:
   hb gets 25 % +- 5 %.
 - sfq, perturb = 5: the ping's RTT changes level (its flow shares a slot with a
@@ -169,22 +170,30 @@ def test_codel_sojourn_near_target(lab_up: LabUp) -> None:
     # A path of 80 ms RTT (40 ms each way): CoDel's interval (100 ms) is set for the
     # RTTs it controls. A standing queue needs a load that persists through CoDel's
     # drops: eight cubic flows (one drop halves one flow's window, an eighth of the
-    # load). Measured on a quiet machine, sojourn median 4.8-6.0 ms with 8 flows; with 3
-    # the queue empties after each drop (median 1.2-2.9 ms, the link idle meanwhile),
-    # and on shorter paths it stays longer: 6-6.5 ms at 40 ms RTT (docs/wire.md).
+    # load); with 3 the queue empties after each drop (median 1.2-2.9 ms, the link idle
+    # meanwhile). The flows' sawtooth moves the median from one 6 s window to the next:
+    # 4.7-7.8 ms in 18 windows (10 beside a busy loop), mean 6.1, sd 0.85; a 4 s window
+    # read 4.0-8.4 (8.4 in a CI run, past the 5 +- 3 this test once asked). So the
+    # bounds are half and twice the target, over 4 sd from the mean: a CoDel that never
+    # drops queues hundreds of ms, one whose target were read in us queues none. What
+    # CoDel promises is the queue falling below target within each interval: the
+    # fastest tenth of the packets waited less than target (1.0-3.1 ms measured).
     up = lab_up(uplink('rate = "20mbit", qdisc = "codel"', 'delay = "40ms"'))
     path = wire_samples.stats_path(wire.netns_name(up.name, BOTTLENECK))
     with servers(up, [5201]):
-        bulk = client(up, "ha", 5201, "-P", "8", "-t", "8")
+        bulk = client(up, "ha", 5201, "-P", "8", "-t", "10")
         time.sleep(3)  # past slow start: CoDel's control loop has settled
         before = wire.read_stats(path)
-        time.sleep(4)
+        time.sleep(6)
         after = wire.read_stats(path)
         result(bulk)
     assert before is not None and after is not None
-    median = wire_samples.sojourn_quantile(before["forward"]["sojourn_hist"],
-                                           after["forward"]["sojourn_hist"], 0.5)
-    assert median is not None and abs(median - 5) <= 3, median
+    hists = before["forward"]["sojourn_hist"], after["forward"]["sojourn_hist"]
+    median = wire_samples.sojourn_quantile(*hists, 0.5)
+    fastest = wire_samples.sojourn_quantile(*hists, 0.1)
+    target = 5
+    assert median is not None and target / 2 <= median <= 2 * target, median
+    assert fastest is not None and fastest < target, fastest
     assert after["forward"]["dropped_aqm"] + after["forward"]["ecn_marked"] > 0
 
 
