@@ -26,11 +26,22 @@ WIRE_SRC := $(wildcard $(WIRE_DIR)/src/*.rs) $(WIRE_DIR)/Cargo.toml $(WIRE_DIR)/
 WIRE_BIN := $(BIN)/hoplab-wire
 
 .PHONY: all setup system rust venv wire wire-test inferno demo test check lint typecheck unit unit-xdist \
-	lab-tests bench clean distclean
+	lab-tests bench clean distclean vm-cache
 
 all: setup
 
-setup: system rust venv wire inferno fold gen
+setup: system rust venv wire inferno fold gen vm-cache
+
+# What the VM routers of the tests and examples boot: Debian's 6.1 and 6.12 kernels
+# unpacked, their initramfs, and whether KVM boots a guest here (tried once: on this
+# machine it hangs, and the try waits 20 s). 40 s the first time, nothing after; made
+# here, so that no VM's first `lab up` (a user's, a test's) fetches while it boots.
+vm-cache: venv
+	@if [ "$$(id -u)" = 0 ] && command -v qemu-system-x86_64 >/dev/null; then \
+		$(BIN)/hoplab lab fetch examples/vm/kernels.toml; \
+	else \
+		echo "vm-cache: skipped (needs root and QEMU); a VM's first lab up fetches its kernel"; \
+	fi
 
 # System packages: only those not installed yet; never pulls recommends
 # (wireguard-tools would otherwise bring a whole kernel image).

@@ -49,6 +49,44 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dn.add_argument("lab")
     dn.set_defaults(func=run_down, needs_root=True)
 
+    fe = lsub.add_parser("fetch", help="fetch and build what the labs' VMs boot, ahead of "
+                                       "lab up",
+                         description="For every VM that boots a kernel in these lab or "
+                                     "experiment files (every variant of a matrix): fetch "
+                                     "and unpack the kernel (debian:RELEASE), build its "
+                                     "initramfs, and find which accelerator boots a guest "
+                                     "here (KVM is tried once). The first lab up would do "
+                                     "the same; done ahead, it starts at once.")
+    fe.add_argument("files", nargs="+", metavar="FILE", help="lab or experiment files")
+    fe.set_defaults(func=run_fetch, needs_root=True)
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    import hoplab.kinds  # noqa: F401  (the registry's built-in kinds, for experiments)
+    from hoplab.lab.vm import fetch
+    from hoplab.spec.check import check_file
+
+    checked = [check_file(path) for path in args.files]
+    problems = [str(p) for c in checked for p in c.problems]
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 2
+    wanted = fetch.kernels(lab for c in checked for lab in c.labs())
+    if not wanted:
+        print("no VM in these files boots a kernel: nothing to fetch (a firmware image "
+              "boots as it is)")
+        return 0
+    first = None
+    for spec, modules in wanted:
+        got, k = fetch.fetch(spec, modules)
+        first = first or k
+        how = "in the cache" if got.was_cached else "fetched and unpacked"
+        print(f"kernel {spec}: release {got.release}, {how}; ready in {got.took_s:.1f} s")
+    assert first is not None
+    chosen, why = fetch.accelerator(first)
+    print(f"accelerator {chosen} ({why})")
+    return 0
+
 
 def _addr_cell(addrs: list[str]) -> str:
     return "\n".join(addrs)

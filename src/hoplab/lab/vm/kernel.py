@@ -67,10 +67,14 @@ def debian(release: str) -> Kernel:
     if not _RELEASE.match(release):
         raise UsageError(f"kernel debian:{release}: not a kernel release "
                          f"(e.g. debian:6.12.100+deb12-amd64)")
-    root = cache.entry(cache.cache_dir() / "kernels" / f"debian-{release}",
-                       lambda tmp: _unpack(release, tmp))
+    root = cache.entry(debian_dir(release), lambda tmp: _unpack(release, tmp))
     return Kernel(release, root / "boot" / f"vmlinuz-{release}",
                   root / "lib" / "modules" / release, DEBIAN + release)
+
+
+def debian_dir(release: str) -> Path:
+    """Where Debian's kernel `release` is unpacked in the cache."""
+    return cache.cache_dir() / "kernels" / f"debian-{release}"
 
 
 def _run(argv: list[str], cwd: Path, what: str) -> None:
