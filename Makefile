@@ -26,7 +26,7 @@ WIRE_SRC := $(wildcard $(WIRE_DIR)/src/*.rs) $(WIRE_DIR)/Cargo.toml $(WIRE_DIR)/
 WIRE_BIN := $(BIN)/hoplab-wire
 
 .PHONY: all setup system rust venv wire wire-test inferno demo test check lint typecheck unit unit-xdist \
-	lab-tests bench clean distclean vm-cache
+	lab-tests bench clean distclean vm-cache lab-pool beside-pool
 
 all: setup
 
@@ -188,24 +188,35 @@ HOPLAB_REQUIRE_ALL ?= $(if $(filter 0,$(shell id -u)),1,0)
 # the lab tests, 3.7 s with them kept, paid by the `alone` and `machine` phases. So no
 # recipe here inherits it (__pycache__ is ignored by git).
 unexport PYTHONDONTWRITEBYTECODE
-# The static checks (mypy on one core, the Rust tests' builds on the other) and the unit
-# tests (on both cores) run side by side first, each one's output together (-O): 116 s
-# where one after the other took 131 (the static checks leave a core idle at times).
-# Most of a lab test's time is traffic at a shaped rate, waited for, so they run two at
-# a time (tests/helpers/alone.py, docs/testing.md), a file's tests on one worker (the
-# examples' file among them), the files dealt longest first (tests/helpers/order.py,
-# tests/durations.json) so that both workers end together. Those marked `alone` (VM
-# routers under TCG, unpaced frames) then run one at a time: in the pool, each waited
-# for its neighbour's test to end with one core idle (199 s of a 1,350 s run). Those
-# marked `machine` (a plain hoplab clean) last.
+# Most of a lab test's time is traffic at a shaped rate, waited for, so the lab tests run
+# two at a time (the pool: tests/helpers/alone.py, docs/testing.md), a file's tests on
+# one worker (the examples' file among them), the files dealt longest first
+# (tests/helpers/order.py, tests/durations.json) so that both workers end together. The
+# pool keeps 1.31 of the 2 cores busy on average; beside it, the static checks (mypy,
+# ruff, the Rust crates' tests and clippy) and the unit tests run in the idle
+# scheduling class (SCHED_IDLE: `chrt --idle 0`), so they take only the CPU the pool's
+# tests leave and give it back the moment one wakes (docs/testing.md): 150 s run
+# before the pool on their own. Each of their targets prints its output whole when it
+# ends (-O). Those marked `pairs` (VM routers under TCG asserting no speed: examples,
+# refusals, cleanups) then run two at a time, beside each other only. Those marked
+# `alone` (a VM router's or the generator's own figures) one at a time: in the pool,
+# each waited for its neighbour's test to end with one core idle (199 s of a 1,350 s
+# run). Those marked `machine` (a plain hoplab clean) last.
 test: setup
 	$(BIN)/python -m compileall -q src
-	$(MAKE) --no-print-directory -O -j4 unit-xdist lint typecheck wire-test fold-test gen-test
-	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m "not machine and not alone" --ignore=tests/unit tests
+	$(MAKE) --no-print-directory -j2 lab-pool beside-pool
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist load --durations=5 -m pairs --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q --durations=10 -m alone --ignore=tests/unit tests
 	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -m machine --ignore=tests/unit tests
 	@left=$$(ip netns list 2>/dev/null | grep -c '^hoplab' || true); \
 	if [ "$$left" != 0 ]; then echo "tests left $$left hoplab namespaces behind"; exit 1; fi
+
+# make test's pool, and what runs beside it.
+lab-pool: setup
+	HOPLAB_REQUIRE_ALL=$(HOPLAB_REQUIRE_ALL) $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m "not machine and not alone and not pairs" --ignore=tests/unit tests
+
+beside-pool: setup
+	chrt --idle 0 $(MAKE) --no-print-directory -O -j4 unit-xdist lint typecheck wire-test fold-test gen-test
 
 bench: setup
 	$(BIN)/python bench/lab_setup.py

@@ -8,6 +8,12 @@ pass beside a busy core (docs/testing.md). Two kinds cannot share:
   it boots and forwards, a frame generator's own unpaced rate). It runs while no other
   test of the run does. make test runs them after the others, without xdist (pytest -m
   alone): in the pool each waited with a core idle for the other worker's test to end.
+- `pairs`: it boots VM routers under TCG and asserts nothing of its own speed or
+  timing (an example that runs to its end, a refusal, a cleanup): two can share the
+  machine, slower but whole, while a test that measures cannot share it with one. It
+  runs beside another only in a run of `pairs` tests alone (pytest -n 2 -m pairs, as
+  make test runs them between the pool and the `alone` tests: 178 s one at a time, X s
+  two at a time); in any other run it is kept apart as an `alone` test is.
 - `machine`: no other test's lab may even be up (a plain `hoplab clean` removes every lab
   no live hoplab process uses, a lab another test keeps up between its commands too). It
   cannot run under xdist at all: run those on their own, after the others
@@ -35,6 +41,7 @@ from pathlib import Path
 import pytest
 
 MARK = "alone"
+PAIRS = "pairs"
 # A plain `hoplab clean` removes the labs other tests keep up between their commands
 # (their module's fixtures): such a test runs with nothing else in the run.
 MACHINE = "machine"
@@ -45,6 +52,9 @@ LOCKS = "HOPLAB_TEST_LOCKS"
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARK}: runs while no other test does (tests/helpers/alone.py)")
+    config.addinivalue_line(
+        "markers", f"{PAIRS}: may run beside another {PAIRS} test, in a run of those "
+                   f"alone; in any other run as an {MARK} test (tests/helpers/alone.py)")
     config.addinivalue_line(
         "markers", f"{MACHINE}: no other test's lab may be up: never under xdist "
                    "(tests/helpers/alone.py)")
@@ -107,6 +117,24 @@ def held(locks: Path, alone: bool) -> Iterator[None]:
             yield
 
 
+# Whether every test this run selected is a `pairs` test (each worker collects the same).
+_only_pairs = False
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # trylast: after -m has deselected what the run does not select.
+    global _only_pairs
+    _only_pairs = bool(items) and all(i.get_closest_marker(PAIRS) is not None for i in items)
+
+
+def exclusive(item: pytest.Item, only_pairs: bool) -> bool:
+    """Whether `item` holds the run's lock exclusively."""
+    if item.get_closest_marker(MARK) is not None:
+        return True
+    return item.get_closest_marker(PAIRS) is not None and not only_pairs
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item,
                             nextitem: pytest.Item | None) -> Generator[None, None, None]:
@@ -114,7 +142,7 @@ def pytest_runtest_protocol(item: pytest.Item,
     if locks is None:
         yield
         return
-    with held(locks, item.get_closest_marker(MARK) is not None):
+    with held(locks, exclusive(item, _only_pairs)):
         yield
 
 

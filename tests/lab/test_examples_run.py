@@ -3,7 +3,8 @@
 and nothing ran it). A new example fails test_every_example_is_run_or_excluded until it
 is given its short settings here or a stated reason not to run here. `make test` runs
 this file on one worker of its pool, beside the other files (the examples have no timing
-bounds), but those that boot VMs or send unpaced frames alone (tests/helpers/alone.py)."""
+bounds), but those that send unpaced frames alone and those that boot VMs two at a time
+(tests/helpers/alone.py)."""
 
 from __future__ import annotations
 
@@ -78,9 +79,12 @@ def test_every_example_is_run_or_excluded() -> None:
 
 
 def _param(example: str) -> Any:
-    """Its test; alone where it keeps both cores busy: VM routers booting under TCG, the
-    frame generator's unpaced ceiling."""
-    heavy = example.startswith("vm/") or example == "router-throughput.toml"
+    """Its test; kept from the pool's lab tests where it keeps both cores busy: the frame
+    generator's unpaced ceiling (alone), VM routers under TCG (beside one other such
+    test: pairs, tests/helpers/alone.py)."""
+    if example.startswith("vm/"):
+        return pytest.param(example, marks=[pytest.mark.pairs])
+    heavy = example == "router-throughput.toml"
     return pytest.param(example, marks=[pytest.mark.alone] if heavy else [])
 
 

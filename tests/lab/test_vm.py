@@ -49,7 +49,7 @@ from tests.helpers.lab import (
 )
 from tests.lab.test_wire_qdisc import client, pinger, pings, result
 
-pytestmark = [pytest.mark.root, pytest.mark.alone,
+pytestmark = [pytest.mark.root,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed")]
 
@@ -108,6 +108,7 @@ def guest(up: UpLab, *argv: str) -> str:
     return done.stdout
 
 
+@pytest.mark.alone
 def test_lab_exec_answers_the_guest_kernel_and_its_vcpus(vm_lab: UpLab) -> None:
     done = hoplab("lab", "exec", vm_lab.name, "r1", "--", "sh", "-c", "uname -r; nproc")
     assert done.returncode == 0, done.stderr
@@ -121,6 +122,7 @@ def test_lab_exec_answers_the_guest_kernel_and_its_vcpus(vm_lab: UpLab) -> None:
     assert '"accel": "tcg"' in text or '"accel": "kvm"' in text
 
 
+@pytest.mark.alone
 def test_the_guest_never_marks_its_sched_clock_stable(vm_lab: UpLab) -> None:
     # Marking it stable patches the kernel's text (a static key) while the other vCPU
     # runs it; under multi-threaded TCG a vCPU then ran a stale int3 and the guest
@@ -183,6 +185,7 @@ def servers_on(up: UpLab, ports: list[int]) -> Iterator[None]:
             stop(proc)
 
 
+@pytest.mark.alone
 def test_guest_fq_codel_keeps_latency_low_at_the_payload_rate(vm_lab: UpLab) -> None:
     assert "fq_codel" in guest(vm_lab, "tc", "qdisc", "show", "dev", "eth1")
     idle, loaded, mbit = _loaded(vm_lab)
@@ -197,6 +200,7 @@ def leaf(up: UpLab, *qdisc: str) -> None:
                           f"tc qdisc add dev eth1 parent 1:1 handle 10: {' '.join(qdisc)}")
 
 
+@pytest.mark.alone
 def test_guest_fifo_of_1000_packets_shows_bufferbloat(vm_lab: UpLab) -> None:
     leaf(vm_lab, "pfifo", "limit", "1000")
     try:
@@ -207,6 +211,7 @@ def test_guest_fifo_of_1000_packets_shows_bufferbloat(vm_lab: UpLab) -> None:
     assert mbit >= PAYLOAD_MBIT * 0.95, mbit
 
 
+@pytest.mark.alone
 def test_a_profile_of_the_router_names_its_guest_kernels_forwarding(
         vm_lab: UpLab, tmp_path: Path) -> None:
     """perf in the guest, started with its events off and enabled once it is up (it
@@ -242,6 +247,7 @@ def test_a_profile_of_the_router_names_its_guest_kernels_forwarding(
     assert sum(forwarding.values()) >= 10, sorted(stacks, key=stacks.__getitem__)[-10:]
 
 
+@pytest.mark.pairs
 def test_the_lab_file_names_the_kernel(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text('[nodes.r1]\nvm = { kernel = "debian:not a release" }\n')
     done = hoplab("check", str(tmp_path / "bad.toml"))
@@ -250,6 +256,7 @@ def test_the_lab_file_names_the_kernel(tmp_path: Path) -> None:
         done.stdout + done.stderr
 
 
+@pytest.mark.pairs
 def test_sigkill_during_boot_then_clean_leaves_nothing(tmp_path: Path) -> None:
     """hoplab killed while its VM boots: the record names the VM's QEMU, so `hoplab
     clean` stops it, and its taps (held by QEMU only) go with it."""
@@ -291,6 +298,7 @@ def _recorded_qemu(record: Path, up: subprocess.Popen[bytes]) -> int:
     raise AssertionError("no QEMU in the lab's record after 120 s")
 
 
+@pytest.mark.pairs
 def test_a_setting_its_kernel_refuses_names_the_step_and_leaves_nothing(
         tmp_path: Path) -> None:
     """The guest's configuration runs as it boots, before its SSH server: a sysctl its

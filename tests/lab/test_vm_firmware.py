@@ -40,9 +40,9 @@ from tests.helpers.lab import (
 )
 from tests.lab.test_vm import lab_qemus
 
-# Alone: its router has 1 vCPU, and beside another test (a CI run, docs/testing.md)
-# TCP through it read 17.76 Mbit/s against 19.13 within 2 %.
-pytestmark = [pytest.mark.root, pytest.mark.alone,
+# The tests that assert no rate run two at a time (`pairs`, tests/helpers/alone.py); the
+# one that does, alone.
+pytestmark = [pytest.mark.root,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed"),
               pytest.mark.skipif(bool(firmware.missing()),
@@ -93,6 +93,9 @@ def _nothing_left(name: str) -> None:
     assert not Path(record_path(name)).exists()
 
 
+# Alone: beside another test (a CI run, docs/testing.md) TCP through it read 17.76
+# Mbit/s against 19.13 within 2 %.
+@pytest.mark.alone
 def test_a_run_through_the_firmware_names_it_and_forwards_at_the_shaped_rate(
         image: tuple[Path, Path, str], tmp_path: Path) -> None:
     name = new_lab_name()
@@ -123,6 +126,7 @@ def test_a_run_through_the_firmware_names_it_and_forwards_at_the_shaped_rate(
     assert (vm["release"], vm["kernel"]) == (RELEASE, f"image:{image[0]}")
 
 
+@pytest.mark.pairs
 def test_a_host_key_the_firmware_does_not_have_is_refused(
         image: tuple[Path, Path, str], tmp_path: Path) -> None:
     name = new_lab_name()
@@ -141,6 +145,7 @@ def test_a_host_key_the_firmware_does_not_have_is_refused(
     _nothing_left(name)
 
 
+@pytest.mark.pairs
 def test_shaping_the_firmwares_own_end_without_tc_says_so(
         image: tuple[Path, Path, str], tmp_path: Path) -> None:
     name = new_lab_name()
@@ -155,6 +160,7 @@ def test_shaping_the_firmwares_own_end_without_tc_says_so(
     _nothing_left(name)
 
 
+@pytest.mark.pairs
 def test_the_example_compares_two_builds(home: Path, image: tuple[Path, Path, str],
                                          tmp_path: Path) -> None:
     """examples/vm/firmware.toml as a user runs it, on two stand-in builds (23.05.5, and

@@ -18,7 +18,7 @@ from hoplab.store import open_store
 from hoplab.tool_table import version_args
 from tests.helpers.lab import hoplab
 
-pytestmark = [pytest.mark.root, pytest.mark.alone,
+pytestmark = [pytest.mark.root, pytest.mark.pairs,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed")]
 

@@ -18,7 +18,7 @@ import pytest
 from hoplab.nodes.registry import executor_for
 from tests.helpers.lab import LabUp, UpLab, live_pids, run_in, stop, wait_listening
 
-pytestmark = [pytest.mark.root, pytest.mark.alone,
+pytestmark = [pytest.mark.root, pytest.mark.pairs,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed")]
 

@@ -10,10 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from tests.helpers.alone import held
+from tests.helpers.alone import exclusive, held
 
 
 def _free(path: Path, how: int) -> bool:
@@ -68,3 +69,26 @@ def test_a_waiting_alone_test_stops_new_ones_from_starting(tmp_path: Path) -> No
     second.join(10)
     assert order == ["alone", "later"]
 
+
+
+class _Item:
+    """What exclusive() reads of a test: its marks."""
+
+    def __init__(self, *marks: str) -> None:
+        self.marks = marks
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self.marks else None
+
+
+@pytest.mark.parametrize(("marks", "only_pairs", "want"), [
+    ((), False, False),
+    (("alone",), False, True),
+    (("alone",), True, True),
+    # A `pairs` test shares only in a run of `pairs` tests (make test's phase of them).
+    (("pairs",), True, False),
+    (("pairs",), False, True),
+])
+def test_a_pairs_test_shares_only_with_pairs_tests(marks: tuple[str, ...], only_pairs: bool,
+                                                   want: bool) -> None:
+    assert exclusive(cast(pytest.Item, _Item(*marks)), only_pairs) is want

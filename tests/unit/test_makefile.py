@@ -5,6 +5,7 @@ what they type-check."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tomllib
@@ -30,13 +31,15 @@ def test_make_test_runs_lint_types_wire_and_every_test() -> None:
     assert ".venv/bin/mypy\n" in out
     assert "cargo test --locked" in out and "cargo clippy" in out
     # pytest over all of tests/ (unit on both cores, then the rest two at a time, a file
-    # to a worker, then those marked alone one at a time, and those marked machine last),
-    # where a skip fails.
+    # to a worker, then those marked pairs two at a time, those marked alone one at a
+    # time, and those marked machine last), where a skip fails.
     for line in _pytest_lines("1"):
         assert line in out, line
-    # The static checks and the unit tests side by side, each one's output together.
-    assert ("make --no-print-directory -O -j4 unit-xdist lint typecheck wire-test fold-test "
-            "gen-test\n") in out
+    # The static checks and the unit tests beside the pool, in the idle scheduling class,
+    # each one's output together.
+    assert "make --no-print-directory -j2 lab-pool beside-pool\n" in out
+    assert re.search(r"^chrt --idle 0 \S*make --no-print-directory -O -j4 unit-xdist lint "
+                     r"typecheck wire-test fold-test gen-test$", out, re.M), out
 
 
 def test_make_test_as_root_requires_every_test() -> None:
@@ -50,7 +53,8 @@ def _pytest_lines(require: str) -> list[str]:
     env = f"HOPLAB_REQUIRE_ALL={require} .venv/bin/pytest -q"
     return [f"{env} -n 2 tests/unit\n",
             f"{env} -n 2 --dist loadfile --no-loadscope-reorder --durations=25 "
-            '-m "not machine and not alone" --ignore=tests/unit tests\n',
+            '-m "not machine and not alone and not pairs" --ignore=tests/unit tests\n',
+            f"{env} -n 2 --dist load --durations=5 -m pairs --ignore=tests/unit tests\n",
             f"{env} --durations=10 -m alone --ignore=tests/unit tests\n",
             f"{env} -m machine --ignore=tests/unit tests\n"]
 
@@ -76,3 +80,14 @@ def test_mypy_checks_tests_and_bench_relaxed_as_httpx_does() -> None:
     (tests,) = [o for o in mypy["overrides"] if o["module"] == ["tests.*"]]
     assert tests == {"module": ["tests.*"], "disallow_untyped_defs": False,
                      "check_untyped_defs": True}
+
+
+def test_every_test_is_in_one_phase_of_make_test() -> None:
+    # A test marked for two phases would run in both (-m alone and -m pairs each select
+    # it); one marked for none runs in the pool.
+    both = "(alone and pairs) or (alone and machine) or (pairs and machine)"
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "pytest"), "--collect-only", "-q",
+                           "-p", "no:randomly", "-m", both, "--ignore=tests/unit", "tests"],
+                          cwd=REPO, capture_output=True, text=True, check=False)
+    assert "no tests collected" in done.stdout or " 0 selected" in done.stdout, done.stdout[-2000:]
+    assert "error" not in done.stdout.lower(), done.stdout[-2000:]
