@@ -50,6 +50,29 @@ def bench(db: str, name: str, *extra: str) -> Iterator[subprocess.Popen[str]]:
         proc.communicate(timeout=60)
 
 
+def all_idle(db: str, names: tuple[str, ...] | list[str],
+             procs: list[subprocess.Popen[str]], timeout: float = 60) -> None:
+    """Wait until every bench of `names` (started as `procs`) is idle; one that is not
+    within `timeout` fails the test with what each bench said, and where each still
+    running is (faulthandler's stacks): 34fe111's fresh-clone run timed out here with
+    nothing to show why."""
+    deadline = time.monotonic() + timeout
+    while not all(bench_state(db, n) == "idle" for n in names):
+        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    else:
+        return
+    said = []
+    for name, proc in zip(names, procs, strict=True):
+        state = bench_state(db, name)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGABRT)
+        out = proc.communicate(timeout=30)[0]
+        said.append(f"bench {name}: state {state}, exit {proc.returncode}:\n{out}")
+    pytest.fail("not every bench idle within {:.0f} s:\n{}".format(timeout, "\n".join(said)))
+
+
 def stopped(proc: subprocess.Popen[str], timeout: float = 60) -> str:
     """What bench `proc` said, once it has exited. One that has not within `timeout` fails
     the test with every thread's stack (faulthandler's, on SIGABRT): where it hangs. A

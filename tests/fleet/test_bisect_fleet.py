@@ -16,7 +16,7 @@ import pytest
 
 from hoplab.fleet.bisect.kary import Search
 from hoplab.store import open_store
-from tests.fleet.benches import bench, bench_state, lab_namespaces, query, until
+from tests.fleet.benches import all_idle, bench, bench_state, lab_namespaces, query, until
 from tests.helpers.git_history import git, history
 from tests.helpers.lab import HOPLAB, hoplab, new_lab_name
 
@@ -61,8 +61,7 @@ def test_three_benches_name_the_commit_in_fewer_rounds_than_binary_bisection(
     with ExitStack() as stack:
         procs = [stack.enter_context(bench(db, name, "--label", "site=t"))
                  for name in benches]
-        until("every bench idle",
-              lambda: all(bench_state(db, name) == "idle" for name in benches))
+        all_idle(db, benches, procs)
         got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                      "--bad", "main", "--db", db, "--fleet", "--where", "site=t",
                      "--metric", "rtt_median", "--max-repeat", "5",
@@ -141,8 +140,7 @@ def test_a_commit_whose_build_fails_leaves_a_range_and_names_no_commit(
         "exp.toml": EXPERIMENT, "lab.toml": LAB.format(delay="10ms" if i >= 3 else "5ms")})
     with ExitStack() as stack:
         procs = [stack.enter_context(bench(db, name)) for name in benches[:2]]
-        until("both benches idle",
-              lambda: all(bench_state(db, name) == "idle" for name in benches[:2]))
+        all_idle(db, benches[:2], procs)
         got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                      "--bad", shas[-1], "--db", db, "--fleet", "--json",
                      "--metric", "rtt_median", "--max-repeat", "5",
@@ -234,8 +232,7 @@ def test_a_build_that_never_ends_is_killed_and_its_commit_cannot_be_told(
     hang = f'if [ "$HOPLAB_COMMIT" = {shas[2]} ]; then sleep 100000 & echo $! > {pids}; wait; fi'
     with ExitStack() as stack:
         procs = [stack.enter_context(bench(db, name)) for name in benches[:2]]
-        until("both benches idle",
-              lambda: all(bench_state(db, name) == "idle" for name in benches[:2]))
+        all_idle(db, benches[:2], procs)
         got = hoplab("bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                      "--bad", shas[-1], "--db", db, "--fleet", "--json",
                      "--metric", "rtt_median", "--max-repeat", "5",

@@ -24,7 +24,7 @@ from hoplab.fleet.queue.db import connect
 from hoplab.fleet.queue.schema import JOB_LABEL, ONE_OK_RUN_INDEX
 from hoplab.record import RunRecord
 from hoplab.store import open_store
-from tests.fleet.benches import bench, bench_state, fleet_said, measuring, query, until
+from tests.fleet.benches import all_idle, bench, bench_state, fleet_said, measuring, query, until
 from tests.fleet.test_bisect_fleet import EXPERIMENT as BISECT_EXPERIMENT
 from tests.fleet.test_bisect_fleet import LAB as BISECT_LAB
 from tests.helpers.git_history import history
@@ -73,7 +73,7 @@ def test_a_bench_killed_in_the_middle_of_a_commit_hands_its_job_on(
     try:
         with ExitStack() as stack:
             procs = {n: stack.enter_context(bench(db, n, "--label", "site=h")) for n in names}
-            until("every bench idle", lambda: all(bench_state(db, n) == "idle" for n in names))
+            all_idle(db, names, list(procs.values()))
             driver = subprocess.Popen(
                 [*HOPLAB, "bisect", "run", "exp.toml", "--repo", str(repo), "--good", shas[0],
                  "--bad", "main", "--db", db, "--fleet", "--where", "site=h",

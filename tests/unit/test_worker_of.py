@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.alone import LOCKS
 from tests.helpers.lab import WORKER, WORKERS_DIR, register_worker, worker_of
 
 
@@ -51,3 +52,11 @@ def test_a_registration_of_a_pid_since_reused_is_not_believed(
     WORKERS_DIR.mkdir(exist_ok=True)
     (WORKERS_DIR / str(sh)).write_text("gw7 1\n")  # another process's start time
     assert worker_of(sleep) == os.environ.get(WORKER)
+
+
+def test_a_parallel_runs_workers_carry_the_run_in_their_name() -> None:
+    # make test runs the unit tests beside the pool: two runs whose workers xdist names
+    # alike (tests/helpers/workers.py).
+    name, run = os.environ.get(WORKER), os.environ.get(LOCKS)
+    if name is not None and run:
+        assert name.endswith(f"@{Path(run).name}"), name

@@ -359,11 +359,17 @@ class NetnsExecutor(Client):
         ours = {p.ident: p.popen for p in self._procs}
         alive = set()
         for ident in idents:
-            if ident in ours:
-                ours[ident].poll()      # reaped with its status, which its Process keeps
+            popen = ours.get(ident)
             proc = Proc(ident.pid, ident.start_ticks, [], ident.node, "")
             if not proc.alive():
-                reap(proc)              # a process this one started without a Process
+                if popen is None:
+                    reap(proc)          # a process this one started without a Process
+                else:
+                    # Reaped by its Popen, which keeps its status: a waitpid of its own
+                    # (reap) left Popen ECHILD, which it reads as exit 0 (a process
+                    # stopped by SIGTERM said 0 when it died between two looks).
+                    with suppress(subprocess.TimeoutExpired):
+                        popen.wait(timeout=2)
                 continue
             if signum:
                 with suppress(ProcessLookupError):
