@@ -11,6 +11,11 @@ from the JUnit XML of a pool run:
 
     pytest -n 2 --dist loadfile ... --junitxml=pool.xml
     python -m tests.helpers.order pool.xml > tests/durations.json
+
+The `pairs` phase (VM tests two at a time, `--dist load`) deals its tests in the same
+order, so its files' seconds are in there too, from their phase of 12c1b54's run (its
+longest file, test_vm_kernels, came last there and ran 33 s alone): add them back
+after writing the file from a pool run.
 """
 
 from __future__ import annotations
