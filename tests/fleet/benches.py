@@ -54,7 +54,7 @@ def all_idle(db: str, names: tuple[str, ...] | list[str],
              procs: list[subprocess.Popen[str]], timeout: float = 60) -> None:
     """Wait until every bench of `names` (started as `procs`) is idle; one that is not
     within `timeout` fails the test with what each bench said, and where each still
-    running is (faulthandler's stacks): 34fe111's fresh-clone run timed out here with
+    running is (faulthandler's stacks): b238389's fresh-clone run timed out here with
     nothing to show why."""
     deadline = time.monotonic() + timeout
     while not all(bench_state(db, n) == "idle" for n in names):

@@ -12,7 +12,7 @@ pass beside a busy core (docs/testing.md). Two kinds cannot share:
   timing (an example that runs to its end, a refusal, a cleanup): two can share the
   machine, slower but whole, while a test that measures cannot share it with one. It
   runs beside another only in a run of `pairs` tests alone (pytest -n 2 -m pairs, as
-  make test runs them between the pool and the `alone` tests: 178 s one at a time, X s
+  make test runs them between the pool and the `alone` tests: 148 s one at a time, 107 s
   two at a time); in any other run it is kept apart as an `alone` test is.
 - `machine`: no other test's lab may even be up (a plain `hoplab clean` removes every lab
   no live hoplab process uses, a lab another test keeps up between its commands too). It

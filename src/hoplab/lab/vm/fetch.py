@@ -17,7 +17,6 @@ from hoplab.spec.model import Lab
 
 @dataclass(frozen=True)
 class Fetched:
-    spec: str
     release: str
     took_s: float
     # The kernel was in the cache before (its initramfs and PVH entry may have been made).
@@ -40,7 +39,7 @@ def fetch(spec: str, modules: str | None) -> tuple[Fetched, kernel.Kernel]:
     before = _cached(spec)
     k = kernel.resolve(spec, modules)
     initramfs.image(k)
-    return Fetched(spec, k.release, time.monotonic() - t0, before), k
+    return Fetched(k.release, time.monotonic() - t0, before), k
 
 
 def accelerator(k: kernel.Kernel) -> tuple[str, str]:
