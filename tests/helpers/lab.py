@@ -340,6 +340,27 @@ def mbit_received(data: dict[str, Any]) -> float:
 
 # A flow measured by steady_mbit: two seconds to become steady, three to measure.
 STEADY_SECONDS = 5
+# A steady flow's congestion control, chosen by the shaper.
+# - A kernel shaper (HTB, TBF), on the sender's egress or a router's: BBR, this machine's
+#   default. It paces, so the stack hands the qdisc skbs of a few segments. Cubic's 64 KB
+#   GSO skbs leave an HTB in lumps (26 ms each at 20 Mbit/s): the receiver's seconds read
+#   18.77 or 19.29 against 19.13, and the median took 19.29 in 5 of 6 runs. Through
+#   examples/chain.toml with a busy loop on one core, cubic read 92.37 and 93.78 against
+#   94.32 in 2 of 4 runs, BBR 94.15 to 94.49 in 4 of 4.
+KERNEL_SHAPER_CC = "bbr"
+# - The wire, a shaper in a namespace of its own: cubic. Loss-based, it keeps the wire's
+#   queue occupied, so a stall of the hosts shorter than the queue costs no link time.
+#   BBR paces at its estimate with a few ms queued: at 50 Mbit/s its steady figure read
+#   45.4 to 47.8 against 47.82 (6 of 16 runs over 0.5 % low on a quiet machine); cubic's
+#   47.81 to 47.84 in 18 of 18, 10 of them with a busy loop on one core.
+WIRE_CC = "cubic"
+
+
+def steady_goodput(server_ns: str, client_ns: str, target: str, *client_args: str,
+                   cc: str) -> float:
+    """steady_mbit of one STEADY_SECONDS iperf3 flow under congestion control `cc`."""
+    return steady_mbit(iperf3(server_ns, client_ns, target, "-C", cc, *client_args,
+                              seconds=STEADY_SECONDS))
 
 
 def steady_mbit(data: dict[str, Any]) -> float:

@@ -23,7 +23,7 @@ from tests.helpers.devices import PREFIX as FARM_PREFIX
 from tests.helpers.lab import (
     EXAMPLES,
     HOPLAB,
-    STEADY_SECONDS,
+    KERNEL_SHAPER_CC,
     LabUp,
     UpLab,
     foreign_labs,
@@ -37,14 +37,13 @@ from tests.helpers.lab import (
     pids_in,
     root_links,
     run_in,
-    steady_mbit,
+    steady_goodput,
     stop,
     wait_listening,
 )
 
 pytestmark = pytest.mark.root
 
-IPERF_SECONDS = STEADY_SECONDS
 # A shaped TCP flow's steady seconds against the payload rate: +-0.5 % (a header slip,
 # 1448/1500, is 0.9 % off; a 1000/1024 one 2.4 %).
 RATE_TOLERANCE = 0.005
@@ -162,8 +161,8 @@ def test_chain_of_100_routers(tmp_path: Path, lab_name: str) -> None:
 def test_chain_100mbit_link_measures_100mbit_both_ways(lab_up: LabUp) -> None:
     up = lab_up(path=EXAMPLES / "chain.toml")
     server, client = up.ns("server"), up.ns("client")
-    forward = steady_mbit(iperf3(server, client, "server", seconds=IPERF_SECONDS))
-    reverse = steady_mbit(iperf3(server, client, "server", "-R", seconds=IPERF_SECONDS))
+    forward = steady_goodput(server, client, "server", cc=KERNEL_SHAPER_CC)
+    reverse = steady_goodput(server, client, "server", "-R", cc=KERNEL_SHAPER_CC)
     print(f"chain.toml 100mbit: forward {forward:.2f}, reverse {reverse:.2f} Mbit/s")
     # "server" resolves to its IPv6 address first: 1428 bytes of payload a frame.
     expected = payload_mbit(100, ipv6=True)
@@ -181,8 +180,8 @@ def test_per_direction_rate_override(lab_up: LabUp) -> None:
         reverse = { rate = "20mbit" }
     """.replace("        ", ""))
     server, client = up.ns("server"), up.ns("client")
-    forward = steady_mbit(iperf3(server, client, "server-v4", seconds=IPERF_SECONDS))
-    reverse = steady_mbit(iperf3(server, client, "server-v4", "-R", seconds=IPERF_SECONDS))
+    forward = steady_goodput(server, client, "server-v4", cc=KERNEL_SHAPER_CC)
+    reverse = steady_goodput(server, client, "server-v4", "-R", cc=KERNEL_SHAPER_CC)
     print(f"100mbit / reverse 20mbit: forward {forward:.2f}, reverse {reverse:.2f} Mbit/s")
     for got, mbit in ((forward, 100), (reverse, 20)):
         assert abs(got - payload_mbit(mbit)) <= RATE_TOLERANCE * payload_mbit(mbit), got

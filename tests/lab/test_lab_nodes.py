@@ -10,13 +10,12 @@ import pytest
 
 from hoplab.lab.caps import probe
 from tests.helpers.lab import (
-    STEADY_SECONDS,
+    KERNEL_SHAPER_CC,
     LabUp,
     hoplab,
-    iperf3,
     lab_namespaces,
     payload_mbit,
-    steady_mbit,
+    steady_goodput,
 )
 
 pytestmark = pytest.mark.root
@@ -94,7 +93,7 @@ def test_tbf_shapes_to_its_rate(lab_up: LabUp) -> None:
     up = lab_up(TWO_HOSTS + '[[links]]\nbetween = ["a", "r"]\n'
                 '[[links]]\nbetween = ["r", "b"]\nrate = "20mbit"\nqdisc = "tbf"\n')
     assert "tbf" in up.run("r", "tc", "qdisc", "show", "dev", "eth1").stdout
-    got = steady_mbit(iperf3(up.ns("b"), up.ns("a"), "b-v4", seconds=STEADY_SECONDS))
+    got = steady_goodput(up.ns("b"), up.ns("a"), "b-v4", cc=KERNEL_SHAPER_CC)
     # +-0.5 %: a header slip (1448/1500: 19.31) or a 1000/1024 one (18.68) falls outside.
     # Measured: steady seconds 19.06 to 19.21, with a busy loop on one core too.
     assert abs(got - payload_mbit(20)) <= 0.005 * payload_mbit(20), got

@@ -49,3 +49,16 @@ def test_no_quiet_second_within_the_limit_is_none() -> None:
     m = _Machine([0.05] * 30)
     assert steal.wait_quiet(15, read=m.stolen, clock=m.clock, sleep=m.sleep) is None
     assert m.t == pytest.approx(15.0)
+
+
+def test_a_stretch_of_quiet_seconds_skips_a_lone_one_inside_a_burst() -> None:
+    # A quiet second between heavy ones (as a fresh-clone run's steal came: one in
+    # bursts of 2 to 10 s); the stretch starts at second 5.
+    m = _Machine([0.9, 0.0, 0.8, 0.85, 0.3, 0.01, 0.0, 0.0])
+    assert steal.wait_quiet(30, read=m.stolen, clock=m.clock, sleep=m.sleep) == 2.0
+    m = _Machine([0.9, 0.0, 0.8, 0.85, 0.3, 0.01, 0.0, 0.0])
+    waited = steal.wait_quiet(30, seconds=2, read=m.stolen, clock=m.clock, sleep=m.sleep)
+    assert waited == pytest.approx(7.0)
+    # Never two in a row within the limit.
+    m = _Machine([0.0, 0.5] * 20)
+    assert steal.wait_quiet(30, seconds=2, read=m.stolen, clock=m.clock, sleep=m.sleep) is None

@@ -36,20 +36,22 @@ def share(stolen: float, seconds: float) -> float:
     return stolen / seconds if seconds > 0 else 0.0
 
 
-def wait_quiet(limit_s: float, *, read: Callable[[], float] | None = None,
+def wait_quiet(limit_s: float, *, seconds: int = 1, read: Callable[[], float] | None = None,
                clock: Callable[[], float] = time.monotonic,
                sleep: Callable[[float], None] = time.sleep) -> float | None:
-    """Wait until a second passes with less than QUIET_SHARE of a core stolen: the
-    seconds waited, or None if none did within `limit_s`. On a machine that counts no
-    steal (bare metal) the first second is quiet."""
+    """Wait until `seconds` seconds in a row pass with less than QUIET_SHARE of a core
+    stolen each: the seconds waited, or None if they did not within `limit_s`. On a
+    machine that counts no steal (bare metal) the first seconds are quiet."""
     stolen = stolen_s if read is None else read
     began = clock()
     last = (began, stolen())
+    quiet = 0
     while True:
         sleep(SAMPLE_S)
         now = (clock(), stolen())
         if now[0] - last[0] >= 1.0:
-            if share(now[1] - last[1], now[0] - last[0]) < QUIET_SHARE:
+            quiet = quiet + 1 if share(now[1] - last[1], now[0] - last[0]) < QUIET_SHARE else 0
+            if quiet >= seconds:
                 return now[0] - began
             last = now
         if now[0] - began >= limit_s:
