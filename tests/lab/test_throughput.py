@@ -91,9 +91,13 @@ def test_ndr_of_64_byte_frames_through_10_mbit(tmp_path: Path) -> None:
 
 
 def test_a_frame_ceiling_in_the_wire_whatever_the_size(tmp_path: Path) -> None:
-    """pps = 20000 on the wire: 20,000 frames/s of 64 and of 1518 bytes (the wire has no
-    bucket; its queue of Q passes Q / T more). The queue is 4000 frames, 200 ms at this
-    rate.
+    """pps = 10000 on the wire: 10,000 frames/s of 64 and of 1518 bytes (the wire has no
+    bucket; its queue of Q passes Q / T more). The queue is 2000 frames, 200 ms at this
+    rate. 10,000, not 20,000: 1518-byte frames at 24,000 a second (290 Mbit/s through
+    the wire's copies) stalled the generator in 5 trials of 7 while the hypervisor took
+    5 to 10 % of a core, each stall followed by a wait for a quiet second, and the test
+    took 137 s in a fresh-clone run and 207 s here; at 12,000 a second a search took 8
+    to 12 s.
 
     The search's precision is 1 %, not 0.5 %: with a busy loop on one core, hoplab-gen
     fell 0.3 to 2.3 % short of 22,000 frames/s in this lab (it does not catch up a
@@ -101,10 +105,10 @@ def test_a_frame_ceiling_in_the_wire_whatever_the_size(tmp_path: Path) -> None:
     highest lossless valid trial: at least want / (1 + p) asked (the next, failed, trial
     is within p above it) and achieved within p of that, so at least want x (1 - p) /
     (1 + p), 1.98 % below; never above want (N frames in T' >= T seconds pass only when
-    N <= 20,000 T' + 4000), but for the frame in service."""
-    got = _run(tmp_path, 'emulator = "wire"\npps = 20000\nqueue = 4000', [64, 1518],
+    N <= 10,000 T' + 2000), but for the frame in service."""
+    got = _run(tmp_path, 'emulator = "wire"\npps = 10000\nqueue = 2000', [64, 1518],
                precision="1%")
-    want = 20_000 + 4000 / TRIAL_S
+    want = 10_000 + 2000 / TRIAL_S
     for size in ("64", "1518"):
         ratio = got[size]["ndr_fps"] / want
         assert (1 - 0.01) / (1 + 0.01) <= ratio <= 1.001, (size, got[size], want)
