@@ -253,6 +253,16 @@ def test_adjtimex_answer_and_offset_metadata() -> None:
         pytest.approx(1795437675.966206)
     whole = (DATA / "adjtimex-busybox.txt").read_text().splitlines()
     assert _adjtimex(whole) == pytest.approx(1796045807.919311)
+    # A kernel whose clock discipline runs in nanoseconds (status 8256: STA_NANO and
+    # UNSYNC), as this machine's was in a CI run: tv_usec holds nanoseconds.
+    nano = (DATA / "adjtimex-busybox-nano.txt").read_text().splitlines()
+    assert nano[5].split()[:2] == ["status:", "8256"]
+    assert _adjtimex(nano) == pytest.approx(1796104692.891272845, abs=1e-6)
+    # Without the status, nanoseconds read as microseconds are out of range: refused.
+    micro_too_big = ["status: 64", "time.tv_sec: 1", "time.tv_usec: 1000000"]
+    for lines in ([*nano[:5], *nano[6:]], micro_too_big):
+        with pytest.raises(ValueError, match="out of range"):
+            _adjtimex(lines)
     c = ClockOffset("r1", 0.003, 0.001, 0.002, "date-ns", 16)
     assert c.good_for(0.01) and not c.good_for(0.0005)
     assert c.as_metadata()["offset_s"] == 0.003

@@ -11,7 +11,8 @@ How the node tells its time, best first (probed once):
   started per exchange, where each of the others starts one or two (in a VM router
   under TCG a fork and exec costs 50 to 100 ms);
 - `date +%s.%N` where date knows %N (GNU coreutils; BusyBox with FEATURE_DATE_NANO);
-- BusyBox `adjtimex` (prints time.tv_sec and time.tv_usec; microseconds);
+- BusyBox `adjtimex` (prints time.tv_sec and time.tv_usec: microseconds, or
+  nanoseconds where its status has STA_NANO);
 - `date +%s` alone (OpenWrt's default BusyBox): seconds only, so this side asks again
   and again until the seconds change: the node's second began between the two
   exchanges around the change, which bounds the offset by their span (~ two round
@@ -93,15 +94,25 @@ def _method(ex: Executor) -> str:
     return "seconds-edge"
 
 
+# adjtimex(2)'s status bit for a kernel clock discipline in nanoseconds (ADJ_NANO, which
+# chrony and ntpd set): the field named tv_usec then holds nanoseconds. Read as
+# microseconds, a CI run took 62 ms past a second for 62 s (tests/data/devices).
+STA_NANO = 0x2000
+
+
 def _adjtimex(lines: list[str]) -> float:
     """The time in all that BusyBox's adjtimex prints: its lines are picked here, not
-    by a grep there, one process fewer per exchange on the device."""
+    by a grep there, one process fewer per exchange on the device. Its `status` says
+    whether time.tv_usec counts microseconds or, with STA_NANO, nanoseconds."""
     vals = {}
     for line in lines:
         k, _, v = line.partition(":")
-        if k.strip() in ("time.tv_sec", "time.tv_usec"):
+        if k.strip() in ("time.tv_sec", "time.tv_usec", "status"):
             vals[k.strip()] = int(v.split()[0])
-    return vals["time.tv_sec"] + vals["time.tv_usec"] / 1e6
+    per_s = 1_000_000_000 if vals.get("status", 0) & STA_NANO else 1_000_000
+    if not 0 <= vals["time.tv_usec"] < per_s:
+        raise ValueError(f"time.tv_usec {vals['time.tv_usec']} out of range")
+    return vals["time.tv_sec"] + vals["time.tv_usec"] / per_s
 
 
 def estimate(ex: Executor, exchanges: int = 16, method: str | None = None,
