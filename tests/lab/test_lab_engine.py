@@ -158,6 +158,11 @@ def test_chain_of_100_routers(tmp_path: Path, lab_name: str) -> None:
 # --- shaping ---------------------------------------------------------------------------
 
 
+# Alone: its shaper is a router's (r1's HTB), so no flow control of the sender's own
+# stack keeps it busy. Beside the pool's other tests it read 93.77 against 94.32 (da421d2's
+# fresh-clone run, nothing stolen) and 0.6 and 1.2 % low in 0a62295's; alone with a busy
+# loop on one core, 94.15 to 94.49 in 4 of 4.
+@pytest.mark.alone
 def test_chain_100mbit_link_measures_100mbit_both_ways(lab_up: LabUp) -> None:
     up = lab_up(path=EXAMPLES / "chain.toml")
     server, client = up.ns("server"), up.ns("client")
