@@ -157,6 +157,10 @@ def test_fq_codel_keeps_ping_low_under_the_same_load(lab_up: LabUp) -> None:
     assert median < 15, median
 
 
+# Alone: CoDel keeps 5 ms queued, so a stall of the hosts longer than that idles the
+# link; beside the pool's other tests its goodput read 16.34 against 19.13 (6f0474b's
+# fresh-clone run, nothing stolen).
+@pytest.mark.alone
 def test_fq_codel_bulk_goodput(lab_up: LabUp) -> None:
     up = lab_up(uplink('rate = "20mbit", qdisc = "fq_codel"'))
     with servers(up, [5201]):
