@@ -120,7 +120,13 @@ def _watch(script: str) -> tuple[DataStart, float]:
     watcher.add(ds, partial(written_by, proc.pid))
     try:
         proc.wait(timeout=10)
-        time.sleep(0.05)
+        # Until the watcher has polled since the exit: it then either noted the data or
+        # dropped the process (its io file gone). A fixed 50 ms was too short for its
+        # thread in the idle scheduling class beside the pool (6f0474b's fresh-clone run).
+        deadline = time.monotonic() + 10
+        while ds.at is None and ds.pids:
+            assert time.monotonic() < deadline, "the watcher did not poll in 10 s"
+            time.sleep(0.01)
     finally:
         watcher.stop()
     return ds, t
