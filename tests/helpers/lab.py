@@ -352,7 +352,10 @@ KERNEL_SHAPER_CC = "bbr"
 #   queue occupied, so a stall of the hosts shorter than the queue costs no link time.
 #   BBR paces at its estimate with a few ms queued: at 50 Mbit/s its steady figure read
 #   45.4 to 47.8 against 47.82 (6 of 16 runs over 0.5 % low on a quiet machine); cubic's
-#   47.81 to 47.84 in 18 of 18, 10 of them with a busy loop on one core.
+#   47.81 to 47.84 in 18 of 18, 10 of them with a busy loop on one core. Cubic is also
+#   Linux's default, which AQM (the wire's codel, fq_codel, sfq) is tuned for. A
+#   namespace may not make it its default outside tcp_allowed_congestion_control (here
+#   reno and bbr), but root may pick it per socket: iperf3 -C.
 WIRE_CC = "cubic"
 
 

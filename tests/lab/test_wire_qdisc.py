@@ -40,6 +40,7 @@ import pytest
 from hoplab.lab import wire
 from hoplab.samplers import wire as wire_samples
 from tests.helpers.lab import (
+    WIRE_CC,
     LabUp,
     UpLab,
     hoplab,
@@ -80,16 +81,9 @@ def servers(up: UpLab, ports: list[int]) -> Iterator[None]:
             stop(proc)
 
 
-# TCP senders use cubic, Linux's default, which AQM is tuned for; this machine's
-# default is bbr, which keeps its own queue small (docs/wire.md). A namespace may not
-# change its default to a congestion control outside tcp_allowed_congestion_control
-# (here reno and bbr), but root may pick one per socket: iperf3 -C.
-CC = "cubic"
-
-
 def client(up: UpLab, node: str, port: int, *args: str,
            target: str = "srv-v4") -> subprocess.Popen[str]:
-    cc = [] if "-u" in args else ["-C", CC]
+    cc = [] if "-u" in args else ["-C", WIRE_CC]
     return subprocess.Popen(["ip", "netns", "exec", up.ns(node), "iperf3", "-c", target, "-p",
                              str(port), "-J", *cc, *args], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -335,7 +329,7 @@ def test_fq_codel_at_1gbit_is_not_the_bottleneck(lab_up: LabUp) -> None:
     up = lab_up(uplink('rate = "1gbit", qdisc = "fq_codel"'))
     # Two streams keep the pipe full through the scheduling hiccups of a busy 2-core
     # machine; the rate counts frames, so at most 1000 x 1448 / 1514 = 956 Mbit/s.
-    data = iperf3(up.ns("srv"), up.ns("ha"), "srv-v4", "-C", CC, "-P", "2", "-O", "1",
+    data = iperf3(up.ns("srv"), up.ns("ha"), "srv-v4", "-C", WIRE_CC, "-P", "2", "-O", "1",
                   seconds=4)
     assert mbit_received(data) >= 900, mbit_received(data)
 
