@@ -115,6 +115,8 @@ def run_up(args: argparse.Namespace) -> int:
         result = build.up(lab, progress=lambda s: spinner.update(
             escape(f"building lab {lab.name}: {s}")))
     summary = result.state.summary
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if args.json:
         print(json.dumps({"name": lab.name, "seconds": round(result.seconds, 4),
                           "steps": result.steps, **summary}, indent=1))

@@ -60,6 +60,8 @@ class UpResult:
     plan: Plan
     seconds: float
     steps: dict[str, float] = field(default_factory=dict)
+    # What the user should know of how the lab came up (a VM booted again).
+    warnings: list[str] = field(default_factory=list)
 
 
 # Linux starts packets with TTL 64: a reply across more hops than that dies
@@ -307,7 +309,7 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
             _run_commands(plan, b.local)
             t = b.step("hosts+setup", t)
             if b.vms:
-                vm_boot.wait_ready(b.vms, vm_boot.known_hosts(b.state))
+                b.result.warnings += vm_boot.wait_ready(b.vms, b.state)
                 _configure_guests(b)
                 if b.plan.wireguard:
                     _guest_wireguard(b)
@@ -324,6 +326,7 @@ def _up(lab: Lab, caps: Capabilities, progress: Progress | None,
             _finish(b)
         except BaseException:
             with shielded():
+                vm_boot.close_nics(b.vms)
                 teardown(b.state, run_hooks=False)
             raise
     b.result.seconds = time.monotonic() - t0

@@ -155,6 +155,8 @@ class ExperimentRunner:
         needs, why = self._device_tools[index]
         self._up = (index, build.up(lab, caps=self.caps, tools=needs, why=why), {})
         up = self._up[1]
+        for warning in up.warnings:
+            self.progress.note(f"warning: {warning}")
         # A node this lab booted (a VM) is a new machine: its boot id is not a reboot.
         for name, info in up.state.summary.get("nodes", {}).items():
             if kind_of(name, info).builds == "qemu":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,24 +190,57 @@ def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm],
                 vm.started = qemu.start(vm.boot)
             state.summary["nodes"][name]["vm"]["start"] = \
                 "restored" if vm.boot.restore is not None else "booted"
-            vm.proc = vm.started.proc
-            state.add_process(vm.proc.pid, vm.started.argv, power.qemu_node(name),
-                              f"QEMU of VM {name}")
-        finally:
-            # QEMU holds the taps now (or nothing does, and they are gone).
+            _record(state, vm)
+        except BaseException:
+            # Nothing holds the taps but QEMU now (or nothing does, and they are gone).
             qemu.close_fds(tuple(nics))
+            raise
 
 
-def wait_ready(vms: dict[str, Vm], known_hosts: Path,
-               timeout: float = qemu.BOOT_TIMEOUT_S) -> None:
+def _record(state: LabState, vm: Vm) -> None:
+    assert vm.started is not None
+    vm.proc = vm.started.proc
+    state.add_process(vm.proc.pid, vm.started.argv, power.qemu_node(vm.boot.node),
+                      f"QEMU of VM {vm.boot.node}")
+
+
+def close_nics(vms: dict[str, Vm]) -> None:
+    """Let go of the VMs' taps: from now on QEMU alone holds each, and it vanishes when
+    QEMU exits. Until then hoplab holds them too, so a VM started again before its
+    checkpoint gets the same taps, as the lab configured their other ends."""
+    for vm in vms.values():
+        qemu.close_fds(vm.boot.nics)
+        vm.boot = replace(vm.boot, nics=tuple(replace(n, fd=None) for n in vm.boot.nics))
+
+
+def wait_ready(vms: dict[str, Vm], state: LabState,
+               timeout: float = qemu.BOOT_TIMEOUT_S) -> list[str]:
+    """Every VM's SSH server up; what was done to get there that the user should know
+    (a VM booted again) is returned."""
     deadline = time.monotonic() + timeout
-    started = [(vm.boot, vm.started) for vm in vms.values() if vm.started is not None]
-    resume.release(resume.plan(started, qemu.binary()), deadline)
+    try:
+        started = [(vm.boot, vm.started) for vm in vms.values() if vm.started is not None]
+        notes = resume.release(resume.plan(started, qemu.binary()), deadline,
+                               partial(_again, state, vms))
+    finally:
+        close_nics(vms)
     for vm in vms.values():
         assert vm.proc is not None
         qemu.wait_ready(vm.boot, vm.proc, deadline)
         if vm.learn_key:
-            hostkey.learn(vm.boot.node, vm.boot.ssh_port, known_hosts)
+            hostkey.learn(vm.boot.node, vm.boot.ssh_port, known_hosts(state))
+    return notes
+
+
+def _again(state: LabState, vms: dict[str, Vm], v: resume.Starting) -> qemu.Started:
+    """A VM's QEMU started again (its first exited before its checkpoint), on the taps
+    hoplab still holds, and recorded for teardown as the first was."""
+    vm = vms[v.boot.node]
+    vm.started = qemu.start(vm.boot)
+    _record(state, vm)
+    state.summary["nodes"][vm.boot.node]["vm"]["start"] = "booted again"
+    state.save()
+    return vm.started
 
 
 def known_hosts(state: LabState) -> Path:

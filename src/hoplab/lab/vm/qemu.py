@@ -294,6 +294,22 @@ def oops(serial: str) -> list[str]:
     return [ln for ln in found if ln] if found[0] or found[2] else []
 
 
+def oopsed(d: Path) -> list[str]:
+    """What the guest's console says of its kernel's oops or panic; [] if none."""
+    try:
+        return oops((d / SERIAL_LOG).read_text(errors="replace"))
+    except OSError:
+        return []
+
+
+def keep_console(d: Path) -> Path:
+    """Move the guest's console aside (a QEMU started again in `d` writes a new one):
+    the path it is kept at, serial.1.log."""
+    kept = d / SERIAL_LOG.replace(".log", ".1.log")
+    (d / SERIAL_LOG).replace(kept)
+    return kept
+
+
 def console_tail(d: Path, lines: int = 25) -> str:
     out = []
     for name in (QEMU_LOG, SERIAL_LOG):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -48,27 +49,66 @@ def plan(vms: Sequence[tuple[qemu.Boot, qemu.Started]], exe: str) -> list[Starti
     return out
 
 
-def release(vms: list[Starting], deadline: float) -> None:
+# Starts a VM's QEMU again, with the same boot: the new QEMU, or a LabError.
+Again = Callable[[Starting], qemu.Started]
+
+
+def release(vms: list[Starting], deadline: float, again: Again | None = None) -> list[str]:
     """Every VM past its checkpoint, or a LabError with the console of the one that
-    failed (QEMU exited, or the deadline passed)."""
+    failed (QEMU exited, or the deadline passed). A VM that booted (not restored) and
+    whose kernel oopsed or panicked before its checkpoint is started again once by
+    `again`, if given: under multi-threaded TCG a vCPU can run a stale int3 the kernel
+    has just patched out, and the guest dies before anything of the lab has run in it
+    (docs/vm.md). What was started again is said in the list returned."""
     todo = [v for v in vms if v.started.handles is not None]
+    notes: list[str] = []
     if todo:
-        asyncio.run(_all(todo, deadline))
+        asyncio.run(_all(todo, deadline, again, notes))
+    return notes
 
 
-async def _all(vms: list[Starting], deadline: float) -> None:
+async def _all(vms: list[Starting], deadline: float, again: Again | None,
+               notes: list[str]) -> None:
     try:
-        await asyncio.gather(*(_one(v, deadline) for v in vms))
+        await asyncio.gather(*(_once_more(v, deadline, again, notes) for v in vms))
     finally:
         for v in vms:
             assert v.started.handles is not None
             v.started.handles.close()
 
 
+async def _once_more(v: Starting, deadline: float, again: Again | None,
+                     notes: list[str]) -> None:
+    try:
+        await _one(v, deadline)
+    except LabError:
+        said = _oopsed_before_checkpoint(v)
+        if again is None or not said:
+            raise
+        kept = qemu.keep_console(v.boot.dir)
+        notes.append(f"VM {v.boot.node}: its kernel oopsed before its checkpoint "
+                     f"({said[0]}) and it was booted again; the first boot's console is "
+                     f"{kept}")
+        assert v.started.handles is not None
+        v.started.handles.close()
+        v.started = again(v)
+        await _one(v, deadline)
+
+
+def _oopsed_before_checkpoint(v: Starting) -> list[str]:
+    """The oops of a booted VM's kernel that exited before its checkpoint; [] if not."""
+    b = v.boot
+    if b.restore is not None or v.started.proc.poll() is None or \
+            qemu.said(b.dir, CHECKPOINT):
+        return []
+    return qemu.oopsed(b.dir)
+
+
 async def _one(v: Starting, deadline: float) -> None:
     b, proc, handles = v.boot, v.started.proc, v.started.handles
     assert handles is not None
     client = QMPClient(f"hoplab-{b.node}")
+    drain = asyncio.create_task(_drain(handles.console))
     try:
         await asyncio.wait_for(client.connect(handles.monitor), _left(deadline))
         if b.restore is not None:
@@ -80,7 +120,8 @@ async def _one(v: Starting, deadline: float) -> None:
         if (await client.execute("query-status"))["status"] != "running":  # type: ignore[index]
             await client.execute("cont")
         restored = 1 if b.restore is not None else 0
-        handles.console.sendall(f"go {int(time.time())} {restored}\n".encode())
+        await asyncio.get_running_loop().sock_sendall(
+            handles.console, f"go {int(time.time())} {restored}\n".encode())
         # QEMU reads the console's input as the guest's UART takes it, a few bytes at a
         # time, and drops what is unread when hoplab's end closes: the end stays open
         # until the guest has read the line and gone on.
@@ -92,9 +133,23 @@ async def _one(v: Starting, deadline: float) -> None:
         raise LabError(f"VM {b.node}: QEMU's monitor failed while it started ({exc})"
                        f"{qemu.console_tail(b.dir)}") from None
     finally:
+        drain.cancel()
         # An error of the connection is raised again here: the one above is the news.
         with contextlib.suppress(QMPError, OSError, EOFError):
             await client.disconnect()
+
+
+async def _drain(console: socket.socket) -> None:
+    """Read and drop what the guest writes to its console (QEMU's logfile has it) while
+    hoplab holds the console's end. Unread, the socket is full after some 270 bytes (a
+    socket buffer's worth of one-byte writes), and the guest's UART then waits 10 ms for
+    each character: a kernel's oops took 15 s to reach its panic, cut off before the line
+    that says where it was."""
+    console.setblocking(False)
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(OSError):
+        while await loop.sock_recv(console, 4096):
+            pass
 
 
 async def _restored(client: QMPClient, b: qemu.Boot, proc: subprocess.Popen[bytes],
