@@ -194,6 +194,7 @@ def start(lab: Lab, plan: Plan, state: LabState, vms: dict[str, Vm],
         except BaseException:
             # Nothing holds the taps but QEMU now (or nothing does, and they are gone).
             qemu.close_fds(tuple(nics))
+            vm.boot = replace(vm.boot, nics=_let_go(vm.boot.nics))
             raise
 
 
@@ -210,7 +211,11 @@ def close_nics(vms: dict[str, Vm]) -> None:
     checkpoint gets the same taps, as the lab configured their other ends."""
     for vm in vms.values():
         qemu.close_fds(vm.boot.nics)
-        vm.boot = replace(vm.boot, nics=tuple(replace(n, fd=None) for n in vm.boot.nics))
+        vm.boot = replace(vm.boot, nics=_let_go(vm.boot.nics))
+
+
+def _let_go(nics: tuple[qemu.Nic, ...]) -> tuple[qemu.Nic, ...]:
+    return tuple(replace(n, fd=None) for n in nics)
 
 
 def wait_ready(vms: dict[str, Vm], state: LabState,
@@ -232,13 +237,16 @@ def wait_ready(vms: dict[str, Vm], state: LabState,
     return notes
 
 
-def _again(state: LabState, vms: dict[str, Vm], v: resume.Starting) -> qemu.Started:
-    """A VM's QEMU started again (its first exited before its checkpoint), on the taps
-    hoplab still holds, and recorded for teardown as the first was."""
-    vm = vms[v.boot.node]
-    vm.started = qemu.start(vm.boot)
+def _again(state: LabState, vms: dict[str, Vm], b: qemu.Boot) -> qemu.Started:
+    """A VM's QEMU started again with boot `b` (the first exited before its checkpoint,
+    or could not load its snapshot), on the taps hoplab still holds, and recorded for
+    teardown as the first was."""
+    vm = vms[b.node]
+    first, vm.boot = vm.boot, b
+    vm.started = qemu.start(b)
     _record(state, vm)
-    state.summary["nodes"][vm.boot.node]["vm"]["start"] = "booted again"
+    state.summary["nodes"][b.node]["vm"]["start"] = \
+        "booted" if first.restore is not None else "booted again"
     state.save()
     return vm.started
 

@@ -4,6 +4,7 @@ a boot fails or times out."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -302,11 +303,12 @@ def oopsed(d: Path) -> list[str]:
         return []
 
 
-def keep_console(d: Path) -> Path:
-    """Move the guest's console aside (a QEMU started again in `d` writes a new one):
-    the path it is kept at, serial.1.log."""
-    kept = d / SERIAL_LOG.replace(".log", ".1.log")
-    (d / SERIAL_LOG).replace(kept)
+def keep_log(d: Path, name: str) -> Path:
+    """Move a VM's log aside (a QEMU started again in `d` writes a new one): the path
+    it is kept at, e.g. serial.1.log."""
+    kept = d / name.replace(".log", ".1.log")
+    with contextlib.suppress(FileNotFoundError):
+        (d / name).replace(kept)
     return kept
 
 

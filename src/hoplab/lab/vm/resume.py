@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from qemu.qmp import QMPClient
 from qemu.qmp.error import QMPError
@@ -49,17 +50,24 @@ def plan(vms: Sequence[tuple[qemu.Boot, qemu.Started]], exe: str) -> list[Starti
     return out
 
 
-# Starts a VM's QEMU again, with the same boot: the new QEMU, or a LabError.
-Again = Callable[[Starting], qemu.Started]
+# Starts a VM's QEMU again, with this boot: the new QEMU, or a LabError.
+Again = Callable[[qemu.Boot], qemu.Started]
+
+
+class Unloadable(LabError):
+    """A snapshot QEMU could not resume from (it is removed)."""
 
 
 def release(vms: list[Starting], deadline: float, again: Again | None = None) -> list[str]:
     """Every VM past its checkpoint, or a LabError with the console of the one that
-    failed (QEMU exited, or the deadline passed). A VM that booted (not restored) and
-    whose kernel oopsed or panicked before its checkpoint is started again once by
-    `again`, if given: under multi-threaded TCG a vCPU can run a stale int3 the kernel
-    has just patched out, and the guest dies before anything of the lab has run in it
-    (docs/vm.md). What was started again is said in the list returned."""
+    failed (QEMU exited, or the deadline passed). With `again`, two failures start a
+    VM's QEMU once more, and what was started again is said in the list returned:
+    - a snapshot QEMU could not load (a full disk cut it short, QEMU was upgraded in
+      place): it is removed, and the VM boots;
+    - a booted VM whose kernel oopsed or panicked, or whose QEMU crashed, before its
+      checkpoint: it boots again. Under multi-threaded TCG a vCPU can run a stale int3
+      the kernel has just patched out, and the guest dies before anything of the lab
+      has run in it (docs/vm.md)."""
     todo = [v for v in vms if v.started.handles is not None]
     notes: list[str] = []
     if todo:
@@ -79,29 +87,47 @@ async def _all(vms: list[Starting], deadline: float, again: Again | None,
 
 async def _once_more(v: Starting, deadline: float, again: Again | None,
                      notes: list[str]) -> None:
+    b = v.boot
     try:
         await _one(v, deadline)
+        return
+    except Unloadable:
+        if again is None:
+            raise
+        kept = qemu.keep_log(b.dir, qemu.QEMU_LOG)
+        notes.append(f"VM {b.node}: QEMU could not resume from {b.restore} (it is "
+                     f"removed: QEMU's messages are in {kept}), and the VM booted instead")
+        v.boot = replace(b, restore=None)
     except LabError:
-        said = _oopsed_before_checkpoint(v)
+        said = _died_before_checkpoint(v)
         if again is None or not said:
             raise
-        kept = qemu.keep_console(v.boot.dir)
-        notes.append(f"VM {v.boot.node}: its kernel oopsed before its checkpoint "
-                     f"({said[0]}) and it was booted again; the first boot's console is "
-                     f"{kept}")
-        assert v.started.handles is not None
-        v.started.handles.close()
-        v.started = again(v)
-        await _one(v, deadline)
+        kept = qemu.keep_log(b.dir, qemu.SERIAL_LOG)
+        qemu.keep_log(b.dir, qemu.QEMU_LOG)
+        notes.append(f"VM {b.node}: {said} before its checkpoint, and it was booted "
+                     f"again; the first boot's console and QEMU's messages are "
+                     f"{kept.name} and {qemu.QEMU_LOG.replace('.log', '.1.log')} in "
+                     f"{b.dir}")
+    assert v.started.handles is not None
+    v.started.handles.close()
+    v.started = again(v.boot)
+    await _one(v, deadline)
 
 
-def _oopsed_before_checkpoint(v: Starting) -> list[str]:
-    """The oops of a booted VM's kernel that exited before its checkpoint; [] if not."""
-    b = v.boot
-    if b.restore is not None or v.started.proc.poll() is None or \
-            qemu.said(b.dir, CHECKPOINT):
-        return []
-    return qemu.oopsed(b.dir)
+# How QEMU itself dies of a fault of its own (TCG: seen once, a SIGSEGV at load 17).
+CRASHES = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGABRT)
+
+
+def _died_before_checkpoint(v: Starting) -> str:
+    """How a booted VM died before its checkpoint: its kernel's oops, or QEMU's crash;
+    "" if it did not (it is running, was restored, or exited otherwise)."""
+    b, code = v.boot, v.started.proc.poll()
+    if b.restore is not None or code is None or qemu.said(b.dir, CHECKPOINT):
+        return ""
+    if -code in CRASHES:
+        return f"QEMU crashed ({signal.Signals(-code).name})"
+    said = qemu.oopsed(b.dir)
+    return f"its kernel oopsed ({said[0]})" if said else ""
 
 
 async def _one(v: Starting, deadline: float) -> None:
@@ -178,11 +204,11 @@ def _exits(proc: subprocess.Popen[bytes]) -> bool:
     return True
 
 
-def _unloadable(b: qemu.Boot) -> LabError:
+def _unloadable(b: qemu.Boot) -> Unloadable:
     """A snapshot QEMU could not load, forgotten: the next VM of its kind boots."""
     assert b.restore is not None
     snapshot.forget(b.restore)
-    return LabError(f"VM {b.node}: QEMU could not resume from {b.restore} (it is "
+    return Unloadable(f"VM {b.node}: QEMU could not resume from {b.restore} (it is "
                     f"removed: the next lab up boots this VM){qemu.console_tail(b.dir)}")
 
 
