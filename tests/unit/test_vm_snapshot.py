@@ -123,3 +123,32 @@ def test_only_the_most_recently_used_snapshots_are_kept(boot: qemu.Boot) -> None
     assert sorted(p.name for p in removed) == [f"k{i}{snapshot.SUFFIX}" for i in range(3)]
     assert sorted(p.name for p in d.glob(f"*{snapshot.SUFFIX}")) == \
         sorted([mine.name, f"k3{snapshot.SUFFIX}", f"k4{snapshot.SUFFIX}"])
+
+
+def _exited(argv: list[str]) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    proc.wait()
+    return proc
+
+
+@pytest.mark.parametrize(("console", "argv", "restored", "said"), [
+    # A kernel's oops before the checkpoint: booted again, naming it.
+    ("[    1.858931] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n", ["true"], False,
+     "its kernel oopsed ([    1.858931] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI)"),
+    # QEMU's own fault.
+    ("", ["sh", "-c", "kill -SEGV $$"], False, "QEMU crashed (SIGSEGV)"),
+    # QEMU that exits of itself (a bad option, a power-off), or is killed: not again.
+    ("", ["false"], False, ""),
+    ("", ["sh", "-c", "kill -KILL $$"], False, ""),
+    # Past the checkpoint, what dies is the lab's: not again.
+    ("hoplab-checkpoint 2.1\n[    3.1] Oops: int3: 0000\n", ["true"], False, ""),
+    # Restored from a snapshot: it started past the checkpoint.
+    ("[    1.8] Oops: int3: 0000\n", ["true"], True, ""),
+])
+def test_which_deaths_before_the_checkpoint_boot_again(
+        boot: qemu.Boot, console: str, argv: list[str], restored: bool, said: str) -> None:
+    boot.dir.mkdir(parents=True)
+    (boot.dir / qemu.SERIAL_LOG).write_text(console)
+    b = replace(boot, restore=boot.dir / "x.vmstate" if restored else None)
+    v = resume.Starting(b, qemu.Started(_exited(argv), [], None))
+    assert resume._died_before_checkpoint(v) == said
