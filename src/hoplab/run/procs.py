@@ -48,6 +48,9 @@ class DataStart:
         # How much each of its processes has written so far (None once it is gone).
         self.pids: list[Callable[[], int | None]] = []
         self.polled: float | None = None
+        # The poll that saw the data: `at` is within (polled, seen), which a busy
+        # machine's scheduler widens.
+        self.seen: float | None = None
 
 
 class _Watcher:
@@ -88,6 +91,7 @@ class _Watcher:
                 seen = [(read, read()) for read in pids]
                 if any(n is not None and n > CONTROL_BYTES for _, n in seen):
                     ds.at = now if ds.polled is None else (ds.polled + now) / 2
+                    ds.seen = now
                     continue
                 ds.polled = now
                 gone = {id(read) for read, n in seen if n is None}
