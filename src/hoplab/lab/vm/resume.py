@@ -102,12 +102,11 @@ async def _once_more(v: Starting, deadline: float, again: Again | None,
         said = _died_before_checkpoint(v)
         if again is None or not said:
             raise
-        kept = qemu.keep_log(b.dir, qemu.SERIAL_LOG)
-        qemu.keep_log(b.dir, qemu.QEMU_LOG)
+        console = qemu.keep_log(b.dir, qemu.SERIAL_LOG)
+        messages = qemu.keep_log(b.dir, qemu.QEMU_LOG)
         notes.append(f"VM {b.node}: {said} before its checkpoint, and it was booted "
                      f"again; the first boot's console and QEMU's messages are "
-                     f"{kept.name} and {qemu.QEMU_LOG.replace('.log', '.1.log')} in "
-                     f"{b.dir}")
+                     f"{console.name} and {messages.name} in {b.dir}")
     assert v.started.handles is not None
     v.started.handles.close()
     v.started = again(v.boot)
