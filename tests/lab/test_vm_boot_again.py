@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,12 @@ from hoplab.lab import build
 from hoplab.lab.vm import qemu, resume, snapshot
 from hoplab.spec import load_lab
 from tests.helpers.lab import lab_namespaces, new_lab_name, remove_lab, run_in
-from tests.lab.test_vm import lab_qemus
+from tests.lab.test_vm import RELEASE, lab_qemus
 
 pytestmark = [pytest.mark.root, pytest.mark.pairs,
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None,
                                  reason="qemu-system-x86 is not installed")]
 
-RELEASE = "6.12.100+deb12-amd64"
 LAB = f"""
 [nodes.h1]
 [nodes.r1]
@@ -44,24 +44,44 @@ between = ["r1", "h2"]
 PANIC = "Kernel panic - not syncing: VFS: Unable to mount root fs"
 
 
-def _dying(monkeypatch: pytest.MonkeyPatch, times: int) -> list[list[str]]:
-    """QEMU's first `times` starts boot a kernel that panics before its checkpoint;
-    every command line started is in the list returned."""
+def _starts(monkeypatch: pytest.MonkeyPatch,
+            change: Callable[[list[str], int], None]) -> list[list[str]]:
+    """Every QEMU command line hoplab starts, in the list returned, after `change` (given
+    it and how many started before it) had its say; booted, never resumed, since a VM
+    resumed from a snapshot never boots its kernel."""
     started: list[list[str]] = []
     real = qemu.argv
 
     def argv(*args: Any, **kwargs: Any) -> list[str]:
         out = real(*args, **kwargs)
-        if len(started) < times:
-            at = out.index("-append") + 1
-            out[at] += " rdinit=/hoplab-no-such-init"
+        change(out, len(started))
         started.append(out)
         return out
 
     monkeypatch.setattr(qemu, "argv", argv)
-    # A VM resumed from a snapshot never boots its kernel.
     monkeypatch.setenv(snapshot.ENV, "0")
     return started
+
+
+def _dying(monkeypatch: pytest.MonkeyPatch, times: int) -> list[list[str]]:
+    """QEMU's first `times` starts boot a kernel that panics before its checkpoint."""
+    def change(out: list[str], before: int) -> None:
+        if before < times:
+            out[out.index("-append") + 1] += " rdinit=/hoplab-no-such-init"
+    return _starts(monkeypatch, change)
+
+
+def _lab_file(tmp_path: Path) -> Path:
+    file = tmp_path / "lab.toml"
+    file.write_text(LAB)
+    return file
+
+
+def _h1_reaches_h2(result: build.UpResult) -> None:
+    """Through r1's second kernel, on the taps its first QEMU had."""
+    h2 = next(a.ip for a in result.plan.node("h2").ifaces[0].addrs if a.version == 4)
+    done = run_in(result.plan.node("h1").netns, "ping", "-c", "1", "-W", "5", str(h2))
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _fds() -> set[str]:
@@ -72,8 +92,7 @@ def test_a_kernel_that_dies_before_its_checkpoint_boots_again_on_the_same_taps(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started = _dying(monkeypatch, 1)
     name = new_lab_name()
-    file = tmp_path / "lab.toml"
-    file.write_text(LAB)
+    file = _lab_file(tmp_path)
     fds = _fds()
     try:
         result = build.up(load_lab(file, name=name))
@@ -89,10 +108,7 @@ def test_a_kernel_that_dies_before_its_checkpoint_boots_again_on_the_same_taps(
         assert PANIC in kept.read_text()
         assert PANIC not in (vm_dir / qemu.SERIAL_LOG).read_text()
         assert result.state.summary["nodes"]["r1"]["vm"]["start"] == "booted again"
-        # The taps the first QEMU had: h1 reaches h2 through r1's second kernel.
-        h2 = next(a.ip for a in result.plan.node("h2").ifaces[0].addrs if a.version == 4)
-        done = run_in(result.plan.node("h1").netns, "ping", "-c", "1", "-W", "5", str(h2))
-        assert done.returncode == 0, done.stdout + done.stderr
+        _h1_reaches_h2(result)
         # hoplab holds none of them once the VM is up: they go with QEMU.
         assert _fds() == fds
     finally:
@@ -104,8 +120,7 @@ def test_a_kernel_that_dies_twice_fails_the_lab_naming_its_panic(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started = _dying(monkeypatch, 2)
     name = new_lab_name()
-    file = tmp_path / "lab.toml"
-    file.write_text(LAB)
+    file = _lab_file(tmp_path)
     fds = _fds()
     try:
         with pytest.raises(LabError) as err:
@@ -127,15 +142,9 @@ def test_a_qemu_that_crashes_before_the_checkpoint_boots_again(
     """QEMU itself dying of a fault (TCG: a SIGSEGV seen once at load 17) before its
     guest's checkpoint: a real SIGSEGV, sent while QEMU holds its vCPUs paused (`-S`),
     so before the checkpoint for certain; the VM boots again."""
-    started: list[list[str]] = []
-    real = qemu.argv
-
-    def argv(*args: Any, **kwargs: Any) -> list[str]:
-        out = real(*args, **kwargs)
-        if not started:
+    def paused(out: list[str], before: int) -> None:
+        if not before:
             out.append("-S")
-        started.append(out)
-        return out
 
     def plan(vms: Any, exe: str) -> list[resume.Starting]:
         # Its QEMU started and recorded, and waited for from here on.
@@ -145,12 +154,10 @@ def test_a_qemu_that_crashes_before_the_checkpoint_boots_again(
         return real_plan(vms, exe)
 
     real_plan = resume.plan
-    monkeypatch.setattr(qemu, "argv", argv)
+    started = _starts(monkeypatch, paused)
     monkeypatch.setattr(resume, "plan", plan)
-    monkeypatch.setenv(snapshot.ENV, "0")
     name = new_lab_name()
-    file = tmp_path / "lab.toml"
-    file.write_text(LAB)
+    file = _lab_file(tmp_path)
     try:
         result = build.up(load_lab(file, name=name))
         assert len(started) == 2
@@ -158,9 +165,7 @@ def test_a_qemu_that_crashes_before_the_checkpoint_boots_again(
         assert warning.startswith("VM r1: QEMU crashed (SIGSEGV) before its checkpoint, "
                                   "and it was booted again;"), warning
         assert result.state.summary["nodes"]["r1"]["vm"]["start"] == "booted again"
-        h2 = next(a.ip for a in result.plan.node("h2").ifaces[0].addrs if a.version == 4)
-        done = run_in(result.plan.node("h1").netns, "ping", "-c", "1", "-W", "5", str(h2))
-        assert done.returncode == 0, done.stdout + done.stderr
+        _h1_reaches_h2(result)
     finally:
         remove_lab(name)
     assert not lab_qemus(name) and not lab_namespaces(name)
