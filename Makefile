@@ -21,6 +21,10 @@ APT_PACKAGES := iperf3 irtt fping iputils-ping iproute2 nftables ethtool \
 # installed is the one the next rule runs.
 RUST_VERSION := 1.95.0
 CARGO ?= $(firstword $(wildcard $(HOME)/.cargo/bin/cargo) $(shell command -v cargo) cargo)
+# The crates' tests and clippy run under make -j4 -O (beside-pool) in recipes make does not
+# hand its jobserver to, so cargo, finding it named in MAKEFLAGS, warned that it could not
+# connect, once per crate, and used its own jobs anyway: it is told nothing of it instead.
+CARGO_OWN_JOBS = env -u MAKEFLAGS -u MFLAGS $(CARGO)
 WIRE_DIR := wire
 WIRE_SRC := $(wildcard $(WIRE_DIR)/src/*.rs) $(WIRE_DIR)/Cargo.toml $(WIRE_DIR)/Cargo.lock
 WIRE_BIN := $(BIN)/hoplab-wire
@@ -98,8 +102,8 @@ $(WIRE_BIN): $(WIRE_SRC) | $(STAMP) rust
 	install -m 0755 $(WIRE_DIR)/target/release/hoplab-wire $@
 
 wire-test:
-	$(CARGO) test --locked --quiet --manifest-path $(WIRE_DIR)/Cargo.toml
-	$(CARGO) clippy --locked --quiet --all-targets --manifest-path $(WIRE_DIR)/Cargo.toml \
+	$(CARGO_OWN_JOBS) test --locked --quiet --manifest-path $(WIRE_DIR)/Cargo.toml
+	$(CARGO_OWN_JOBS) clippy --locked --quiet --all-targets --manifest-path $(WIRE_DIR)/Cargo.toml \
 		-- -D warnings
 
 # The folder of perf stacks (docs/profiles.md), stackcollapse-perf.pl's rules in Rust,
@@ -116,8 +120,8 @@ $(FOLD_BIN): $(FOLD_SRC) | $(STAMP) rust
 	install -m 0755 $(FOLD_DIR)/target/release/hoplab-fold $@
 
 fold-test:
-	$(CARGO) test --locked --quiet --manifest-path $(FOLD_DIR)/Cargo.toml
-	$(CARGO) clippy --locked --quiet --all-targets --manifest-path $(FOLD_DIR)/Cargo.toml \
+	$(CARGO_OWN_JOBS) test --locked --quiet --manifest-path $(FOLD_DIR)/Cargo.toml
+	$(CARGO_OWN_JOBS) clippy --locked --quiet --all-targets --manifest-path $(FOLD_DIR)/Cargo.toml \
 		-- -D warnings
 
 # The frame generator and receiver of the throughput kind (docs/experiment-format.md),
@@ -134,8 +138,8 @@ $(GEN_BIN): $(GEN_SRC) | $(STAMP) rust
 	install -m 0755 $(GEN_DIR)/target/release/hoplab-gen $@
 
 gen-test:
-	$(CARGO) test --locked --quiet --manifest-path $(GEN_DIR)/Cargo.toml
-	$(CARGO) clippy --locked --quiet --all-targets --manifest-path $(GEN_DIR)/Cargo.toml \
+	$(CARGO_OWN_JOBS) test --locked --quiet --manifest-path $(GEN_DIR)/Cargo.toml
+	$(CARGO_OWN_JOBS) clippy --locked --quiet --all-targets --manifest-path $(GEN_DIR)/Cargo.toml \
 		-- -D warnings
 
 # FlameGraph's stackcollapse-perf.pl (CDDL), the reference bench/profile.py times hoplab
