@@ -15,6 +15,7 @@ from hoplab.nodes.ssh_counters import COST_SERIES, WHY, DeviceCounterSource
 from hoplab.nodes.ssh_exec import SshExecutor
 from hoplab.record import Series
 from hoplab.samplers.runner import Samplers, Target
+from hoplab.tools.tc import parse_tc_json
 from tests.helpers.devices import Device, Farm, Kind
 
 pytestmark = pytest.mark.root
@@ -71,6 +72,40 @@ def test_cpu_at_10hz_without_gaps_and_cost_within_budget(ex: SshExecutor, dev: D
         assert not [x for x in series if x.name.startswith("qdisc.")]
     else:
         assert not s.missing
+
+
+def test_the_sessions_tc_on_a_linux_board_leaves_nothing(device_farm: Farm) -> None:
+    """The board's qdiscs read by one tc for the session (tc-batch), through FIFOs whose
+    names are gone once open; the sampler's end ends that tc on the device."""
+    dev = device_farm.shared("linux-board")
+    source = DeviceCounterSource(SshExecutor(dev.target("r1")), frozenset({"qdisc"}))
+    try:
+        assert source.tc == "tc-batch"
+        snap = source.read()
+        assert snap.qdiscs is not None and "qdisc" not in snap.missing
+        pid = source.tc_pid
+        assert pid is not None
+        look = SshExecutor(dev.target("r1"))
+        try:
+            # What a tc of its own reads there (the board's veth: noqueue, not kept).
+            own = parse_tc_json(look.run(["tc", "-s", "-j", "qdisc", "show"]).stdout)
+            assert [(q.dev, q.kind) for q in snap.qdiscs] == [(q.dev, q.kind) for q in own]
+            fifo = look.run(["readlink", f"/proc/{pid}/fd/0"]).stdout.strip()
+            assert fifo.startswith("/tmp/hoplab-tc.") and fifo.endswith("/i (deleted)"), fifo
+            assert look.run(["test", "-e", fifo.rsplit("/", 1)[0]]).returncode
+        finally:
+            look.close()
+    finally:
+        source.close()
+    look = SshExecutor(dev.target("r1"))
+    try:
+        # The loop ends when its session does; its tc at its end of input (bounded by
+        # the 5 s a sample may take, as the sampler's own wait is).
+        gone = ('for i in $(seq 50); do s=$(cat /proc/$0/stat 2>/dev/null) || exit 0; '
+                'case ${s#*) } in Z*) exit 0;; esac; sleep 0.1; done; exit 1')
+        assert look.run(["sh", "-c", gone, str(pid)]).returncode == 0
+    finally:
+        look.close()
 
 
 def test_byte_counts_agree_with_a_known_transfer(ex: SshExecutor, dev: Device,

@@ -101,3 +101,31 @@ def test_a_tc_that_cannot_list_qdiscs_is_missing_and_the_rest_goes_on() -> None:
     assert first.qdiscs is None and "BusyBox's tc" in first.missing["qdisc"]
     assert second.proc_stat is not None and "qdisc" in second.missing
     assert asked == ["t", "s"]  # not asked for the qdiscs again
+
+
+def test_the_sessions_tc_is_counted_from_its_own_proc() -> None:
+    """tc-batch: the session's tc is no child of the loop's, so its time comes from its
+    own /proc/PID, in ns like the others; a sample that has lost it (it died: the loop
+    forks tc from then on) gives no cost against one that had it."""
+    stats = [stat(40, "awk", 1, 2, cutime=3, cstime=4), stat(39, "dropbear", 5, 6)]
+    helper = (stat(41, "tc", 8, 9), "4000 0 0")
+    assert spent_ns(stats, ["1000 0 0", "2000 0 0"], helper) == \
+        (True, 1000 + 2000 + 4000 + 7 * 10_000_000)
+    # Without its schedstat, all in ticks: 1+2+3+4 (the loop and its children), 5+6 (the
+    # server), 8+9 (the session's tc).
+    assert spent_ns(stats, ["1000 0 0", "2000 0 0"], (helper[0], "")) == \
+        (False, 38 * 10_000_000)
+
+    def with_tc(core_ticks: int, runtimes: tuple[int, int], tc_ns: int | None) -> list[str]:
+        lines = sample(core_ticks, (7, 9), runtimes)[:-1]
+        if tc_ns is not None:
+            lines += ["==> tc-batch-stat <==", stat(41, "tc", 0, 0),
+                      "==> tc-batch-schedstat <==", f"{tc_ns} 0 0"]
+        return [*lines, END]
+
+    # 100 ms per core between samples: the loop 300 us, the server 200, tc 500: 1 %.
+    got = costs([with_tc(1000, (100_000_000, 200_000_000), 50_000_000),
+                 with_tc(1010, (100_300_000, 200_200_000), 50_500_000),
+                 with_tc(1020, (100_600_000, 200_400_000), None),
+                 with_tc(1030, (100_900_000, 200_600_000), None)])
+    assert got == [pytest.approx(1.0), pytest.approx(0.5)]

@@ -3,6 +3,7 @@ facts and sampler replies parsed from real captures."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -164,6 +165,78 @@ def test_sampler_loop_in_awk(awk: list[str]) -> None:
         p.stdin.write("q\n")
         p.stdin.flush()
         assert p.wait(5) == 0
+        watchdog.cancel()
+
+
+def _ask(p: subprocess.Popen[str], request: str) -> dict[str, str]:
+    assert p.stdin is not None and p.stdout is not None
+    p.stdin.write(request + "\n")
+    p.stdin.flush()
+    lines = []
+    while (line := p.stdout.readline()) != "@@hoplab-end@@\n":
+        assert line, f"the loop ended: {p.wait(5)}"
+        lines.append(line.rstrip("\n"))
+    return split_sample(lines)
+
+
+def _ended(pid: int) -> bool:
+    """Whether process `pid` has exited (gone, or a zombie not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(shutil.which("tc") is None, reason="needs tc (make setup)")
+@pytest.mark.parametrize("awk", AWKS, ids=lambda a: a[0])
+def test_sampler_loop_with_the_sessions_tc(awk: list[str]) -> None:
+    """tc-batch: one tc for the session answers the loop's qdisc reads through two FIFOs
+    whose names are gone once both are open; the tc's own time comes with each sample;
+    a tc that dies is followed by a tc forked per read; the loop's end ends its tc."""
+    argv = loop_argv(["/proc/stat"], "awk", False, "tc-batch")
+    env = {**os.environ, **dict(a.split("=", 1) for a in argv[1:4])}
+    with subprocess.Popen([*awk, argv[-1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True, env=env) as p:
+        watchdog = threading.Timer(20, p.kill)
+        watchdog.start()
+        first, plain = _ask(p, "t"), _ask(p, "s")
+        # lo's qdisc at least, in JSON, from the session's tc; none unasked.
+        assert "lo" in {q["dev"] for q in json.loads(first["tc-json"])}
+        assert "tc-json" not in plain
+        pid = int(first["tc-batch-stat"].split()[0])
+        assert Path(f"/proc/{pid}/cmdline").read_text().split("\0")[:5] == \
+            ["tc", "-s", "-j", "-batch", "-"]
+        assert int(plain["tc-batch-schedstat"].split()[0]) > 0
+        fifos = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in (0, 1)]
+        assert [f.rsplit("/", 1)[1] for f in fifos] == ["i (deleted)", "o (deleted)"], fifos
+        assert not Path(fifos[0].rsplit("/", 1)[0]).exists()
+        os.kill(pid, 9)
+        while not _ended(pid):
+            os.sched_yield()
+        again = _ask(p, "t")
+        assert "lo" in {q["dev"] for q in json.loads(again["tc-json"])}
+        assert "tc-batch-stat" not in _ask(p, "t")
+        p.stdin.write("q\n")  # type: ignore[union-attr]
+        p.stdin.flush()  # type: ignore[union-attr]
+        assert p.wait(5) == 0
+        watchdog.cancel()
+
+
+@pytest.mark.skipif(shutil.which("tc") is None, reason="needs tc (make setup)")
+@pytest.mark.parametrize("awk", AWKS, ids=lambda a: a[0])
+def test_the_sessions_tc_ends_with_the_loop(awk: list[str]) -> None:
+    argv = loop_argv(["/proc/stat"], "awk", False, "tc-batch")
+    env = {**os.environ, **dict(a.split("=", 1) for a in argv[1:4])}
+    with subprocess.Popen([*awk, argv[-1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True, env=env) as p:
+        watchdog = threading.Timer(20, p.kill)
+        watchdog.start()
+        pid = int(_ask(p, "s")["tc-batch-stat"].split()[0])
+        p.stdin.close()  # type: ignore[union-attr]  # the session's end: no "q"
+        assert p.wait(5) == 0
+        while not _ended(pid):
+            assert watchdog.is_alive(), "the session's tc outlived its loop"
+            os.sched_yield()
         watchdog.cancel()
 
 
