@@ -78,15 +78,15 @@ def test_the_sessions_tc_on_a_linux_board_leaves_nothing(device_farm: Farm) -> N
     """The board's qdiscs read by one tc for the session (tc-batch), through FIFOs whose
     names are gone once open; the sampler's end ends that tc on the device."""
     dev = device_farm.shared("linux-board")
-    source = DeviceCounterSource(SshExecutor(dev.target("r1")), frozenset({"qdisc"}))
+    look = SshExecutor(dev.target("r1"))
     try:
-        assert source.tc == "tc-batch"
-        snap = source.read()
-        assert snap.qdiscs is not None and "qdisc" not in snap.missing
-        pid = source.tc_pid
-        assert pid is not None
-        look = SshExecutor(dev.target("r1"))
+        source = DeviceCounterSource(SshExecutor(dev.target("r1")), frozenset({"qdisc"}))
         try:
+            assert source.tc == "tc-batch"
+            snap = source.read()
+            assert snap.qdiscs is not None and "qdisc" not in snap.missing
+            pid = source.tc_pid
+            assert pid is not None
             # What a tc of its own reads there (the board's veth: noqueue, not kept).
             own = parse_tc_json(look.run(["tc", "-s", "-j", "qdisc", "show"]).stdout)
             assert [(q.dev, q.kind) for q in snap.qdiscs] == [(q.dev, q.kind) for q in own]
@@ -94,11 +94,7 @@ def test_the_sessions_tc_on_a_linux_board_leaves_nothing(device_farm: Farm) -> N
             assert fifo.startswith("/tmp/hoplab-tc.") and fifo.endswith("/i (deleted)"), fifo
             assert look.run(["test", "-e", fifo.rsplit("/", 1)[0]]).returncode
         finally:
-            look.close()
-    finally:
-        source.close()
-    look = SshExecutor(dev.target("r1"))
-    try:
+            source.close()
         # The loop ends when its session does; its tc at its end of input (bounded by
         # the 5 s a sample may take, as the sampler's own wait is).
         gone = ('for i in $(seq 50); do s=$(cat /proc/$0/stat 2>/dev/null) || exit 0; '

@@ -3,12 +3,14 @@ facts and sampler replies parsed from real captures."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -141,31 +143,40 @@ def test_sampler_loop_in_awk(awk: list[str]) -> None:
     as it comes (a reply per line, not per block of input)."""
     argv = loop_argv(["/proc/stat", "/proc/net/dev"], "awk", False, None)
     assert argv[-2] == "awk"
-    env_args, prog = argv[1:4], argv[-1]
-    env = {**os.environ, **dict(a.split("=", 1) for a in env_args)}
-    with subprocess.Popen([*awk, prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          text=True, env=env) as p:
-        assert p.stdin is not None and p.stdout is not None
-        # An awk that waits for a block of input never answers: killed, the test fails.
-        watchdog = threading.Timer(10, p.kill)
-        watchdog.start()
+    # An awk that waits for a block of input never answers: killed, the test fails.
+    with _awk_loop(awk, argv, 10) as (p, _):
         for _ in range(2):
-            p.stdin.write("s\n")
-            p.stdin.flush()
-            lines = []
-            while (line := p.stdout.readline().rstrip("\n")) != "@@hoplab-end@@":
-                lines.append(line)
-            sec = split_sample(lines)
+            sec = _ask(p, "s")
             assert sec["/proc/stat"].startswith("cpu ")
             assert "Inter-|" in sec["/proc/net/dev"]
             assert list(sec)[2:] == ["/proc/self/stat", f"/proc/{os.getpid()}/stat",
                                      "/proc/self/schedstat", f"/proc/{os.getpid()}/schedstat"]
             # The scheduler's run time in ns (the sampler's cost below a clock tick).
             assert int(sec[f"/proc/{os.getpid()}/schedstat"].split()[0]) > 0
-        p.stdin.write("q\n")
-        p.stdin.flush()
-        assert p.wait(5) == 0
-        watchdog.cancel()
+        _quit(p)
+
+
+@contextlib.contextmanager
+def _awk_loop(awk: list[str], argv: list[str],
+              seconds: float) -> Iterator[tuple[subprocess.Popen[str], threading.Timer]]:
+    """The loop of loop_argv's `argv` run here by `awk`, as the device's SSH server
+    would run it, killed by the watchdog yielded with it after `seconds`."""
+    env = {**os.environ, **dict(a.split("=", 1) for a in argv[1:4])}
+    with subprocess.Popen([*awk, argv[-1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True, env=env) as p:
+        watchdog = threading.Timer(seconds, p.kill)
+        watchdog.start()
+        try:
+            yield p, watchdog
+        finally:
+            watchdog.cancel()
+
+
+def _quit(p: subprocess.Popen[str]) -> None:
+    assert p.stdin is not None
+    p.stdin.write("q\n")
+    p.stdin.flush()
+    assert p.wait(5) == 0
 
 
 def _ask(p: subprocess.Popen[str], request: str) -> dict[str, str]:
@@ -193,12 +204,7 @@ def test_sampler_loop_with_the_sessions_tc(awk: list[str]) -> None:
     """tc-batch: one tc for the session answers the loop's qdisc reads through two FIFOs
     whose names are gone once both are open; the tc's own time comes with each sample;
     a tc that dies is followed by a tc forked per read; the loop's end ends its tc."""
-    argv = loop_argv(["/proc/stat"], "awk", False, "tc-batch")
-    env = {**os.environ, **dict(a.split("=", 1) for a in argv[1:4])}
-    with subprocess.Popen([*awk, argv[-1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          text=True, env=env) as p:
-        watchdog = threading.Timer(20, p.kill)
-        watchdog.start()
+    with _awk_loop(awk, loop_argv(["/proc/stat"], "awk", False, "tc-batch"), 20) as (p, _):
         first, plain = _ask(p, "t"), _ask(p, "s")
         # lo's qdisc at least, in JSON, from the session's tc; none unasked.
         assert "lo" in {q["dev"] for q in json.loads(first["tc-json"])}
@@ -216,28 +222,20 @@ def test_sampler_loop_with_the_sessions_tc(awk: list[str]) -> None:
         again = _ask(p, "t")
         assert "lo" in {q["dev"] for q in json.loads(again["tc-json"])}
         assert "tc-batch-stat" not in _ask(p, "t")
-        p.stdin.write("q\n")  # type: ignore[union-attr]
-        p.stdin.flush()  # type: ignore[union-attr]
-        assert p.wait(5) == 0
-        watchdog.cancel()
+        _quit(p)
 
 
 @pytest.mark.skipif(shutil.which("tc") is None, reason="needs tc (make setup)")
 @pytest.mark.parametrize("awk", AWKS, ids=lambda a: a[0])
 def test_the_sessions_tc_ends_with_the_loop(awk: list[str]) -> None:
     argv = loop_argv(["/proc/stat"], "awk", False, "tc-batch")
-    env = {**os.environ, **dict(a.split("=", 1) for a in argv[1:4])}
-    with subprocess.Popen([*awk, argv[-1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          text=True, env=env) as p:
-        watchdog = threading.Timer(20, p.kill)
-        watchdog.start()
+    with _awk_loop(awk, argv, 20) as (p, watchdog):
         pid = int(_ask(p, "s")["tc-batch-stat"].split()[0])
         p.stdin.close()  # type: ignore[union-attr]  # the session's end: no "q"
         assert p.wait(5) == 0
         while not _ended(pid):
             assert watchdog.is_alive(), "the session's tc outlived its loop"
             os.sched_yield()
-        watchdog.cancel()
 
 
 @pytest.mark.skipif(shutil.which("busybox") is None, reason="needs busybox (make setup)")

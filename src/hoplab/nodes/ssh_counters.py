@@ -100,7 +100,7 @@ WHY = {
 # found gone is not written to: the write would kill the loop (SIGPIPE). tc is no
 # child of the loop's (its shell exits), so its time is read from its own /proc/PID.
 AWK_LOOP = r"""
-function dump(f,   l) { print "==> " f " <=="; while ((getline l < f) > 0) print l; close(f) }
+function dump(f) { dumpas(f, f) }
 function dumpas(f, name,   l) {
   print "==> " name " <=="; while ((getline l < f) > 0) print l; close(f)
 }
@@ -128,7 +128,7 @@ BEGIN {
     c = c "</dev/null >/dev/null 2>&1 & echo \"$! $d\"; else rm -rf \"$d\"; fi"
     if ((c | getline r) > 0 && split(r, b, " ") == 2) {
       tcp = "/proc/" b[1]; I = b[2] "/i"; O = b[2] "/o"
-      if (ask() == "") tc = "tc-json"
+      ask()
     } else tc = "tc-json"
     close(c)
   }
